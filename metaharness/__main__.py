@@ -1,0 +1,5 @@
+"""Allow ``python -m metaharness``."""
+
+from metaharness.cli import main
+
+main()

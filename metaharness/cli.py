@@ -1,0 +1,69 @@
+"""The ``metaharness`` command line.
+
+The root app lives here; each concept contributes its subcommands from its own ``cli`` module through a
+``register(app)`` function, listed in :data:`COMMAND_MODULES`. Command modules import heavy libraries inside the
+command bodies so that ``metaharness --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+import typer
+from rich.console import Console
+
+from metaharness import __version__
+from metaharness.errors import MetaharnessError
+
+# Modules that define ``register(app: typer.Typer) -> None``.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+app = typer.Typer(
+    name="metaharness",
+    help="Optimise LLM harnesses with a proposer model, TPS plan graphs and a budgeted solver.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"metaharness {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Optimise LLM harnesses with a proposer model, TPS plan graphs and a budgeted solver."""
+
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module).register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user-facing errors become one clear message and an exit code, never a traceback."""
+    err = Console(stderr=True)
+    try:
+        app(args=argv, prog_name="metaharness", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click.exceptions.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except MetaharnessError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

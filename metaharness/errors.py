@@ -1,0 +1,32 @@
+"""User-facing errors.
+
+Every failure a user can cause or fix (a bad file, a missing key, an unreachable server) is raised as a
+:class:`MetaharnessError` whose message says what went wrong and what to do next. The CLI prints the message
+without a traceback and exits with :attr:`MetaharnessError.exit_code`.
+"""
+
+from __future__ import annotations
+
+
+class MetaharnessError(Exception):
+    """A failure the user can act on; the message names the problem and the next step."""
+
+    exit_code = 1
+
+
+class InputError(MetaharnessError):
+    """Bad input: a malformed file, an unknown name, an out-of-range option. Exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigurationError(MetaharnessError):
+    """The environment is not set up for the request (a missing API key, an unreachable server)."""
+
+    exit_code = 2
+
+
+class BudgetExceeded(MetaharnessError):
+    """A hard cost or token cap was reached; long-running work stops cleanly when it sees this."""
+
+    exit_code = 3

@@ -1,0 +1,1 @@
+"""The TPS planner core: plan graph, subagents, solvers and the planning tool."""

@@ -1,0 +1,1 @@
+"""Proposers: what writes the next candidate harnesses (installed as ``metaharness.proposers``)."""

@@ -1,0 +1,1 @@
+"""Tasks: data loading, splits, metrics and prompt conventions; agent environments (installed as ``metaharness.tasks``)."""
