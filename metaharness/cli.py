@@ -17,8 +17,10 @@ from rich.console import Console
 from metaharness import __version__
 from metaharness.errors import MetaharnessError
 
-# Modules that define ``register(app: typer.Typer) -> None``.
+# Modules that define ``register(app: typer.Typer) -> None`` (top-level commands and groups).
 COMMAND_MODULES: tuple[str, ...] = ()
+# Modules that define ``register(bench: typer.Typer) -> None`` (commands under ``metaharness bench``).
+BENCH_MODULES: tuple[str, ...] = ()
 
 app = typer.Typer(
     name="metaharness",
@@ -46,6 +48,12 @@ def _root(
 
 for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(app)
+
+if BENCH_MODULES:
+    bench_app = typer.Typer(help="Agent benchmarks: planning under a budget, long tool plans.", no_args_is_help=True)
+    app.add_typer(bench_app, name="bench")
+    for _module in BENCH_MODULES:
+        importlib.import_module(_module).register(bench_app)
 
 
 def main(argv: list[str] | None = None) -> None:
