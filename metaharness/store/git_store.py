@@ -1,0 +1,314 @@
+"""The candidate store: a git repository in which every candidate is a commit.
+
+Layout of the repository (the run directory is its working tree):
+
+- ``refs/tags/root``: the run's root commit (``run.json``: task, models, limits). Seeds are its children.
+- ``refs/tags/cNNN``: one commit per candidate, whose parent is the candidate it revises. The commit holds the
+  candidate's files (:func:`metaharness.store.record.files_of`); its message carries the scores as trailers.
+- ``refs/notes/metaharness``: a git note per candidate with its scores, so ``git log --notes=metaharness`` shows
+  them (test-split results are added to the note at the end of a run).
+- ``refs/heads/best``: the best evaluated candidate; ``HEAD`` points at it, so the working tree holds the best
+  harness.
+
+Crash safety: objects are written first (a kill leaves at most unreachable objects, which git ignores), then the
+candidate ref, the notes ref and ``best`` move in one ``git update-ref --stdin`` transaction: all or nothing. A
+candidate is therefore either fully committed, with its note and best ref, or absent. The working tree is synced
+afterwards; :meth:`CandidateStore.clean_interrupted` repairs a sync or any git command cut short by a kill.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from io import BytesIO
+from pathlib import Path
+
+import git
+from git.objects.fun import tree_to_stream
+from gitdb import IStream, LooseObjectDB
+
+from metaharness.errors import InputError
+from metaharness.store.crash import crash_point
+from metaharness.store.record import (
+    CANDIDATE_ID,
+    EVALUATION_FILE,
+    METADATA_FILE,
+    CandidateRecord,
+    Evaluation,
+    files_of,
+    id_number,
+)
+from metaharness.proposal import HARNESS_FILE
+
+ROOT_REF = "refs/tags/root"
+BEST_REF = "refs/heads/best"
+NOTES_REF = "refs/notes/metaharness"
+CONFIG_FILE = "run.json"
+ZERO_SHA = "0" * 40
+BLOB_MODE = 0o100644
+AUTHOR = git.Actor("metaharness", "metaharness@localhost")
+# Everything in the run directory except the committed files stays out of git (traces, journal, summaries).
+EXCLUDES = ["/*", f"!/{HARNESS_FILE}", f"!/{METADATA_FILE}", f"!/{EVALUATION_FILE}", f"!/{CONFIG_FILE}"]
+
+
+@dataclass
+class StoredCandidate:
+    """A committed candidate: its record, its commit and its note."""
+
+    record: CandidateRecord
+    commit: str
+    note: str = ""
+
+
+def render_note(record: CandidateRecord, test: Evaluation | None = None) -> str:
+    """The note git shows under a candidate's commit: scores first, then cost, then where it came from."""
+    if record.failed:
+        lines = [f"FAILED: {(record.error or 'unknown error').strip().splitlines()[0][:200]}"]
+    else:
+        ev = record.evaluation
+        assert ev is not None
+        others = "  ".join(f"{k} {v:.4f}" for k, v in sorted(ev.scores.items()) if k != "primary")
+        lines = [
+            f"val {ev.primary:.4f}" + (f"  ({others})" if others else ""),
+            f"context {ev.cost.get('context_tokens', 0):.0f} tok/example  tokens {ev.cost.get('input_tokens', 0):.0f} in "
+            f"{ev.cost.get('output_tokens', 0):.0f} out  ${ev.cost.get('usd', 0):.4f}",
+            f"{ev.examples} val examples, {ev.errors} with errors",
+        ]
+    if test is not None:
+        lines.append(f"test {test.primary:.4f}  ({test.examples} test examples, {test.errors} with errors)")
+    lines.append(f"iteration {record.iteration}, parent {record.parent or 'root'}")
+    return "\n".join(lines) + "\n"
+
+
+def commit_message(record: CandidateRecord) -> str:
+    """Subject with the score (so ``--oneline`` shows it), the hypothesis, then the scores as git trailers."""
+    tag = "failed" if record.failed else f"{record.score:.3f}"
+    subject = (record.summary or "candidate").strip().splitlines()[0] if record.summary.strip() else "candidate"
+    trailers = [
+        ("Candidate", record.id),
+        ("Parent", record.parent or "root"),
+        ("Iteration", str(record.iteration)),
+        ("Status", record.status),
+    ]
+    if record.evaluation is not None:
+        trailers.append(("Score", f"{record.score:.4f}"))
+        trailers += [(f"Score-{k}", f"{v:.4f}") for k, v in sorted(record.evaluation.scores.items()) if k != "primary"]
+        trailers.append(("Context-Tokens", f"{record.evaluation.cost.get('context_tokens', 0):.0f}"))
+        trailers.append(("Cost-USD", f"{record.evaluation.cost.get('usd', 0):.6f}"))
+    if record.error:
+        trailers.append(("Error", record.error.strip().splitlines()[0][:200]))
+    if record.prediction and "score" in record.prediction:
+        trailers.append(("Predicted-Score", f"{float(record.prediction['score']):.4f}"))
+    body = record.hypothesis.strip()
+    parts = [f"{record.id} [{tag}] {subject[:72]}"]
+    if body:
+        parts.append(body)
+    parts.append("\n".join(f"{k}: {v}" for k, v in trailers))
+    return "\n\n".join(parts) + "\n"
+
+
+class CandidateStore:
+    """Candidates as git commits in the repository at ``path`` (see the module docstring)."""
+
+    def __init__(self, repo: git.Repo) -> None:
+        self.repo = repo
+        self.path = Path(repo.working_tree_dir)
+        # Blobs and trees are written in-process (temp file + rename, like git itself); reads go through git.
+        self._objects = LooseObjectDB(str(Path(repo.git_dir) / "objects"))
+        self._cache: dict[str, CandidateRecord] = {}
+
+    # -- creating and opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, path: Path, config: dict) -> CandidateStore:
+        """Create the repository and its root commit holding ``run.json``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        repo = git.Repo.init(path)
+        (Path(repo.git_dir) / "info").mkdir(exist_ok=True)
+        (Path(repo.git_dir) / "info" / "exclude").write_text("\n".join(EXCLUDES) + "\n")
+        repo.git.symbolic_ref("HEAD", BEST_REF)
+        store = cls(repo)
+        tree = store._write_tree({CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n"})
+        message = f"metaharness run: {config.get('dataset', '?')} with task model {config.get('task_model', '?')}\n"
+        root = store._write_commit(tree, message, [])
+        store._update_refs([(ROOT_REF, root, ZERO_SHA)])
+        return store
+
+    @classmethod
+    def open(cls, path: Path) -> CandidateStore:
+        try:
+            repo = git.Repo(path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+            raise InputError(f"{path} is not a metaharness run directory (no git repository there).") from exc
+        store = cls(repo)
+        if store._resolve(ROOT_REF) is None:
+            raise InputError(f"{path} is a git repository but not a metaharness run (it has no 'root' tag).")
+        return store
+
+    @staticmethod
+    def exists(path: Path) -> bool:
+        return (Path(path) / ".git").exists()
+
+    def config(self) -> dict:
+        return json.loads(self.repo.commit(ROOT_REF).tree[CONFIG_FILE].data_stream.read())
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    def commit(self, record: CandidateRecord) -> str:
+        """Commit ``record`` atomically (candidate ref, note and best in one transaction); returns the sha."""
+        if not CANDIDATE_ID.match(record.id):
+            raise ValueError(f"bad candidate id {record.id!r}")
+        parent_ref = ROOT_REF if record.parent is None else f"refs/tags/{record.parent}"
+        parent = self._resolve(parent_ref)
+        if parent is None:
+            raise ValueError(f"parent {record.parent!r} of {record.id} is not committed")
+        tree = self._write_tree(files_of(record))
+        sha = self._write_commit(tree, commit_message(record), [parent])
+        notes_old, notes_new = self._write_notes({sha: render_note(record)})
+        crash_point("commit:objects-written")
+        updates = [(f"refs/tags/{record.id}", sha, ZERO_SHA), (NOTES_REF, notes_new, notes_old)]
+        best = self.best()
+        if not record.failed and (best is None or record.score > best.score):
+            updates.append((BEST_REF, sha, self._resolve(BEST_REF) or ZERO_SHA))
+        self._update_refs(updates)
+        self._cache[sha] = record
+        crash_point("commit:refs-updated")
+        self.sync_worktree()
+        return sha
+
+    def annotate(self, cid: str, note: str) -> None:
+        """Replace the note of candidate ``cid`` (e.g. to add its test-split result)."""
+        sha = self._resolve(f"refs/tags/{cid}")
+        if sha is None:
+            raise KeyError(cid)
+        old, new = self._write_notes({sha: note})
+        self._update_refs([(NOTES_REF, new, old)])
+
+    def sync_worktree(self) -> None:
+        """Make the working tree hold the best candidate's files (HEAD is ``best``)."""
+        if self._resolve(BEST_REF) is not None:
+            self.repo.git.reset("--hard", "-q")
+
+    def clean_interrupted(self) -> list[str]:
+        """Repair what a kill can leave behind: stale git lock files and a half-synced working tree.
+
+        Call only while holding the run lock (no other metaharness process uses the repository).
+        """
+        actions = []
+        git_dir = Path(self.repo.git_dir)
+        for lock in sorted(p for p in git_dir.rglob("*.lock") if "objects" not in p.relative_to(git_dir).parts):
+            lock.unlink(missing_ok=True)
+            actions.append(f"removed stale git lock {lock.relative_to(self.path)}")
+        for tmp in (git_dir / "objects").glob("obj*"):  # an object write cut short (LooseObjectDB's temp files)
+            tmp.unlink(missing_ok=True)
+            actions.append(f"removed unfinished object write {tmp.name}")
+        if self.repo.git.symbolic_ref("-q", "HEAD", with_exceptions=False) != BEST_REF:
+            self.repo.git.symbolic_ref("HEAD", BEST_REF)
+            actions.append("pointed HEAD back at the 'best' branch")
+        if self._resolve(BEST_REF) is not None and self.repo.is_dirty(untracked_files=False):
+            self.sync_worktree()
+            actions.append("restored the working tree to the best candidate")
+        return actions
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def candidates(self) -> list[StoredCandidate]:
+        """Every committed candidate, in id order."""
+        notes = self._notes()
+        found = []
+        for line in self.repo.git.for_each_ref("--format=%(refname:short) %(objectname)", "refs/tags").splitlines():
+            name, sha = line.split()
+            if CANDIDATE_ID.match(name):
+                found.append(StoredCandidate(self._record(sha), sha, notes.get(sha, "")))
+        return sorted(found, key=lambda c: id_number(c.record.id))
+
+    def get(self, cid: str) -> StoredCandidate:
+        sha = self._resolve(f"refs/tags/{cid}")
+        if sha is None:
+            known = ", ".join(c.record.id for c in self.candidates()) or "none yet"
+            raise InputError(f"No candidate '{cid}' in {self.path} (candidates: {known}).")
+        return StoredCandidate(self._record(sha), sha, self._notes().get(sha, ""))
+
+    def has(self, cid: str) -> bool:
+        return self._resolve(f"refs/tags/{cid}") is not None
+
+    def best(self) -> CandidateRecord | None:
+        sha = self._resolve(BEST_REF)
+        return self._record(sha) if sha else None
+
+    def _record(self, sha: str) -> CandidateRecord:
+        if sha not in self._cache:
+            tree = self.repo.commit(sha).tree
+            meta = json.loads(tree[METADATA_FILE].data_stream.read())
+            source = tree[HARNESS_FILE].data_stream.read().decode("utf-8")
+            evaluation = None
+            if EVALUATION_FILE in tree:
+                evaluation = json.loads(tree[EVALUATION_FILE].data_stream.read())
+            self._cache[sha] = CandidateRecord.from_dict({**meta, "source": source, "evaluation": evaluation})
+        return self._cache[sha]
+
+    # -- git plumbing ----------------------------------------------------------------------------------------
+
+    def _resolve(self, ref: str) -> str | None:
+        try:
+            return git.SymbolicReference.dereference_recursive(self.repo, ref)
+        except ValueError:
+            return None
+
+    def _write_blob(self, data: bytes) -> bytes:
+        return self._objects.store(IStream("blob", len(data), BytesIO(data))).binsha
+
+    def _write_tree(self, files: dict[str, str | bytes]) -> str:
+        """A flat tree of blobs; a ``bytes`` value is the binary sha of a blob that is already stored."""
+        entries = [
+            (files[name] if isinstance(files[name], bytes) else self._write_blob(files[name].encode("utf-8")), BLOB_MODE, name)
+            for name in sorted(files)
+        ]
+        buffer = BytesIO()
+        tree_to_stream(entries, buffer.write)
+        data = buffer.getvalue()
+        return self._objects.store(IStream("tree", len(data), BytesIO(data))).hexsha.decode()
+
+    def _write_commit(self, tree: str, message: str, parents: list[str]) -> str:
+        commit = git.Commit.create_from_tree(
+            self.repo,
+            tree,
+            message,
+            parent_commits=[self.repo.commit(p) for p in parents],
+            head=False,
+            author=AUTHOR,
+            committer=AUTHOR,
+        )
+        return commit.hexsha
+
+    def _note_blobs(self) -> dict[str, bytes]:
+        """Annotated commit sha -> binary sha of its note blob."""
+        sha = self._resolve(NOTES_REF)
+        if sha is None:
+            return {}
+        return {item.path.replace("/", ""): item.binsha for item in self.repo.commit(sha).tree.traverse() if item.type == "blob"}
+
+    def _notes(self) -> dict[str, str]:
+        """Annotated commit sha -> note text."""
+        return {sha: self.repo.odb.stream(blob).read().decode("utf-8") for sha, blob in self._note_blobs().items()}
+
+    def _write_notes(self, changes: dict[str, str]) -> tuple[str, str]:
+        """Write a notes commit with ``changes`` applied; returns (old notes sha or zeros, new notes sha).
+
+        The notes commit has no parent: git reads notes from the tree only, and one parentless commit keeps
+        ``git log --all`` to a single extra line instead of a second history.
+        """
+        old = self._resolve(NOTES_REF) or ZERO_SHA
+        notes: dict[str, str | bytes] = {**self._note_blobs(), **changes}
+        tree = self._write_tree(notes)
+        new = self._write_commit(tree, "metaharness: validation scores of every candidate (git notes)\n", [])
+        return old, new
+
+    def _update_refs(self, updates: list[tuple[str, str, str]]) -> None:
+        """Move every ref in one transaction: all succeed or none does (``git update-ref --stdin``)."""
+        with tempfile.TemporaryFile() as stdin:
+            stdin.write("".join(f"update {ref} {new} {old}\n" for ref, new, old in updates).encode())
+            stdin.seek(0)
+            self.repo.git.update_ref("--stdin", istream=stdin)

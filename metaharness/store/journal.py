@@ -1,0 +1,53 @@
+"""The run's journal: work that is decided or done but not yet in git, so a killed run loses none of it.
+
+- An iteration's plan (the proposals the proposer returned, with the ids the loop gave them) is written before
+  any of them is validated or evaluated, so a resumed run finishes that iteration instead of asking again.
+- An evaluated candidate is written here in full before it is committed and removed once the commit exists; a
+  resumed run commits whatever it finds.
+Every file is written atomically (:mod:`metaharness.store.files`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from metaharness.store.files import atomic_write_json, clean_temporaries, read_json
+from metaharness.store.record import CandidateRecord
+
+
+class Journal:
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        clean_temporaries(self.folder)
+
+    def _plan_path(self, iteration: int) -> Path:
+        return self.folder / f"iteration-{iteration:04d}.json"
+
+    def save_plan(self, iteration: int, proposals: list[dict[str, Any]]) -> None:
+        atomic_write_json(self._plan_path(iteration), {"iteration": iteration, "proposals": proposals})
+
+    def plan(self, iteration: int) -> list[dict[str, Any]] | None:
+        path = self._plan_path(iteration)
+        return read_json(path)["proposals"] if path.exists() else None
+
+    def planned(self) -> dict[int, list[dict[str, Any]]]:
+        """Every open iteration plan, by iteration."""
+        plans = {}
+        for path in sorted(self.folder.glob("iteration-*.json")):
+            data = read_json(path)
+            plans[int(data["iteration"])] = data["proposals"]
+        return plans
+
+    def drop_plan(self, iteration: int) -> None:
+        self._plan_path(iteration).unlink(missing_ok=True)
+
+    def save_result(self, record: CandidateRecord) -> None:
+        atomic_write_json(self.folder / f"{record.id}.json", record.to_dict())
+
+    def results(self) -> list[CandidateRecord]:
+        return [CandidateRecord.from_dict(read_json(p)) for p in sorted(self.folder.glob("c*.json"))]
+
+    def drop_result(self, cid: str) -> None:
+        (self.folder / f"{cid}.json").unlink(missing_ok=True)

@@ -1,0 +1,174 @@
+"""A run directory: the candidate repository plus what sits beside it, and the rules for reopening it.
+
+    runs/<name>/            the git repository (working tree = the best candidate's files)
+        traces/<id>.<split>.jsonl   per-example records of every evaluation (linked from candidate.json)
+        evals/<id>.test.json        test-split results of the best and the frontier
+        journal/                    decided or evaluated work not yet committed (see journal.py)
+        work/<id>/harness.py        the file a candidate is checked and evaluated from
+        summary.jsonl               machine-readable log: one line per candidate, iteration, stop and test result
+        SUMMARY.md                  human-readable summary, rewritten after every iteration
+        run.lock                    held (flock) while a run is active
+
+Only one process may run in a directory at a time (the lock). Opening for a run repairs what a kill left behind
+and commits every evaluated candidate found in the journal.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from metaharness.errors import InputError
+from metaharness.proposal import HARNESS_FILE
+from metaharness.store.crash import crash_point
+from metaharness.store.files import (
+    append_jsonl,
+    atomic_write_json,
+    atomic_write_text,
+    clean_temporaries,
+    read_json,
+    read_jsonl,
+)
+from metaharness.store.git_store import CandidateStore, render_note
+from metaharness.store.journal import Journal
+from metaharness.store.record import CandidateRecord, Evaluation, candidate_id, id_number
+
+# Settings that make scores comparable: a run directory keeps them for its whole life.
+FIXED_SETTINGS = ("dataset", "task_model", "val_limit")
+
+
+class RunDirectory:
+    """An open run directory (see the module docstring); use :meth:`open` or :meth:`browse`."""
+
+    def __init__(self, path: Path, store: CandidateStore, lock_fd: int | None = None) -> None:
+        self.path = Path(path)
+        self.store = store
+        self.journal = Journal(self.path / "journal")
+        self.summary_path = self.path / "summary.jsonl"
+        self.summary_md = self.path / "SUMMARY.md"
+        self._lock_fd = lock_fd
+
+    @classmethod
+    def open(cls, path: Path, config: dict[str, Any] | None = None) -> RunDirectory:
+        """Open (or, given ``config``, create) the run at ``path`` for running; takes the lock.
+
+        An existing run must have been created with the same :data:`FIXED_SETTINGS` as ``config``.
+        """
+        path = Path(path)
+        exists = CandidateStore.exists(path)
+        if not exists and config is None:
+            raise InputError(f"No run at {path} to resume; start one with: metaharness optimize --dataset NAME --run-dir {path}")
+        if not exists and path.is_dir() and any(path.iterdir()):
+            raise InputError(f"{path} exists and is not a metaharness run; choose an empty or new --run-dir.")
+        path.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(path / "run.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock_fd)
+            raise InputError(f"Another metaharness process is running in {path}; wait for it or use another --run-dir.") from None
+        store = CandidateStore.open(path) if exists else CandidateStore.init(path, config)
+        if exists and config is not None:
+            stored = store.config()
+            for key in FIXED_SETTINGS:
+                if stored.get(key) != config.get(key):
+                    os.close(lock_fd)
+                    raise InputError(
+                        f"{path} is a run with {key}={stored.get(key)!r}, not {config.get(key)!r}; scores would not be "
+                        f"comparable. Use another --run-dir, or rerun with {key}={stored.get(key)!r}."
+                    )
+        return cls(path, store, lock_fd)
+
+    @classmethod
+    def browse(cls, path: Path) -> RunDirectory:
+        """Open a run read-only (history, show, diff, report): no lock, no repair."""
+        return cls(Path(path), CandidateStore.open(Path(path)))
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- recovery --------------------------------------------------------------------------------------------
+
+    def recover(self) -> list[str]:
+        """Repair an interrupted run and commit every evaluated-but-uncommitted candidate; say what was done."""
+        actions = self.store.clean_interrupted()
+        for folder in (self.path, self.path / "evals"):
+            actions += [f"removed unfinished write {p.name}" for p in clean_temporaries(folder)]
+        for record in self.journal.results():
+            if self.store.has(record.id):
+                self.journal.drop_result(record.id)
+            else:
+                self.commit(record)
+                actions.append(f"committed {record.id} from the journal (evaluated before the run was stopped)")
+        return actions
+
+    # -- candidates ------------------------------------------------------------------------------------------
+
+    def commit(self, record: CandidateRecord) -> None:
+        """Journal, commit and log one finished candidate; a kill at any point loses nothing."""
+        self.journal.save_result(record)
+        crash_point("commit:journaled")
+        self.store.commit(record)
+        self.log(
+            {
+                "type": "candidate",
+                "id": record.id,
+                "parent": record.parent,
+                "iteration": record.iteration,
+                "status": record.status,
+                "score": record.score,
+                "evaluation": record.evaluation.to_dict() if record.evaluation else None,
+                "prediction": record.prediction,
+                "error": record.error,
+                "summary": record.summary,
+            }
+        )
+        self.journal.drop_result(record.id)
+
+    def next_id(self) -> str:
+        """A fresh candidate id, above every committed, journaled or planned one."""
+        used = [id_number(c.record.id) for c in self.store.candidates()]
+        used += [id_number(r.id) for r in self.journal.results()]
+        used += [id_number(p["id"]) for plan in self.journal.planned().values() for p in plan]
+        return candidate_id(max(used, default=0) + 1)
+
+    def work_file(self, cid: str, source: str) -> Path:
+        """Write a candidate's program to the file it is checked and evaluated from."""
+        path = self.path / "work" / cid / HARNESS_FILE
+        atomic_write_text(path, source)
+        return path
+
+    def trace_path(self, cid: str, split: str) -> Path:
+        path = self.path / "traces" / f"{cid}.{split}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def relative(self, path: Path) -> str:
+        return str(Path(path).relative_to(self.path))
+
+    # -- test-split results ----------------------------------------------------------------------------------
+
+    def test_result(self, cid: str) -> Evaluation | None:
+        path = self.path / "evals" / f"{cid}.test.json"
+        return Evaluation.from_dict(read_json(path)) if path.exists() else None
+
+    def save_test_result(self, cid: str, evaluation: Evaluation) -> None:
+        atomic_write_json(self.path / "evals" / f"{cid}.test.json", evaluation.to_dict())
+        self.store.annotate(cid, render_note(self.store.get(cid).record, evaluation))
+
+    # -- the summary log -------------------------------------------------------------------------------------
+
+    def log(self, record: dict[str, Any]) -> None:
+        append_jsonl(self.summary_path, {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **record})
+
+    def log_records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        records = read_jsonl(self.summary_path)
+        return [r for r in records if kind is None or r.get("type") == kind]
+
+    def completed_iterations(self) -> set[int]:
+        return {int(r["iteration"]) for r in self.log_records("iteration")}

@@ -1,0 +1,75 @@
+"""`metaharness history`, `show`, `diff` and `report` on a run directory: git underneath, scores added."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metaharness.store import CandidateRecord, Evaluation, RunDirectory
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "metaharness", *args], capture_output=True, text=True, cwd=cwd,
+                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)})
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("runs") / "toy-offline"
+    run = RunDirectory.open(path, {"dataset": "toy", "task_model": "fake", "val_limit": 3, "proposer": "offline"})
+    base = "class Harness:\n    def __init__(self, lm, train):\n        self.lm = lm\n"
+    run.commit(CandidateRecord("c001", None, 0, base, summary="seed: zero_shot",
+                               evaluation=Evaluation("val", {"primary": 0.25}, {"context_tokens": 120}, 3)))
+    run.commit(CandidateRecord("c002", "c001", 1, base + "    # label list\n", summary="add the label list",
+                               hypothesis="the model stops inventing labels", prediction={"score": 0.4},
+                               evaluation=Evaluation("val", {"primary": 0.5}, {"context_tokens": 300}, 3), trace="traces/c002.val.jsonl"))
+    run.commit(CandidateRecord("c003", "c002", 2, "oops(", summary="broken edit", status="failed", error="SyntaxError: invalid syntax"))
+    run.close()
+    return path
+
+
+def test_history_lists_candidates_with_scores_and_the_git_graph(run_dir):
+    out = _cli("history", str(run_dir), "--graph")
+    assert out.returncode == 0, out.stderr
+    assert "c002 *" in out.stdout and "0.5000" in out.stdout and "failed" in out.stdout
+    assert "c002 [0.500] add the label list" in out.stdout  # the git graph part
+    assert "SyntaxError" in out.stdout
+
+
+def test_history_defaults_to_the_latest_run_under_runs(run_dir):
+    out = _cli("history", cwd=run_dir.parent.parent)
+    assert out.returncode == 2 and "No run found in runs/" in out.stderr  # cwd has no runs/ folder
+    out = _cli("history", cwd=run_dir)  # inside a run directory
+    assert out.returncode == 0 and "c003" in out.stdout
+
+
+def test_show_prints_metadata_note_and_program(run_dir):
+    out = _cli("show", "c002", "--run", str(run_dir))
+    assert out.returncode == 0, out.stderr
+    for text in ("parent c001", "add the label list", "the model stops inventing labels", "val 0.5000", "# label list", "traces/c002.val.jsonl"):
+        assert text in out.stdout
+    best = _cli("show", "best", "--run", str(run_dir), "--no-source")
+    assert "c002" in best.stdout and "label list\n" not in best.stdout.split("summary:")[0]
+
+
+def test_show_unknown_candidate_is_a_clear_error(run_dir):
+    out = _cli("show", "c099", "--run", str(run_dir))
+    assert out.returncode == 2 and "No candidate 'c099'" in out.stderr and "c001, c002, c003" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_diff_shows_the_change_and_both_scores(run_dir):
+    out = _cli("diff", "c001", "c002", "--run", str(run_dir))
+    assert out.returncode == 0, out.stderr
+    assert "c001 val 0.2500  ->  c002 val 0.5000  (+0.2500)" in out.stdout
+    assert "+    # label list" in out.stdout
+
+
+def test_report_writes_the_html_page(run_dir, tmp_path):
+    out = _cli("report", str(run_dir), "--out", str(tmp_path / "r.html"))
+    assert out.returncode == 0, out.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "c002" in page

@@ -1,0 +1,180 @@
+"""The optimisation loop with a scripted proposer and evaluator: order of work, failures, resume, stops."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from metaharness.errors import BudgetExceeded
+from metaharness.loop import CandidateFailed, LoopEvents, LoopSettings, Optimizer, Seed, StopRequest
+from metaharness.proposal import Proposal, RunState
+from metaharness.store import Evaluation, RunDirectory
+
+CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "scripted", "evals_per_iter": 2}
+
+
+def program(score: float, extra: str = "") -> str:
+    return f"# score={score}\nclass Harness:\n    def __init__(self, lm, train):\n        pass\n{extra}"
+
+
+class FakeEvaluator:
+    """Scores a program by the ``# score=`` comment it carries; ``broken`` programs fail the import check."""
+
+    def __init__(self) -> None:
+        self.evaluated: list[tuple[str, str]] = []
+        self.test_available = False
+
+    def check(self, harness: Path) -> str | None:
+        return "SyntaxError: broken on purpose" if "broken" in harness.read_text() else None
+
+    def evaluate(self, harness, split, *, trace_path, progress=None):
+        text = Path(harness).read_text()
+        if "crash" in text:
+            raise CandidateFailed("the harness could not start")
+        score = float(re.search(r"score=([0-9.]+)", text).group(1))
+        Path(trace_path).write_text('{"id": "1"}\n')
+        self.evaluated.append((Path(harness).parent.name, split))
+        if progress:
+            for done in range(1, 5):
+                progress(done, 4)
+        return Evaluation(split, {"primary": score, "accuracy": score}, {"context_tokens": 100 * score, "input_tokens": 10}, 4)
+
+    def split_unavailable(self, split):
+        return None if self.test_available else f"no {split} split offline"
+
+
+class ScriptedProposer:
+    """Each iteration revises the best candidate: +0.1, and a second proposal scripted per iteration."""
+
+    name = "scripted"
+
+    def __init__(self, extra: dict[int, list[Proposal]] | None = None, budget_at: int | None = None) -> None:
+        self.extra = extra or {}
+        self.budget_at = budget_at
+        self.states: list[RunState] = []
+
+    def propose(self, state: RunState) -> list[Proposal]:
+        self.states.append(state)
+        if state.iteration == self.budget_at:
+            raise BudgetExceeded("Dollar cap reached")
+        best = state.best()
+        better = Proposal(parent=best.id, source=program(round(best.score + 0.1, 3)), summary=f"improve {best.id}",
+                          hypothesis="more is better", prediction={"score": best.score + 0.05})
+        return [better, *self.extra.get(state.iteration, [])]
+
+
+def make(tmp_path: Path, proposer, evaluator, iterations=2, stop=None, events=None):
+    run = RunDirectory.open(tmp_path / "run", CONFIG)
+    settings = LoopSettings(task="toy", iterations=iterations, evals_per_iter=2)
+    seeds = [Seed("zero", program(0.2)), Seed("few", program(0.3))]
+    return run, Optimizer(run, settings, proposer, evaluator, seeds, stop=stop, events=events)
+
+
+def test_seeds_then_iterations_commit_every_candidate(tmp_path):
+    evaluator = FakeEvaluator()
+    proposer = ScriptedProposer({1: [Proposal(parent="c001", source=program(0.1, "broken"), summary="bad edit")]})
+    run, opt = make(tmp_path, proposer, evaluator)
+    outcome = opt.run()
+    run.close()
+    records = {c.record.id: c.record for c in run.store.candidates()}
+    assert list(records) == ["c001", "c002", "c003", "c004", "c005"]
+    assert records["c001"].summary == "seed: zero" and records["c001"].parent is None
+    assert records["c003"].parent == "c002" and records["c003"].score == pytest.approx(0.4)
+    assert records["c004"].failed and "SyntaxError" in records["c004"].error
+    assert records["c005"].parent == "c003" and records["c005"].score == pytest.approx(0.5)
+    assert outcome.best.id == "c005" and outcome.iterations_done == 2 and outcome.stopped is None
+    # the proposer saw the failed candidate of iteration 1 in iteration 2
+    assert [c.id for c in proposer.states[1].failed()] == ["c004"]
+    assert proposer.states[0].evals_left == 2
+    assert [r["iteration"] for r in run.log_records("iteration")] == [0, 1, 2]
+    assert run.log_records("test_skipped")[0]["reason"] == "no test split offline"
+    assert "c005" in run.summary_md.read_text()
+    assert not list(run.journal.folder.iterdir())
+
+
+def test_rerun_continues_at_next_iteration_without_reevaluating(tmp_path):
+    evaluator = FakeEvaluator()
+    run, opt = make(tmp_path, ScriptedProposer(), evaluator, iterations=1)
+    opt.run()
+    run.close()
+    first = list(evaluator.evaluated)
+    run, opt = make(tmp_path, ScriptedProposer(), evaluator, iterations=3)
+    outcome = opt.run()
+    run.close()
+    assert evaluator.evaluated[: len(first)] == first
+    assert [c for c, _ in evaluator.evaluated[len(first):]] == ["c004", "c005"]
+    assert outcome.iterations_done == 3
+    assert [r.iteration for r in (c.record for c in run.store.candidates())] == [0, 0, 1, 2, 3]
+
+
+def test_candidate_that_cannot_start_is_recorded_failed(tmp_path):
+    proposer = ScriptedProposer({1: [Proposal(parent="c009", source=program(0.9), summary="unknown parent")]})
+    run, opt = make(tmp_path, proposer, FakeEvaluator(), iterations=1)
+    opt.run()
+    run.close()
+    bad = run.store.get("c004").record
+    assert bad.failed and "c009" in bad.error
+
+
+def test_budget_exceeded_stops_cleanly_with_a_note(tmp_path):
+    run, opt = make(tmp_path, ScriptedProposer(budget_at=2), FakeEvaluator(), iterations=3)
+    outcome = opt.run()
+    run.close()
+    assert outcome.stopped.startswith("cost cap reached") and outcome.iterations_done == 1
+    assert run.log_records("stop")[0]["reason"].startswith("cost cap reached")
+    assert "cost cap reached" in run.summary_md.read_text()
+
+
+def test_ctrl_c_during_an_evaluation_discards_it_and_resume_redoes_it(tmp_path):
+    stop = StopRequest()
+
+    class StopDuringSecondEval(FakeEvaluator):
+        def evaluate(self, harness, split, **kw):
+            result = super().evaluate(harness, split, **kw)
+            if Path(harness).parent.name == "c002":
+                stop.requested = True
+            return result
+
+    run, opt = make(tmp_path, ScriptedProposer(), StopDuringSecondEval(), iterations=1, stop=stop)
+    outcome = opt.run()
+    run.close()
+    assert outcome.stopped.startswith("interrupted")
+    assert [c.record.id for c in run.store.candidates()] == ["c001"]
+    run, opt = make(tmp_path, ScriptedProposer(), FakeEvaluator(), iterations=1)
+    outcome = opt.run()
+    run.close()
+    assert [c.record.id for c in run.store.candidates()] == ["c001", "c002", "c003"]
+    assert outcome.stopped is None
+
+
+def test_test_split_evaluates_best_and_frontier_once(tmp_path):
+    evaluator = FakeEvaluator()
+    evaluator.test_available = True
+    run, opt = make(tmp_path, ScriptedProposer(), evaluator, iterations=1)
+    outcome = opt.run()
+    run.close()
+    tested = [c for c, split in evaluator.evaluated if split == "test"]
+    assert outcome.best.id in tested and set(outcome.test) == set(tested)
+    assert "test 0.4000" in run.store.get(outcome.best.id).note
+    run, opt = make(tmp_path, ScriptedProposer(), evaluator, iterations=1)
+    opt.run()
+    run.close()
+    assert [c for c, split in evaluator.evaluated if split == "test"] == tested
+
+
+def test_events_report_progress(tmp_path):
+    seen = []
+
+    class Recorder(LoopEvents):
+        def examples_done(self, done, total):
+            seen.append((done, total))
+
+        def candidate_finished(self, record):
+            seen.append(record.id)
+
+    run, opt = make(tmp_path, ScriptedProposer(), FakeEvaluator(), iterations=0, events=Recorder())
+    opt.run()
+    run.close()
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4), "c001", (1, 4), (2, 4), (3, 4), (4, 4), "c002"]

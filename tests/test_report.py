@@ -1,0 +1,77 @@
+"""SUMMARY.md and the self-contained HTML report; the page opens in headless Chromium without console errors."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from metaharness.report import RunView, colour, render_html, render_markdown, write_report, write_summary_markdown
+from metaharness.store import CandidateRecord, Evaluation, RunDirectory
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+
+
+def _rec(cid, parent, iteration, score, predicted=None, usd=0.0):
+    ev = None if score is None else Evaluation("val", {"primary": score}, {"context_tokens": 300 + 10 * iteration, "input_tokens": 1000, "output_tokens": 50, "usd": usd}, 5)
+    return CandidateRecord(cid, parent, iteration, "class Harness: pass\n", status="failed" if score is None else "evaluated",
+                           summary=f"<{cid}> & co", error="boom" if score is None else None, evaluation=ev,
+                           prediction=None if predicted is None else {"score": predicted})
+
+
+@pytest.fixture
+def run(tmp_path):
+    rd = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "fake", "val_limit": 5, "proposer": "tps"})
+    for r in [_rec("c001", None, 0, 0.2), _rec("c002", None, 0, 0.3), _rec("c003", "c002", 1, 0.45, 0.4, 0.01),
+              _rec("c004", "c002", 1, None, 0.5), _rec("c005", "c003", 2, 0.5, 0.6, 0.02)]:
+        rd.commit(r)
+    for it in (0, 1, 2):
+        rd.log({"type": "iteration", "iteration": it, "spent": {"usd": 0.01 * it, "tokens": 1000 * it}})
+    rd.log({"type": "test_skipped", "reason": "no test split offline"})
+    rd.save_test_result("c005", Evaluation("test", {"primary": 0.42}, {}, 20))
+    yield rd
+    rd.close()
+
+
+def test_html_is_self_contained_with_the_four_plots(run):
+    page = render_html(RunView.load(run))
+    assert page.count("<svg") == 5  # score, predicted vs actual, tree, tokens, USD
+    assert "&lt;c003&gt; &amp; co" in page and "<c003>" not in page  # user text is escaped
+    # nothing is fetched: no external scripts, styles, images or fonts
+    assert not re.search(r'\b(src|href)\s*=', page)
+    assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "c005 0.500" in page and "0.420" in page  # tree label and the test score
+    assert "no test split offline" in page
+
+
+def test_summary_markdown_lists_best_front_and_notes(run):
+    text = render_markdown(RunView.load(run))
+    assert "`c005` val 0.5000" in text and "test 0.4200" in text
+    assert "| c004 | 1 | c002 | failed |" in text
+    assert "git -C" in text and "test split not evaluated" in text
+    assert write_summary_markdown(run).read_text() == text
+
+
+def test_colour_scale_runs_dark_to_bright():
+    assert colour(0.0, 0.0, 1.0) == "#440154" and colour(1.0, 0.0, 1.0) == "#fde725"
+    assert colour(0.5, 0.5, 0.5) == colour(0.7, 0.7, 0.7)  # a single score gets the middle colour
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed (CI installs Debian's chromium)")
+def test_report_opens_in_headless_chromium_without_errors(run, tmp_path):
+    page = write_report(run, tmp_path / "report.html")
+    profile = tmp_path / "profile"
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=3000", "--dump-dom", page.as_uri()]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    # the inline script ran to its end (it marks the document) and the browser logged no page error
+    assert 'data-rendered="yes"' in out.stdout
+    console = [line for line in out.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == []
+    assert "Failed to load resource" not in out.stderr

@@ -1,0 +1,147 @@
+"""The git candidate store and the run directory: commits, parents, notes, best, repair, journal, frontier."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from metaharness import frontier
+from metaharness.errors import InputError
+from metaharness.store import BEST_REF, CandidateRecord, Evaluation, RunDirectory
+from metaharness.store.files import append_jsonl, read_jsonl
+
+CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 3}
+
+
+def git(path: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True).stdout
+
+
+def record(cid: str, parent: str | None, score: float | None, ctx: float = 100.0, **kw) -> CandidateRecord:
+    evaluation = None if score is None else Evaluation("val", {"primary": score, "f1": score / 2}, {"context_tokens": ctx, "usd": 0.01}, 3)
+    status = "failed" if score is None else "evaluated"
+    return CandidateRecord(cid, parent, 1 if parent else 0, f"# {cid}\nclass Harness: pass\n", status=status,
+                           summary=f"make {cid}", evaluation=evaluation, **kw)
+
+
+@pytest.fixture
+def run(tmp_path):
+    rd = RunDirectory.open(tmp_path / "run", CONFIG)
+    yield rd
+    rd.close()
+
+
+def test_candidates_are_commits_on_their_parents_with_scores_in_trailers_and_notes(run):
+    run.commit(record("c001", None, 0.3))
+    run.commit(record("c002", "c001", 0.5, hypothesis="labels help", prediction={"score": 0.45}))
+    run.commit(record("c003", "c001", None, error="ImportError: no module named foo"))
+    path = run.path
+    root = git(path, "rev-parse", "root").strip()
+    assert git(path, "rev-parse", "c001^").strip() == root
+    assert git(path, "rev-parse", "c002^").strip() == git(path, "rev-parse", "c001").strip()
+    assert git(path, "rev-parse", "c003^").strip() == git(path, "rev-parse", "c001").strip()
+    assert git(path, "rev-parse", "best").strip() == git(path, "rev-parse", "c002").strip()
+    assert git(path, "show", "c002:harness.py").startswith("# c002")
+    assert '"hypothesis": "labels help"' in git(path, "show", "c002:candidate.json")
+    trailers = git(path, "log", "-1", "--format=%(trailers:key=Score,valueonly)", "c002").strip()
+    assert trailers == "0.5000"
+    assert "Predicted-Score: 0.4500" in git(path, "log", "-1", "--format=%B", "c002")
+    assert git(path, "notes", "--ref=metaharness", "show", "c002").startswith("val 0.5000")
+    assert "FAILED: ImportError" in git(path, "notes", "--ref=metaharness", "show", "c003")
+    graph = git(path, "log", "--graph", "--all", "--oneline", "--notes=metaharness")
+    assert "c002 [0.500] make c002" in graph and "c003 [failed]" in graph and "val 0.3000" in graph
+    # the working tree holds the best candidate; everything beside the repository is ignored
+    assert (path / "harness.py").read_text().startswith("# c002")
+    assert git(path, "status", "--porcelain") == ""
+    subprocess.run(["git", "-C", str(path), "fsck", "--strict"], check=True, capture_output=True)
+    ids = [c.record.id for c in run.store.candidates()]
+    assert ids == ["c001", "c002", "c003"]
+    assert run.store.get("c002").record.prediction == {"score": 0.45}
+
+
+def test_best_moves_only_on_a_strictly_better_evaluated_candidate(run):
+    run.commit(record("c001", None, 0.4))
+    run.commit(record("c002", "c001", 0.4))
+    run.commit(record("c003", "c001", None, error="boom"))
+    assert run.store.best().id == "c001"
+    run.commit(record("c004", "c002", 0.41))
+    assert run.store.best().id == "c004"
+
+
+def test_unknown_parent_and_duplicate_id_are_refused_without_trace(run):
+    run.commit(record("c001", None, 0.4))
+    with pytest.raises(ValueError):
+        run.store.commit(record("c002", "c077", 0.5))
+    with pytest.raises(Exception):
+        run.store.commit(record("c001", None, 0.9))  # the ref transaction refuses to overwrite
+    assert [c.record.id for c in run.store.candidates()] == ["c001"]
+    assert run.store.best().id == "c001"
+
+
+def test_recover_cleans_stale_locks_and_worktree_and_commits_the_journal(run):
+    run.commit(record("c001", None, 0.4))
+    git_dir = run.path / ".git"
+    (git_dir / "index.lock").write_text("")
+    (git_dir / "refs" / "heads" / "best.lock").write_text("")
+    (run.path / "harness.py").write_text("half written")
+    run.journal.save_result(record("c002", "c001", 0.6))
+    actions = run.recover()
+    assert any("index.lock" in a for a in actions) and any("working tree" in a for a in actions)
+    assert any("c002" in a for a in actions)
+    assert run.store.best().id == "c002" and not list(run.journal.folder.glob("c*.json"))
+    assert (run.path / "harness.py").read_text().startswith("# c002")
+    assert [r["id"] for r in run.log_records("candidate")] == ["c001", "c002"]
+    subprocess.run(["git", "-C", str(run.path), "fsck"], check=True, capture_output=True)
+
+
+def test_reopening_checks_settings_and_the_lock(run, tmp_path):
+    with pytest.raises(InputError, match="Another metaharness process"):
+        RunDirectory.open(run.path, CONFIG)
+    run.close()
+    with pytest.raises(InputError, match="val_limit"):
+        RunDirectory.open(run.path, {**CONFIG, "val_limit": 10})
+    again = RunDirectory.open(run.path, {**CONFIG, "proposer": "other"})
+    again.close()
+    with pytest.raises(InputError, match="No run"):
+        RunDirectory.open(tmp_path / "nothing")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(InputError, match="not a metaharness run"):
+        RunDirectory.open(tmp_path / "full", CONFIG)
+
+
+def test_next_id_skips_planned_and_journaled_ids(run):
+    run.commit(record("c001", None, 0.4))
+    run.journal.save_plan(1, [{"id": "c002"}, {"id": "c003"}])
+    run.journal.save_result(record("c004", "c001", 0.1))
+    assert run.next_id() == "c005"
+
+
+def test_test_result_is_added_to_the_note(run):
+    run.commit(record("c001", None, 0.4))
+    run.save_test_result("c001", Evaluation("test", {"primary": 0.35}, {}, 100))
+    assert "test 0.3500  (100 test examples" in git(run.path, "notes", "--ref=metaharness", "show", "c001")
+    assert run.test_result("c001").primary == 0.35
+
+
+def test_jsonl_tolerates_a_line_torn_by_a_kill(tmp_path):
+    path = tmp_path / "log.jsonl"
+    append_jsonl(path, {"a": 1})
+    with open(path, "a") as handle:
+        handle.write('{"b": 2, "tor')
+    append_jsonl(path, {"c": 3})
+    assert read_jsonl(path) == [{"a": 1}, {"c": 3}]
+
+
+def test_pareto_front_of_score_context_and_cost():
+    a = record("c001", None, 0.3, ctx=100)
+    b = record("c002", "c001", 0.5, ctx=900)
+    c = record("c003", "c001", 0.2, ctx=500)  # dominated by a
+    d = record("c004", "c001", None)  # failed: never on the front
+    e = record("c005", "c001", 0.5, ctx=900)  # ties b: both stay
+    assert [r.id for r in frontier.pareto_front([a, b, c, d, e])] == ["c001", "c002", "c005"]
+    assert frontier.best([a, b, c, d, e]).id == "c002"
+    assert frontier.best([d]) is None
+    assert BEST_REF == "refs/heads/best"
