@@ -1,0 +1,48 @@
+"""Few-shot LawBench harness: as many training cases as fit the model's context, then the case to judge.
+
+Training cases are taken in order (facts cut to ``SHOT_CHARS`` characters each) until the estimated prompt reaches
+the context cap; the model then writes the charges directly after ``[罪名]``.
+"""
+
+SYSTEM = "请你模拟法官依据下面事实给出罪名，只需要给出罪名的名称，将答案写在[罪名]和<eoa>之间。多个罪名用;分隔。"
+SHOT_CHARS = 300
+ANSWER_TOKENS = 48
+
+
+def approx_tokens(text):
+    """A cautious token estimate without the tokenizer: ~3.3 ASCII characters per token, 1.5 tokens otherwise."""
+    return int(sum(0.3 if ord(ch) < 128 else 1.5 for ch in text)) + 4
+
+
+def fit(text, tokens):
+    """The longest prefix of ``text`` whose estimate stays within ``tokens``."""
+    while text and approx_tokens(text) > tokens:
+        text = text[: int(len(text) * 0.9)]
+    return text
+
+
+class Harness:
+    def __init__(self, lm, train):
+        self.lm = lm
+        self.shots = [f"{item['input'][:SHOT_CHARS]}\n[罪名]{item['target']}<eoa>\n\n" for item in train]
+
+    def predict(self, x):
+        cap = int(self.lm.context_window * 0.9) - ANSWER_TOKENS - approx_tokens(SYSTEM)
+        query = fit(x, cap // 2) + "\n[罪名]"
+        budget = cap - approx_tokens(query)
+        examples = []
+        for text in self.shots:
+            budget -= approx_tokens(text)
+            if budget < 0:
+                break
+            examples.append(text)
+        while True:
+            try:
+                response = self.lm("".join(examples) + query, system=SYSTEM, max_tokens=ANSWER_TOKENS,
+                                   stop=["<eoa>", "\n"])
+                break
+            except self.lm.Error as error:  # the estimate was too generous: halve the examples and retry
+                if not examples or "context" not in str(error).lower():
+                    raise
+                examples = examples[: len(examples) // 2]
+        return f"[罪名]{response.strip()}<eoa>"

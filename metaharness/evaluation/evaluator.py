@@ -1,0 +1,264 @@
+"""Run a harness on a split: sandboxed, many examples in flight, every model call traced.
+
+Each example is one joblib job. A job borrows a sandbox (:class:`~metaharness.evaluation.sandbox.Sandbox`)
+holding an instance of the harness from a pool kept per evaluation, runs ``predict`` on its input while the proxy
+answers the harness's model calls, and returns the example's record; the parent scores it with the task's metric.
+Locally the jobs run on threads (``workers`` in flight, default 8), so the model endpoint is kept busy while the CPU
+mostly waits. Under ``joblib.parallel_config(backend="dask")`` (or ``"ray"``) the same jobs run on a cluster: each
+remote process keeps its own sandbox pool and connects to the model from its spec.
+
+Failure rule (as in GEPA's adapter contract): one example's failure never raises. A harness that does not load,
+raises, hangs, exhausts its memory or CPU, or returns something other than a string scores 0 on the affected
+examples with the error in their records; the sandbox is restarted when it died. Only systemic failures raise:
+an unknown task or split, a missing harness file, a reached budget cap, a model that cannot be reached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from metaharness.errors import InputError, MetaharnessError
+from metaharness.evaluation.confine import probe
+from metaharness.evaluation.proxy import CallRecorder, ModelRef
+from metaharness.evaluation.report import EvalReport, ExampleRecord, mean_scores, total_cost, write_records
+from metaharness.evaluation.sandbox import Sandbox, SandboxFailure, SandboxLimits
+from metaharness.evaluation.worker import MAX_EXAMPLES_PER_WORKER
+from metaharness.models.types import ModelClient
+from metaharness.tasks import Example, Task, get_task
+
+DEFAULT_WORKERS = 8
+DEFAULT_CONTEXT_WINDOW = 8192
+
+ProgressCallback = Callable[[ExampleRecord, int, int], None]
+
+
+class HarnessInvalid(MetaharnessError):
+    """The harness file does not import or instantiate; the message holds its error (for the proposer)."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    pool_key: str
+    source: str
+    train: list[dict[str, Any]]
+    limits: SandboxLimits
+    context_window: int
+    model: ModelRef
+    example: Example
+
+
+class _Pool:
+    """Idle sandboxes of one evaluation in this process; a harness that failed to load fails fast afterwards."""
+
+    def __init__(self, job: _Job):
+        self.job = job
+        self.idle: list[Sandbox] = []
+        self.load_error: str | None = None
+        self.lock = threading.Lock()
+
+    def acquire(self, recorder: CallRecorder) -> Sandbox:
+        with self.lock:
+            if self.load_error is not None:
+                raise SandboxFailure(self.load_error, fatal=True)
+            sandbox = self.idle.pop() if self.idle else None
+        if sandbox is None:
+            try:
+                sandbox = Sandbox(self.job.source, self.job.train, self.job.limits,
+                                  context_window=self.job.context_window, on_call=recorder)  # fmt: skip
+            except SandboxFailure as failure:
+                with self.lock:
+                    self.load_error = str(failure)
+                raise
+        sandbox.on_call = recorder
+        return sandbox
+
+    def release(self, sandbox: Sandbox) -> None:
+        if sandbox.alive and sandbox.examples_run < MAX_EXAMPLES_PER_WORKER:
+            with self.lock:
+                self.idle.append(sandbox)
+        else:
+            sandbox.close()
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for sandbox in idle:
+            sandbox.close()
+
+
+_POOLS: dict[str, _Pool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool_for(job: _Job) -> _Pool:
+    with _POOLS_LOCK:
+        if job.pool_key not in _POOLS:
+            _POOLS[job.pool_key] = _Pool(job)
+        return _POOLS[job.pool_key]
+
+
+def _close_pool(key: str) -> None:
+    with _POOLS_LOCK:
+        pool = _POOLS.pop(key, None)
+    if pool is not None:
+        pool.close()
+
+
+def _run_example(job: _Job) -> ExampleRecord:
+    """One example in a sandbox (the joblib job). Never raises for the harness's failures."""
+    example = job.example
+    record = ExampleRecord(id=example.id, input=example.input, target=example.target)
+    recorder = CallRecorder(job.model)
+    started = time.perf_counter()
+    pool = _pool_for(job)
+    sandbox = None
+    try:
+        sandbox = pool.acquire(recorder)
+        record.prediction = sandbox.predict(example.input)
+    except SandboxFailure as failure:
+        record.error = str(failure)
+    except BaseException:  # a systemic failure (budget, unreachable model): the sandbox is mid-call, discard it
+        if sandbox is not None:
+            sandbox.close()
+            sandbox = None
+        raise
+    finally:
+        if sandbox is not None:
+            pool.release(sandbox)
+    record.calls = recorder.calls
+    record.seconds = round(time.perf_counter() - started, 4)
+    return record
+
+
+def _resolve_task(task: str | Task, data_dir: str | Path | None) -> Task:
+    return get_task(task, data_dir=data_dir) if isinstance(task, str) else task
+
+
+def _read_source(harness_path: str | Path) -> str:
+    path = Path(harness_path)
+    if not path.is_file():
+        raise InputError(f"Harness file {path} does not exist: pass a .py file defining class Harness.")
+    return path.read_text(encoding="utf-8")
+
+
+def _context_window(client: ModelClient) -> int:
+    for owner in (client, getattr(client, "backend", None)):
+        for name in ("context_window", "n_ctx"):
+            value = getattr(owner, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+    return DEFAULT_CONTEXT_WINDOW
+
+
+def _connect(model: ModelClient | str) -> ModelClient:
+    if isinstance(model, str):
+        from metaharness.models import connect
+
+        return connect(model)
+    return model
+
+
+def evaluate(
+    harness_path: str | Path,
+    task: str | Task,
+    split: str = "val",
+    *,
+    model: ModelClient | str,
+    limit: int | None = None,
+    workers: int | None = None,
+    trace_path: str | Path | None = None,
+    progress: ProgressCallback | None = None,
+    limits: SandboxLimits | None = None,
+    data_dir: str | Path | None = None,
+) -> EvalReport:
+    """Evaluate the harness file on ``split`` of ``task`` (training examples come from its train split).
+
+    ``model``: a ModelClient or a spec string (``local:smollm2-135m``, ``openai:M@URL``, ...). ``limit``: the first
+    N examples. ``workers``: examples in flight (default 8). ``trace_path``: also write the records as JSONL there.
+    ``progress(record, done, total)`` is called as each example finishes. ``limits``: per-example sandbox limits.
+
+    >>> report = evaluate("candidates/symptom2disease/zero_shot.py", "symptom2disease", "val",
+    ...                   model="local:smollm2-135m", limit=5)  # doctest: +SKIP
+    >>> report.scores["primary"], report.cost["context_tokens"], report.records[0].calls[0]["response"]  # doctest: +SKIP
+    """
+    from joblib import Parallel, delayed
+
+    started = time.perf_counter()
+    task_obj = _resolve_task(task, data_dir)
+    source = _read_source(harness_path)
+    examples = task_obj.load(split)
+    if limit is not None:
+        if limit < 1:
+            raise InputError(f"--limit must be at least 1, got {limit}.")
+        examples = examples[:limit]
+    train = [example.as_train_item() for example in task_obj.load("train")]
+    client = _connect(model)
+    limits = limits or SandboxLimits()
+    pool_key = uuid.uuid4().hex
+    model_ref = ModelRef(client)
+    jobs = [
+        _Job(pool_key, source, train, limits, _context_window(client), model_ref, example) for example in examples
+    ]
+    n_jobs = max(1, min(workers or DEFAULT_WORKERS, len(jobs) or 1))
+    metric_names = task_obj.metric_names()
+    by_id: dict[str, ExampleRecord] = {}
+    examples_by_id = {example.id: example for example in examples}
+    try:
+        results = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator_unordered")(
+            delayed(_run_example)(job) for job in jobs
+        )
+        for done, record in zip(itertools.count(1), results):
+            if record.error is None and record.prediction is not None:
+                record.scores = task_obj.score(record.prediction, examples_by_id[record.id])
+            else:
+                record.scores = {name: 0.0 for name in metric_names}
+            by_id[record.id] = record
+            if progress is not None:
+                progress(record, done, len(jobs))
+    finally:
+        _close_pool(pool_key)
+    records = [by_id[example.id] for example in examples]
+    if trace_path is not None:
+        write_records(records, trace_path)
+    return EvalReport(
+        task=task_obj.name, split=split, harness=str(harness_path),
+        harness_sha256=hashlib.sha256(source.encode()).hexdigest(), model=client.spec,
+        scores=mean_scores(records, metric_names), records=records, cost=total_cost(records),
+        errors=sum(1 for r in records if r.error is not None), seconds=round(time.perf_counter() - started, 3),
+        sandbox={"limits": asdict(limits), "workers": n_jobs, "write_barrier": probe()["write_barrier"]},
+    )  # fmt: skip
+
+
+def check_harness(
+    harness_path: str | Path,
+    task: str | Task,
+    *,
+    model: ModelClient | str | None = None,
+    limits: SandboxLimits | None = None,
+    data_dir: str | Path | None = None,
+) -> None:
+    """Load and instantiate the harness in a sandbox with the task's training examples; raise
+    :class:`HarnessInvalid` (message: the harness's error) when that fails. Without ``model``, model calls made
+    while constructing the harness fail with an error the harness sees."""
+    task_obj = _resolve_task(task, data_dir)
+    source = _read_source(harness_path)
+    train = [example.as_train_item() for example in task_obj.load("train")]
+    if model is None:
+        on_call: Callable[[dict[str, Any]], dict[str, Any]] = lambda _: {"error": "no task model in check_harness"}
+        window = DEFAULT_CONTEXT_WINDOW
+    else:
+        client = _connect(model)
+        on_call, window = CallRecorder(ModelRef(client)), _context_window(client)
+    try:
+        sandbox = Sandbox(source, train, limits or SandboxLimits(), context_window=window, on_call=on_call)
+    except SandboxFailure as failure:
+        raise HarnessInvalid(f"{harness_path}: {failure}") from None
+    sandbox.close()

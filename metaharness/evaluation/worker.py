@@ -1,0 +1,184 @@
+"""The sandbox process: confines itself, loads one harness and answers ``predict`` requests (stdlib only).
+
+Run by :mod:`metaharness.evaluation.sandbox` as ``python -I -m metaharness.evaluation.worker`` with a clean
+environment. It speaks JSON lines with the parent: requests on stdin, replies on a private copy of stdout (the
+harness's own ``print`` output goes to stderr, which the parent keeps as a log), so nothing a harness prints can
+corrupt the protocol.
+
+Parent -> worker: ``{"type": "init", "scratch", "limits", "source", "train", "context_window"}`` once, then
+``{"type": "predict", "input"}`` per example, and ``{"type": "response", "text"|"parsed"|"error"}`` answering each
+model call. Worker -> parent: ``{"type": "ready", "barrier"}`` or ``{"type": "failed", "error"}`` after init,
+``{"type": "call", "request"}`` per model call, ``{"type": "result", "prediction"|"error"}`` per example.
+
+The ``lm`` object a harness receives is :class:`LM`: the only way to reach the task model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import resource
+import sys
+import threading
+import traceback
+from typing import Any
+
+from metaharness.evaluation.confine import Limits, confine
+
+HARNESS_FILE = "harness.py"
+MAX_EXAMPLES_PER_WORKER = 64  # the CPU hard limit allows this many examples; the pool retires a worker sooner
+
+
+class LMError(RuntimeError):
+    """A task-model call failed (bad arguments, model error, call limit); the harness may catch it."""
+
+
+class LM:
+    """The task model as a harness sees it. Every call is made and recorded by the evaluator, outside the sandbox.
+
+    ``lm(prompt_or_messages, *, system=None, max_tokens=512, temperature=0.0, stop=None) -> str``
+        one completion; ``prompt_or_messages`` is a user prompt (str) or OpenAI-style messages
+        (``[{"role": "system"|"user"|"assistant", "content": str}, ...]``).
+    ``lm.json(prompt_or_messages, schema, *, system=None, max_tokens=512) -> Any``
+        output constrained to a JSON schema, returned parsed (validated by the model client).
+    ``lm.context_window``: the model's context size in tokens (prompt + answer must fit).
+    ``lm.Error``: the exception a failed call raises (:class:`LMError`), e.g. ``except lm.Error``.
+
+    Temperature 0 is the default and what the evaluation protocol uses; calls are cached, so a re-evaluation is
+    free and identical. A failed call raises :class:`LMError`.
+    """
+
+    Error = LMError
+
+    def __init__(self, channel: _Channel, context_window: int):
+        self._channel = channel
+        self.context_window = context_window
+
+    def __call__(self, prompt_or_messages: str | list[dict[str, Any]], *, system: str | None = None,
+                 max_tokens: int = 512, temperature: float = 0.0, stop: list[str] | None = None) -> str:  # fmt: skip
+        request = _request(prompt_or_messages, system, max_tokens=max_tokens, temperature=temperature, stop=stop)
+        return str(self._channel.call(request)["text"])
+
+    def json(self, prompt_or_messages: str | list[dict[str, Any]], schema: dict[str, Any], *,
+             system: str | None = None, max_tokens: int = 512) -> Any:  # fmt: skip
+        request = _request(prompt_or_messages, system, max_tokens=max_tokens, json_schema=schema)
+        return self._channel.call(request)["parsed"]
+
+
+def _request(prompt_or_messages: Any, system: str | None, **options: Any) -> dict[str, Any]:
+    if isinstance(prompt_or_messages, str):
+        messages = [{"role": "user", "content": prompt_or_messages}]
+    elif isinstance(prompt_or_messages, list) and all(isinstance(m, dict) for m in prompt_or_messages):
+        messages = [dict(m) for m in prompt_or_messages]
+    else:
+        raise LMError("lm() takes a prompt string or a list of {'role', 'content'} message dicts")
+    if system is not None:
+        messages.insert(0, {"role": "system", "content": system})
+    return {"messages": messages, **options}
+
+
+class _Channel:
+    """JSON lines to and from the parent; a lock pairs each call with its response when a harness uses threads."""
+
+    def __init__(self, reader: Any, writer: Any):
+        self._reader = reader
+        self._writer = writer
+        self._lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._writer.write(json.dumps(message).encode() + b"\n")  # ASCII: lone surrogates cannot break it
+        self._writer.flush()
+
+    def receive(self) -> dict[str, Any]:
+        line = self._reader.readline()
+        if not line:
+            raise SystemExit(0)  # parent closed the pipe
+        return json.loads(line)
+
+    def call(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            json.dumps(request)
+        except (TypeError, ValueError) as exc:
+            raise LMError(f"lm() arguments must be JSON data: {exc}") from None
+        with self._lock:
+            self.send({"type": "call", "request": request})
+            reply = self.receive()
+        if reply.get("error"):
+            raise LMError(reply["error"])
+        return reply
+
+
+def _error_text() -> str:
+    kind, value, tb = sys.exc_info()
+    frames = [f for f in traceback.extract_tb(tb) if f.filename.endswith(HARNESS_FILE)]
+    where = f" (harness.py line {frames[-1].lineno})" if frames else ""
+    return f"{kind.__name__ if kind else 'Error'}: {value}{where}\n{traceback.format_exc(limit=-8)}"
+
+
+def _load_harness(scratch: str, source: str, lm: LM, train: list[dict[str, Any]]) -> Any:
+    path = os.path.join(scratch, HARNESS_FILE)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(source)
+    spec = importlib.util.spec_from_file_location("harness", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["harness"] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    harness_class = getattr(module, "Harness", None)
+    if not isinstance(harness_class, type):
+        raise TypeError("the file defines no class named Harness (the harness contract: class Harness with "
+                        "__init__(self, lm, train) and predict(self, x) -> str)")  # fmt: skip
+    harness = harness_class(lm, train)
+    if not callable(getattr(harness, "predict", None)):
+        raise TypeError("Harness has no predict(self, x) method")
+    return harness
+
+
+def _cpu_used() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _allow_cpu(seconds: int) -> None:
+    """Per-example CPU limit: the soft limit is reset before each example (SIGXCPU kills the worker past it)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = math.ceil(_cpu_used()) + seconds
+    resource.setrlimit(resource.RLIMIT_CPU, (min(soft, hard), hard))
+
+
+def main() -> None:
+    protocol_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # the harness's print() goes to the stderr log, never into the protocol
+    channel = _Channel(sys.stdin.buffer, protocol_out)
+    init = channel.receive()
+    limits = Limits(**init["limits"])
+    scratch = init["scratch"]
+    barrier = confine(scratch, Limits(limits.memory_mb, limits.cpu_seconds * (MAX_EXAMPLES_PER_WORKER + 1),
+                                      limits.max_processes))  # fmt: skip
+    os.chdir(scratch)
+    _allow_cpu(limits.cpu_seconds)
+    try:
+        harness = _load_harness(scratch, init["source"], LM(channel, init["context_window"]), init["train"])
+    except BaseException:  # noqa: BLE001 - any failure of untrusted code is reported, including SystemExit
+        channel.send({"type": "failed", "error": _error_text()})
+        return
+    channel.send({"type": "ready", "barrier": barrier})
+    while True:
+        message = channel.receive()
+        if message.get("type") != "predict":
+            continue
+        _allow_cpu(limits.cpu_seconds)
+        try:
+            prediction = harness.predict(message["input"])
+        except BaseException:  # noqa: BLE001
+            channel.send({"type": "result", "error": _error_text()})
+            continue
+        if not isinstance(prediction, str):
+            channel.send({"type": "result", "error": f"predict returned {type(prediction).__name__}, not str"})
+        else:
+            channel.send({"type": "result", "prediction": prediction})
+
+
+if __name__ == "__main__":
+    main()

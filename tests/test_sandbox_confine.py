@@ -1,0 +1,109 @@
+"""The kernel-level confinement itself, checked from a forked process as root and as a normal user.
+
+As root the sandbox keeps uid 0 without capabilities; as a normal user Landlock alone must refuse writes that the
+file permissions would allow (a world-writable folder), so both cases are run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from metaharness.evaluation.confine import NOBODY, Limits, confine, landlock_abi, read_roots
+
+
+def _attempts(scratch: str, outside_dir: str, secret_file: str) -> dict[str, str]:
+    results = {}
+
+    def attempt(name, action):
+        try:
+            action()
+            results[name] = "allowed"
+        except (OSError, ValueError) as error:
+            results[name] = type(error).__name__
+
+    attempt("write_scratch", lambda: open(os.path.join(scratch, "ok.txt"), "w").write("x"))
+    attempt("write_outside", lambda: open(os.path.join(outside_dir, "escape.txt"), "w").write("x"))
+    attempt("mkdir_outside", lambda: os.mkdir(os.path.join(outside_dir, "escape-dir")))
+    attempt("read_outside", lambda: open(secret_file).read())
+    attempt("tcp_connect", lambda: socket.create_connection(("127.0.0.1", 9), timeout=2))
+    attempt("raise_memory_limit", lambda: __import__("resource").setrlimit(__import__("resource").RLIMIT_AS, (-1, -1)))
+    results["uid"] = str(os.getuid())
+    return results
+
+
+@pytest.fixture
+def base():
+    """A folder every user can reach (pytest's tmp_path sits below a folder only its owner may enter)."""
+    folder = Path(tempfile.mkdtemp(prefix="metaharness-confine-test-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_confined(tmp_path: Path, *, as_user: int | None) -> dict[str, str]:
+    scratch, outside = tmp_path / "scratch", tmp_path / "outside"
+    scratch.mkdir()
+    outside.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(outside, 0o777)  # the file permissions alone would let anyone write here
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    os.chmod(secret, 0o644)
+    if as_user is not None:
+        os.chown(scratch, as_user, as_user)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: confine, try things, report, exit without running pytest's teardown
+        os.close(read_fd)
+        try:
+            if as_user is not None:
+                # Load lazily imported modules now: this Python may live where the other user cannot read.
+                read_roots()
+                "localhost".encode("idna")
+                os.setgroups([])
+                os.setgid(as_user)
+                os.setuid(as_user)
+            barrier = confine(str(scratch), Limits(memory_mb=1024, cpu_seconds=20, max_processes=16))
+            report = {"barrier": barrier, **_attempts(str(scratch), str(outside), str(secret))}
+        except BaseException as error:  # noqa: BLE001
+            report = {"crash": repr(error)}
+        os.write(write_fd, json.dumps(report).encode())
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    assert not (outside / "escape.txt").exists() and not (outside / "escape-dir").exists()
+    return json.loads(data)
+
+
+def _assert_confined(report: dict[str, str]) -> None:
+    assert "crash" not in report, report
+    assert report["write_scratch"] == "allowed"
+    assert report["write_outside"] == "PermissionError"
+    assert report["mkdir_outside"] == "PermissionError"
+    assert report["read_outside"] == "PermissionError"
+    assert report["tcp_connect"] == "PermissionError"
+
+
+@pytest.mark.skipif(not landlock_abi(), reason="this kernel has no Landlock")
+def test_confinement_as_the_current_user(base):
+    report = _run_confined(base, as_user=None)
+    _assert_confined(report)
+    if os.geteuid() == 0:
+        assert report["barrier"] == "landlock+nocaps"
+        assert report["raise_memory_limit"] != "allowed"  # no CAP_SYS_RESOURCE left
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not landlock_abi(), reason="needs root to become a normal user")
+def test_confinement_as_a_normal_user(base):
+    report = _run_confined(base, as_user=NOBODY)
+    assert report.get("uid") == str(NOBODY), report
+    assert report["barrier"] == "landlock"
+    _assert_confined(report)
