@@ -1,1 +1,88 @@
-"""Proposers: what writes the next candidate harnesses (installed as ``metaharness.proposers``)."""
+"""Proposers: what writes the next candidate harnesses (installed as ``metaharness.proposers``).
+
+``get_proposer(name, **config)`` builds one by name (see :data:`PROPOSER_NAMES`); every proposer implements
+:class:`metaharness.proposal.Proposer`. Names:
+
+- ``offline``: no hosted model; operator-library revisions, predicted by probing on held-out training examples,
+  chosen by the program-space ILP (:mod:`.offline`). ``offline-greedy``, ``offline-random``,
+  ``offline-best-of-n``: the same with a baseline selection rule instead of the ILP.
+- ``base``: the Meta-Harness coding agent (:mod:`.coding`); needs a proposer model with tool calling.
+- ``tps``: the coding agent after TPS planning over program space (:mod:`.tps`); ``tps-greedy``, ``tps-random``,
+  ``tps-best-of-n``: the same planning with a baseline selection rule.
+
+Config keys (what the optimize loop passes; unknown keys are ignored so callers can pass one dict to any proposer):
+
+- ``task``: a :class:`metaharness.tasks.Task` or task name (required);
+- ``task_model``: ModelClient or spec string of the fixed task model (offline: required, used for the probe);
+- ``model``: ModelClient or spec string of the proposer model (``base`` and ``tps``: required);
+- ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
+  examples per probe, default 12), ``plans`` (revisions sampled per iteration, default 8), ``run_dir``
+  (probe files go under ``<run_dir>/proposer/probe`` when given).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from metaharness.errors import ConfigurationError, InputError
+from metaharness.proposal import Proposer
+
+_SELECTIONS = {"": "ilp", "-greedy": "greedy", "-random": "random", "-best-of-n": "best_of_n"}
+_FAMILIES = ("offline", "tps")
+PROPOSER_NAMES: tuple[str, ...] = ("offline", "base", "tps") + tuple(
+    f"{family}{suffix}" for family in _FAMILIES for suffix in _SELECTIONS if suffix
+)
+
+
+def _task(config: dict[str, Any]) -> Any:
+    task = config.get("task")
+    if task is None:
+        raise ConfigurationError("A proposer needs the task (get_proposer(name, task=...)).")
+    if isinstance(task, str):
+        from metaharness.tasks import get_task
+
+        return get_task(task, data_dir=config.get("data_dir"))
+    return task
+
+
+def _split(name: str) -> tuple[str, str]:
+    if name == "base":
+        return "base", "ilp"
+    for suffix, selection in _SELECTIONS.items():
+        for family in _FAMILIES:
+            if name == family + suffix:
+                return family, selection
+    raise InputError(f"Unknown proposer '{name}': use one of {', '.join(PROPOSER_NAMES)}.")
+
+
+def get_proposer(name: str, **config: Any) -> Proposer:
+    """Build the proposer ``name`` from ``config`` (keys in the module docstring)."""
+    family, selection = _split(name.strip().lower())
+    task = _task(config)
+    run_dir = config.get("run_dir")
+    options = {k: config[k] for k in ("seed", "workers", "probe_size", "plans") if config.get(k) is not None}
+    if family == "offline":
+        from metaharness.proposers.offline import OfflineProposer
+
+        task_model = config.get("task_model")
+        if task_model is None:
+            raise ConfigurationError("The offline proposer probes with the task model: pass task_model=.")
+        probe_dir = str(Path(run_dir) / "proposer" / "probe") if run_dir else None
+        return OfflineProposer(task, task_model, selection=selection, probe_dir=probe_dir, **options)
+    model = config.get("model")
+    if model is None:
+        raise ConfigurationError(
+            f"The {name} proposer drives a coding agent and needs a proposer model with tool calling: pass "
+            "--proposer-model (e.g. anthropic:claude-sonnet-4-5, or openai:MODEL@http://host:port/v1), or use "
+            "--proposer offline, which needs no hosted model."
+        )
+    coding = {k: v for k, v in options.items() if k in ("seed", "workers", "probe_size")}
+    if family == "base":
+        from metaharness.proposers.coding import CodingProposer
+
+        return CodingProposer(model, task, config.get("task_model"), run_dir=run_dir, **coding)
+    from metaharness.proposers.tps import TPSProposer
+
+    return TPSProposer(model, task, config.get("task_model"), run_dir=run_dir, selection=selection,
+                       plans=config.get("plans") or 4, **coding)  # fmt: skip

@@ -126,9 +126,13 @@ def validate_graph(graph: nx.DiGraph, budget: dict[str, float]) -> list[str]:
     return predicted
 
 
-def scenarios(graph: nx.DiGraph, count: int, *, correlation: float = 0.5, seed: int = 0) -> list[dict[str, float]]:
+def scenarios(
+    graph: nx.DiGraph, count: int, *, correlation: float = 0.5, seed: int = 0, bounds: tuple[float, float] = (0.0, 1.0)
+) -> list[dict[str, float]]:
     """Sampled true scores of the predicted nodes: ``score + std * noise`` where a child's noise is ``correlation``
-    times its (first) predicted parent's noise plus fresh noise, so a revision chain shares its errors."""
+    times its (first) predicted parent's noise plus fresh noise, so a revision chain shares its errors. Samples are
+    clipped to ``bounds`` (scores are means of 0/1 example scores)."""
+    low, high = bounds
     rng = random.Random(seed)
     predicted = [n for n in nx.topological_sort(graph) if not graph.nodes[n].get("existing")]
     rest = math.sqrt(max(0.0, 1.0 - correlation**2))
@@ -139,7 +143,9 @@ def scenarios(graph: nx.DiGraph, count: int, *, correlation: float = 0.5, seed: 
             parents = [p for p in graph.predecessors(node) if p in noise]
             shared = correlation * noise[parents[0]] if parents else 0.0
             noise[node] = shared + (rest if parents else 1.0) * rng.gauss(0.0, 1.0)
-        out.append({n: graph.nodes[n]["score"] + graph.nodes[n].get("std", 0.0) * noise[n] for n in predicted})
+        out.append({
+            n: min(high, max(low, graph.nodes[n]["score"] + graph.nodes[n].get("std", 0.0) * noise[n])) for n in predicted
+        })  # fmt: skip
     return out
 
 

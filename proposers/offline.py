@@ -1,0 +1,192 @@
+"""The offline proposer: TPS over program space with no hosted model.
+
+One iteration, as the four TPS stages plus the solver:
+
+1. multi-plan sampling: revisions of the frontier (the best evaluated candidates) drawn from the operator library
+   (:mod:`.operators`), diverse across operators;
+2. state simulation, by execution: each predicted candidate runs on a few held-out training examples with the task
+   model (:mod:`.probe`); its predicted validation score is its parent's measured score plus the probe difference,
+   its uncertainty grows with the number of probe examples that flip, its cost is scaled from the parent's
+   measured cost. The most promising predicted candidates are extended by one further revision (chains of two);
+3. merging: candidates with identical predictions on every probe example are one node;
+4. labels: +1 predicted to beat the best score, -1 dead end (the probe mostly errors), 0 otherwise.
+
+The selection strategy (the ILP by default; ``greedy``, ``random``, ``best_of_n`` as baselines) then chooses what
+the loop evaluates on val. Every proposal carries its full prediction (score, uncertainty, flips, probe numbers,
+cost, chain) for the predicted-vs-actual study. Nothing here reads the validation split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from typing import Any
+
+from metaharness.proposal import CandidateInfo, Proposal, RunState
+from metaharness.proposers.operators import Operator, applicable, label_set
+from metaharness.proposers.planning import DEAD_END, Predicted, label, plan, proposal_for
+from metaharness.proposers.probe import ProbeResult, Prober
+
+MIN_STD = 0.03  # a probe of a dozen examples never pins a score down better than this
+
+
+def _digest(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+class OfflineProposer:
+    """Plans revisions from the operator library, predicts them by probing, and lets the solver choose.
+
+    ``task``: the :class:`~metaharness.tasks.Task`; ``task_model``: a ModelClient or spec string (the fixed task
+    model, used for the probe); ``selection``: ``ilp`` | ``greedy`` | ``random`` | ``best_of_n``; ``plans``: depth-1
+    revisions sampled per iteration (M); ``extend``: how many of the best are extended by a second revision
+    (``extensions`` each); ``frontier``: how many top candidates are revised; ``probe_size``: held-out training
+    examples per probe.
+    """
+
+    def __init__(
+        self,
+        task: Any,
+        task_model: Any,
+        *,
+        selection: str = "ilp",
+        plans: int = 8,
+        extend: int = 2,
+        extensions: int = 2,
+        frontier: int = 3,
+        probe_size: int = 12,
+        seed: int = 0,
+        workers: int | None = None,
+        probe_dir: str | None = None,
+    ) -> None:
+        self.name = "offline" if selection == "ilp" else f"offline-{selection.replace('_', '-')}"
+        self.task = task
+        self.selection = selection
+        self.plans, self.extend, self.extensions, self.frontier = plans, extend, extensions, frontier
+        self.seed = seed
+        self.prober = Prober(task, task_model, size=probe_size, seed=seed, workers=workers, folder=probe_dir)
+        self.labelled = bool(label_set([ex.target for ex in self.prober.held_out.rest]))
+
+    # ------------------------------------------------------------------ stages
+
+    def _sample_revisions(self, parents: list[CandidateInfo], rng: random.Random) -> list[tuple[CandidateInfo, Operator]]:
+        """Stage 1: up to ``plans`` (parent, operator) pairs, round-robin over parents, no operator twice in a row."""
+        options = {p.id: applicable(p.source, labelled=self.labelled) for p in parents}
+        for ops in options.values():
+            rng.shuffle(ops)
+        picked: list[tuple[CandidateInfo, Operator]] = []
+        while len(picked) < self.plans and any(options.values()):
+            for parent in parents:
+                if options[parent.id] and len(picked) < self.plans:
+                    picked.append((parent, options[parent.id].pop()))
+        return picked
+
+    def _predict(
+        self, key: str, parent_key: str, summary: str, source: str, base: CandidateInfo, base_probe: ProbeResult
+    ) -> Predicted:
+        """Stage 2: probe the candidate and turn the result into a predicted val score, uncertainty and cost."""
+        result = self.prober.run(source)
+        flips = result.flips(base_probe)
+        n = max(1, len(result.correct))
+        changed = len(flips["gained"]) + len(flips["lost"])
+        score = min(1.0, max(0.0, base.score + result.score - base_probe.score))
+        base_tokens = base.cost.get("input_tokens", 0.0) + base.cost.get("output_tokens", 0.0)
+        tokens = base_tokens * (result.tokens / base_probe.tokens) if base_probe.tokens else base_tokens
+        return Predicted(
+            key=key,
+            parent=parent_key,
+            summary=summary,
+            score=score,
+            std=max(MIN_STD, math.sqrt(changed) / n),
+            eval_cost={"tokens": round(tokens, 1), "usd": 0.0},
+            source=source,
+            hypothesis=(
+                f"on {n} held-out training examples it gets {len(flips['gained'])} right that {base.id} missed and "
+                f"{len(flips['lost'])} wrong that {base.id} got right (probe {result.score:.2f} vs {base_probe.score:.2f})"
+            ),
+            details={
+                "base": base.id,
+                "probe": {
+                    "examples": n,
+                    "score": round(result.score, 4),
+                    "base_score": round(base_probe.score, 4),
+                    "errors": len(result.errors),
+                    "context_tokens": round(result.context_tokens, 1),
+                },
+                "flips": flips,
+                "signature": result.signature()[:16],
+            },
+        )
+
+    def _merge(self, predicted: list[Predicted], probes: dict[str, ProbeResult]) -> list[Predicted]:
+        """Stage 3: one node per behaviour. A candidate that behaves like an earlier one on every probe example is
+        folded into it (its chain is recorded as an alternative); the shorter chain is kept."""
+        kept: dict[str, Predicted] = {}
+        alias: dict[str, str] = {}
+        out = []
+        for p in sorted(predicted, key=lambda q: len(q.details["chain_ops"])):  # parents before their extensions
+            p.parent = alias.get(p.parent, p.parent)
+            signature = p.details["signature"]
+            same = kept.get(signature)
+            if same is not None and same.details["base"] == p.details["base"]:
+                same.details.setdefault("merged", []).append(p.summary)
+                alias[p.key] = same.key
+                continue
+            p.details["same_as_base_on_probe"] = signature == probes[p.details["base"]].signature()[:16]
+            kept[signature] = p
+            out.append(p)
+        return out
+
+    # ------------------------------------------------------------------ the iteration
+
+    def propose(self, state: RunState) -> list[Proposal]:
+        evaluated = sorted(state.evaluated(), key=lambda c: -c.score)
+        if not evaluated or state.evals_left < 1:
+            return []
+        rng = random.Random(self.seed * 1009 + state.iteration)
+        known = {_digest(c.source) for c in state.candidates}
+        parents = []
+        for cand in evaluated:
+            if len(parents) < self.frontier and all(_digest(cand.source) != _digest(p.source) for p in parents):
+                parents.append(cand)
+        probes = {p.id: self.prober.run(p.source) for p in parents}
+        best = evaluated[0].score
+
+        predicted: list[Predicted] = []
+        seen = set(known)
+        for parent, op in self._sample_revisions(parents, rng):
+            revision = op.apply(parent.source)
+            if _digest(revision.source) in seen:
+                continue
+            seen.add(_digest(revision.source))
+            node = self._predict(f"~{len(predicted)}", parent.id, revision.summary, revision.source, parent, probes[parent.id])
+            node.details["chain_ops"] = [op.name]
+            predicted.append(node)
+
+        # Stage 2b: extend the most promising predicted candidates by a further revision.
+        promising = sorted((p for p in predicted if p.details["probe"]["errors"] == 0), key=lambda p: -p.score)
+        for first in promising[: self.extend]:
+            base = next(c for c in parents if c.id == first.parent)
+            ops = [op for op in applicable(first.source, labelled=self.labelled) if op.name not in first.details["chain_ops"]]
+            rng.shuffle(ops)
+            for op in ops[: self.extensions]:
+                revision = op.apply(first.source)
+                if _digest(revision.source) in seen:
+                    continue
+                seen.add(_digest(revision.source))
+                node = self._predict(f"~{len(predicted)}", first.key, revision.summary, revision.source, base, probes[base.id])
+                node.details["chain_ops"] = [*first.details["chain_ops"], op.name]
+                predicted.append(node)
+
+        predicted = self._merge(predicted, probes)
+        for p in predicted:  # Stage 4: labels
+            p.label = label(p.score, best, dead=p.details["probe"]["errors"] > p.details["probe"]["examples"] / 2)
+        chosen = plan(state, predicted, self.selection, seed=self.seed * 1009 + state.iteration)
+        proposals = []
+        for rank, (parent, chain) in enumerate(chosen.chains):
+            proposal = proposal_for(parent, chain, chosen, rank)
+            proposal.prediction["candidates_considered"] = len(predicted)
+            proposal.prediction["dead_ends"] = sum(1 for p in predicted if p.label == DEAD_END)
+            proposals.append(proposal)
+        return proposals[: state.evals_left]

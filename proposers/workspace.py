@@ -1,0 +1,298 @@
+"""The coding proposer's workspace: a copy of the run it may read, a ``new/`` folder it may write, and its tools.
+
+Layout (what the agent sees; paths are relative to the workspace root)::
+
+    README.md                      the task, the harness contract and this layout
+    summary.md                     every candidate: score, cost, parent, what changed; failed ones with their error
+    candidates/<id>/harness.py     the source of each candidate
+    candidates/<id>/info.json      scores, cost, summary, hypothesis, prediction (and error if it failed)
+    candidates/<id>/traces.jsonl   raw per-example validation records (input, target, prediction, score, the model's
+                                   raw response, error), truncated to keep files readable
+    new/<name>/harness.py          candidates the agent writes
+
+The tools (:meth:`Workspace.tools`) are plain functions over this folder: list, read, grep, write, edit, copy a
+candidate, run a new candidate on a few held-out training examples, submit it (with an import check in the
+sandbox), finish. Paths outside the workspace, and writes outside ``new/``, are refused with a message the model
+can act on. The proposer's own secrets never reach the harness: runs go through the sandboxed evaluator.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from metaharness.models.types import Tool
+from metaharness.proposal import HARNESS_FILE, CandidateInfo, RunState
+
+TRACE_RECORDS = 40  # per candidate, in split order
+FIELD_CHARS = 600  # per text field of a trace record
+READ_CHARS = 6000  # per read_file call
+NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+
+def clip(value: Any, limit: int = FIELD_CHARS) -> Any:
+    """Long strings cut to ``limit`` characters with a note of how much was left out."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"... [{len(value) - limit} more characters]"
+    return value
+
+
+def _trace_lines(path: Path | None) -> list[str]:
+    """The first records of a candidate's trace, each trimmed to the fields a proposer reads."""
+    if path is None or not Path(path).is_file():
+        return []
+    lines = []
+    with open(path, encoding="utf-8") as handle:
+        for raw in handle:
+            if len(lines) >= TRACE_RECORDS:
+                break
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            calls = record.get("calls") or []
+            lines.append(json.dumps({
+                "id": record.get("id"),
+                "input": clip(record.get("input")),
+                "target": clip(record.get("target")),
+                "prediction": clip(record.get("prediction")),
+                "score": (record.get("scores") or {}).get("primary"),
+                "model_response": clip(calls[-1].get("response")) if calls else None,
+                "model_calls": len(calls),
+                "error": clip(record.get("error")),
+            }, ensure_ascii=False))  # fmt: skip
+    return lines
+
+
+def summary_table(state: RunState) -> str:
+    """Markdown summary of the run: evaluated candidates best first, then failed attempts with their errors."""
+    rows = ["| id | parent | iteration | score | context tokens | what changed |", "|---|---|---|---|---|---|"]
+    for c in sorted(state.evaluated(), key=lambda c: -c.score):
+        rows.append(
+            f"| {c.id} | {c.parent or '-'} | {c.iteration} | {c.score:.3f} | "
+            f"{c.cost.get('context_tokens', 0):.0f} | {c.summary.replace('|', '/')[:160]} |"
+        )
+    failed = [f"- {c.id} (parent {c.parent or '-'}): {c.summary[:120]} -> FAILED: {(c.error or '')[:300]}" for c in state.failed()]
+    text = f"# Run summary (iteration {state.iteration})\n\n" + "\n".join(rows) + "\n"
+    if failed:
+        text += "\n## Failed attempts (do not repeat these mistakes)\n\n" + "\n".join(failed) + "\n"
+    return text
+
+
+@dataclass
+class Submission:
+    name: str
+    parent: str
+    summary: str
+    hypothesis: str
+    source: str
+    error: str | None  # import check result (None = passed)
+
+
+class Workspace:
+    """The folder the agent works in, and its tools. ``probe(source)`` runs a harness on held-out training
+    examples (see :class:`metaharness.proposers.probe.Prober`); ``check(path)`` is the sandboxed import check
+    (returns the error text or None)."""
+
+    def __init__(
+        self,
+        root: Path,
+        state: RunState,
+        *,
+        task_description: str,
+        probe: Callable[[str], Any] | None,
+        check: Callable[[Path], str | None],
+    ) -> None:
+        self.root = Path(root)
+        self.state = state
+        self._probe = probe
+        self._check = check
+        self.submissions: dict[str, Submission] = {}
+        self.finished = False
+        if self.root.exists():
+            shutil.rmtree(self.root)
+        (self.root / "new").mkdir(parents=True)
+        (self.root / "README.md").write_text(_README.format(task=task_description), encoding="utf-8")
+        (self.root / "summary.md").write_text(summary_table(state), encoding="utf-8")
+        for cand in state.candidates:
+            self._copy_candidate(cand)
+
+    def _copy_candidate(self, cand: CandidateInfo) -> None:
+        folder = self.root / "candidates" / cand.id
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / HARNESS_FILE).write_text(cand.source, encoding="utf-8")
+        info = {
+            "id": cand.id, "parent": cand.parent, "iteration": cand.iteration, "summary": cand.summary,
+            "hypothesis": cand.hypothesis, "scores": cand.scores, "cost": cand.cost, "failed": cand.failed,
+            "error": cand.error, "prediction": cand.prediction,
+        }  # fmt: skip
+        (folder / "info.json").write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
+        lines = _trace_lines(cand.trace_path)
+        if lines:
+            (folder / "traces.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    # ------------------------------------------------------------------ paths
+
+    def _path(self, path: str, *, write: bool = False) -> Path:
+        target = (self.root / str(path or ".").lstrip("/")).resolve()
+        root = self.root.resolve()
+        if target != root and root not in target.parents:
+            raise ValueError(f"'{path}' is outside the workspace; use paths like candidates/<id>/harness.py")
+        if write and (root / "new") not in target.parents:
+            raise ValueError(f"'{path}': you may only write under new/, e.g. new/<name>/{HARNESS_FILE}")
+        return target
+
+    # ------------------------------------------------------------------ tools
+
+    def list_files(self, path: str = ".") -> str:
+        folder = self._path(path)
+        if not folder.is_dir():
+            return f"'{path}' is not a folder"
+        entries = sorted(p.relative_to(self.root).as_posix() + ("/" if p.is_dir() else "") for p in folder.iterdir())
+        return "\n".join(entries) or "(empty)"
+
+    def read_file(self, path: str, offset: int = 0) -> str:
+        file = self._path(path)
+        if not file.is_file():
+            return f"'{path}' is not a file (list_files shows what exists)"
+        text = file.read_text(encoding="utf-8", errors="replace")
+        offset = max(0, int(offset or 0))
+        chunk = text[offset : offset + READ_CHARS]
+        more = len(text) - offset - len(chunk)
+        return chunk + (f"\n... [{more} more characters: read_file with offset={offset + len(chunk)}]" if more > 0 else "")
+
+    def grep(self, pattern: str, path: str = ".") -> str:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            return f"bad regular expression: {exc}"
+        base = self._path(path)
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        hits = []
+        for file in files:
+            for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                if regex.search(line):
+                    hits.append(f"{file.relative_to(self.root).as_posix()}:{number}: {clip(line, 200)}")
+                    if len(hits) >= 60:
+                        return "\n".join(hits) + "\n... (more matches; narrow the pattern or path)"
+        return "\n".join(hits) or "no matches"
+
+    def write_file(self, path: str, content: str) -> str:
+        file = self._path(path, write=True)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(content, encoding="utf-8")
+        return f"wrote {len(content)} characters to {path}"
+
+    def edit_file(self, path: str, old: str, new: str) -> str:
+        file = self._path(path, write=True)
+        if not file.is_file():
+            return f"'{path}' does not exist; copy_candidate or write_file first"
+        text = file.read_text(encoding="utf-8")
+        count = text.count(old) if old else 0
+        if count != 1:
+            return f"'old' must occur exactly once in {path}; it occurs {count} times. Quote more context."
+        file.write_text(text.replace(old, new, 1), encoding="utf-8")
+        return f"edited {path}"
+
+    def copy_candidate(self, candidate_id: str, name: str) -> str:
+        if not NAME.match(str(name)):
+            return "name must be 1-40 letters, digits, '-' or '_'"
+        source = self.root / "candidates" / str(candidate_id) / HARNESS_FILE
+        if not source.is_file():
+            return f"no candidate '{candidate_id}'; summary.md lists them"
+        target = self.root / "new" / name / HARNESS_FILE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        return f"copied candidates/{candidate_id}/{HARNESS_FILE} to new/{name}/{HARNESS_FILE}; edit it now"
+
+    def run_on_train(self, name: str) -> str:
+        if self._probe is None:
+            return "running candidates is not available in this session"
+        file = self.root / "new" / str(name) / HARNESS_FILE
+        if not file.is_file():
+            return f"new/{name}/{HARNESS_FILE} does not exist"
+        result = self._probe(file.read_text(encoding="utf-8"))
+        lines = [f"score {result.score:.2f} on {len(result.correct)} held-out training examples"]
+        for key, prediction in result.predictions.items():
+            status = "ERROR " + clip(result.errors[key], 300) if key in result.errors else (
+                "correct" if result.correct.get(key) else "wrong")
+            lines.append(f"- {key}: {status}; prediction: {clip(prediction, 200)!r}")
+        return "\n".join(lines)
+
+    def submit(self, name: str, parent: str, summary: str, hypothesis: str = "") -> str:
+        file = self.root / "new" / str(name) / HARNESS_FILE
+        if not file.is_file():
+            return f"new/{name}/{HARNESS_FILE} does not exist; write it first"
+        known = {c.id for c in self.state.candidates}
+        if parent not in known:
+            return f"parent '{parent}' is not a candidate id; use one of {', '.join(sorted(known))}"
+        error = self._check(file)
+        self.submissions[name] = Submission(name, parent, summary, hypothesis, file.read_text(encoding="utf-8"), error)
+        if error:
+            return f"import check FAILED for new/{name}: {clip(error, 1500)}\nFix the file and submit again."
+        return f"new/{name} passed the import check and is submitted ({len(self.valid())} submitted so far)"
+
+    def finish(self) -> str:
+        self.finished = True
+        return "finished"
+
+    def valid(self) -> list[Submission]:
+        return [s for s in self.submissions.values() if s.error is None]
+
+    def tools(self) -> dict[str, tuple[Tool, Callable[..., str]]]:
+        """Tool schemas for the model, each with the function that serves it."""
+        def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> Tool:
+            return Tool(name, description, {"type": "object", "properties": properties, "required": required,
+                                            "additionalProperties": False})  # fmt: skip
+
+        text = {"type": "string"}
+        return {
+            "list_files": (tool("list_files", "List a folder of the workspace.", {"path": text}, []), self.list_files),
+            "read_file": (tool("read_file", f"Read a file ({READ_CHARS} characters from offset).",
+                               {"path": text, "offset": {"type": "integer"}}, ["path"]), self.read_file),
+            "grep": (tool("grep", "Search files for a regular expression; prints file:line: text.",
+                          {"pattern": text, "path": text}, ["pattern"]), self.grep),
+            "copy_candidate": (tool("copy_candidate", "Copy candidates/<candidate_id>/harness.py to new/<name>/harness.py.",
+                                    {"candidate_id": text, "name": text}, ["candidate_id", "name"]), self.copy_candidate),
+            "write_file": (tool("write_file", "Write a whole file under new/.", {"path": text, "content": text},
+                                ["path", "content"]), self.write_file),
+            "edit_file": (tool("edit_file", "Replace the one occurrence of 'old' with 'new' in a file under new/.",
+                               {"path": text, "old": text, "new": text}, ["path", "old", "new"]), self.edit_file),
+            "run_on_train": (tool("run_on_train", "Run new/<name>/harness.py on a few held-out training examples.",
+                                  {"name": text}, ["name"]), self.run_on_train),
+            "submit": (tool("submit", "Submit new/<name>/harness.py as a revision of candidate 'parent' (import-checked).",
+                            {"name": text, "parent": text, "summary": text, "hypothesis": text},
+                            ["name", "parent", "summary"]), self.submit),
+            "finish": (tool("finish", "End this iteration's work.", {}, []), self.finish),
+        }  # fmt: skip
+
+    def call(self, name: str, arguments: dict[str, Any]) -> str:
+        """Serve one tool call; bad arguments come back as text the model can correct."""
+        tools = self.tools()
+        if name not in tools:
+            return f"unknown tool '{name}'; available: {', '.join(tools)}"
+        try:
+            return tools[name][1](**(arguments or {}))
+        except (TypeError, ValueError) as exc:
+            return f"error: {exc}"
+
+
+_README = """# Workspace
+
+You improve a *harness*: the Python program around a fixed task model. The task:
+
+{task}
+
+Harness contract: one file defining `class Harness` with `__init__(self, lm, train)` and `predict(self, x) -> str`.
+`train` is a list of {{"id", "input", "target"}} training examples; `lm(prompt_or_messages, *, system=None,
+max_tokens=512, temperature=0.0, stop=None) -> str` calls the task model, `lm.json(prompt, schema)` returns parsed
+JSON, `lm.context_window` is its context size. Only the standard library is available; the harness runs sandboxed.
+
+- summary.md: every candidate so far with its validation score; failed attempts and their errors.
+- candidates/<id>/harness.py, info.json, traces.jsonl: code, scores and raw per-example traces.
+- new/<name>/harness.py: where you write new candidates.
+"""

@@ -1,0 +1,119 @@
+"""The offline proposer end to end through the real evaluator (sandboxed harnesses), with a scripted task model.
+
+The scripted model answers from keywords of the prompt, so operator revisions change behaviour in a known way;
+the embedded model runs in the slow end-to-end test and in the optimize run reported in the README.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from metaharness.candidates import ROOT as SEEDS
+from metaharness.errors import InputError
+from metaharness.models.types import ChatRequest, ChatResult, Choice, Usage
+from metaharness.proposal import CandidateInfo, Proposer, RunState
+from metaharness.proposers import PROPOSER_NAMES, get_proposer
+from metaharness.proposers.probe import HeldOutTask
+from metaharness.tasks import get_task
+
+
+class KeywordModel:
+    """A deterministic stand-in task model: 'common cold' when the question mentions sneezing, else a
+    misspelt 'Dengu fever' (which label snapping repairs)."""
+
+    spec = "scripted:keywords"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, request: ChatRequest, *, role: str = "task") -> ChatResult:
+        self.calls += 1
+        question = request.messages[-1]["content"].split("Symptoms:")[-1].lower()
+        text = "common cold" if "sneez" in question else "Dengu fever"
+        return ChatResult([Choice(text=text)], Usage(len(str(request.messages)) // 4, 3), 0.0, self.spec)
+
+
+class NoValTask:
+    """The real task, except that loading the validation split fails the test."""
+
+    def __init__(self, task) -> None:
+        self._task = task
+        self.name = task.name
+        self.description = task.description
+
+    def load(self, split):
+        assert split != "val", "a proposer must never read the validation split"
+        return self._task.load(split)
+
+    def score(self, prediction, example):
+        return self._task.score(prediction, example)
+
+    def metric_names(self):
+        return self._task.metric_names()
+
+
+@pytest.fixture
+def task(shared_data_dir):
+    return NoValTask(get_task("symptom2disease", data_dir=shared_data_dir))
+
+
+def _state(iteration: int = 1, evals: int = 2) -> RunState:
+    seeds = []
+    for i, name in enumerate(["zero_shot", "retrieval"]):
+        source = (SEEDS / "symptom2disease" / f"{name}.py").read_text()
+        seeds.append(
+            CandidateInfo(id=f"c{i}", parent=None, source=source, iteration=0, summary=f"seed: {name}",
+                          scores={"primary": 0.1 * (i + 1)}, cost={"input_tokens": 1000.0, "output_tokens": 50.0})
+        )  # fmt: skip
+    failed = CandidateInfo(id="c9", parent="c0", source="class Harness: pass", iteration=0, failed=True, error="boom")
+    return RunState(task="symptom2disease", iteration=iteration, candidates=[*seeds, failed], evals_left=evals)
+
+
+def test_held_out_probe_split_is_disjoint_from_the_harness_train(task) -> None:
+    held = HeldOutTask(task, 10, seed=3)
+    probe_ids = {ex.id for ex in held.load("probe")}
+    train_ids = {ex.id for ex in held.load("train")}
+    assert len(probe_ids) == 10 and not probe_ids & train_ids
+    assert len(probe_ids | train_ids) == len(task.load("train"))
+
+
+def test_offline_proposer_plans_probes_and_chooses(task, tmp_path) -> None:
+    model = KeywordModel()
+    proposer = get_proposer("offline", task=task, task_model=model, probe_size=6, plans=5, run_dir=tmp_path, seed=1)
+    assert isinstance(proposer, Proposer) and proposer.name == "offline"
+    state = _state()
+    proposals = proposer.propose(state)
+    assert 1 <= len(proposals) <= state.evals_left
+    known = {c.source for c in state.candidates}
+    for p in proposals:
+        assert p.parent in {"c0", "c1"}
+        assert p.source not in known
+        compile(p.source, "harness.py", "exec")
+        pred = p.prediction
+        assert {"score", "std", "label", "chain", "flips", "probe", "cost", "selection"} <= set(pred)
+        assert pred["selection"] == "ilp" and pred["probe"]["examples"] == 6
+        assert 0.0 <= pred["score"] <= 1.0 and pred["std"] > 0
+        assert p.summary == "; then ".join(pred["chain"])
+    assert model.calls > 0 and (tmp_path / "proposer" / "probe").is_dir()
+    # Probes are memoised by source: asking again costs no new sandbox runs for what was already probed.
+    runs = proposer.prober.runs
+    proposer.propose(state)
+    assert proposer.prober.runs == runs
+
+
+def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
+    proposer = get_proposer("offline-greedy", task=task, task_model=KeywordModel(), probe_size=8, plans=12, seed=0)
+    proposals = proposer.propose(_state(evals=3))
+    assert proposer.name == "offline-greedy"
+    best = max(proposals, key=lambda p: p.prediction["score"])
+    # 'Dengu fever' snaps to 'dengue': the probe sees dengue cases flip to correct.
+    assert best.prediction["flips"]["gained"] or best.prediction["score"] >= 0.2
+
+
+def test_names_and_errors(task) -> None:
+    assert {"offline", "offline-greedy", "offline-random", "offline-best-of-n"} <= set(PROPOSER_NAMES)
+    with pytest.raises(InputError, match="Unknown proposer"):
+        get_proposer("oracle", task=task, task_model=KeywordModel())
+    assert get_proposer("offline", task=task, task_model=KeywordModel(), unknown_key=1).propose(
+        RunState(task="symptom2disease", iteration=1, candidates=[], evals_left=3)
+    ) == []
