@@ -1,1 +1,56 @@
-"""The TPS planner core: plan graph, subagents, solvers and the planning tool."""
+"""The TPS planner core: plan graph, subagents, solvers and the planning tool.
+
+Independent of tasks, proposers and git; any agent harness can use it.
+
+Plan graph (:mod:`metaharness.planner.graph`)
+    ``PlanGraph(start, budget=None, *, horizon=None, discount=1.0, limits=None)`` on a networkx ``MultiDiGraph``
+    (``graph.nx``); ``add_node(id, reward=0, *, goal, dead_end, state, key)``, ``add_edge(id, source, target,
+    action, cost)``; ``PlanGraph.from_json(dict)`` / ``to_json()`` / ``PlanGraph.load(path)`` in DESIGN.md's
+    "Plan graph JSON" format; ``validate()`` raises :class:`metaharness.errors.InputError` naming the problem.
+
+Solvers (:mod:`metaharness.planner.solve`)
+    ``solve(graph, budget=None, *, solver="exact"|"ilp"|"lm"|"auto", horizon=None, discount=None, model=None,
+    soft_targets=None, time_limit=None) -> PlanResult`` with ``status`` ("optimal"/"infeasible"; the lm baseline
+    says "feasible"/"invalid"), ``path`` (edge ids), ``nodes`` (v0..vk), ``value``, ``cost``, ``solver``,
+    ``seconds``; ``PlanResult.to_json()`` is DESIGN.md's output object. One module per family: ``exact``
+    (label-setting DP with Pareto sets, the default), ``ilp`` (time-expanded ILP in SCIP, also soft targets),
+    ``lm`` (the model picks a path; experiments only). ``SoftTargets(target, weight)`` (``problem``) keeps the hard
+    budget and subtracts ``weight * excess`` over a preferred cost level.
+
+Subagents (:mod:`metaharness.planner.subagents`)
+    One protocol per TPS stage, each callable alone and replaceable (e.g. by an oracle that uses the true
+    environment): ``PlanSampler.sample(task, m)``, ``StateSimulator.simulate(task, plan)``,
+    ``StateMerger.merge(task, states)``, ``RewardLabeler.label(task, states)``; model-backed implementations
+    ``ModelPlanSampler``, ``ModelStateSimulator``, ``KeyJudgeMerger``, ``ModelRewardLabeler``.
+
+Planning call (:mod:`metaharness.planner.tps`)
+    ``plan(history, goal, budget, *, model, m=4, horizon=None, sampler=None, simulator=None, merger=None,
+    labeler=None, solver="exact", start_key=None, max_tokens=512) -> PlanningResult`` with ``status``
+    ("route"/"no_route"), ``route`` (steps: action, predicted state, cost), ``graph``, ``solution``, ``stages``
+    (every stage's input, output and model exchanges; JSON) and ``guidance()``; ``replay(record)`` rebuilds it.
+
+Tool (:mod:`metaharness.planner.tool`)
+    ``openai_tool()``, ``anthropic_tool()``, ``PLAN_TOOL`` (metaharness ``Tool``), ``call_plan_tool(arguments, *,
+    model, **options)`` and ``build_mcp_server(model)``; ``metaharness plan serve --model SPEC`` serves it over
+    stdio, ``metaharness plan solve FILE.json`` solves a plan graph file.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Names load on first use so that ``metaharness --help`` (which imports the ``plan`` command module) stays fast.
+_EXPORTS = {
+    "Edge": "graph", "Node": "graph", "PlanGraph": "graph", "SoftTargets": "problem", "PlanResult": "result",
+    "SOLVERS": "solve", "solve": "solve", "PlanningResult": "tps", "RouteStep": "tps", "plan": "tps",
+    "replay": "tps",
+}
+__all__ = ["SOLVERS", "Edge", "Node", "PlanGraph", "PlanResult", "PlanningResult", "RouteStep", "SoftTargets", "plan",
+           "replay", "solve"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"metaharness.planner.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'metaharness.planner' has no attribute {name!r}")

@@ -1,0 +1,63 @@
+"""Asking a model for JSON that must also make sense: schema-constrained requests, checks, and re-asking.
+
+The model client already enforces the JSON schema (with one repair request). The planner adds semantic checks a
+schema cannot express (a cost vector per limit, one state per subplan) and re-asks with the problem named, so a
+malformed subagent answer is repaired or re-asked and never crashes a planning call. Every attempt is returned for
+the planning record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+
+from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError
+
+DEFAULT_ATTEMPTS = 3
+
+
+def ask_json(
+    model: ModelClient,
+    messages: list[dict[str, Any]],
+    schema: dict[str, Any],
+    *,
+    check: Callable[[Any], str | None] | None = None,
+    attempts: int = DEFAULT_ATTEMPTS,
+    max_tokens: int = 512,
+    temperature: float = 0.0,
+) -> tuple[Any | None, list[dict[str, Any]]]:
+    """Return (the first answer that validates and passes ``check``, or None; the log of every attempt).
+
+    ``check`` returns what is wrong with a parsed answer, or None when it is usable. Model failures the user must
+    fix (missing key, budget exceeded) propagate; malformed answers only cost an attempt.
+    """
+    conversation = list(messages)
+    log: list[dict[str, Any]] = []
+    for _ in range(max(1, attempts)):
+        request = ChatRequest(conversation, temperature=temperature, max_tokens=max_tokens, json_schema=schema)
+        text, value = "", None
+        try:
+            result = model.complete(request, role="subagent")
+            text, value = result.text, result.parsed
+            if value is None:
+                value = json.loads(text)
+            jsonschema.validate(value, schema)
+            problem = check(value) if check else None
+        except StructuredOutputError as exc:
+            problem = str(exc)
+        except json.JSONDecodeError as exc:
+            problem = f"the answer is not valid JSON ({exc.msg})"
+        except jsonschema.ValidationError as exc:
+            problem = f"the JSON does not match the schema: {exc.message}"
+        log.append({"text": text, "parsed": value, "error": problem})
+        if problem is None:
+            return value, log
+        conversation = [
+            *conversation,
+            {"role": "assistant", "content": text or "(no usable answer)"},
+            {"role": "user", "content": f"That answer cannot be used: {problem}. Reply again with JSON only, fixing this."},
+        ]
+    return None, log

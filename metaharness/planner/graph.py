@@ -1,0 +1,318 @@
+"""The plan graph: predicted states as nodes, actions (subplans) as edges with a cost vector, on networkx.
+
+A :class:`PlanGraph` is what the TPS subagents build and what every solver reads. Its JSON form is the contract of
+DESIGN.md ("Plan graph JSON")::
+
+    {"start": "s0", "budget": [6, 2.5], "horizon": 20, "discount": 1.0,
+     "nodes": [{"id": "s0", "reward": 0}, {"id": "g", "reward": 1, "goal": true}],
+     "edges": [{"id": "e1", "source": "s0", "target": "g", "action": "R", "cost": [1, 0.5]}]}
+
+Required: ``start``, ``budget`` (one entry per limit, may be ``[]``), ``nodes`` (each with ``id``) and ``edges``
+(each with ``id``, ``source``, ``target`` and ``cost``). Optional: ``horizon`` (integer >= 1), ``discount`` (in
+[0, 1], default 1), ``limits`` (a name per budget entry), node ``reward`` (default 0), ``goal``, ``dead_end``,
+``state`` and ``key``, edge ``action``. Ids are strings or integers and are echoed back as given.
+
+>>> g = PlanGraph.from_json({"start": "s", "budget": [2], "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
+...                          "edges": [{"id": "e", "source": "s", "target": "g", "action": "go", "cost": [1]}]})
+>>> [e.id for e in g.out_edges("s")]
+['e']
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from metaharness.errors import InputError
+
+NodeId = str | int
+
+# Sums of real costs are compared with the budget up to this relative slack (0.1 + 0.2 fits a budget of 0.3).
+BUDGET_TOLERANCE = 1e-9
+
+
+def fits(total: Sequence[float], budget: Sequence[float]) -> bool:
+    """Whether a cost vector stays within the budget in every entry (up to :data:`BUDGET_TOLERANCE`)."""
+    return all(c <= b + BUDGET_TOLERANCE * max(1.0, abs(b)) for c, b in zip(total, budget))
+
+
+@dataclass(frozen=True)
+class Node:
+    """A (predicted) state. ``reward`` is +1 for a goal, -1 for a dead end and 0 otherwise in TPS graphs."""
+
+    id: NodeId
+    reward: float = 0.0
+    goal: bool = False
+    dead_end: bool = False
+    state: str = ""
+    # Canonical form of the state when the domain has one (equal keys mean the same state).
+    key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "reward": self.reward}
+        if self.goal:
+            out["goal"] = True
+        if self.dead_end:
+            out["dead_end"] = True
+        if self.state:
+            out["state"] = self.state
+        if self.key is not None:
+            out["key"] = self.key
+        return out
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An action (or subplan) leading from one state to another, with one non-negative cost per limit."""
+
+    id: NodeId
+    source: NodeId
+    target: NodeId
+    action: str = ""
+    cost: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "target": self.target, "action": self.action,
+                "cost": list(self.cost)}
+
+
+class PlanGraph:
+    """A directed multigraph of states and actions with a start node, a budget, a horizon and a discount.
+
+    ``budget`` may be left ``None`` here and given to :func:`metaharness.planner.solve.solve` instead. The graph is
+    stored in :attr:`nx` (a ``networkx.MultiDiGraph`` whose node attribute ``"node"`` holds the :class:`Node` and
+    whose edge keys are edge ids with attribute ``"edge"``), so any networkx algorithm can read it.
+    """
+
+    def __init__(
+        self,
+        start: NodeId,
+        budget: Sequence[float] | None = None,
+        *,
+        horizon: int | None = None,
+        discount: float = 1.0,
+        limits: Sequence[str] | None = None,
+    ) -> None:
+        self.start = start
+        self.budget = None if budget is None else tuple(_number(b, "budget entry") for b in budget)
+        self.horizon = horizon
+        self.discount = discount
+        self.limits = None if limits is None else tuple(limits)
+        self.nx = nx.MultiDiGraph()
+        self._edges: dict[NodeId, Edge] = {}
+
+    # --- building -------------------------------------------------------------------------------------------
+    def add_node(self, id: NodeId, reward: float = 0.0, *, goal: bool = False, dead_end: bool = False,
+                 state: str = "", key: str | None = None) -> Node:
+        _check_id(id, "node id")
+        if id in self.nx:
+            raise InputError(f"Node id {id!r} appears twice; node ids must be unique.")
+        node = Node(id, _number(reward, f"reward of node {id!r}"), bool(goal), bool(dead_end), state, key)
+        self.nx.add_node(id, node=node)
+        return node
+
+    def replace_node(self, node: Node) -> None:
+        """Swap in new attributes (e.g. reward labels) for an existing node id."""
+        if node.id not in self.nx:
+            raise InputError(f"Unknown node id {node.id!r}.")
+        self.nx.nodes[node.id]["node"] = node
+
+    def add_edge(self, id: NodeId, source: NodeId, target: NodeId, action: str = "",
+                 cost: Iterable[float] = ()) -> Edge:
+        _check_id(id, "edge id")
+        if id in self._edges:
+            raise InputError(f"Edge id {id!r} appears twice; edge ids must be unique.")
+        for end, name in ((source, "source"), (target, "target")):
+            if end not in self.nx:
+                raise InputError(f"Edge {id!r} names unknown {name} node {end!r}; add the node to \"nodes\" first.")
+        vector = tuple(_number(c, f"cost entry of edge {id!r}") for c in cost)
+        if any(c < 0 for c in vector):
+            raise InputError(f"Edge {id!r} has a negative cost {list(vector)}; every cost entry must be >= 0.")
+        edge = Edge(id, source, target, str(action), vector)
+        self.nx.add_edge(source, target, key=id, edge=edge)
+        self._edges[id] = edge
+        return edge
+
+    # --- reading --------------------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[Node]:
+        return [data["node"] for _, data in self.nx.nodes(data=True)]
+
+    @property
+    def edges(self) -> list[Edge]:
+        return list(self._edges.values())
+
+    def node(self, id: NodeId) -> Node:
+        try:
+            return self.nx.nodes[id]["node"]
+        except KeyError:
+            raise InputError(f"Unknown node id {id!r}.") from None
+
+    def edge(self, id: NodeId) -> Edge:
+        try:
+            return self._edges[id]
+        except KeyError:
+            raise InputError(f"Unknown edge id {id!r}.") from None
+
+    def out_edges(self, id: NodeId) -> list[Edge]:
+        return [data["edge"] for _, _, data in self.nx.out_edges(id, data=True)]
+
+    def goals(self) -> list[Node]:
+        return [n for n in self.nodes if n.goal]
+
+    def __repr__(self) -> str:
+        return (f"PlanGraph(start={self.start!r}, nodes={self.nx.number_of_nodes()}, edges={len(self._edges)}, "
+                f"budget={list(self.budget) if self.budget is not None else None}, horizon={self.horizon})")
+
+    # --- checks ---------------------------------------------------------------------------------------------
+    def validate(self, budget: Sequence[float] | None = None, horizon: int | None = None) -> tuple[float, ...]:
+        """Check the graph against a budget (default: its own) and horizon; return the budget as a tuple.
+
+        Raises :class:`InputError` naming the problem: unknown start, cost vectors of the wrong length, a missing
+        or negative budget, a bad horizon or discount, or a zero-cost cycle when no horizon bounds the walk.
+        """
+        if self.start not in self.nx:
+            raise InputError(f"The start node {self.start!r} is not among the nodes; add it to \"nodes\".")
+        chosen = self.budget if budget is None else tuple(_number(b, "budget entry") for b in budget)
+        if chosen is None:
+            raise InputError("No budget given: add \"budget\" (one number per limit, [] for none) to the plan graph.")
+        if any(b < 0 for b in chosen):
+            raise InputError(f"The budget {list(chosen)} has a negative entry; every entry must be >= 0.")
+        if self.limits is not None and len(self.limits) != len(chosen):
+            raise InputError(f"\"limits\" names {len(self.limits)} limits but the budget has {len(chosen)} entries.")
+        for edge in self._edges.values():
+            if len(edge.cost) != len(chosen):
+                raise InputError(
+                    f"Edge {edge.id!r} has {len(edge.cost)} cost entries but the budget has {len(chosen)}; give every "
+                    f"edge one cost per budget entry."
+                )
+        _check_horizon(horizon if horizon is not None else self.horizon)
+        _check_discount(self.discount)
+        if (horizon if horizon is not None else self.horizon) is None:
+            cycle = self.zero_cost_cycle()
+            if cycle:
+                walk = " -> ".join(repr(n) for n in [*cycle, cycle[0]])
+                raise InputError(
+                    f"The graph has a cycle of zero-cost edges ({walk}) and no horizon, so walks are unbounded: add "
+                    f"\"horizon\" (the maximum number of steps) or give some edge of the cycle a positive cost."
+                )
+        return chosen
+
+    def zero_cost_cycle(self) -> list[NodeId]:
+        """Nodes of a cycle whose edges all cost nothing (empty list when there is none)."""
+        free = nx.DiGraph()
+        free.add_edges_from((e.source, e.target) for e in self._edges.values() if not any(e.cost))
+        try:
+            return [u for u, _ in nx.find_cycle(free)]
+        except nx.NetworkXNoCycle:
+            return []
+
+    # --- JSON -----------------------------------------------------------------------------------------------
+    @classmethod
+    def from_json(cls, data: Any) -> PlanGraph:
+        """Build and validate a graph from the DESIGN.md JSON object; raise :class:`InputError` when malformed."""
+        if not isinstance(data, Mapping):
+            raise InputError(f"A plan graph is a JSON object with start, budget, nodes and edges; got {type(data).__name__}.")
+        for field in ("start", "budget", "nodes", "edges"):
+            if field not in data:
+                raise InputError(f"The plan graph is missing the required field \"{field}\".")
+        if not isinstance(data["budget"], list):
+            raise InputError(f"\"budget\" must be a list of numbers (one per limit); got {data['budget']!r}.")
+        for field in ("nodes", "edges"):
+            if not isinstance(data[field], list):
+                raise InputError(f"\"{field}\" must be a list of objects; got {type(data[field]).__name__}.")
+        horizon = data.get("horizon")
+        _check_horizon(horizon)
+        limits = data.get("limits")
+        if limits is not None and not (isinstance(limits, list) and all(isinstance(x, str) for x in limits)):
+            raise InputError(f"\"limits\" must be a list of names, one per budget entry; got {limits!r}.")
+        graph = cls(
+            data["start"], data["budget"], horizon=horizon,
+            discount=_number(data.get("discount", 1.0), "discount"), limits=limits,
+        )
+        _check_id(graph.start, "start")
+        for i, raw in enumerate(data["nodes"]):
+            item = _record(raw, f"node #{i}", required=("id",))
+            key = item.get("key")
+            graph.add_node(
+                item["id"], item.get("reward", 0.0), goal=_flag(item, "goal", i), dead_end=_flag(item, "dead_end", i),
+                state=str(item.get("state", "")), key=None if key is None else str(key),
+            )
+        for i, raw in enumerate(data["edges"]):
+            item = _record(raw, f"edge #{i}", required=("id", "source", "target", "cost"))
+            if not isinstance(item["cost"], list):
+                raise InputError(f"The cost of edge {item['id']!r} must be a list of numbers; got {item['cost']!r}.")
+            graph.add_edge(item["id"], item["source"], item["target"], str(item.get("action", "")), item["cost"])
+        graph.validate()
+        return graph
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"start": self.start}
+        if self.budget is not None:
+            out["budget"] = list(self.budget)
+        if self.limits is not None:
+            out["limits"] = list(self.limits)
+        if self.horizon is not None:
+            out["horizon"] = self.horizon
+        out["discount"] = self.discount
+        out["nodes"] = [n.to_json() for n in self.nodes]
+        out["edges"] = [e.to_json() for e in self.edges]
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path) -> PlanGraph:
+        """Read a plan graph JSON file; unreadable or malformed files raise :class:`InputError`."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise InputError(f"Cannot read plan graph file {path}: {exc.strerror or exc}.") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).") from None
+        return cls.from_json(data)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"The {what} must be a finite number; got {value!r}.")
+    return float(value)
+
+
+def _check_id(value: Any, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"The {what} must be a string or an integer; got {value!r}.")
+
+
+def _check_horizon(horizon: Any) -> None:
+    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1):
+        raise InputError(f"\"horizon\" must be an integer >= 1 (the maximum number of steps); got {horizon!r}.")
+
+
+def _check_discount(discount: float) -> None:
+    if not 0.0 <= discount <= 1.0:
+        raise InputError(f"\"discount\" must be between 0 and 1; got {discount!r}.")
+
+
+def _record(raw: Any, where: str, required: Sequence[str]) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise InputError(f"The {where} must be a JSON object; got {raw!r}.")
+    for field in required:
+        if field not in raw:
+            name = f"{where} ({raw['id']!r})" if "id" in raw else where
+            raise InputError(f"The {name} is missing the required field \"{field}\".")
+    return raw
+
+
+def _flag(item: Mapping[str, Any], field: str, index: int) -> bool:
+    value = item.get(field, False)
+    if not isinstance(value, bool):
+        raise InputError(f"\"{field}\" of node {item.get('id', index)!r} must be true or false; got {value!r}.")
+    return value

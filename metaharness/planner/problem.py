@@ -1,0 +1,234 @@
+"""The selection problem every solver answers, prepared once: indexed arrays, bounds, and the walk checker.
+
+DESIGN.md's problem: find a walk start = v0, e1, v1, ..., ek, vk with 1 <= k <= horizon, total cost within the
+budget in every entry, vk a goal and no goal among v1..v(k-1), maximising sum_i discount^(i-1) * reward(vi)
+(minus a soft-target penalty when :class:`SoftTargets` are given). :func:`prepare` validates the inputs and turns
+the graph into integer-indexed arrays; the bounds below are shared by the exact and ILP solvers for pruning.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import networkx as nx
+
+from metaharness.errors import InputError
+from metaharness.planner.graph import BUDGET_TOLERANCE, NodeId, PlanGraph, fits
+
+# Objective values within this relative distance count as equal (ties keep the shorter walk).
+VALUE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class SoftTargets:
+    """Preferred cost levels inside the hard budget: each unit of cost above ``target[j]`` subtracts ``weight[j]``.
+
+    The budget stays a hard limit; the objective becomes value - sum_j weight[j] * max(0, cost[j] - target[j]).
+    """
+
+    target: tuple[float, ...]
+    weight: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.target) != len(self.weight):
+            raise InputError(f"Soft targets need one weight per target; got {len(self.target)} and {len(self.weight)}.")
+        if any(w < 0 for w in self.weight):
+            raise InputError(f"Soft-target weights must be >= 0; got {list(self.weight)}.")
+
+    def penalty(self, cost: Sequence[float]) -> float:
+        return sum(w * max(0.0, c - t) for c, t, w in zip(cost, self.target, self.weight) if w)
+
+
+@dataclass(frozen=True)
+class Walk:
+    """A checked feasible walk: its edges, its nodes v0..vk, value, total cost and objective."""
+
+    path: list[NodeId]
+    nodes: list[NodeId]
+    value: float
+    cost: list[float]
+    objective: float
+
+
+@dataclass
+class Problem:
+    """A validated problem in indexed form. ``horizon`` is the given one or a bound implied by the budget."""
+
+    graph: PlanGraph
+    budget: tuple[float, ...]
+    horizon: int
+    horizon_given: bool
+    discount: float
+    soft: SoftTargets | None
+    node_ids: list[NodeId] = field(init=False)
+    start: int = field(init=False)
+    goal: list[bool] = field(init=False)
+    reward: list[float] = field(init=False)
+    edge_ids: list[NodeId] = field(init=False)
+    src: list[int] = field(init=False)
+    dst: list[int] = field(init=False)
+    cost: list[tuple[float, ...]] = field(init=False)
+    out: list[list[int]] = field(init=False)
+    slack: tuple[float, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        nodes = self.graph.nodes
+        self.node_ids = [n.id for n in nodes]
+        index = {n.id: i for i, n in enumerate(nodes)}
+        self.start = index[self.graph.start]
+        self.goal = [n.goal for n in nodes]
+        self.reward = [n.reward for n in nodes]
+        edges = self.graph.edges
+        self.edge_ids = [e.id for e in edges]
+        self.src = [index[e.source] for e in edges]
+        self.dst = [index[e.target] for e in edges]
+        self.cost = [e.cost for e in edges]
+        self.out = [[] for _ in nodes]
+        for i, s in enumerate(self.src):
+            self.out[s].append(i)
+        self.slack = tuple(b + BUDGET_TOLERANCE * max(1.0, abs(b)) for b in self.budget)
+
+    @property
+    def limits(self) -> int:
+        return len(self.budget)
+
+    def objective(self, value: float, cost: Sequence[float]) -> float:
+        return value - self.soft.penalty(cost) if self.soft else value
+
+    @cached_property
+    def steps_to_goal(self) -> list[float]:
+        """Fewest steps from each node to a goal without passing another goal (inf when none)."""
+        dist = [0.0 if g else math.inf for g in self.goal]
+        queue = [i for i, g in enumerate(self.goal) if g]
+        into = self._into()
+        while queue:
+            nxt = []
+            for v in queue:
+                for e in into[v]:
+                    u = self.src[e]
+                    if not self.goal[u] and dist[u] == math.inf:
+                        dist[u] = dist[v] + 1
+                        nxt.append(u)
+            queue = nxt
+        return dist
+
+    @cached_property
+    def cost_to_goal(self) -> list[tuple[float, ...]]:
+        """Per limit, the least cost from each node to a goal (each entry minimised on its own: a lower bound)."""
+        per_limit = []
+        into = self._into()
+        for j in range(self.limits):
+            best = [0.0 if g else math.inf for g in self.goal]
+            heap = [(0.0, i) for i, g in enumerate(self.goal) if g]
+            while heap:
+                d, v = heapq.heappop(heap)
+                if d > best[v]:
+                    continue
+                for e in into[v]:
+                    u = self.src[e]
+                    if self.goal[u]:
+                        continue
+                    nd = d + self.cost[e][j]
+                    if nd < best[u]:
+                        best[u] = nd
+                        heapq.heappush(heap, (nd, u))
+            per_limit.append(best)
+        return [tuple(per_limit[j][v] for j in range(self.limits)) for v in range(len(self.node_ids))]
+
+    def value_bounds(self, steps: int) -> list[list[float]]:
+        """``bounds[s][v]``: the best value of a walk from v to a goal in at most s steps, ignoring the budget.
+
+        The first step counts with discount 1; -inf where no goal is reachable in s steps.
+        """
+        n = len(self.node_ids)
+        rows = [[-math.inf] * n]
+        d = self.discount
+        for _ in range(steps):
+            prev = rows[-1]
+            row = [-math.inf] * n
+            for e, v in enumerate(self.src):
+                w = self.dst[e]
+                if self.goal[w]:
+                    val = self.reward[w]
+                elif prev[w] > -math.inf:
+                    val = self.reward[w] + d * prev[w]
+                else:
+                    continue
+                row[v] = max(row[v], val)
+            rows.append(row)
+        return rows
+
+    def check_walk(self, path: Sequence[NodeId]) -> Walk:
+        """Check that ``path`` (edge ids) is a feasible plan; raise :class:`InputError` saying why not."""
+        if not path:
+            raise InputError("The plan is empty: a plan takes at least one step.")
+        if self.horizon_given and len(path) > self.horizon:
+            raise InputError(f"The plan takes {len(path)} steps, more than the horizon of {self.horizon}.")
+        at = self.graph.start
+        nodes = [at]
+        value = 0.0
+        total = [0.0] * self.limits
+        for i, eid in enumerate(path):
+            edge = self.graph.edge(eid)
+            if edge.source != at:
+                raise InputError(f"Step {i + 1} takes edge {eid!r} from {edge.source!r}, but the plan is at {at!r}.")
+            if i > 0 and self.graph.node(at).goal:
+                raise InputError(f"The plan passes goal {at!r} before its last step; a plan ends at its first goal.")
+            at = edge.target
+            nodes.append(at)
+            value += self.discount ** i * self.graph.node(at).reward
+            total = [a + c for a, c in zip(total, edge.cost)]
+        if not self.graph.node(at).goal:
+            raise InputError(f"The plan ends at {at!r}, which is not a goal.")
+        if not fits(total, self.budget):
+            raise InputError(f"The plan costs {total}, over the budget {list(self.budget)}.")
+        return Walk(list(path), nodes, value, total, self.objective(value, total))
+
+    def _into(self) -> list[list[int]]:
+        into: list[list[int]] = [[] for _ in self.node_ids]
+        for e, w in enumerate(self.dst):
+            into[w].append(e)
+        return into
+
+
+def prepare(
+    graph: PlanGraph,
+    budget: Sequence[float] | None = None,
+    *,
+    horizon: int | None = None,
+    discount: float | None = None,
+    soft: SoftTargets | None = None,
+) -> Problem:
+    """Validate ``graph`` with the given overrides and return the indexed :class:`Problem`."""
+    chosen = graph.validate(budget, horizon)
+    horizon = horizon if horizon is not None else graph.horizon
+    discount = graph.discount if discount is None else float(discount)
+    if not 0.0 <= discount <= 1.0:
+        raise InputError(f"\"discount\" must be between 0 and 1; got {discount!r}.")
+    if soft is not None and len(soft.target) != len(chosen):
+        raise InputError(f"Soft targets have {len(soft.target)} entries but the budget has {len(chosen)}.")
+    given = horizon is not None
+    return Problem(graph, chosen, horizon if given else implied_horizon(graph, chosen), given, discount, soft)
+
+
+def implied_horizon(graph: PlanGraph, budget: Sequence[float]) -> int:
+    """An upper bound on the length of any walk within budget, for graphs without zero-cost cycles.
+
+    Every edge with a positive cost entry j uses at least the smallest positive cost of entry j, so at most
+    sum_j floor(budget_j / min positive cost_j) such edges fit; between two of them lies a path of zero-cost edges,
+    no longer than the longest path of the (acyclic) zero-cost subgraph.
+    """
+    free = nx.DiGraph()
+    free.add_nodes_from(graph.nx.nodes)
+    free.add_edges_from((e.source, e.target) for e in graph.edges if not any(e.cost))
+    longest_free = nx.dag_longest_path_length(free) if free.number_of_edges() else 0
+    paid = 0
+    for j, b in enumerate(budget):
+        positive = [e.cost[j] for e in graph.edges if e.cost[j] > 0]
+        if positive:
+            paid += math.floor((b + BUDGET_TOLERANCE * max(1.0, abs(b))) / min(positive))
+    return max(1, paid + (paid + 1) * longest_free)

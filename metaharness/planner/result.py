@@ -1,0 +1,50 @@
+"""What every solver returns: :class:`PlanResult`, whose ``to_json()`` is DESIGN.md's output object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from metaharness.planner.graph import NodeId
+from metaharness.planner.problem import Walk
+
+# "optimal"/"infeasible" are proofs; the lm baseline returns "feasible" (a valid plan, optimality unknown) or
+# "invalid" (its answer is not a feasible plan; ``note`` says why); an ILP stopped by a time limit may return
+# "feasible" or "unknown".
+Status = Literal["optimal", "infeasible", "feasible", "invalid", "unknown"]
+
+
+@dataclass
+class PlanResult:
+    """A solver's answer. ``nodes`` lists v0..vk (start included); ``value`` is None when there is no plan."""
+
+    status: Status
+    solver: str
+    seconds: float = 0.0
+    path: list[NodeId] = field(default_factory=list)
+    nodes: list[NodeId] = field(default_factory=list)
+    value: float | None = None
+    cost: list[float] = field(default_factory=list)
+    # Set only with soft targets: value minus the penalty for exceeding the preferred cost levels.
+    objective: float | None = None
+    note: str = ""
+
+    @classmethod
+    def from_walk(cls, status: Status, solver: str, walk: Walk, *, soft: bool, seconds: float = 0.0) -> PlanResult:
+        return cls(status, solver, seconds, walk.path, walk.nodes, walk.value, walk.cost,
+                   walk.objective if soft else None)
+
+    @property
+    def has_plan(self) -> bool:
+        return self.status in ("optimal", "feasible")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": self.status, "path": self.path, "nodes": self.nodes, "value": self.value,
+            "cost": self.cost, "solver": self.solver, "seconds": round(self.seconds, 6),
+        }
+        if self.objective is not None:
+            out["objective"] = self.objective
+        if self.note:
+            out["note"] = self.note
+        return out

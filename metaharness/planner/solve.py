@@ -1,0 +1,73 @@
+"""``solve(graph, budget, solver=...)``: one entry point over every solver family.
+
+>>> from metaharness.planner.graph import PlanGraph
+>>> g = PlanGraph.from_json({"start": "s", "budget": [1], "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
+...                          "edges": [{"id": "e", "source": "s", "target": "g", "cost": [1]}]})
+>>> solve(g).to_json()["path"]
+['e']
+>>> solve(g, [0.5]).status
+'infeasible'
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from metaharness.errors import InputError
+from metaharness.models.types import ModelClient
+from metaharness.planner.exact import LabelLimitReached, solve_exact
+from metaharness.planner.graph import PlanGraph
+from metaharness.planner.problem import SoftTargets, prepare
+from metaharness.planner.result import PlanResult
+
+SolverName = Literal["exact", "ilp", "lm", "auto"]
+SOLVERS: tuple[str, ...] = ("exact", "ilp", "lm", "auto")
+# ``auto`` runs the exact programme unless its Pareto sets grow past this many labels, then hands over to the ILP.
+AUTO_LABEL_LIMIT = 200_000
+
+
+def solve(
+    graph: PlanGraph,
+    budget: Sequence[float] | None = None,
+    *,
+    solver: SolverName = "exact",
+    horizon: int | None = None,
+    discount: float | None = None,
+    model: ModelClient | None = None,
+    soft_targets: SoftTargets | None = None,
+    time_limit: float | None = None,
+) -> PlanResult:
+    """Find a maximal-value feasible plan (DESIGN.md "Plan graph JSON") or report that none exists.
+
+    ``budget``, ``horizon`` and ``discount`` override the graph's own. ``solver``: "exact" (label-setting DP,
+    the default), "ilp" (SCIP; ``time_limit`` in seconds optional), "lm" (the model baseline; needs ``model``),
+    "auto" (exact, switching to the ILP when the Pareto sets explode). ``soft_targets`` subtract a penalty for
+    exceeding preferred cost levels inside the hard budget (exact and ilp). Bad input raises :class:`InputError`.
+    """
+    if solver not in SOLVERS:
+        raise InputError(f"Unknown solver {solver!r}; use one of {', '.join(SOLVERS)}.")
+    started = time.perf_counter()
+    problem = prepare(graph, budget, horizon=horizon, discount=discount, soft=soft_targets)
+    if solver == "lm":
+        if model is None:
+            raise InputError("The lm solver needs a model: pass model=connect(SPEC).")
+        from metaharness.planner.lm import solve_lm
+
+        result = solve_lm(problem, model)
+    elif solver == "ilp":
+        from metaharness.planner.ilp import solve_ilp
+
+        result = solve_ilp(problem, time_limit=time_limit)
+    elif solver == "auto":
+        try:
+            result = solve_exact(problem, max_labels=AUTO_LABEL_LIMIT)
+        except LabelLimitReached:
+            from metaharness.planner.ilp import solve_ilp
+
+            result = solve_ilp(problem, time_limit=time_limit)
+    else:
+        result = solve_exact(problem)
+    result.seconds = time.perf_counter() - started
+    return result

@@ -1,0 +1,38 @@
+"""The four TPS subagents, each a separate stage with its own prompt, JSON schema and protocol.
+
+1. :class:`PlanSampler` — M candidate plans, each a list of subplans (:class:`ModelPlanSampler`).
+2. :class:`StateSimulator` — predicted state and non-negative cost vector after each subplan
+   (:class:`ModelStateSimulator`).
+3. :class:`StateMerger` — which predicted states are the same node (:class:`KeyJudgeMerger`: canonical keys, then a
+   conservative model judge).
+4. :class:`RewardLabeler` — +1 goal, -1 dead end, 0 otherwise (:class:`ModelRewardLabeler`).
+
+Each stage can be called alone, and each protocol can be implemented by something other than a model (a benchmark
+may plug in an oracle simulator or labeler that uses the true environment). Model-backed stages never raise for a
+malformed answer: they re-ask with the problem named and fall back to an empty or neutral result.
+"""
+
+from metaharness.planner.subagents.labeler import DEAD_END, GOAL, NEUTRAL, ModelRewardLabeler, RewardLabeler
+from metaharness.planner.subagents.merger import KeyJudgeMerger, StateMerger
+from metaharness.planner.subagents.sampler import DEFAULT_PLANS, ModelPlanSampler, PlanSampler
+from metaharness.planner.subagents.simulator import ModelStateSimulator, StateSimulator
+from metaharness.planner.subagents.task import CandidatePlan, PlanningTask, PredictedState, SimulatedStep
+
+__all__ = [
+    "DEAD_END",
+    "DEFAULT_PLANS",
+    "GOAL",
+    "NEUTRAL",
+    "CandidatePlan",
+    "KeyJudgeMerger",
+    "ModelPlanSampler",
+    "ModelRewardLabeler",
+    "ModelStateSimulator",
+    "PlanSampler",
+    "PlanningTask",
+    "PredictedState",
+    "RewardLabeler",
+    "SimulatedStep",
+    "StateMerger",
+    "StateSimulator",
+]

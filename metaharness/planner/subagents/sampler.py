@@ -1,0 +1,57 @@
+"""Stage 1, multi-plan sampling: M candidate plans, each a sequence of subplans."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from metaharness.planner.subagents.base import ModelStage
+from metaharness.planner.subagents.task import CandidatePlan, PlanningTask
+
+DEFAULT_PLANS = 4  # TPS/TAPE: M = 4 plans works best
+
+SYSTEM = (
+    "You are the plan sampler of a planning system. Propose {m} different plans that reach the goal from the current "
+    "state within the remaining budget. Each plan is a list of subplans: short, concrete actions or small groups of "
+    "actions, in the order they are executed, at most {max_steps} per plan. Make the plans genuinely different "
+    "(different routes or orders), not rewordings. Reply with JSON only: "
+    '{{"plans": [{{"subplans": ["...", "..."]}}, ...]}}.'
+)
+
+
+@runtime_checkable
+class PlanSampler(Protocol):
+    """Returns at most ``m`` candidate plans (possibly fewer, possibly none); never raises for a bad answer."""
+
+    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]: ...
+
+
+def sampler_schema(m: int, max_steps: int) -> dict[str, Any]:
+    subplans = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"type": "string", "minLength": 1}}
+    plan = {"type": "object", "properties": {"subplans": subplans}, "required": ["subplans"]}
+    return {"type": "object", "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": m, "items": plan}},
+            "required": ["plans"]}
+
+
+class ModelPlanSampler(ModelStage):
+    """Asks the model for ``m`` plans in one answer (as TAPE does); duplicates are dropped."""
+
+    def __init__(self, model, *, max_steps: int = 8, **options) -> None:
+        super().__init__(model, **options)
+        self.max_steps = max_steps
+
+    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+        answer = self.ask(SYSTEM.format(m=m, max_steps=self.max_steps), task.describe(),
+                          sampler_schema(m, self.max_steps), check=_has_a_plan)
+        plans: list[CandidatePlan] = []
+        for item in (answer or {}).get("plans", [])[:m]:
+            subplans = tuple(s.strip() for s in item["subplans"] if s.strip())[: self.max_steps]
+            plan = CandidatePlan(subplans)
+            if subplans and plan not in plans:
+                plans.append(plan)
+        return plans
+
+
+def _has_a_plan(answer: Any) -> str | None:
+    if not any(any(s.strip() for s in p["subplans"]) for p in answer["plans"]):
+        return "every plan is empty; give at least one plan with at least one non-blank subplan"
+    return None

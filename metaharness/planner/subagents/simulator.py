@@ -1,0 +1,76 @@
+"""Stage 2, state simulation: the predicted state after every subplan and a non-negative cost vector per step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from metaharness.planner.subagents.base import ModelStage
+from metaharness.planner.subagents.task import CandidatePlan, PlanningTask, SimulatedStep
+
+SYSTEM = (
+    "You are the state simulator of a planning system. Given the current state and a plan, predict, step by step, "
+    "the state right after each subplan is carried out, and what that subplan costs in each limit ({limits}), in the "
+    "same units as the remaining budget (non-negative numbers). Describe each state completely and concretely, in "
+    "the same format as the current state, so equal states get equal descriptions. Reply with JSON only: "
+    '{{"steps": [{{"state": "...", "cost": [{example}]}}, ...]}} with exactly one entry per subplan.'
+)
+
+
+@runtime_checkable
+class StateSimulator(Protocol):
+    """Returns one :class:`SimulatedStep` per subplan of ``plan``, or an empty list when it cannot simulate it.
+
+    Costs have one non-negative entry per limit of ``task``. A simulator that knows the domain (an oracle in a
+    benchmark) may fill ``key`` with the canonical state; the merger then merges equal keys without a judge.
+    """
+
+    def simulate(self, task: PlanningTask, plan: CandidatePlan) -> list[SimulatedStep]: ...
+
+
+def simulator_schema(steps: int, limits: int) -> dict[str, Any]:
+    cost = {"type": "array", "minItems": limits, "maxItems": limits, "items": {"type": "number", "minimum": 0}}
+    step = {"type": "object", "properties": {"state": {"type": "string", "minLength": 1}, "cost": cost},
+            "required": ["state", "cost"]}
+    return {"type": "object", "properties": {"steps": {"type": "array", "minItems": steps, "maxItems": steps,
+                                                        "items": step}}, "required": ["steps"]}
+
+
+class ModelStateSimulator(ModelStage):
+    """Simulates each plan with one model call. ``canonical_key`` maps a state text to its canonical form (or
+    None) when the domain has one, e.g. parsing positions out of a Sokoban observation."""
+
+    def __init__(self, model, *, canonical_key: Callable[[str], str | None] | None = None, **options) -> None:
+        super().__init__(model, **options)
+        self.canonical_key = canonical_key
+
+    def simulate(self, task: PlanningTask, plan: CandidatePlan) -> list[SimulatedStep]:
+        limits = len(task.limits)
+        system = SYSTEM.format(limits=", ".join(task.limits) or "none", example=", ".join(["1"] * limits))
+        listing = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(plan.subplans))
+        check = _step_checker(len(plan.subplans), limits)
+        answer = self.ask(system, f"{task.describe()}\n\nPlan:\n{listing}", simulator_schema(len(plan.subplans), limits),
+                          check=check)
+        if answer is None:
+            return []
+        return [
+            SimulatedStep(s["state"].strip(), tuple(float(c) for c in s["cost"]),
+                          self.canonical_key(s["state"]) if self.canonical_key else None)
+            for s in answer["steps"]
+        ]
+
+
+def _step_checker(steps: int, limits: int) -> Callable[[Any], str | None]:
+    def check(answer: Any) -> str | None:
+        if len(answer["steps"]) != steps:
+            return f"give exactly {steps} steps, one per subplan (got {len(answer['steps'])})"
+        for i, step in enumerate(answer["steps"]):
+            if len(step["cost"]) != limits:
+                return f"step {i + 1} needs exactly {limits} cost numbers, one per limit"
+            if any(c < 0 for c in step["cost"]):
+                return f"step {i + 1} has a negative cost; costs are >= 0"
+            if not step["state"].strip():
+                return f"step {i + 1} has an empty state"
+        return None
+
+    return check

@@ -1,0 +1,253 @@
+"""``plan(history, goal, budget)``: the four TPS subagents, the plan graph they build, and the solver's route.
+
+1. the sampler proposes M plans (lists of subplans); 2. the simulator predicts the state and cost after every
+subplan; 3. the merger decides which predicted states (and the current state) are the same node; 4. the labeler marks
+goals (+1) and dead ends (-1), and every non-goal node without a way out becomes a dead end. The solver then picks
+the best walk to a goal within the budget, returned as guidance: the agent keeps its own loop, compares what it
+observes with the predicted states and replans when they differ.
+
+Every stage's input and output (and each model exchange) is recorded in :attr:`PlanningResult.stages`;
+:func:`replay` rebuilds the graph and the route from such a record without a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from metaharness.errors import InputError
+from metaharness.models.types import ModelClient
+from metaharness.planner.graph import NodeId, PlanGraph
+from metaharness.planner.result import PlanResult
+from metaharness.planner.solve import SolverName, solve
+from metaharness.planner.subagents import (
+    DEAD_END,
+    DEFAULT_PLANS,
+    GOAL,
+    NEUTRAL,
+    CandidatePlan,
+    KeyJudgeMerger,
+    ModelPlanSampler,
+    ModelRewardLabeler,
+    ModelStateSimulator,
+    PlanningTask,
+    PlanSampler,
+    PredictedState,
+    RewardLabeler,
+    SimulatedStep,
+    StateMerger,
+    StateSimulator,
+)
+
+
+@dataclass(frozen=True)
+class RouteStep:
+    """One step of the route: the subplan to carry out, the state it should lead to, and its predicted cost."""
+
+    action: str
+    state: str
+    cost: tuple[float, ...]
+    edge: NodeId
+    node: NodeId
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action, "state": self.state, "cost": list(self.cost), "edge": self.edge, "node": self.node}
+
+
+@dataclass
+class PlanningResult:
+    """``status`` is "route" (follow :attr:`route`) or "no_route" (:attr:`reason` says why)."""
+
+    status: Literal["route", "no_route"]
+    task: PlanningTask
+    route: list[RouteStep] = field(default_factory=list)
+    graph: PlanGraph | None = None
+    solution: PlanResult | None = None
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def cost(self) -> list[float]:
+        return [sum(step.cost[j] for step in self.route) for j in range(len(self.task.budget))]
+
+    def guidance(self) -> str:
+        """The route as text an agent can follow (or the reason there is none)."""
+        if self.status != "route":
+            return f"No feasible route: {self.reason}"
+        spend = ", ".join(f"{n} {c:g} of {b:g}" for n, c, b in zip(self.task.limits, self.cost, self.task.budget))
+        lines = [f"Suggested route ({len(self.route)} steps{'; cost ' + spend if spend else ''}):"]
+        for i, step in enumerate(self.route, 1):
+            lines.append(f"{i}. {step.action}\n   expected state: {step.state}")
+        lines.append("This is guidance: compare each expected state with what you observe and replan if they differ.")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "reason": self.reason, "task": self.task.to_json(),
+            "route": [s.to_json() for s in self.route], "cost": self.cost, "guidance": self.guidance(),
+            "graph": self.graph.to_json() if self.graph else None,
+            "solution": self.solution.to_json() if self.solution else None, "stages": self.stages,
+        }
+
+
+def plan(
+    history: str | Sequence[str],
+    goal: str,
+    budget: Mapping[str, float] | Sequence[float],
+    *,
+    model: ModelClient | None = None,
+    m: int = DEFAULT_PLANS,
+    horizon: int | None = None,
+    sampler: PlanSampler | None = None,
+    simulator: StateSimulator | None = None,
+    merger: StateMerger | None = None,
+    labeler: RewardLabeler | None = None,
+    solver: SolverName = "exact",
+    start_key: str | None = None,
+    max_tokens: int = 512,
+) -> PlanningResult:
+    """Run the four TPS stages and the solver; see the module docstring.
+
+    ``model`` serves every stage not given explicitly (the same model for all, as in TPS). ``start_key`` is the
+    canonical form of the current state when the domain has one. ``horizon`` defaults to the number of nodes (enough
+    for any simple path; with rewards <= 0 before the goal an optimal plan never repeats a node).
+    """
+    if m < 1:
+        raise InputError(f"m (the number of plans to sample) must be >= 1; got {m}.")
+    if model is None and None in (sampler, simulator, labeler):
+        raise InputError("plan() needs model= (e.g. connect('local:smollm2-135m')) or all of sampler, simulator and labeler.")
+    task = PlanningTask.create(history, goal, budget)
+    sampler = sampler or ModelPlanSampler(model, max_tokens=max_tokens)
+    simulator = simulator or ModelStateSimulator(model, max_tokens=max_tokens)
+    merger = merger or KeyJudgeMerger(model)
+    labeler = labeler or ModelRewardLabeler(model, max_tokens=max_tokens)
+    stages: list[dict[str, Any]] = []
+
+    def record(name: str, stage: Any, inputs: dict[str, Any], output: Any, **extra: Any) -> None:
+        take: Callable[[], list] | None = getattr(stage, "take_calls", None)
+        stages.append({"stage": name, "input": inputs, "output": output, **extra, "calls": take() if take else []})
+
+    plans = list(sampler.sample(task, m))[:m]
+    record("sample", sampler, {"m": m}, [p.to_json() for p in plans])
+    if not plans:
+        return PlanningResult("no_route", task, stages=stages, reason="the plan sampler produced no plan.")
+
+    simulated: list[tuple[CandidatePlan, list[SimulatedStep]]] = []
+    for candidate in plans:
+        steps = list(simulator.simulate(task, candidate))
+        problem = _simulation_problem(task, candidate, steps)
+        record("simulate", simulator, {"plan": candidate.to_json()}, [s.to_json() for s in steps],
+               **({"dropped": problem} if problem else {}))
+        if not problem:
+            simulated.append((candidate, steps))
+    if not simulated:
+        return PlanningResult("no_route", task, stages=stages, reason="no plan could be simulated.")
+
+    states = [PredictedState(task.current_state, start_key)]
+    states += [PredictedState(s.state, s.key) for _, steps in simulated for s in steps]
+    groups = list(merger.merge(task, states))
+    problem = _grouping_problem(groups, len(states))
+    record("merge", merger, {"states": [s.to_json() for s in states]}, groups,
+           **({"ignored": problem} if problem else {}))
+    if problem:
+        groups = list(range(len(states)))  # unmerged states are always safe
+
+    graph, node_of = _build_graph(task, simulated, states, groups, horizon)
+    representatives = sorted(set(groups))
+    labels = list(labeler.label(task, [states[r] for r in representatives]))
+    problem = None if len(labels) == len(representatives) and all(x in (GOAL, NEUTRAL, DEAD_END) for x in labels) \
+        else f"expected {len(representatives)} labels in {{1, 0, -1}}, got {labels!r}; all set to 0"
+    record("label", labeler, {"states": [states[r].to_json() for r in representatives]}, labels,
+           **({"ignored": problem} if problem else {}))
+    if problem:
+        labels = [NEUTRAL] * len(representatives)
+    _apply_labels(graph, [node_of[r] for r in representatives], labels)
+
+    solution = solve(graph, solver=solver, model=model)
+    if not solution.has_plan:
+        reason = ("no predicted state satisfies the goal" if not graph.goals()
+                  else "no sampled route reaches the goal within the remaining budget")
+        if solution.note:
+            reason += f" ({solution.note})"
+        return PlanningResult("no_route", task, graph=graph, solution=solution, stages=stages, reason=reason + ".")
+    route = []
+    for edge_id in solution.path:
+        edge = graph.edge(edge_id)
+        route.append(RouteStep(edge.action, graph.node(edge.target).state, edge.cost, edge.id, edge.target))
+    return PlanningResult("route", task, route, graph, solution, stages)
+
+
+def replay(record: Mapping[str, Any], *, solver: SolverName = "exact", horizon: int | None = None) -> PlanningResult:
+    """Rebuild a :meth:`PlanningResult.to_json` record's graph and route from its recorded stage outputs."""
+    task = record["task"]
+    by_stage: dict[str, list[dict[str, Any]]] = {}
+    for entry in record["stages"]:
+        by_stage.setdefault(entry["stage"], []).append(entry)
+    sample = by_stage["sample"][0]
+    return plan(
+        task["history"], task["goal"], task["budget"], m=sample["input"]["m"], horizon=horizon, solver=solver,
+        start_key=by_stage["merge"][0]["input"]["states"][0]["key"] if "merge" in by_stage else None,
+        sampler=_Recorded(lambda *_: [CandidatePlan(tuple(p)) for p in sample["output"]]),
+        simulator=_Recorded(_lookup({tuple(e["input"]["plan"]): e["output"] for e in by_stage.get("simulate", [])})),
+        merger=_Recorded(lambda *_: by_stage["merge"][0]["output"]),
+        labeler=_Recorded(lambda *_: by_stage["label"][0]["output"]),
+    )
+
+
+class _Recorded:
+    """A stage that answers from a record (every protocol method name maps to the same function)."""
+
+    def __init__(self, answer: Callable[..., Any]) -> None:
+        self.sample = self.simulate = self.merge = self.label = answer
+
+
+def _lookup(outputs: dict[tuple[str, ...], list[dict[str, Any]]]) -> Callable[..., list[SimulatedStep]]:
+    return lambda _task, candidate: [SimulatedStep.from_json(s) for s in outputs.get(candidate.subplans, [])]
+
+
+def _simulation_problem(task: PlanningTask, candidate: CandidatePlan, steps: list[SimulatedStep]) -> str | None:
+    if len(steps) != len(candidate.subplans):
+        return f"{len(steps)} simulated steps for {len(candidate.subplans)} subplans"
+    for i, step in enumerate(steps):
+        if len(step.cost) != len(task.budget) or any(c < 0 for c in step.cost):
+            return f"step {i + 1} cost {list(step.cost)} is not {len(task.budget)} non-negative numbers"
+    return None
+
+
+def _grouping_problem(groups: list[int], count: int) -> str | None:
+    if len(groups) != count or any(not 0 <= g <= i or groups[g] != g for i, g in enumerate(groups)):
+        return f"merge groups {groups!r} are not first-member indices for {count} states; no states merged"
+    return None
+
+
+def _build_graph(task: PlanningTask, simulated, states: list[PredictedState], groups: list[int],
+                 horizon: int | None) -> tuple[PlanGraph, dict[int, str]]:
+    graph = PlanGraph("s0", task.budget, limits=task.limits)
+    node_of: dict[int, str] = {}
+    for r in sorted(set(groups)):
+        node_of[r] = f"s{len(node_of)}"
+        graph.add_node(node_of[r], state=states[r].state, key=states[r].key)
+    seen = set()
+    index = 1  # states[0] is the current state; simulated steps follow in plan order
+    for p, (candidate, steps) in enumerate(simulated, 1):
+        at = node_of[groups[0]]
+        for s, (subplan, step) in enumerate(zip(candidate.subplans, steps), 1):
+            target = node_of[groups[index]]
+            index += 1
+            signature = (at, target, subplan, step.cost)
+            if signature not in seen:
+                seen.add(signature)
+                graph.add_edge(f"p{p}.{s}", at, target, subplan, step.cost)
+            at = target
+    graph.horizon = horizon if horizon is not None else max(1, graph.nx.number_of_nodes())
+    return graph, node_of
+
+
+def _apply_labels(graph: PlanGraph, node_ids: list[str], labels: list[int]) -> None:
+    for node_id, label in zip(node_ids, labels):
+        node = graph.node(node_id)
+        goal = label == GOAL
+        dead_end = label == DEAD_END or (not goal and graph.nx.out_degree(node_id) == 0)
+        reward = GOAL if goal else DEAD_END if dead_end else NEUTRAL
+        graph.replace_node(replace(node, reward=float(reward), goal=goal, dead_end=dead_end))

@@ -1,0 +1,231 @@
+"""Solvers against a brute-force enumerator on thousands of random small graphs, plus hand cases.
+
+Counts: the exact DP is checked on 3000 random graphs, the ILP (SCIP, a few ms per call) on 300, both with soft
+targets on 150 more; every graph is also solved by brute force (depth-first enumeration of every walk).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from metaharness.errors import InputError
+from metaharness.planner.graph import PlanGraph, fits
+from metaharness.planner.problem import SoftTargets, implied_horizon, prepare
+from metaharness.planner.solve import solve
+
+HALVES = [x / 2 for x in range(5)]  # costs 0 .. 2 in steps of 0.5: sums compare exactly
+
+
+def brute_force(graph: PlanGraph, soft: SoftTargets | None = None) -> float | None:
+    """Best objective over every feasible walk, enumerated depth-first (None when there is none)."""
+    budget = graph.budget
+    horizon = graph.horizon
+    best = None
+
+    def walk(at, steps, value, cost):
+        nonlocal best
+        if horizon is not None and steps == horizon:
+            return
+        for edge in graph.out_edges(at):
+            total = [a + b for a, b in zip(cost, edge.cost)]
+            if not fits(total, budget):
+                continue
+            target = graph.node(edge.target)
+            gained = value + graph.discount**steps * target.reward
+            if target.goal:
+                objective = gained - (soft.penalty(total) if soft else 0.0)
+                best = objective if best is None else max(best, objective)
+            else:
+                walk(edge.target, steps + 1, gained, total)
+
+    walk(graph.start, 0, 0.0, [0.0] * len(budget))
+    return best
+
+
+def random_graph(rng: random.Random, max_nodes=5, max_edges=12, max_horizon=5) -> PlanGraph:
+    """A random small graph: cycles, self-loops, 0-3 limits, zero-cost edges, goals anywhere (or none)."""
+    n = rng.randint(2, max_nodes)
+    limits = rng.randint(0, 3)
+    horizon = rng.choice([None, *range(1, max_horizon + 1)])
+    graph = PlanGraph("v0", [rng.randrange(11) / 2 for _ in range(limits)], horizon=horizon,
+                      discount=rng.choice([1.0, 0.9, 0.5]))
+    for i in range(n):
+        graph.add_node(f"v{i}", rng.choice([-1, -0.5, 0, 0, 0.5, 1, 2]), goal=rng.random() < 0.4)
+    for k in range(rng.randint(0, max_edges)):
+        source = 0 if k < 2 else rng.randrange(n)  # leave the start often enough for feasible plans
+        graph.add_edge(f"e{k}", f"v{source}", f"v{rng.randrange(n)}", f"a{k}",
+                       [rng.choice(HALVES) for _ in range(limits)])
+    if horizon is None and graph.zero_cost_cycle():
+        graph.horizon = max_horizon  # a graph with a zero-cost cycle needs a horizon (tested separately)
+    if graph.horizon is None and implied_horizon(graph, graph.budget) > 12:
+        graph.horizon = 6  # keep the brute force small
+    return graph
+
+
+def _agrees(graph: PlanGraph, solver: str, soft: SoftTargets | None = None) -> None:
+    expected = brute_force(graph, soft)
+    result = solve(graph, solver=solver, soft_targets=soft)
+    if expected is None:
+        assert result.status == "infeasible", (graph.to_json(), result)
+        assert result.path == [] and result.value is None
+        return
+    assert result.status == "optimal", (graph.to_json(), expected, result)
+    walk = prepare(graph, soft=soft).check_walk(result.path)  # the returned plan is feasible ...
+    assert walk.nodes == result.nodes and math.isclose(walk.value, result.value, abs_tol=1e-9)
+    objective = result.objective if soft else result.value
+    assert math.isclose(objective, expected, abs_tol=1e-6), (graph.to_json(), expected, result)  # ... and optimal
+
+
+# Hypothesis picks seeds (and replays failing ones); each seed yields a batch of graphs, which keeps its
+# per-example overhead small enough for thousands of graphs. A failure prints the whole graph.
+SEEDS = st.integers(0, 2**64 - 1)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SEEDS)
+def test_exact_matches_brute_force_on_3000_graphs(seed):
+    rng = random.Random(seed)
+    for _ in range(10):
+        _agrees(random_graph(rng), "exact")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SEEDS)
+def test_ilp_matches_brute_force_on_300_graphs(seed):
+    rng = random.Random(seed)
+    for _ in range(5):
+        _agrees(random_graph(rng), "ilp")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SEEDS)
+def test_soft_targets_match_brute_force_on_150_graphs(seed):
+    rng = random.Random(seed)
+    for _ in range(5):
+        graph = random_graph(rng)
+        limits = len(graph.budget)
+        soft = SoftTargets(tuple(rng.choice(HALVES) for _ in range(limits)),
+                           tuple(rng.choice([0.0, 0.25, 1.0]) for _ in range(limits)))
+        _agrees(graph, "exact", soft)
+        _agrees(graph, "ilp", soft)
+
+
+def _hand_graph(**overrides) -> PlanGraph:
+    data = {
+        "start": "s", "budget": [3, 1.0], "discount": 1.0,
+        "nodes": [{"id": "s", "reward": 0}, {"id": "a", "reward": 0.5}, {"id": "b", "reward": -1},
+                  {"id": "g", "reward": 1, "goal": True}],
+        "edges": [
+            {"id": "sa", "source": "s", "target": "a", "action": "to a", "cost": [1, 0.5]},
+            {"id": "ag", "source": "a", "target": "g", "action": "a to g", "cost": [1, 0.5]},
+            {"id": "sb", "source": "s", "target": "b", "action": "to b", "cost": [1, 0]},
+            {"id": "bg", "source": "b", "target": "g", "action": "b to g", "cost": [1, 0]},
+            {"id": "aa", "source": "a", "target": "a", "action": "wait", "cost": [1, 0]},
+        ],
+    }
+    data.update(overrides)
+    return PlanGraph.from_json(data)
+
+
+@pytest.mark.parametrize("solver", ["exact", "ilp", "auto"])
+def test_hand_case_prefers_reward_then_respects_budget(solver):
+    graph = _hand_graph()
+    # The self-loop at a earns another 0.5 and still fits: s -> a -> a -> g is worth 2.0.
+    assert solve(graph, solver=solver).to_json() | {"seconds": 0} == {
+        "status": "optimal", "path": ["sa", "aa", "ag"], "nodes": ["s", "a", "a", "g"], "value": 2.0,
+        "cost": [3.0, 1.0], "solver": "ilp" if solver == "ilp" else "exact", "seconds": 0}
+    assert solve(graph, [2, 1.0], solver=solver).path == ["sa", "ag"]  # no room for the loop
+    assert solve(graph, [2, 0.5], solver=solver).path == ["sb", "bg"]  # second limit forbids a
+    assert solve(graph, [1, 5], solver=solver).status == "infeasible"
+    assert solve(graph, solver=solver, horizon=2).value == 1.5
+
+
+def test_discount_weighs_early_rewards():
+    graph = _hand_graph(discount=0.5)
+    # s -> a -> g: 0.5 + 0.5 * 1 = 1.0; with the loop: 0.5 + 0.25 + 0.25 = 1.0 (tie: the shorter plan is kept).
+    result = solve(graph)
+    assert result.path == ["sa", "ag"] and result.value == 1.0
+
+
+def test_goal_only_at_the_end_and_start_may_be_a_goal():
+    graph = PlanGraph.from_json({
+        "start": "g1", "budget": [], "horizon": 4,
+        "nodes": [{"id": "g1", "reward": 5, "goal": True}, {"id": "g2", "reward": 1, "goal": True},
+                  {"id": "x", "reward": 3}],
+        "edges": [{"id": "a", "source": "g1", "target": "g2", "cost": []},
+                  {"id": "b", "source": "g2", "target": "x", "cost": []},
+                  {"id": "c", "source": "x", "target": "g1", "cost": []},
+                  {"id": "d", "source": "g1", "target": "x", "cost": []}],
+    })
+    for solver in ("exact", "ilp"):
+        result = solve(graph, solver=solver)
+        # Passing g2 on the way to g1 is not allowed; leaving the start goal is: g1 -> x -> g1 = 3 + 5.
+        assert (result.path, result.value) == (["d", "c"], 8.0)
+
+
+def test_zero_cost_edges_with_positive_cost_cycles_need_no_horizon():
+    graph = PlanGraph.from_json({
+        "start": "s", "budget": [2],
+        "nodes": [{"id": "s"}, {"id": "a", "reward": 1}, {"id": "g", "reward": 0, "goal": True}],
+        "edges": [{"id": "free", "source": "s", "target": "a", "cost": [0]},
+                  {"id": "back", "source": "a", "target": "s", "cost": [1]},
+                  {"id": "done", "source": "a", "target": "g", "cost": [0]}],
+    })
+    for solver in ("exact", "ilp"):
+        result = solve(graph, solver=solver)
+        assert result.value == 3.0 and result.path == ["free", "back", "free", "back", "free", "done"]
+
+
+def test_zero_cost_cycle_without_horizon_is_rejected():
+    data = {"start": "s", "budget": [1], "nodes": [{"id": "s"}, {"id": "a"}],
+            "edges": [{"id": "x", "source": "s", "target": "a", "cost": [0]},
+                      {"id": "y", "source": "a", "target": "s", "cost": [0]}]}
+    with pytest.raises(InputError, match="zero-cost"):
+        PlanGraph.from_json(data)
+    assert PlanGraph.from_json({**data, "horizon": 3}).horizon == 3
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d.pop("start"), "missing the required field \"start\""),
+    (lambda d: d.pop("budget"), "missing the required field \"budget\""),
+    (lambda d: d["edges"][0].pop("cost"), "missing the required field \"cost\""),
+    (lambda d: d["edges"][0].update(target="nowhere"), "unknown target node 'nowhere'"),
+    (lambda d: d.update(start="nowhere"), "start node 'nowhere'"),
+    (lambda d: d["edges"][1].update(cost=[1, -0.5]), "negative cost"),
+    (lambda d: d.update(budget=[3]), "has 2 cost entries but the budget has 1"),
+    (lambda d: d.update(horizon=0), "horizon"),
+    (lambda d: d.update(discount=1.5), "discount"),
+    (lambda d: d["nodes"].append({"id": "s"}), "appears twice"),
+    (lambda d: d["nodes"][0].update(reward="high"), "finite number"),
+])
+def test_bad_graphs_are_rejected_with_a_clear_message(change, message):
+    data = _hand_graph().to_json()
+    change(data)
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        PlanGraph.from_json(data)
+
+
+def test_json_round_trip():
+    graph = _hand_graph(horizon=7, limits=["steps", "usd"])
+    again = PlanGraph.from_json(graph.to_json())
+    assert again.to_json() == graph.to_json()
+    assert solve(again).to_json()["path"] == solve(graph).to_json()["path"]
+
+
+def test_real_valued_costs_fit_exactly():
+    graph = PlanGraph("s", [0.3])
+    graph.add_node("s")
+    graph.add_node("a", 1)
+    graph.add_node("g", 1, goal=True)
+    graph.add_edge("1", "s", "a", cost=[0.1])
+    graph.add_edge("2", "a", "a", cost=[0.1])
+    graph.add_edge("3", "a", "g", cost=[0.1])
+    for solver in ("exact", "ilp"):
+        assert solve(graph, solver=solver).path == ["1", "2", "3"]  # 0.1 + 0.1 + 0.1 fits 0.3
+        assert solve(graph, [0.29999], solver=solver).path == ["1", "3"]
+        assert solve(graph, [0.19999], solver=solver).status == "infeasible"
