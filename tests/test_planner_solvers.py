@@ -6,6 +6,7 @@ targets on 150 more; every graph is also solved by brute force (depth-first enum
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -229,3 +230,33 @@ def test_real_valued_costs_fit_exactly():
         assert solve(graph, solver=solver).path == ["1", "2", "3"]  # 0.1 + 0.1 + 0.1 fits 0.3
         assert solve(graph, [0.29999], solver=solver).path == ["1", "3"]
         assert solve(graph, [0.19999], solver=solver).status == "infeasible"
+
+
+class _PathModel:
+    """A fake model client that always proposes the same path (the lm baseline's answer)."""
+
+    spec = "fake:path"
+
+    def __init__(self, path):
+        self.path = path
+        self.requests = []
+
+    def complete(self, request, *, role="task"):
+        from metaharness.models.types import ChatResult, Choice, Usage
+
+        self.requests.append(request)
+        return ChatResult([Choice(json.dumps({"path": self.path}))], Usage(), 0.0, self.spec)
+
+
+def test_lm_baseline_is_checked_like_any_plan():
+    graph = _hand_graph()
+    good = solve(graph, solver="lm", model=_PathModel(["sb", "bg"]))
+    assert (good.status, good.value, good.solver) == ("feasible", 0.0, "lm")
+    over = solve(graph, [2, 0.5], solver="lm", model=_PathModel(["sa", "ag"]))
+    assert over.status == "invalid" and "over the budget" in over.note and over.path == ["sa", "ag"]
+    model = _PathModel(["sa"])
+    short = solve(graph, solver="lm", model=model)
+    assert short.status == "invalid" and "not a goal" in short.note
+    assert '"budget": [3.0, 1.0]' in model.requests[0].messages[1]["content"]
+    with pytest.raises(InputError, match="needs a model"):
+        solve(graph, solver="lm")
