@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import sys
 
-import click
 import typer
 from rich.console import Console
 
@@ -20,7 +19,7 @@ from metaharness.errors import MetaharnessError
 # Modules that define ``register(app: typer.Typer) -> None`` (top-level commands and groups).
 COMMAND_MODULES: tuple[str, ...] = ("metaharness.search_cli", "metaharness.planner.cli", "metaharness.evaluation.cli")
 # Modules that define ``register(bench: typer.Typer) -> None`` (commands under ``metaharness bench``).
-BENCH_MODULES: tuple[str, ...] = ()
+BENCH_MODULES: tuple[str, ...] = ("metaharness.agents.puzzle_bench_cli",)
 
 app = typer.Typer(
     name="metaharness",
@@ -57,18 +56,13 @@ if BENCH_MODULES:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user-facing errors become one clear message and an exit code, never a traceback."""
+    """Entry point: user-facing errors become one clear message and an exit code, never a traceback.
+
+    Usage errors (unknown command, bad option) are reported by typer itself with exit code 2.
+    """
     err = Console(stderr=True)
     try:
-        app(args=argv, prog_name="metaharness", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
-    except click.exceptions.Abort:
-        err.print("aborted")
-        sys.exit(130)
+        app(args=argv, prog_name="metaharness")
     except MetaharnessError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(exc.exit_code)
