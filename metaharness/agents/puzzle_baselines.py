@@ -1,0 +1,54 @@
+"""Model-free baselines for the puzzle benchmarks: uniform random actions, and greedy one-step lookahead.
+
+Neither sees the oracle. The greedy agent minimises the environment's cheap heuristic after one action, prefers
+actions that change the state and states it has not visited, and breaks ties at random (seeded), so it walks into
+the dead ends a heuristic cannot see (a box pushed into a corner) and wastes moves on plateaus.
+"""
+
+from __future__ import annotations
+
+import random
+
+from metaharness.agents.puzzle_episode import Decision
+from metaharness.tasks.planning_env import PuzzleEnv
+
+
+class RandomAgent:
+    name = "random"
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.env: PuzzleEnv | None = None
+
+    def reset(self, env: PuzzleEnv, budget: int) -> None:
+        self.env = env
+
+    def act(self, state, remaining: int) -> Decision:
+        action = self.rng.choice(self.env.actions(state))
+        return Decision(action, intended=action)
+
+
+class GreedyAgent:
+    name = "greedy"
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.env: PuzzleEnv | None = None
+        self.visited: set = set()
+
+    def reset(self, env: PuzzleEnv, budget: int) -> None:
+        self.env = env
+        self.visited = {env.start}
+
+    def act(self, state, remaining: int) -> Decision:
+        env = self.env
+
+        def score(action: str) -> tuple:
+            nxt = env.step(state, action)
+            return (env.heuristic(nxt), nxt == state, nxt in self.visited)
+
+        scored = [(score(a), a) for a in env.actions(state)]
+        best = min(s for s, _ in scored)
+        action = self.rng.choice([a for s, a in scored if s == best])
+        self.visited.add(env.step(state, action))
+        return Decision(action, intended=action)

@@ -1,0 +1,204 @@
+"""TPS planning for puzzle agents: the four planner stages wired to a puzzle environment.
+
+Two set-ups, chosen per run:
+
+- *model subagents* (the seeds' setting): the model samples plans (restricted to the environment's action
+  vocabulary by a JSON-schema enum), predicts the states, and labels them; predicted states that parse as a state
+  of the level get its canonical key, so equal predictions merge exactly.
+- *oracle subagents*: simulation and reward labelling use the true environment (exact next states with canonical
+  keys, +1 solved / -1 unsolvable / 0 otherwise), which isolates what sampling, the solver and execution
+  contribute. Sampling stays with the model, or, with no model at all, with :class:`NoisyOracleSampler`, a
+  model-free stand-in for an imperfect sampler (each action optimal with probability 1 - epsilon, else random).
+
+:class:`PuzzlePlanner` makes one planning call from an agent's loop: history, goal, remaining step budget in;
+:class:`~metaharness.planner.tps.PlanningResult` (route steps with action, predicted state, cost) out.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from metaharness.models.types import ModelClient
+from metaharness.planner.subagents import (
+    DEAD_END,
+    GOAL,
+    NEUTRAL,
+    CandidatePlan,
+    KeyJudgeMerger,
+    ModelRewardLabeler,
+    ModelStateSimulator,
+    PlanningTask,
+    PredictedState,
+    SimulatedStep,
+)
+from metaharness.planner.subagents.base import ModelStage
+from metaharness.planner.tps import PlanningResult, plan
+from metaharness.tasks.planning_env import PuzzleEnv, optimal_actions
+
+SAMPLER_SYSTEM = (
+    "You are the plan sampler of a planning system for this puzzle.\n{rules}\n\nPropose {m} different plans that "
+    "solve the puzzle from the current state within the remaining budget. Each plan is the list of actions to "
+    "execute, in order. Make the plans genuinely different. Reply with JSON only: "
+    '{{"plans": [{{"actions": [...]}}, ...]}}.'
+)
+
+
+class ActionPlanSampler(ModelStage):
+    """Stage 1 by the model, constrained to the environment's actions (one call for all ``m`` plans, as TAPE)."""
+
+    def __init__(self, model: ModelClient, env: PuzzleEnv, *, max_steps: int = 16, **options: Any) -> None:
+        super().__init__(model, **options)
+        self.env = env
+        self.max_steps = max_steps
+        self.state = env.start
+
+    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+        steps = max(1, min(self.max_steps, int(task.budget[0]) if task.budget else self.max_steps))
+        actions = {"type": "array", "minItems": 1, "maxItems": steps, "items": {"enum": self.env.actions(self.state)}}
+        schema = {"type": "object", "required": ["plans"], "properties": {"plans": {
+            "type": "array", "minItems": 1, "maxItems": m,
+            "items": {"type": "object", "properties": {"actions": actions}, "required": ["actions"]}}}}
+        answer = self.ask(SAMPLER_SYSTEM.format(rules=self.env.rules, m=m), task.describe(), schema)
+        plans: list[CandidatePlan] = []
+        for item in (answer or {}).get("plans", [])[:m]:
+            candidate = CandidatePlan(tuple(item["actions"][:steps]))
+            if candidate.subplans and candidate not in plans:
+                plans.append(candidate)
+        return plans
+
+
+class NoisyOracleSampler:
+    """Stage 1 without a model: ``m`` plans that take an optimal action with probability ``1 - epsilon`` and a
+    uniformly random one otherwise, until the goal or the budget. ``epsilon=1`` is a purely random sampler."""
+
+    def __init__(self, env: PuzzleEnv, *, epsilon: float = 0.3, seed: int = 0, max_steps: int = 64) -> None:
+        self.env = env
+        self.epsilon = epsilon
+        self.rng = random.Random(seed)
+        self.max_steps = max_steps
+        self.state = env.start
+
+    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+        steps = min(self.max_steps, int(task.budget[0]))
+        plans: list[CandidatePlan] = []
+        for _ in range(m):
+            state, actions = self.state, []
+            while len(actions) < steps and not self.env.is_goal(state):
+                best = optimal_actions(self.env, state)
+                pool = best if best and self.rng.random() >= self.epsilon else self.env.actions(state)
+                actions.append(self.rng.choice(pool))
+                state = self.env.step(state, actions[-1])
+            candidate = CandidatePlan(tuple(actions))
+            if actions and candidate not in plans:
+                plans.append(candidate)
+        return plans
+
+
+class OracleSimulator:
+    """Stage 2 by the true environment: exact next states with canonical keys, one step of cost per action."""
+
+    def __init__(self, env: PuzzleEnv, *, describe: str = "render") -> None:
+        self.env = env
+        self.state = env.start
+        self.describe = env.render if describe == "render" else env.key
+
+    def simulate(self, task: PlanningTask, candidate: CandidatePlan) -> list[SimulatedStep]:
+        state, steps = self.state, []
+        for action in candidate.subplans:
+            state = self.env.step(state, action)
+            steps.append(SimulatedStep(self.describe(state), (1.0,), self.env.key(state)))
+        return steps
+
+
+class OracleLabeler:
+    """Stage 4 by the oracle: +1 solved, -1 when no solution exists from the state, 0 otherwise."""
+
+    def __init__(self, env: PuzzleEnv) -> None:
+        self.env = env
+
+    def label(self, task: PlanningTask, states: list[PredictedState]) -> list[int]:
+        labels = []
+        for predicted in states:
+            state = self.env.state_of(predicted.key)
+            labels.append(GOAL if self.env.is_goal(state) else DEAD_END if self.env.distance(state) is None else NEUTRAL)
+        return labels
+
+
+def _state_key(env: PuzzleEnv):
+    def key(text: str) -> str | None:
+        state = env.parse_state(text)
+        return None if state is None else env.key(state)
+
+    return key
+
+
+class PuzzlePlanner:
+    """One TPS planning call per :meth:`plan`, with model or oracle stages (see the module docstring)."""
+
+    def __init__(self, env: PuzzleEnv, *, model: ModelClient | None = None, oracle: bool = False, m: int = 4,
+                 epsilon: float = 0.3, seed: int = 0, solver: str = "exact", describe: str = "render",
+                 max_tokens: int = 512) -> None:
+        if model is None and not oracle:
+            raise ValueError("a planner without a model needs oracle stages")
+        self.env, self.model, self.m, self.solver = env, model, m, solver
+        self.sampler = (ActionPlanSampler(model, env, max_tokens=max_tokens) if model is not None
+                        else NoisyOracleSampler(env, epsilon=epsilon, seed=seed))
+        if oracle:
+            self.simulator = OracleSimulator(env, describe=describe)
+            self.merger = KeyJudgeMerger()
+            self.labeler = OracleLabeler(env)
+        else:
+            self.simulator = ModelStateSimulator(model, canonical_key=_state_key(env), max_tokens=max_tokens)
+            self.merger = KeyJudgeMerger(model)
+            self.labeler = ModelRewardLabeler(model, max_tokens=max_tokens)
+
+    def plan(self, state, remaining: int, history: list[str]) -> PlanningResult:
+        """Plan from ``state`` with ``remaining`` steps; ``history`` lists what happened (oldest first)."""
+        self.sampler.state = state
+        if isinstance(self.simulator, OracleSimulator):
+            self.simulator.state = state
+        return plan(
+            [*history, self.env.render(state)], self.env.goal, {"steps": remaining}, model=self.model, m=self.m,
+            horizon=max(1, remaining), sampler=self.sampler, simulator=self.simulator, merger=self.merger,
+            labeler=self.labeler, solver=self.solver, start_key=self.env.key(state),
+        )
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """A route step as an agent follows it: the action, the state it should lead to and that state's key."""
+
+    action: str
+    state: str
+    key: str | None
+
+
+def route_steps(result: PlanningResult) -> list[PlannedStep]:
+    if result.status != "route" or result.graph is None:
+        return []
+    return [PlannedStep(s.action, s.state, result.graph.node(s.node).key) for s in result.route]
+
+
+def fallback_action(result: PlanningResult) -> str | None:
+    """With no route to the goal: the first sampled action that does not enter a predicted dead end, if any."""
+    graph = result.graph
+    if graph is None:
+        return None
+    for edge in graph.out_edges(graph.start):
+        if not graph.node(edge.target).dead_end and edge.action:
+            return edge.action
+    return None
+
+
+def planning_record(result: PlanningResult) -> dict[str, Any]:
+    """What a step trace keeps of one planning call (sampled plans, labels, route; not the prompts)."""
+    sampled = next((s["output"] for s in result.stages if s["stage"] == "sample"), [])
+    labels = next((s["output"] for s in result.stages if s["stage"] == "label"), [])
+    graph = result.graph
+    return {
+        "stage": "plan", "status": result.status, "reason": result.reason, "sampled": sampled, "labels": labels,
+        "route": [s.action for s in result.route],
+        "graph": {"nodes": graph.nx.number_of_nodes(), "edges": len(graph.edges)} if graph else None,
+    }

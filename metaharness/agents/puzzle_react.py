@@ -1,0 +1,84 @@
+"""ReAct on a puzzle: each turn the model sees the state and the actions left, writes a thought and an action.
+
+The answer is free text in the seeds' format (``Thought: ...`` then ``Action: ...``). The executed action is read
+from the text after the last ``Action:``; the intended action is read from the thought (the last action it names),
+as the TAPE appendix does rule-based, so thought/action disagreements show up as sampling errors. An answer with no
+readable action spends the step without moving. Subclasses add guidance to each turn (Plan-and-Act's plan, the TPS
+route) through :meth:`ReActAgent.guidance`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from metaharness.agents.puzzle_episode import Decision
+from metaharness.models.types import ChatRequest, ChatResult, ModelClient
+from metaharness.tasks.planning_env import PuzzleEnv
+
+INSTRUCTIONS = """You are the player. Each turn you see the current state and how many actions you have left.
+Think about how to solve the puzzle within the actions left, then choose the next action.
+Answer exactly in this form:
+Thought: <your reasoning, ending with the action you take now>
+Action: <one action, for example {examples}>"""
+
+_ACTION_LINE = re.compile(r"action\s*:", re.IGNORECASE)
+
+
+def call_record(stage: str, result: ChatResult) -> dict[str, Any]:
+    """What a trace keeps of one model call."""
+    return {"stage": stage, "text": result.text, "seconds": round(result.latency_s, 3), "cached": result.cached}
+
+
+def split_thought_action(env: PuzzleEnv, text: str) -> tuple[str, str | None, str | None]:
+    """(thought, intended action read from the thought, action after the last ``Action:`` or None)."""
+    marks = list(_ACTION_LINE.finditer(text))
+    if not marks:
+        thought = text.replace("Thought:", "").strip()
+        return thought, env.parse_action(thought), None
+    thought = text[: marks[-1].start()].replace("Thought:", "").strip()
+    return thought, env.parse_action(thought), env.parse_action(text[marks[-1].end():].split("\n")[0])
+
+
+class ReActAgent:
+    name = "react"
+
+    def __init__(self, model: ModelClient, *, window: int = 3, max_tokens: int = 256, temperature: float = 0.0):
+        self.model = model
+        self.window = window
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.env: PuzzleEnv | None = None
+        self.turns: list[dict[str, Any]] = []
+        self.taken: list[str | None] = []
+
+    def reset(self, env: PuzzleEnv, budget: int) -> None:
+        self.env = env
+        self.turns = []
+        self.taken = []
+
+    def system_prompt(self) -> str:
+        examples = " or ".join(self.env.actions(self.env.start)[:4])
+        return f"{self.env.rules}\n\n{INSTRUCTIONS.format(examples=examples)}"
+
+    def guidance(self, state, remaining: int, decision: Decision) -> str:
+        """Extra text for this turn (none for plain ReAct); may plan and record it on ``decision``."""
+        return ""
+
+    def act(self, state, remaining: int) -> Decision:
+        decision = Decision(None)
+        extra = self.guidance(state, remaining, decision)
+        user = f"Current state:\n{self.env.render(state)}\nActions left: {remaining}"
+        if extra:
+            user += f"\n\n{extra}"
+        messages = [{"role": "system", "content": self.system_prompt()}, *self.turns[-2 * self.window:],
+                    {"role": "user", "content": user}]
+        result = self.model.complete(
+            ChatRequest(messages, temperature=self.temperature, max_tokens=self.max_tokens), role="agent"
+        )
+        thought, intended, action = split_thought_action(self.env, result.text)
+        self.turns += [{"role": "user", "content": user}, {"role": "assistant", "content": result.text}]
+        self.taken.append(action)
+        decision.action, decision.intended, decision.thought = action, intended, thought
+        decision.calls.append(call_record("act", result))
+        return decision

@@ -1,0 +1,78 @@
+"""TAPE on a puzzle: plan graph + solver route, constrained execution, and replanning on a mismatch.
+
+The route's next action is executed exactly: the model is asked for the action under a JSON schema whose only
+allowed value is the planned action (a one-value enum), so sampling noise cannot change it; without a model (the
+oracle benchmark) the planned action is executed directly. After each step the observed state is compared with the
+state the route predicted; when they differ, or the route is used up, the agent plans again. With no route to the
+goal it takes the first sampled action that does not enter a predicted dead end (or wastes the step when there is
+none) and plans again next turn.
+"""
+
+from __future__ import annotations
+
+from metaharness.agents.puzzle_episode import Decision
+from metaharness.agents.puzzle_planning import (
+    PlannedStep,
+    PuzzlePlanner,
+    fallback_action,
+    planning_record,
+    route_steps,
+)
+from metaharness.agents.puzzle_react import call_record
+from metaharness.agents.puzzle_tps import history_lines
+from metaharness.models.types import ChatRequest, ModelClient
+from metaharness.tasks.planning_env import PuzzleEnv
+
+EXECUTE = "Execute the next planned action of your route. Reply with JSON only: {\"action\": ...}."
+
+
+class TapeAgent:
+    name = "tape"
+
+    def __init__(self, planner: PuzzlePlanner, model: ModelClient | None = None) -> None:
+        self.planner = planner
+        self.model = model
+        self.env: PuzzleEnv | None = None
+
+    def reset(self, env: PuzzleEnv, budget: int) -> None:
+        self.env = env
+        self.route: list[PlannedStep] = []
+        self.pending: PlannedStep | None = None
+        self.taken: list[str | None] = []
+
+    def act(self, state, remaining: int) -> Decision:
+        decision = Decision(None)
+        if self.pending is not None:
+            matched = self.route and self.env.key(state) == self.pending.key
+            self.route = self.route[1:] if matched else []
+        action = None
+        if not self.route:
+            result = self.planner.plan(state, remaining, history_lines(self.taken))
+            decision.plans += 1
+            decision.replanned = self.pending is not None
+            decision.calls.append(planning_record(result))
+            self.route = route_steps(result)
+            if not self.route:
+                action = fallback_action(result)
+        self.pending = self.route[0] if self.route else None
+        if self.pending is not None:
+            action = self.pending.action
+            decision.predicted = self.pending.key
+        if action is not None and self.model is not None:
+            action = self.execute(state, remaining, action, decision)
+        decision.action = decision.intended = action
+        self.taken.append(action)
+        return decision
+
+    def execute(self, state, remaining: int, action: str, decision: Decision) -> str:
+        """Constrained execution: the model's answer can only be ``action``."""
+        schema = {"type": "object", "properties": {"action": {"enum": [action]}}, "required": ["action"]}
+        route = ", ".join(s.action for s in self.route) or action
+        messages = [
+            {"role": "system", "content": f"{self.env.rules}\n\n{EXECUTE}"},
+            {"role": "user", "content": f"Current state:\n{self.env.render(state)}\nActions left: {remaining}\n"
+                                        f"Route: {route}"},
+        ]
+        result = self.model.complete(ChatRequest(messages, max_tokens=32, json_schema=schema), role="agent")
+        decision.calls.append(call_record("execute", result))
+        return result.parsed["action"]
