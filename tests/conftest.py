@@ -17,3 +17,19 @@ def shared_data_dir() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data folder not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def local_openai_server():
+    """Base URL ("http://127.0.0.1:PORT/v1") of a real OpenAI-compatible server (llama-cpp-python's) running the
+    embedded model, started once per test session and stopped at its end."""
+    from model_server import LlamaServer
+
+    from metaharness.models.embedded import DEFAULT_LOCAL_MODEL, gguf_path
+
+    server = LlamaServer(gguf_path(DEFAULT_LOCAL_MODEL), alias=DEFAULT_LOCAL_MODEL)
+    try:
+        server.wait_ready()
+        yield server.base_url
+    finally:
+        server.stop()

@@ -1,6 +1,15 @@
-"""Model clients: one chat-completion interface over every backend (see :mod:`metaharness.models.types`)."""
+"""Model clients: one chat-completion interface over every backend (see :mod:`metaharness.models.types`).
 
+``connect(spec)`` returns a :class:`ModelClient` for ``anthropic:MODEL``, ``openai:MODEL[@BASE_URL]`` or
+``local:NAME``, with the response cache, the cost ledger and structured-output checks around it.
+"""
+
+from metaharness.models.cache import ResponseCache
+from metaharness.models.client import Client, connect
 from metaharness.models.embedded import DEFAULT_TASK_MODEL_SPEC
+from metaharness.models.ledger import Ledger
+from metaharness.models.prices import Price, PriceTable
+from metaharness.models.retry import RetriesExhausted, RetryPolicy
 from metaharness.models.spec import ModelSpec, parse_spec
 from metaharness.models.types import (
     ChatRequest,
@@ -20,13 +29,21 @@ __all__ = [
     "ChatRequest",
     "ChatResult",
     "Choice",
+    "Client",
+    "Ledger",
     "ModelClient",
     "ModelSpec",
+    "Price",
+    "PriceTable",
+    "ResponseCache",
+    "RetriesExhausted",
+    "RetryPolicy",
     "StructuredOutputError",
     "TokenLogprob",
     "Tool",
     "ToolCall",
     "UnsupportedFeature",
     "Usage",
+    "connect",
     "parse_spec",
 ]

@@ -86,15 +86,20 @@ class ChatRequest:
 
 @dataclass
 class Usage:
+    """Tokens of one call. ``input_tokens`` counts the whole prompt, including the part read from the provider's
+    prompt cache (``cached_tokens``) and the part written to it (``cache_write_tokens``, Anthropic only)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

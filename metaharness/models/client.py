@@ -1,0 +1,159 @@
+"""``connect(spec)``: the client layer every part of metaharness calls models through.
+
+A :class:`Client` wraps one backend (Anthropic, an OpenAI-compatible server, or the embedded model) with what is
+the same for all of them: the response cache, the cost ledger and its caps, and the validation of structured
+output with one repair request. Backends only translate a :class:`ChatRequest` to their wire format and back, and
+retry transient failures (see :mod:`metaharness.models.retry`).
+
+>>> from metaharness.models import ChatRequest, connect
+>>> client = connect("local:smollm2-135m", cache=False)
+>>> client.complete(ChatRequest([{"role": "user", "content": "Say hi."}], max_tokens=8)).text  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Protocol
+
+from metaharness.errors import InputError
+from metaharness.models.cache import ResponseCache, is_cacheable, request_key
+from metaharness.models.ledger import Ledger
+from metaharness.models.retry import RetryPolicy
+from metaharness.models.spec import ModelSpec, parse_spec
+from metaharness.models.structured import check_choice, repair_request
+from metaharness.models.types import ChatRequest, ChatResult, Role, StructuredOutputError
+
+
+class Backend(Protocol):
+    """One provider's translation of a request; ``complete`` returns exactly ``request.n`` choices."""
+
+    def complete(self, request: ChatRequest) -> ChatResult: ...
+
+
+class Client:
+    """A :class:`~metaharness.models.types.ModelClient`: cache, ledger and structured-output checks over a backend."""
+
+    def __init__(self, spec: str, backend: Backend, *, cache: ResponseCache | None, ledger: Ledger):
+        self.spec = spec
+        self.backend = backend
+        self.cache = cache
+        self.ledger = ledger
+
+    def complete(self, request: ChatRequest, *, role: Role = "task") -> ChatResult:
+        _check_request(request)
+        start = time.perf_counter()
+        key = request_key(self.spec, request) if self.cache is not None and is_cacheable(request) else None
+        if key is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.ledger.record_cache_hit(self.spec, role)
+                hit.cached = True
+                hit.latency_s = time.perf_counter() - start
+                return hit
+        self.ledger.check(self.spec)
+        result = self.backend.complete(request)
+        try:
+            self._check_structure(request, result)
+        finally:
+            self.ledger.record(self.spec, role, result.usage)
+        result.latency_s = time.perf_counter() - start
+        if key is not None:
+            self.cache.put(key, self.spec, result)
+        return result
+
+    def _check_structure(self, request: ChatRequest, result: ChatResult) -> None:
+        """Validate every choice; repair each faulty one with one request (its usage is added to the result)."""
+        for index, choice in enumerate(result.choices):
+            problem = check_choice(request, choice)
+            if problem is None:
+                continue
+            repaired = self.backend.complete(repair_request(request, choice, problem))
+            result.usage = result.usage + repaired.usage
+            second = check_choice(request, repaired.choices[0])
+            if second is not None:
+                shown = repaired.choices[0].text or repaired.choices[0].tool_calls
+                raise StructuredOutputError(
+                    f"{self.spec} gave invalid structured output even after a repair request: {second}. "
+                    f"Last output: {str(shown)[:300]!r}. Try a stronger model, a simpler schema or a larger "
+                    f"max_tokens."
+                )
+            result.choices[index] = repaired.choices[0]
+
+
+def _check_request(request: ChatRequest) -> None:
+    if request.n < 1:
+        raise InputError(f"ChatRequest.n must be at least 1, got {request.n}.")
+    if request.max_tokens < 1:
+        raise InputError(f"ChatRequest.max_tokens must be at least 1, got {request.max_tokens}.")
+    names = [t.name for t in request.tools or []]
+    if request.tool_choice not in (None, "auto", "none", "required") and request.tool_choice not in names:
+        raise InputError(f"tool_choice names '{request.tool_choice}', which is not among the tools {names}.")
+    if request.tool_choice == "required" and not names:
+        raise InputError("tool_choice='required' needs at least one tool in ChatRequest.tools.")
+    if request.logprobs is not None and request.logprobs < 0:
+        raise InputError(f"ChatRequest.logprobs must be None or >= 0, got {request.logprobs}.")
+
+
+# Options each backend accepts through ``connect(spec, **options)``.
+BACKEND_OPTIONS: dict[str, set[str]] = {
+    "local": {"n_ctx"},
+    "openai": {"http_client", "server", "api_key"},
+    "anthropic": {"http_client", "api_key"},
+}
+
+
+def connect(
+    spec: str | ModelSpec,
+    *,
+    cache: ResponseCache | str | os.PathLike[str] | bool | None = True,
+    ledger: Ledger | None = None,
+    retry: RetryPolicy | None = None,
+    max_concurrency: int | None = None,
+    timeout: float = 300.0,
+    **options: object,
+) -> Client:
+    """Build a client for a model spec (``anthropic:M``, ``openai:M``, ``openai:M@URL``, ``local:NAME``).
+
+    ``cache``: True for the default cache file, a path or :class:`ResponseCache` for another, False/None for none.
+    ``ledger``: the run's :class:`Ledger` (a fresh uncapped one when omitted; read it back as ``client.ledger``).
+    ``retry``/``max_concurrency``/``timeout``: transient-failure policy, requests in flight per backend (default 8
+    for servers, 1 for the embedded model), seconds per request. Backend ``options``: ``http_client`` (openai,
+    anthropic), ``server`` (openai-compatible dialect: ``"openai"``, ``"llama-cpp-python"``, ``"llama.cpp"``,
+    ``"vllm"``, ``"ollama"``; detected when omitted), ``n_ctx`` (local).
+    """
+    parsed = parse_spec(spec) if isinstance(spec, str) else spec
+    unknown = sorted(set(options) - BACKEND_OPTIONS[parsed.provider])
+    if unknown:
+        raise InputError(
+            f"The {parsed.provider}: backend does not take the option(s) {', '.join(unknown)}; it takes "
+            f"{', '.join(sorted(BACKEND_OPTIONS[parsed.provider]))}."
+        )
+    retry = retry or RetryPolicy()
+    backend: Backend
+    if parsed.provider == "local":
+        from metaharness.models.local import LocalBackend
+
+        backend = LocalBackend(parsed, **options)  # type: ignore[arg-type]
+    elif parsed.provider == "openai":
+        from metaharness.models.openai_api import OpenAIBackend
+
+        backend = OpenAIBackend(
+            parsed, retry=retry, max_concurrency=max_concurrency or 8, timeout=timeout, **options  # type: ignore[arg-type]
+        )
+    else:
+        from metaharness.models.anthropic_api import AnthropicBackend
+
+        backend = AnthropicBackend(
+            parsed, retry=retry, max_concurrency=max_concurrency or 8, timeout=timeout, **options  # type: ignore[arg-type]
+        )
+    if cache is True:
+        store: ResponseCache | None = ResponseCache()
+    elif cache is False or cache is None:
+        store = None
+    elif isinstance(cache, ResponseCache):
+        store = cache
+    else:
+        store = ResponseCache(Path(cache))
+    return Client(str(parsed), backend, cache=store, ledger=ledger if ledger is not None else Ledger())

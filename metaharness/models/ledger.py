@@ -1,0 +1,126 @@
+"""Cost accounting: tokens and dollars per model and role, with optional hard caps.
+
+One :class:`Ledger` is shared by every client of a run (``connect(spec, ledger=run_ledger)``). Each call is
+checked against the caps *before* it is sent, so a run stops cleanly with
+:class:`~metaharness.errors.BudgetExceeded` instead of overspending; :meth:`Ledger.totals` goes into run records.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from metaharness.errors import BudgetExceeded, ConfigurationError
+from metaharness.models.prices import PRICES_ENV, PriceTable
+from metaharness.models.types import Usage
+
+
+@dataclass
+class _Tally:
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    dollars: float = 0.0
+
+    def add(self, usage: Usage, dollars: float) -> None:
+        self.calls += 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cached_tokens += usage.cached_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        self.dollars += dollars
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "tokens": self.input_tokens + self.output_tokens,
+            "dollars": round(self.dollars, 6),
+        }
+
+
+class Ledger:
+    """Thread-safe running totals. ``max_dollars``/``max_tokens`` (input + output) are hard caps; None = no cap."""
+
+    def __init__(
+        self,
+        *,
+        max_dollars: float | None = None,
+        max_tokens: int | None = None,
+        prices: PriceTable | None = None,
+    ):
+        self.max_dollars = max_dollars
+        self.max_tokens = max_tokens
+        self.prices = prices if prices is not None else PriceTable()
+        self._lock = threading.Lock()
+        self._total = _Tally()
+        self._by_model: dict[str, _Tally] = defaultdict(_Tally)
+        self._by_role: dict[str, _Tally] = defaultdict(_Tally)
+        self._unpriced: set[str] = set()
+
+    def check(self, spec: str) -> None:
+        """Raise before a call that the caps no longer allow (or that a dollar cap cannot account for)."""
+        if self.max_dollars is not None and self.prices.lookup(spec) is None:
+            raise ConfigurationError(
+                f"A dollar cap is set but there is no price for '{spec}'. Add one to a JSON/TOML price file named by "
+                f"{PRICES_ENV} (dollars per million tokens, e.g. {{\"{spec}\": {{\"input\": 1.0, \"output\": 4.0}}}})."
+            )
+        with self._lock:
+            tokens = self._total.input_tokens + self._total.output_tokens
+            if self.max_tokens is not None and tokens >= self.max_tokens:
+                raise BudgetExceeded(
+                    f"Token cap reached: {tokens} of {self.max_tokens} tokens used. Raise the cap to continue."
+                )
+            if self.max_dollars is not None and self._total.dollars >= self.max_dollars:
+                raise BudgetExceeded(
+                    f"Dollar cap reached: ${self._total.dollars:.4f} of ${self.max_dollars:.4f} spent. Raise the "
+                    f"cap to continue."
+                )
+
+    def record(self, spec: str, role: str, usage: Usage) -> float:
+        """Add one call's usage; returns its cost in dollars (0 for unpriced models, which are listed)."""
+        price = self.prices.lookup(spec)
+        dollars = 0.0 if price is None else price.dollars(usage)
+        with self._lock:
+            if price is None:
+                self._unpriced.add(spec)
+            for tally in (self._total, self._by_model[spec], self._by_role[role]):
+                tally.add(usage, dollars)
+        return dollars
+
+    def record_cache_hit(self, spec: str, role: str) -> None:
+        """A request answered from the response cache: no tokens, no dollars."""
+        with self._lock:
+            for tally in (self._total, self._by_model[spec], self._by_role[role]):
+                tally.cache_hits += 1
+
+    @property
+    def dollars(self) -> float:
+        with self._lock:
+            return self._total.dollars
+
+    @property
+    def tokens(self) -> int:
+        with self._lock:
+            return self._total.input_tokens + self._total.output_tokens
+
+    def totals(self) -> dict[str, Any]:
+        """Everything as plain JSON-ready data, for run records."""
+        with self._lock:
+            return {
+                **self._total.as_dict(),
+                "max_dollars": self.max_dollars,
+                "max_tokens": self.max_tokens,
+                "unpriced_models": sorted(self._unpriced),
+                "by_model": {k: v.as_dict() for k, v in sorted(self._by_model.items())},
+                "by_role": {k: v.as_dict() for k, v in sorted(self._by_role.items())},
+            }

@@ -1,0 +1,205 @@
+"""The embedded model: a GGUF file run in-process by llama-cpp-python, with no key and no network.
+
+One ``llama_cpp.Llama`` per process and model file is loaded on first use and kept; calls to it are serialised by
+a lock because a Llama context is not thread-safe. Token log-probabilities need ``logits_all=True``, which makes
+every call slower, so a second instance with it is loaded only when a request asks for log-probabilities.
+
+Structured output is constrained by a grammar built from the JSON schema (``LlamaGrammar.from_json_schema``); a
+forced tool call is the same thing with the tool's argument schema, after a system note that describes the tool.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from metaharness.errors import InputError
+from metaharness.models.embedded import gguf_path
+from metaharness.models.spec import ModelSpec
+from metaharness.models.structured import forced_tool_name, parse_json
+from metaharness.models.types import ChatRequest, ChatResult, Choice, TokenLogprob, Tool, ToolCall, Usage
+
+DEFAULT_N_CTX = 4096
+
+_LOADED: dict[tuple[Path, bool, int], Any] = {}
+_LOCKS: dict[Path, threading.Lock] = {}
+_REGISTRY = threading.Lock()
+
+
+def load_llama(path: Path, *, logits_all: bool, n_ctx: int = DEFAULT_N_CTX) -> tuple[Any, threading.Lock]:
+    """The process-wide Llama for a file (loaded once) and the lock that serialises calls to that file's models."""
+    import llama_cpp
+
+    key = (path, logits_all, n_ctx)
+    with _REGISTRY:
+        lock = _LOCKS.setdefault(path, threading.Lock())
+        if key not in _LOADED:
+            _LOADED[key] = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, logits_all=logits_all, verbose=False)
+        return _LOADED[key], lock
+
+
+_GRAMMARS: dict[str, Any] = {}
+
+
+def grammar_for(schema: dict[str, Any]) -> Any:
+    """A llama.cpp grammar accepting JSON that matches ``schema`` (generic JSON if the schema cannot be compiled;
+    the client layer validates and repairs in that case)."""
+    from llama_cpp import LlamaGrammar
+    from llama_cpp.llama_grammar import JSON_GBNF
+
+    text = json.dumps(schema, sort_keys=True)
+    with _REGISTRY:
+        if text not in _GRAMMARS:
+            try:
+                _GRAMMARS[text] = LlamaGrammar.from_json_schema(text, verbose=False)
+            except Exception:  # noqa: BLE001 - unsupported schema keywords: fall back to any JSON
+                _GRAMMARS[text] = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+        return _GRAMMARS[text]
+
+
+def _tool_call_schema(tools: list[Tool]) -> dict[str, Any]:
+    """Schema of ``{"name": ..., "arguments": {...}}`` for a call of any one of ``tools``."""
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                "required": ["name", "arguments"],
+            }
+            for t in tools
+        ]
+    }
+
+
+def _tools_note(tools: list[Tool], forced: str | None) -> str:
+    described = "\n".join(
+        f"- {t.name}: {t.description} Arguments (JSON schema): {json.dumps(t.parameters)}" for t in tools
+    )
+    if forced not in (None, "*"):
+        tool = next(t for t in tools if t.name == forced)
+        return (
+            f"Call the tool {tool.name}: {tool.description}\nReply with only its arguments as one JSON object "
+            f"matching this schema: {json.dumps(tool.parameters)}"
+        )
+    how = 'reply with only {"name": TOOL_NAME, "arguments": {...}}'
+    if forced == "*":
+        return f"Call one of these tools; {how}.\n{described}"
+    return f"You may call one of these tools; to call one, {how}. Otherwise answer normally.\n{described}"
+
+
+def _plain_messages(request: ChatRequest) -> list[dict[str, Any]]:
+    """Messages the chat template can render: tool calls and tool results become text."""
+    out: list[dict[str, Any]] = []
+    for message in request.messages:
+        role = message["role"]
+        content = message.get("content") or ""
+        if role == "assistant" and message.get("tool_calls"):
+            calls = [_as_call_dict(c) for c in message["tool_calls"]]
+            content = (content + "\n" if content else "") + json.dumps(calls)
+        elif role == "tool":
+            role, content = "user", f"Result of tool call {message.get('tool_call_id', '')}: {content}"
+        out.append({"role": role, "content": content})
+    if request.tools and request.tool_choice != "none":
+        note = _tools_note(request.tools, forced_tool_name(request))
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{note}"}
+        else:
+            out.insert(0, {"role": "system", "content": note})
+    return out
+
+
+def _as_call_dict(call: Any) -> dict[str, Any]:
+    if isinstance(call, ToolCall):
+        return {"name": call.name, "arguments": call.arguments}
+    return {"name": call.get("name"), "arguments": call.get("arguments")}
+
+
+class LocalBackend:
+    """``local:NAME``: the embedded GGUF model (see :mod:`metaharness.models.embedded`)."""
+
+    def __init__(self, spec: ModelSpec, *, n_ctx: int = DEFAULT_N_CTX):
+        self.spec = spec
+        self.path = gguf_path(spec.model)
+        self.n_ctx = n_ctx
+
+    def complete(self, request: ChatRequest) -> ChatResult:
+        start = time.perf_counter()
+        llama, lock = load_llama(self.path, logits_all=request.logprobs is not None, n_ctx=self.n_ctx)
+        messages = _plain_messages(request)
+        forced = forced_tool_name(request)
+        grammar = None
+        if request.json_schema is not None:
+            grammar = grammar_for(request.json_schema)
+        elif forced == "*":
+            grammar = grammar_for(_tool_call_schema(request.tools or []))
+        elif forced is not None:
+            grammar = grammar_for(next(t.parameters for t in request.tools or [] if t.name == forced))
+        choices: list[Choice] = []
+        usage = Usage()
+        raw_id = None
+        for index in range(request.n):
+            with lock:
+                try:
+                    out = llama.create_chat_completion(
+                        messages=messages,
+                        temperature=request.temperature,
+                        max_tokens=request.max_tokens,
+                        stop=request.stop or [],
+                        seed=None if request.seed is None else request.seed + index,
+                        grammar=grammar,
+                        logprobs=request.logprobs is not None,
+                        top_logprobs=request.logprobs,
+                    )
+                except ValueError as exc:
+                    if "context window" in str(exc):
+                        raise InputError(
+                            f"The prompt does not fit the local model's context of {self.n_ctx} tokens ({exc}). "
+                            f"Shorten it, or connect with a larger n_ctx."
+                        ) from exc
+                    raise
+            raw_id = raw_id or out["id"]
+            usage = usage + Usage(out["usage"]["prompt_tokens"], out["usage"]["completion_tokens"])
+            choices.append(self._choice(out["choices"][0], request, forced))
+        return ChatResult(
+            choices=choices,
+            usage=usage,
+            latency_s=time.perf_counter() - start,
+            model=str(self.spec),
+            raw_id=raw_id,
+        )
+
+    def _choice(self, raw: dict[str, Any], request: ChatRequest, forced: str | None) -> Choice:
+        text = raw["message"].get("content") or ""
+        choice = Choice(text=text, finish_reason=raw.get("finish_reason"))
+        if request.logprobs is not None:
+            choice.logprobs = [
+                TokenLogprob(
+                    token=item["token"],
+                    logprob=item["logprob"],
+                    top=tuple(
+                        (alt["token"], alt["logprob"])
+                        for alt in sorted(item["top_logprobs"], key=lambda a: a["logprob"], reverse=True)[
+                            : request.logprobs
+                        ]
+                    ),
+                )
+                for item in (raw.get("logprobs") or {}).get("content") or []
+            ]
+        if request.tools and request.tool_choice != "none":
+            value, error = parse_json(text)
+            call = None
+            if forced not in (None, "*"):
+                if error is None and isinstance(value, dict):
+                    call = ToolCall(f"call_{uuid.uuid4().hex[:12]}", forced, value)
+            elif error is None and isinstance(value, dict) and isinstance(value.get("arguments"), dict):
+                if value.get("name") in {t.name for t in request.tools}:
+                    call = ToolCall(f"call_{uuid.uuid4().hex[:12]}", value["name"], value["arguments"])
+            if call is not None:
+                choice.tool_calls = [call]
+                choice.text = ""
+                choice.finish_reason = "tool_calls"
+        return choice

@@ -1,0 +1,282 @@
+"""``openai:MODEL`` and ``openai:MODEL@URL``: OpenAI's API or any OpenAI-compatible server, via the official SDK.
+
+Servers differ in what they accept, so each backend works in a :class:`Dialect`, configured (``server=``) or
+detected from the server's ``GET /models`` listing (``owned_by``):
+
+- OpenAI: ``response_format={"type": "json_schema", ...}``, ``max_completion_tokens``, native ``n``.
+- llama-cpp-python's server (``python -m llama_cpp.server``) and llama.cpp's ``llama-server``:
+  ``response_format={"type": "json_object", "schema": ...}`` (the first answers HTTP 500 to ``json_schema``);
+  ``n`` is ignored, so the missing samples are requested one by one.
+- vLLM: ``json_schema`` and native ``n``; Ollama: ``json_schema``, one sample per request.
+
+An unknown server starts as OpenAI-like; if it rejects a ``json_schema`` response format it is switched to
+``json_object`` + schema, and if it returns fewer than ``n`` choices the rest are requested one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from metaharness.errors import ConfigurationError, InputError
+from metaharness.models.retry import RetryPolicy, Transient, backend_slots, retry_after_seconds
+from metaharness.models.spec import ModelSpec
+from metaharness.models.types import (
+    ChatRequest,
+    ChatResult,
+    Choice,
+    TokenLogprob,
+    ToolCall,
+    UnsupportedFeature,
+    Usage,
+)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one kind of server wants a request: ``schema_format`` is ``"json_schema"`` (OpenAI's
+    ``{"type": "json_schema", "json_schema": {...}}``) or ``"json_object"`` (``{"type": "json_object", "schema":
+    ...}``); ``native_n`` says whether one request returns ``n`` samples."""
+
+    name: str
+    schema_format: str = "json_schema"
+    max_tokens_field: str = "max_tokens"
+    native_n: bool = True
+
+
+DIALECTS: dict[str, Dialect] = {
+    "openai": Dialect("openai", "json_schema", "max_completion_tokens", True),
+    "vllm": Dialect("vllm", "json_schema", "max_tokens", True),
+    "ollama": Dialect("ollama", "json_schema", "max_tokens", False),
+    "llama-cpp-python": Dialect("llama-cpp-python", "json_object", "max_tokens", False),
+    "llama.cpp": Dialect("llama.cpp", "json_object", "max_tokens", False),
+    "generic": Dialect("generic", "json_schema", "max_tokens", True),
+}
+
+# ``owned_by`` of the first entry of ``GET /models`` -> dialect.
+_OWNED_BY = {"me": "llama-cpp-python", "llamacpp": "llama.cpp", "vllm": "vllm", "library": "ollama", "ollama": "ollama"}
+
+
+def tool_call_to_openai(call: Any) -> dict[str, Any]:
+    """A :class:`ToolCall` (or its dict form) as OpenAI's assistant ``tool_calls`` entry."""
+    if isinstance(call, ToolCall):
+        call = {"id": call.id, "name": call.name, "arguments": call.arguments}
+    if "function" in call:  # already in OpenAI's shape
+        return call
+    return {
+        "id": call["id"],
+        "type": "function",
+        "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+    }
+
+
+def _messages(request: ChatRequest) -> list[dict[str, Any]]:
+    out = []
+    for message in request.messages:
+        item = {k: v for k, v in message.items() if k in ("role", "content", "name", "tool_call_id")}
+        if message.get("tool_calls"):
+            item["tool_calls"] = [tool_call_to_openai(c) for c in message["tool_calls"]]
+            item.setdefault("content", None)
+        out.append(item)
+    return out
+
+
+class OpenAIBackend:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        *,
+        retry: RetryPolicy,
+        max_concurrency: int,
+        timeout: float,
+        http_client: Any = None,
+        server: str | None = None,
+        api_key: str | None = None,
+    ):
+        self.spec = spec
+        self.retry = retry
+        base_url = spec.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        hosted = base_url is None or "api.openai.com" in base_url
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if hosted and not key:
+            raise ConfigurationError(
+                f"'{spec}' needs an OpenAI API key: set the environment variable OPENAI_API_KEY "
+                f"(or name an OpenAI-compatible server with openai:{spec.model}@http://HOST:PORT/v1)."
+            )
+        import openai
+
+        if server is not None and server not in DIALECTS:
+            raise InputError(f"Unknown server kind '{server}': use one of {', '.join(DIALECTS)}.")
+        self.client = openai.OpenAI(
+            api_key=key or "no-key-needed",
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,
+            http_client=http_client,
+        )
+        self.base_url = str(self.client.base_url).rstrip("/")
+        self.dialect: Dialect | None = DIALECTS[server or "openai"] if (server or hosted) else None
+        self._detect_lock = threading.Lock()
+        self.slots = backend_slots(f"openai@{self.base_url}", max_concurrency)
+
+    # -- server differences -------------------------------------------------------------------------------------
+
+    def _current_dialect(self) -> Dialect:
+        with self._detect_lock:
+            if self.dialect is None:
+                listing = self.retry.run(lambda: self.client.models.list(), classify=self._classify, slots=self.slots)
+                owned_by = next((getattr(m, "owned_by", None) for m in listing.data), None)
+                self.dialect = DIALECTS[_OWNED_BY.get(str(owned_by).lower(), "generic")]
+            return self.dialect
+
+    def _adapt(self, **changes: Any) -> None:
+        with self._detect_lock:
+            if self.dialect is not None:
+                self.dialect = replace(self.dialect, **changes)
+
+    # -- requests -----------------------------------------------------------------------------------------------
+
+    def _params(self, request: ChatRequest, dialect: Dialect, n: int, seed: int | None) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.spec.model,
+            "messages": _messages(request),
+            "temperature": request.temperature,
+            dialect.max_tokens_field: request.max_tokens,
+        }
+        if n > 1:
+            params["n"] = n
+        if request.stop:
+            params["stop"] = request.stop
+        if seed is not None:
+            params["seed"] = seed
+        if request.logprobs is not None:
+            params["logprobs"] = True
+            params["top_logprobs"] = request.logprobs
+        if request.json_schema is not None:
+            if dialect.schema_format == "json_object":
+                params["response_format"] = {"type": "json_object", "schema": request.json_schema}
+            else:
+                params["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "answer", "schema": request.json_schema, "strict": False},
+                }
+        if request.tools:
+            params["tools"] = [
+                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in request.tools
+            ]
+            if request.tool_choice in ("auto", "none", "required"):
+                params["tool_choice"] = request.tool_choice
+            elif request.tool_choice is not None:
+                params["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
+        return params
+
+    def _send(self, request: ChatRequest, n: int, seed: int | None) -> Any:
+        import openai
+
+        def attempt() -> Any:
+            dialect = self._current_dialect()
+            try:
+                return self.client.chat.completions.create(**self._params(request, dialect, n, seed))
+            except (openai.BadRequestError, openai.UnprocessableEntityError, openai.InternalServerError) as exc:
+                # A server that does not know OpenAI's json_schema format: switch to json_object + schema, once.
+                if request.json_schema is None or dialect.schema_format != "json_schema" or dialect.name == "openai":
+                    raise
+                self._adapt(schema_format="json_object")
+                return self.client.chat.completions.create(**self._params(request, self._current_dialect(), n, seed))
+
+        return self.retry.run(attempt, classify=self._classify, slots=self.slots)
+
+    def complete(self, request: ChatRequest) -> ChatResult:
+        start = time.perf_counter()
+        dialect = self._current_dialect()
+        responses = [self._send(request, request.n if dialect.native_n else 1, request.seed)]
+        got = len(responses[0].choices)
+        if got < request.n and dialect.native_n and request.n > 1:
+            self._adapt(native_n=False)  # the server ignored n: ask for the rest one at a time from now on
+        while got < request.n:
+            seed = None if request.seed is None else request.seed + got
+            responses.append(self._send(request, 1, seed))
+            got += len(responses[-1].choices)
+        choices = [self._choice(c, request) for r in responses for c in r.choices][: request.n]
+        usage = Usage()
+        for r in responses:
+            if r.usage is not None:
+                details = getattr(r.usage, "prompt_tokens_details", None)
+                cached = getattr(details, "cached_tokens", None) or 0
+                usage = usage + Usage(r.usage.prompt_tokens, r.usage.completion_tokens, cached)
+        return ChatResult(
+            choices=choices,
+            usage=usage,
+            latency_s=time.perf_counter() - start,
+            model=responses[0].model or self.spec.model,
+            raw_id=responses[0].id,
+        )
+
+    def _choice(self, raw: Any, request: ChatRequest) -> Choice:
+        message = raw.message
+        choice = Choice(text=message.content or "", finish_reason=raw.finish_reason)
+        for call in message.tool_calls or []:
+            function = getattr(call, "function", None)
+            if function is None:
+                continue
+            try:
+                arguments = json.loads(function.arguments or "{}")
+            except json.JSONDecodeError:
+                arguments = None
+            if isinstance(arguments, dict):
+                choice.tool_calls.append(ToolCall(call.id, function.name, arguments))
+            else:  # keep the broken arguments visible for the repair request
+                choice.text = choice.text or function.arguments or ""
+        if request.logprobs is not None:
+            content = getattr(raw.logprobs, "content", None) if raw.logprobs is not None else None
+            if content is None:
+                raise UnsupportedFeature(
+                    f"The server at {self.base_url} returned no log-probabilities for {self.spec.model}; use a "
+                    f"server that supports chat logprobs (OpenAI, vLLM, llama.cpp) or a local: model."
+                )
+            choice.logprobs = [
+                TokenLogprob(
+                    item.token,
+                    item.logprob,
+                    tuple((alt.token, alt.logprob) for alt in (item.top_logprobs or [])[: request.logprobs]),
+                )
+                for item in content
+            ]
+        return choice
+
+    # -- errors -------------------------------------------------------------------------------------------------
+
+    def _classify(self, exc: Exception) -> Exception:
+        import openai
+
+        where = f"the model server at {self.base_url}"
+        if isinstance(exc, openai.APITimeoutError):
+            return Transient(f"{where} timed out")
+        if isinstance(exc, openai.APIConnectionError):
+            return Transient(
+                f"cannot connect to {where}",
+                attempts=3,
+                final=ConfigurationError(
+                    f"Cannot reach {where} ({exc.__cause__ or exc}). Is the server running, and is the URL in "
+                    f"'{self.spec}' right?"
+                ),
+            )
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            if status in (408, 409, 429) or status >= 500:
+                return Transient(f"{where} answered HTTP {status}: {exc.message}", retry_after=retry_after_seconds(exc.response.headers))
+            if status in (401, 403):
+                return ConfigurationError(
+                    f"{where} refused the API key (HTTP {status}). Check OPENAI_API_KEY."
+                )
+            if status == 404:
+                return ConfigurationError(
+                    f"{where} does not know the model '{self.spec.model}' (HTTP 404: {exc.message}). Check the spec."
+                )
+            return InputError(f"{where} rejected the request for {self.spec.model} (HTTP {status}): {exc.message}")
+        return exc

@@ -1,0 +1,162 @@
+"""A real OpenAI-compatible model server for tests, a counting, fault-injecting proxy in front of it, and the sample
+requests the model tests share.
+
+:class:`LlamaServer` runs ``python -m llama_cpp.server`` with the embedded GGUF on 127.0.0.1 (the model loads in
+about a second). :class:`FaultProxy` forwards every request to a server, counts them per method and path, and can
+answer the next requests itself with injected errors (429 with ``retry-after``, 500, ...), so tests can see that a
+cache hit makes no request and that the client retries.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlparse
+
+from metaharness.models import Tool
+
+# Requests the model tests send to every backend: a small JSON schema and a tool with integer arguments.
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string", "enum": ["yes", "no"]},
+        "confidence": {"type": "integer", "minimum": 0, "maximum": 10},
+    },
+    "required": ["answer", "confidence"],
+}
+ADD_TOOL = Tool(
+    "add",
+    "Add two integers.",
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]},
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LlamaServer:
+    """``python -m llama_cpp.server`` serving one GGUF file; ``base_url`` is ``http://127.0.0.1:PORT/v1``."""
+
+    def __init__(self, gguf: Path, *, alias: str = "smollm2-135m", n_ctx: int = 4096):
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        command = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(gguf), "--model_alias", alias,
+            "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx),
+        ]  # fmt: skip
+        # The server logs every request; a file (not a pipe nobody reads) keeps it from ever blocking.
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self.log.seek(0)
+                raise RuntimeError(f"llama_cpp.server exited early: {self.log.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"llama_cpp.server did not answer on {self.base_url} within {timeout} s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+class FaultProxy:
+    """An HTTP proxy on 127.0.0.1 in front of ``upstream`` (a base URL): counts requests, injects faults.
+
+    ``counts[("POST", "/v1/chat/completions")]`` is the number of requests that reached the proxy (forwarded or
+    answered with a fault); ``bodies`` keeps the JSON bodies of POST requests in order.
+    """
+
+    def __init__(self, upstream: str):
+        parsed = urlparse(upstream)
+        self.upstream_host, self.upstream_port = parsed.hostname, parsed.port
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.bodies: list[dict] = []
+        self._faults: list[tuple[int, dict[str, str], dict]] = []
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _handle(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                with proxy._lock:
+                    proxy.counts[(self.command, self.path)] += 1
+                    if self.command == "POST" and body:
+                        proxy.bodies.append(json.loads(body))
+                    fault = proxy._faults.pop(0) if proxy._faults and self.command == "POST" else None
+                if fault is not None:
+                    status, headers, payload = fault
+                    data = json.dumps(payload).encode()
+                    self.send_response(status)
+                    for name, value in {"content-type": "application/json", **headers}.items():
+                        self.send_header(name, value)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=300)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                upstream.request(self.command, self.path, body=body or None, headers=headers)
+                response = upstream.getresponse()
+                data = response.read()
+                self.send_response(response.status)
+                for name, value in response.getheaders():
+                    if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(name, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                upstream.close()
+
+            do_GET = do_POST = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def inject(self, status: int, *, headers: dict[str, str] | None = None, message: str = "injected fault") -> None:
+        """Answer the next not-yet-faulted POST with ``status`` instead of forwarding it."""
+        payload = {"error": {"message": message, "type": "injected", "code": status}}
+        with self._lock:
+            self._faults.append((status, headers or {}, payload))
+
+    def posts(self, path: str = "/v1/chat/completions") -> int:
+        with self._lock:
+            return self.counts[("POST", path)]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
