@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -29,7 +30,7 @@ from metaharness.models import (
     connect,
 )
 from metaharness.models.cache import is_cacheable, request_key
-from metaharness.models.retry import Transient, retry_after_seconds
+from metaharness.models.retry import Transient, backend_slots, retry_after_seconds
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
@@ -280,3 +281,25 @@ def test_connect_rejects_unknown_specs_and_missing_keys(monkeypatch):
         connect("anthropic:claude-sonnet-4-5", cache=False)
     with pytest.raises(InputError, match="does not take the option"):
         connect("local:smollm2-135m", cache=False, colour="red")
+
+
+def test_concurrency_limit_per_backend():
+    slots = backend_slots("test@http://limit", 2)
+    assert backend_slots("test@http://limit", 5) is slots  # one limit per backend, shared by its clients
+    policy = RetryPolicy()
+    lock, state = threading.Lock(), {"now": 0, "max": 0}
+
+    def call():
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.2)
+        with lock:
+            state["now"] -= 1
+
+    threads = [threading.Thread(target=policy.run, args=(call,), kwargs={"classify": lambda e: e, "slots": slots}) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert state["max"] == 2

@@ -119,3 +119,15 @@ def test_unreachable_server_names_the_url():
     client = connect(f"openai:m@{url}", cache=False, retry=FAST_RETRY)
     with pytest.raises(ConfigurationError, match=f"Cannot reach the model server at {url}"):
         client.complete(ask("hi", max_tokens=2))
+
+
+def test_model_that_rejects_temperature_is_sent_none(proxy):
+    client = client_for(proxy)
+    proxy.inject(
+        400,
+        message="Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value is supported.",
+    )
+    result = client.complete(ask("Say hi.", max_tokens=4))
+    assert result.text is not None
+    assert "temperature" in proxy.bodies[-2] and "temperature" not in proxy.bodies[-1]
+    assert client.backend.dialect.temperature is False

@@ -40,12 +40,14 @@ from metaharness.models.types import (
 class Dialect:
     """How one kind of server wants a request: ``schema_format`` is ``"json_schema"`` (OpenAI's
     ``{"type": "json_schema", "json_schema": {...}}``) or ``"json_object"`` (``{"type": "json_object", "schema":
-    ...}``); ``native_n`` says whether one request returns ``n`` samples."""
+    ...}``); ``native_n`` says whether one request returns ``n`` samples; ``temperature`` is False for models that
+    accept only their default temperature (OpenAI's reasoning models answer HTTP 400 to any other)."""
 
     name: str
     schema_format: str = "json_schema"
     max_tokens_field: str = "max_tokens"
     native_n: bool = True
+    temperature: bool = True
 
 
 DIALECTS: dict[str, Dialect] = {
@@ -144,9 +146,10 @@ class OpenAIBackend:
         params: dict[str, Any] = {
             "model": self.spec.model,
             "messages": _messages(request),
-            "temperature": request.temperature,
             dialect.max_tokens_field: request.max_tokens,
         }
+        if dialect.temperature:
+            params["temperature"] = request.temperature
         if n > 1:
             params["n"] = n
         if request.stop:
@@ -183,10 +186,14 @@ class OpenAIBackend:
             try:
                 return self.client.chat.completions.create(**self._params(request, dialect, n, seed))
             except (openai.BadRequestError, openai.UnprocessableEntityError, openai.InternalServerError) as exc:
-                # A server that does not know OpenAI's json_schema format: switch to json_object + schema, once.
-                if request.json_schema is None or dialect.schema_format != "json_schema" or dialect.name == "openai":
+                if exc.status_code == 400 and dialect.temperature and "temperature" in str(exc.message).lower():
+                    # A model that takes only its default temperature: stop sending one.
+                    self._adapt(temperature=False)
+                elif request.json_schema is not None and dialect.schema_format == "json_schema" and dialect.name != "openai":
+                    # A server that does not know OpenAI's json_schema format: switch to json_object + schema.
+                    self._adapt(schema_format="json_object")
+                else:
                     raise
-                self._adapt(schema_format="json_object")
                 return self.client.chat.completions.create(**self._params(request, self._current_dialect(), n, seed))
 
         return self.retry.run(attempt, classify=self._classify, slots=self.slots)
