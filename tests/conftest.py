@@ -33,3 +33,15 @@ def local_openai_server():
         yield server.base_url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _response_cache_in_tmp(tmp_path_factory):
+    """Model clients made by tests cache responses in a per-session folder, never in the user's ~/.cache."""
+    previous = os.environ.get("METAHARNESS_CACHE_DIR")
+    os.environ["METAHARNESS_CACHE_DIR"] = str(tmp_path_factory.mktemp("response-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("METAHARNESS_CACHE_DIR", None)
+    else:
+        os.environ["METAHARNESS_CACHE_DIR"] = previous
