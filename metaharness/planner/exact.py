@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from operator import add, gt, le
 
 from metaharness.planner.problem import VALUE_TOLERANCE, Problem
 from metaharness.planner.result import PlanResult
@@ -52,31 +53,52 @@ class _Label:
         return out[::-1]
 
 
-def _dominates(a: _Label, b: _Label) -> bool:
-    return a.value >= b.value and all(x <= y for x, y in zip(a.cost, b.cost))
-
-
 def _beats(value: float, best: float) -> bool:
     """Strictly better than ``best`` by more than the value tolerance (so ties keep the earlier, shorter plan)."""
     return best == -math.inf or value > best + VALUE_TOLERANCE * max(1.0, abs(best))
 
 
-def solve_exact(problem: Problem, *, max_labels: int | None = None) -> PlanResult:
-    """Return an optimal plan or "infeasible"; ties keep the plan with fewer steps."""
-    started = time.perf_counter()
-    p = problem
-    horizon, d, slack = p.horizon, p.discount, p.slack
-    steps_to_goal, cost_to_goal = p.steps_to_goal, p.cost_to_goal
-    bounds = p.value_bounds(min(horizon, BOUND_STEPS_CAP))
-    soft = p.soft
-    same_level_only = d < 1.0  # with discount 1, labels from earlier steps dominate later ones too
+def solve_exact(problem: Problem, *, max_labels: int | None = None, beam: int | None = None) -> PlanResult:
+    """Return an optimal plan or "infeasible"; among optimal plans the one with fewest steps.
 
-    best: _Label | None = None
-    best_obj = -math.inf
+    With a discount below 1 a quick beam pass (at most ``beam`` labels per node and step, default 3; 0 skips it)
+    first finds a good plan so that the exact pass can prune from the start (with discount 1 the exact pass finds
+    good plans early by itself); the exact pass then proves optimality or improves on it.
+    """
+    started = time.perf_counter()
+    if beam is None:
+        beam = 3 if problem.discount < 1.0 else 0
+    bounds = problem.value_bounds(min(problem.horizon, BOUND_STEPS_CAP))
+    incumbent = _search(problem, bounds, beam=beam) if beam else None
+    best = _search(problem, bounds, incumbent=incumbent, max_labels=max_labels) or incumbent
+    if best is None:
+        return PlanResult("infeasible", "exact", time.perf_counter() - started)
+    walk = problem.check_walk([problem.edge_ids[e] for e in best.edges()])
+    return PlanResult.from_walk("optimal", "exact", walk, soft=problem.soft is not None,
+                                seconds=time.perf_counter() - started)
+
+
+def _search(p: Problem, bounds: list[list[float]], *, beam: int | None = None, incumbent: _Label | None = None,
+            max_labels: int | None = None) -> _Label | None:
+    """Extend walks step by step; return the best goal label found that beats ``incumbent`` (or None).
+
+    With ``beam`` only that many labels per node survive each step (a heuristic: no proof, used for incumbents).
+    """
+    horizon, d, slack, soft = p.horizon, p.discount, p.slack, p.soft
+    steps_to_goal, cost_to_goal = p.steps_to_goal, p.cost_to_goal
+    same_level_only = d < 1.0 or beam is not None  # with discount 1, earlier labels dominate later ones too
+    best = incumbent
+    best_obj = p.objective(incumbent.value, incumbent.cost) if incumbent else -math.inf
+    found: _Label | None = None
     created = 0
-    root = _Label(tuple(0.0 for _ in p.budget), 0.0, -1, None, 0)
-    frontier: dict[int, list[_Label]] = {p.start: [root]}
+    frontier: dict[int, list[_Label]] = {p.start: [_Label(tuple(0.0 for _ in p.budget), 0.0, -1, None, 0)]}
     archive: dict[int, list[_Label]] = {}
+
+    def useful(bound: float, goal_step: int) -> bool:
+        """Could a plan with objective up to ``bound`` reaching a goal at ``goal_step`` replace the best one?"""
+        if best is None or _beats(bound, best_obj):
+            return True
+        return goal_step < best.step and not _beats(best_obj, bound)  # a tie in fewer steps
 
     for t in range(horizon):
         if not frontier:
@@ -93,44 +115,44 @@ def solve_exact(problem: Problem, *, max_labels: int | None = None) -> PlanResul
                 gain = p.reward[w] * disc_here
                 if p.goal[w]:
                     for lab in labels:
-                        total = tuple(a + b for a, b in zip(lab.cost, c))
-                        if any(x > s for x, s in zip(total, slack)):
+                        total = tuple(map(add, lab.cost, c))
+                        if any(map(gt, total, slack)):
                             continue
                         value = lab.value + gain
                         obj = value - soft.penalty(total) if soft else value
-                        if _beats(obj, best_obj):
-                            best, best_obj = _Label(total, value, e, lab, t + 1), obj
+                        if useful(obj, t + 1):
+                            best = found = _Label(total, value, e, lab, t + 1)
+                            best_obj = obj
                     continue
                 if steps_to_goal[w] > remaining:
                     continue
                 future = bounds[remaining][w] if remaining <= BOUND_STEPS_CAP else math.inf
                 lower = cost_to_goal[w]
                 for lab in labels:
-                    total = tuple(a + b for a, b in zip(lab.cost, c))
-                    if any(x + y > s for x, y, s in zip(total, lower, slack)):
+                    total = tuple(map(add, lab.cost, c))
+                    if any(map(gt, map(add, total, lower), slack)):
                         continue
                     value = lab.value + gain
                     if best is not None and math.isfinite(future):
-                        bound = value + disc_next * future
-                        if soft:
-                            bound -= soft.penalty(total)
-                        if not _beats(bound, best_obj):
+                        bound = value + disc_next * future - (soft.penalty(total) if soft else 0.0)
+                        if not useful(bound, t + 2):
                             continue
-                    new = _Label(total, value, e, lab, t + 1)
                     pool = level.setdefault(w, [])
-                    if any(_dominates(old, new) for old in pool):
+                    if any(old.value >= value and all(map(le, old.cost, total)) for old in pool):
                         continue
-                    pool[:] = [old for old in pool if old.step != t + 1 or not _dominates(new, old)]
+                    new = _Label(total, value, e, lab, t + 1)
+                    pool[:] = [old for old in pool
+                               if old.step != t + 1 or old.value > value or not all(map(le, total, old.cost))]
                     pool.append(new)
                     touched.add(w)
                     created += 1
                     if max_labels is not None and created > max_labels:
                         raise LabelLimitReached(created)
-        frontier = {w: [lab for lab in level[w] if lab.step == t + 1] for w in touched}
-        frontier = {w: labs for w, labs in frontier.items() if labs}
-
-    seconds = time.perf_counter() - started
-    if best is None:
-        return PlanResult("infeasible", "exact", seconds)
-    walk = p.check_walk([p.edge_ids[e] for e in best.edges()])
-    return PlanResult.from_walk("optimal", "exact", walk, soft=soft is not None, seconds=time.perf_counter() - started)
+        frontier = {}
+        for w in touched:
+            labs = [lab for lab in level[w] if lab.step == t + 1]
+            if beam is not None and len(labs) > beam:
+                labs = sorted(labs, key=lambda lab: -lab.value)[:beam]
+            if labs:
+                frontier[w] = labs
+    return found
