@@ -168,7 +168,7 @@ def test_json_schema_through_a_forced_respond_tool(api):
     assert fake.requests[0]["tools"][0]["input_schema"]["properties"]["value"] == schema
 
 
-def test_retries_429_with_retry_after_and_529_overloaded(api):
+def test_retries_429_with_retry_after_and_529_overloaded(api, caplog):
     client, fake, sleeps = api(
         (429, error("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"), {"retry-after": "7"}),
         (529, error("overloaded_error", "Overloaded"), {}),
@@ -178,6 +178,7 @@ def test_retries_429_with_retry_after_and_529_overloaded(api):
     assert result.text == "Done." and len(fake.requests) == 3
     assert sleeps[0] == 7.0  # the server's retry-after
     assert 0.0 <= sleeps[1] <= 1.0  # backoff with jitter: uniform(0, 0.5 * 2**1)
+    assert "HTTP 429" in caplog.text and "retrying in 7.0 s (attempt 2 of 4)" in caplog.text
 
 
 def test_n_samples_are_separate_requests(api):

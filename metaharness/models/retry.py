@@ -8,6 +8,7 @@ per-backend cap on requests in flight. A backend maps its SDK's exceptions to :c
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import TypeVar
 from metaharness.errors import MetaharnessError
 
 T = TypeVar("T")
+log = logging.getLogger("metaharness.models")
 
 
 class RetriesExhausted(MetaharnessError):
@@ -107,7 +109,9 @@ class RetryPolicy:
                         f"{error} (gave up after {allowed} attempts; wait and run again, or lower the concurrency)"
                     )
                     raise final from exc
-                (sleep or time.sleep)(self.delay(attempt, error.retry_after))
+                wait = self.delay(attempt, error.retry_after)
+                log.warning("%s; retrying in %.1f s (attempt %d of %d)", error, wait, attempt + 2, allowed)
+                (sleep or time.sleep)(wait)
         raise AssertionError("unreachable")
 
 
