@@ -26,8 +26,8 @@ def sokoban_key(text: str) -> str | None:
 def test_plan_runs_end_to_end_with_the_embedded_model():
     models = pytest.importorskip("metaharness.models")
     client = models.connect("local:smollm2-135m", cache=False)
-    result = plan([STATE], "the box is on the goal at (3, 2)", {"steps": 8}, model=client, m=2, max_tokens=160,
-                  simulator=ModelStateSimulator(client, canonical_key=sokoban_key, max_tokens=160),
+    result = plan([STATE], "the box is on the goal at (3, 2)", {"steps": 8}, model=client, m=2, max_tokens=128,
+                  simulator=ModelStateSimulator(client, canonical_key=sokoban_key, max_tokens=128),
                   start_key=sokoban_key(STATE))
     record = json.loads(json.dumps(result.to_json()))  # the whole call is recorded as JSON
     assert record["stages"][0]["stage"] == "sample" and record["stages"][0]["calls"]

@@ -260,3 +260,11 @@ def test_lm_baseline_is_checked_like_any_plan():
     assert '"budget": [3.0, 1.0]' in model.requests[0].messages[1]["content"]
     with pytest.raises(InputError, match="needs a model"):
         solve(graph, solver="lm")
+
+
+def test_integer_ids_are_echoed_and_integral_float_horizon_is_accepted():
+    graph = PlanGraph.from_json({"start": 0, "budget": [2], "horizon": 3.0,
+                                 "nodes": [{"id": 0}, {"id": 1, "reward": 1, "goal": True}],
+                                 "edges": [{"id": 7, "source": 0, "target": 1, "cost": [1]}]})
+    result = solve(graph).to_json()
+    assert graph.horizon == 3 and (result["path"], result["nodes"]) == ([7], [0, 1])

@@ -228,6 +228,8 @@ class PlanGraph:
             if not isinstance(data[field], list):
                 raise InputError(f"\"{field}\" must be a list of objects; got {type(data[field]).__name__}.")
         horizon = data.get("horizon")
+        if isinstance(horizon, float) and horizon.is_integer():
+            horizon = int(horizon)  # JSON writers may print 20 as 20.0
         _check_horizon(horizon)
         limits = data.get("limits")
         if limits is not None and not (isinstance(limits, list) and all(isinstance(x, str) for x in limits)):
