@@ -16,8 +16,10 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
 - ``task_model``: ModelClient or spec string of the fixed task model (offline: required, used for the probe);
 - ``model``: ModelClient or spec string of the proposer model (``base`` and ``tps``: required);
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
-  examples per probe, default 12), ``plans`` (revisions sampled per iteration, default 8), ``run_dir``
-  (probe files go under ``<run_dir>/proposer/probe`` when given).
+  examples per probe; offline 8, tps 6, base 4), ``plans`` (revisions sampled per iteration; offline 6, tps 4),
+  ``operators`` (offline: restrict the operator library to these names), ``run_dir`` (offline: probe files go
+  under ``<run_dir>/proposer/probe``; base/tps: transcripts and planning records under ``<run_dir>/proposer``,
+  else under the run directory the loop passes in ``RunState.run_dir``).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def get_proposer(name: str, **config: Any) -> Proposer:
     family, selection = _split(name.strip().lower())
     task = _task(config)
     run_dir = config.get("run_dir")
-    options = {k: config[k] for k in ("seed", "workers", "probe_size", "plans") if config.get(k) is not None}
+    options = {k: config[k] for k in ("seed", "workers", "probe_size", "plans", "operators") if config.get(k) is not None}
     if family == "offline":
         from metaharness.proposers.offline import OfflineProposer
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from metaharness.proposal import CandidateInfo, Proposal, RunState
 from metaharness.proposers.operators import Operator, applicable, label_set
-from metaharness.proposers.planning import DEAD_END, Predicted, label, plan, proposal_for
+from metaharness.proposers.planning import DEAD_END, Calibration, Predicted, calibrate, label, plan, proposal_for
 from metaharness.proposers.probe import ProbeResult, Prober
 
 MIN_STD = 0.03  # a probe of a dozen examples never pins a score down better than this
@@ -42,7 +42,8 @@ class OfflineProposer:
     model, used for the probe); ``selection``: ``ilp`` | ``greedy`` | ``random`` | ``best_of_n``; ``plans``: depth-1
     revisions sampled per iteration (M); ``extend``: how many of the best are extended by a second revision
     (``extensions`` each); ``frontier``: how many top candidates are revised; ``probe_size``: held-out training
-    examples per probe.
+    examples per probe; ``operators``: restrict the library to these operator names. The defaults keep an
+    iteration to a few dozen task-model calls, for CPU-only runs with the embedded model.
     """
 
     def __init__(
@@ -51,11 +52,12 @@ class OfflineProposer:
         task_model: Any,
         *,
         selection: str = "ilp",
-        plans: int = 8,
+        plans: int = 6,
         extend: int = 2,
-        extensions: int = 2,
-        frontier: int = 3,
-        probe_size: int = 12,
+        extensions: int = 1,
+        frontier: int = 2,
+        probe_size: int = 8,
+        operators: list[str] | None = None,
         seed: int = 0,
         workers: int | None = None,
         probe_dir: str | None = None,
@@ -67,12 +69,17 @@ class OfflineProposer:
         self.seed = seed
         self.prober = Prober(task, task_model, size=probe_size, seed=seed, workers=workers, folder=probe_dir)
         self.labelled = bool(label_set([ex.target for ex in self.prober.held_out.rest]))
+        self.operators = set(operators) if operators else None
+
+    def _applicable(self, source: str) -> list[Operator]:
+        ops = applicable(source, labelled=self.labelled)
+        return [op for op in ops if self.operators is None or op.name in self.operators]
 
     # ------------------------------------------------------------------ stages
 
     def _sample_revisions(self, parents: list[CandidateInfo], rng: random.Random) -> list[tuple[CandidateInfo, Operator]]:
         """Stage 1: up to ``plans`` (parent, operator) pairs, round-robin over parents, no operator twice in a row."""
-        options = {p.id: applicable(p.source, labelled=self.labelled) for p in parents}
+        options = {p.id: self._applicable(p.source) for p in parents}
         for ops in options.values():
             rng.shuffle(ops)
         picked: list[tuple[CandidateInfo, Operator]] = []
@@ -83,14 +90,16 @@ class OfflineProposer:
         return picked
 
     def _predict(
-        self, key: str, parent_key: str, summary: str, source: str, base: CandidateInfo, base_probe: ProbeResult
+        self, key: str, parent_key: str, summary: str, source: str, base: CandidateInfo, base_probe: ProbeResult,
+        calibration: Calibration,
     ) -> Predicted:
-        """Stage 2: probe the candidate and turn the result into a predicted val score, uncertainty and cost."""
+        """Stage 2: probe the candidate and turn the result into a predicted val score, uncertainty and cost: the
+        base's measured score plus the probe difference, scaled by how well earlier predictions held."""
         result = self.prober.run(source)
         flips = result.flips(base_probe)
         n = max(1, len(result.correct))
         changed = len(flips["gained"]) + len(flips["lost"])
-        score = min(1.0, max(0.0, base.score + result.score - base_probe.score))
+        score = min(1.0, max(0.0, base.score + calibration.slope * (result.score - base_probe.score)))
         base_tokens = base.cost.get("input_tokens", 0.0) + base.cost.get("output_tokens", 0.0)
         tokens = base_tokens * (result.tokens / base_probe.tokens) if base_probe.tokens else base_tokens
         return Predicted(
@@ -98,7 +107,7 @@ class OfflineProposer:
             parent=parent_key,
             summary=summary,
             score=score,
-            std=max(MIN_STD, math.sqrt(changed) / n),
+            std=max(MIN_STD, math.sqrt(changed) / n, calibration.residual),
             eval_cost={"tokens": round(tokens, 1), "usd": 0.0},
             source=source,
             hypothesis=(
@@ -115,6 +124,7 @@ class OfflineProposer:
                     "context_tokens": round(result.context_tokens, 1),
                 },
                 "flips": flips,
+                "calibration": {"slope": calibration.slope, "residual": calibration.residual, "pairs": calibration.pairs},
                 "signature": result.signature()[:16],
             },
         )
@@ -152,6 +162,7 @@ class OfflineProposer:
                 parents.append(cand)
         probes = {p.id: self.prober.run(p.source) for p in parents}
         best = evaluated[0].score
+        calibration = calibrate(state)
 
         predicted: list[Predicted] = []
         seen = set(known)
@@ -160,7 +171,9 @@ class OfflineProposer:
             if _digest(revision.source) in seen:
                 continue
             seen.add(_digest(revision.source))
-            node = self._predict(f"~{len(predicted)}", parent.id, revision.summary, revision.source, parent, probes[parent.id])
+            node = self._predict(
+                f"~{len(predicted)}", parent.id, revision.summary, revision.source, parent, probes[parent.id], calibration
+            )
             node.details["chain_ops"] = [op.name]
             predicted.append(node)
 
@@ -168,14 +181,16 @@ class OfflineProposer:
         promising = sorted((p for p in predicted if p.details["probe"]["errors"] == 0), key=lambda p: -p.score)
         for first in promising[: self.extend]:
             base = next(c for c in parents if c.id == first.parent)
-            ops = [op for op in applicable(first.source, labelled=self.labelled) if op.name not in first.details["chain_ops"]]
+            ops = [op for op in self._applicable(first.source) if op.name not in first.details["chain_ops"]]
             rng.shuffle(ops)
             for op in ops[: self.extensions]:
                 revision = op.apply(first.source)
                 if _digest(revision.source) in seen:
                     continue
                 seen.add(_digest(revision.source))
-                node = self._predict(f"~{len(predicted)}", first.key, revision.summary, revision.source, base, probes[base.id])
+                node = self._predict(
+                    f"~{len(predicted)}", first.key, revision.summary, revision.source, base, probes[base.id], calibration
+                )
                 node.details["chain_ops"] = [*first.details["chain_ops"], op.name]
                 predicted.append(node)
 

@@ -37,6 +37,35 @@ class Predicted:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """How far this run's predicted gains held: actual gain ~ ``slope`` x predicted gain, ``residual`` spread."""
+
+    slope: float = 1.0
+    residual: float = 0.0
+    pairs: int = 0
+
+
+def calibrate(state: RunState, *, prior: float = 0.02) -> Calibration:
+    """Fit the slope of actual on predicted gain (gain over the candidate a prediction was made from) over the
+    run's evaluated candidates that carry a prediction, shrunk towards 1 by ``prior`` (in squared score units,
+    about two pairs of gain 0.1), clipped to [0, 1.5]. Probes of a dozen examples are noisy; this is how the
+    proposer learns how much to trust them."""
+    scores = {c.id: c.score for c in state.evaluated()}
+    pairs = []
+    for cand in state.evaluated():
+        pred = cand.prediction or {}
+        base = pred.get("base")
+        if isinstance(pred.get("score"), (int, float)) and base in scores:
+            pairs.append((float(pred["score"]) - scores[base], cand.score - scores[base]))
+    if not pairs:
+        return Calibration()
+    slope = (sum(p * a for p, a in pairs) + prior) / (sum(p * p for p, _ in pairs) + prior)
+    slope = min(1.5, max(0.0, slope))
+    residual = (sum((a - slope * p) ** 2 for p, a in pairs) / len(pairs)) ** 0.5 if len(pairs) > 1 else 0.0
+    return Calibration(round(slope, 4), round(residual, 4), len(pairs))
+
+
 def label(score: float, best: float, *, dead: bool) -> int:
     """TPS reward labels: +1 predicted to beat the best measured score, -1 dead end, 0 otherwise."""
     if dead:
