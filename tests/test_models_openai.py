@@ -8,7 +8,7 @@ import pytest
 from model_server import ADD_TOOL, ANSWER_SCHEMA, FaultProxy, free_port
 
 from metaharness.errors import ConfigurationError
-from metaharness.models import ChatRequest, ResponseCache, RetriesExhausted, RetryPolicy, connect
+from metaharness.models import ChatRequest, ResponseCache, RetriesExhausted, RetryPolicy, Tool, connect
 
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.05)
 
@@ -131,3 +131,13 @@ def test_model_that_rejects_temperature_is_sent_none(proxy):
     assert result.text is not None
     assert "temperature" in proxy.bodies[-2] and "temperature" not in proxy.bodies[-1]
     assert client.backend.dialect.temperature is False
+
+
+def test_required_tool_choice_is_emulated_where_the_server_ignores_it(proxy):
+    multiply = Tool("multiply", "Multiply two integers.", ADD_TOOL.parameters)
+    client = client_for(proxy)
+    result = client.complete(ask("What is 2 times 3?", tools=[ADD_TOOL, multiply], tool_choice="required", max_tokens=40))
+    [call] = result.tool_calls
+    assert call.name in ("add", "multiply")
+    jsonschema.validate(call.arguments, ADD_TOOL.parameters)
+    assert "tools" not in proxy.bodies[-1] and proxy.bodies[-1]["response_format"]["type"] == "json_object"

@@ -13,15 +13,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from metaharness.errors import InputError
 from metaharness.models.embedded import gguf_path
 from metaharness.models.spec import ModelSpec
-from metaharness.models.structured import forced_tool_name, parse_json
-from metaharness.models.types import ChatRequest, ChatResult, Choice, TokenLogprob, Tool, ToolCall, Usage
+from metaharness.models.structured import forced_tool_name, tool_call_from_text, tool_call_schema, tools_prompt
+from metaharness.models.types import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
 
 DEFAULT_N_CTX = 4096
 
@@ -61,36 +60,6 @@ def grammar_for(schema: dict[str, Any]) -> Any:
         return _GRAMMARS[text]
 
 
-def _tool_call_schema(tools: list[Tool]) -> dict[str, Any]:
-    """Schema of ``{"name": ..., "arguments": {...}}`` for a call of any one of ``tools``."""
-    return {
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {"name": {"const": t.name}, "arguments": t.parameters},
-                "required": ["name", "arguments"],
-            }
-            for t in tools
-        ]
-    }
-
-
-def _tools_note(tools: list[Tool], forced: str | None) -> str:
-    described = "\n".join(
-        f"- {t.name}: {t.description} Arguments (JSON schema): {json.dumps(t.parameters)}" for t in tools
-    )
-    if forced not in (None, "*"):
-        tool = next(t for t in tools if t.name == forced)
-        return (
-            f"Call the tool {tool.name}: {tool.description}\nReply with only its arguments as one JSON object "
-            f"matching this schema: {json.dumps(tool.parameters)}"
-        )
-    how = 'reply with only {"name": TOOL_NAME, "arguments": {...}}'
-    if forced == "*":
-        return f"Call one of these tools; {how}.\n{described}"
-    return f"You may call one of these tools; to call one, {how}. Otherwise answer normally.\n{described}"
-
-
 def _plain_messages(request: ChatRequest) -> list[dict[str, Any]]:
     """Messages the chat template can render: tool calls and tool results become text."""
     out: list[dict[str, Any]] = []
@@ -104,7 +73,7 @@ def _plain_messages(request: ChatRequest) -> list[dict[str, Any]]:
             role, content = "user", f"Result of tool call {message.get('tool_call_id', '')}: {content}"
         out.append({"role": role, "content": content})
     if request.tools and request.tool_choice != "none":
-        note = _tools_note(request.tools, forced_tool_name(request))
+        note = tools_prompt(request.tools, forced_tool_name(request))
         if out and out[0]["role"] == "system":
             out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{note}"}
         else:
@@ -135,7 +104,7 @@ class LocalBackend:
         if request.json_schema is not None:
             grammar = grammar_for(request.json_schema)
         elif forced == "*":
-            grammar = grammar_for(_tool_call_schema(request.tools or []))
+            grammar = grammar_for(tool_call_schema(request.tools or []))
         elif forced is not None:
             grammar = grammar_for(next(t.parameters for t in request.tools or [] if t.name == forced))
         choices: list[Choice] = []
@@ -163,7 +132,7 @@ class LocalBackend:
                     raise
             raw_id = raw_id or out["id"]
             usage = usage + Usage(out["usage"]["prompt_tokens"], out["usage"]["completion_tokens"])
-            choices.append(self._choice(out["choices"][0], request, forced))
+            choices.append(self._choice(out["choices"][0], request))
         return ChatResult(
             choices=choices,
             usage=usage,
@@ -172,7 +141,7 @@ class LocalBackend:
             raw_id=raw_id,
         )
 
-    def _choice(self, raw: dict[str, Any], request: ChatRequest, forced: str | None) -> Choice:
+    def _choice(self, raw: dict[str, Any], request: ChatRequest) -> Choice:
         text = raw["message"].get("content") or ""
         choice = Choice(text=text, finish_reason=raw.get("finish_reason"))
         if request.logprobs is not None:
@@ -190,14 +159,7 @@ class LocalBackend:
                 for item in (raw.get("logprobs") or {}).get("content") or []
             ]
         if request.tools and request.tool_choice != "none":
-            value, error = parse_json(text)
-            call = None
-            if forced not in (None, "*"):
-                if error is None and isinstance(value, dict):
-                    call = ToolCall(f"call_{uuid.uuid4().hex[:12]}", forced, value)
-            elif error is None and isinstance(value, dict) and isinstance(value.get("arguments"), dict):
-                if value.get("name") in {t.name for t in request.tools}:
-                    call = ToolCall(f"call_{uuid.uuid4().hex[:12]}", value["name"], value["arguments"])
+            call = tool_call_from_text(text, request)
             if call is not None:
                 choice.tool_calls = [call]
                 choice.text = ""

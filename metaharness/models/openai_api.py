@@ -6,7 +6,8 @@ detected from the server's ``GET /models`` listing (``owned_by``):
 - OpenAI: ``response_format={"type": "json_schema", ...}``, ``max_completion_tokens``, native ``n``.
 - llama-cpp-python's server (``python -m llama_cpp.server``) and llama.cpp's ``llama-server``:
   ``response_format={"type": "json_object", "schema": ...}`` (the first answers HTTP 500 to ``json_schema``);
-  ``n`` is ignored, so the missing samples are requested one by one.
+  ``n`` is ignored, so the missing samples are requested one by one; llama-cpp-python's server also ignores
+  ``tool_choice="required"``, which is then asked for as JSON ``{"name", "arguments"}`` through the response format.
 - vLLM: ``json_schema`` and native ``n``; Ollama: ``json_schema``, one sample per request.
 
 An unknown server starts as OpenAI-like; if it rejects a ``json_schema`` response format it is switched to
@@ -25,6 +26,7 @@ from typing import Any
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.retry import RetryPolicy, Transient, backend_slots, retry_after_seconds
 from metaharness.models.spec import ModelSpec
+from metaharness.models.structured import tool_call_from_text, tool_call_schema, tools_prompt
 from metaharness.models.types import (
     ChatRequest,
     ChatResult,
@@ -40,7 +42,8 @@ from metaharness.models.types import (
 class Dialect:
     """How one kind of server wants a request: ``schema_format`` is ``"json_schema"`` (OpenAI's
     ``{"type": "json_schema", "json_schema": {...}}``) or ``"json_object"`` (``{"type": "json_object", "schema":
-    ...}``); ``native_n`` says whether one request returns ``n`` samples; ``temperature`` is False for models that
+    ...}``); ``native_n`` says whether one request returns ``n`` samples; ``tool_required`` whether
+    ``tool_choice="required"`` is honoured (else it is emulated with a response format); ``temperature`` is False for models that
     accept only their default temperature (OpenAI's reasoning models answer HTTP 400 to any other)."""
 
     name: str
@@ -48,13 +51,14 @@ class Dialect:
     max_tokens_field: str = "max_tokens"
     native_n: bool = True
     temperature: bool = True
+    tool_required: bool = True
 
 
 DIALECTS: dict[str, Dialect] = {
     "openai": Dialect("openai", "json_schema", "max_completion_tokens", True),
     "vllm": Dialect("vllm", "json_schema", "max_tokens", True),
     "ollama": Dialect("ollama", "json_schema", "max_tokens", False),
-    "llama-cpp-python": Dialect("llama-cpp-python", "json_object", "max_tokens", False),
+    "llama-cpp-python": Dialect("llama-cpp-python", "json_object", "max_tokens", False, tool_required=False),
     "llama.cpp": Dialect("llama.cpp", "json_object", "max_tokens", False),
     "generic": Dialect("generic", "json_schema", "max_tokens", True),
 }
@@ -85,6 +89,22 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
             item.setdefault("content", None)
         out.append(item)
     return out
+
+
+def _response_format(schema: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+    if dialect.schema_format == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
+
+
+def _emulates_required_tool(request: ChatRequest, dialect: Dialect) -> bool:
+    return bool(request.tools) and request.tool_choice == "required" and not dialect.tool_required
+
+
+def _with_system_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": f"{messages[0].get('content') or ''}\n\n{note}"}, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
 
 
 class OpenAIBackend:
@@ -160,14 +180,12 @@ class OpenAIBackend:
             params["logprobs"] = True
             params["top_logprobs"] = request.logprobs
         if request.json_schema is not None:
-            if dialect.schema_format == "json_object":
-                params["response_format"] = {"type": "json_object", "schema": request.json_schema}
-            else:
-                params["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": "answer", "schema": request.json_schema, "strict": False},
-                }
-        if request.tools:
+            params["response_format"] = _response_format(request.json_schema, dialect)
+        if _emulates_required_tool(request, dialect):
+            # The server ignores tool_choice="required": ask for {"name", "arguments"} JSON of one of the tools.
+            params["messages"] = _with_system_note(params["messages"], tools_prompt(request.tools or [], "*"))
+            params["response_format"] = _response_format(tool_call_schema(request.tools or []), dialect)
+        elif request.tools:
             params["tools"] = [
                 {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
                 for t in request.tools
@@ -209,7 +227,7 @@ class OpenAIBackend:
             seed = None if request.seed is None else request.seed + got
             responses.append(self._send(request, 1, seed))
             got += len(responses[-1].choices)
-        choices = [self._choice(c, request) for r in responses for c in r.choices][: request.n]
+        choices = [self._choice(c, request, dialect) for r in responses for c in r.choices][: request.n]
         usage = Usage()
         for r in responses:
             if r.usage is not None:
@@ -224,7 +242,7 @@ class OpenAIBackend:
             raw_id=responses[0].id,
         )
 
-    def _choice(self, raw: Any, request: ChatRequest) -> Choice:
+    def _choice(self, raw: Any, request: ChatRequest, dialect: Dialect) -> Choice:
         message = raw.message
         choice = Choice(text=message.content or "", finish_reason=raw.finish_reason)
         for call in message.tool_calls or []:
@@ -239,6 +257,10 @@ class OpenAIBackend:
                 choice.tool_calls.append(ToolCall(call.id, function.name, arguments))
             else:  # keep the broken arguments visible for the repair request
                 choice.text = choice.text or function.arguments or ""
+        if _emulates_required_tool(request, dialect):
+            call = tool_call_from_text(choice.text, request)
+            if call is not None:
+                choice.tool_calls, choice.text, choice.finish_reason = [call], "", "tool_calls"
         if request.logprobs is not None:
             content = getattr(raw.logprobs, "content", None) if raw.logprobs is not None else None
             if content is None:

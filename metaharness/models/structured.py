@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import replace
 from typing import Any
 
 import jsonschema
 
-from metaharness.models.types import ChatRequest, Choice
+from metaharness.models.types import ChatRequest, Choice, Tool, ToolCall
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
@@ -87,3 +88,50 @@ def repair_request(request: ChatRequest, choice: Choice, problem: str) -> ChatRe
         ask = f"Your tool call was invalid: {problem}. Call the tool again with arguments that match its schema."
     messages = [*request.messages, {"role": "assistant", "content": shown}, {"role": "user", "content": ask}]
     return replace(request, messages=messages, n=1)
+
+
+def tool_call_schema(tools: list[Tool]) -> dict[str, Any]:
+    """Schema of ``{"name": ..., "arguments": {...}}`` for a call of any one of ``tools``."""
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                "required": ["name", "arguments"],
+            }
+            for t in tools
+        ]
+    }
+
+
+def tools_prompt(tools: list[Tool], forced: str | None) -> str:
+    """A system note describing the tools, for backends whose chat template cannot show them (``forced`` as in
+    :func:`forced_tool_name`)."""
+    described = "\n".join(
+        f"- {t.name}: {t.description} Arguments (JSON schema): {json.dumps(t.parameters)}" for t in tools
+    )
+    if forced not in (None, "*"):
+        tool = next(t for t in tools if t.name == forced)
+        return (
+            f"Call the tool {tool.name}: {tool.description}\nReply with only its arguments as one JSON object "
+            f"matching this schema: {json.dumps(tool.parameters)}"
+        )
+    how = 'reply with only {"name": TOOL_NAME, "arguments": {...}}'
+    if forced == "*":
+        return f"Call one of these tools; {how}.\n{described}"
+    return f"You may call one of these tools; to call one, {how}. Otherwise answer normally.\n{described}"
+
+
+def tool_call_from_text(text: str, request: ChatRequest) -> ToolCall | None:
+    """A tool call the model wrote as JSON text (backends that constrain it by grammar or response format): the
+    arguments object of the forced tool, or ``{"name": ..., "arguments": {...}}`` naming one of the tools."""
+    value, error = parse_json(text)
+    if error is not None or not isinstance(value, dict):
+        return None
+    forced = forced_tool_name(request)
+    if forced not in (None, "*"):
+        return ToolCall(f"call_{uuid.uuid4().hex[:12]}", forced, value)
+    names = {t.name for t in request.tools or []}
+    if value.get("name") in names and isinstance(value.get("arguments"), dict):
+        return ToolCall(f"call_{uuid.uuid4().hex[:12]}", value["name"], value["arguments"])
+    return None
