@@ -219,15 +219,6 @@ def test_check_harness_rejects_a_file_without_harness_class(tmp_path, shared_dat
         check_harness(path, "symptom2disease", data_dir=shared_data_dir)
 
 
-def test_check_harness_accepts_the_seeds(shared_data_dir):
-    from metaharness.candidates import seed_names, seed_path
-
-    for task in ("lawbench", "symptom2disease", "uspto"):
-        assert seed_names(task) == ["few_shot", "retrieval", "zero_shot"]
-        for name in seed_names(task):
-            check_harness(seed_path(task, name), task, data_dir=shared_data_dir)
-
-
 def test_sandbox_environment_holds_no_secrets(tmp_path, shared_data_dir, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET)
     path = write_harness(tmp_path, """

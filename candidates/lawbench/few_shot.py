@@ -1,7 +1,8 @@
 """Few-shot LawBench harness: as many training cases as fit the model's context, then the case to judge.
 
-Training cases are taken in order (facts cut to ``SHOT_CHARS`` characters each) until the estimated prompt reaches
-the context cap; the model then writes the charges directly after ``[罪名]``.
+Training cases are taken in order (facts cut to ``SHOT_CHARS`` characters each), each as a user turn (the facts)
+and an assistant turn (``[罪名]charges<eoa>``), until the estimated prompt reaches the context cap; the model then
+answers the case in the same format.
 """
 
 SYSTEM = "请你模拟法官依据下面事实给出罪名，只需要给出罪名的名称，将答案写在[罪名]和<eoa>之间。多个罪名用;分隔。"
@@ -11,7 +12,7 @@ ANSWER_TOKENS = 48
 
 def approx_tokens(text):
     """A cautious token estimate without the tokenizer: ~3.3 ASCII characters per token, 1.5 tokens otherwise."""
-    return int(sum(0.3 if ord(ch) < 128 else 1.5 for ch in text)) + 4
+    return int(sum(0.3 if ord(ch) < 128 else 1.5 for ch in text)) + 8
 
 
 def fit(text, tokens):
@@ -24,25 +25,29 @@ def fit(text, tokens):
 class Harness:
     def __init__(self, lm, train):
         self.lm = lm
-        self.shots = [f"{item['input'][:SHOT_CHARS]}\n[罪名]{item['target']}<eoa>\n\n" for item in train]
+        self.shots = [
+            [{"role": "user", "content": item["input"][:SHOT_CHARS]},
+             {"role": "assistant", "content": f"[罪名]{item['target']}<eoa>"}]
+            for item in train
+        ]  # fmt: skip
 
     def predict(self, x):
         cap = int(self.lm.context_window * 0.9) - ANSWER_TOKENS - approx_tokens(SYSTEM)
-        query = fit(x, cap // 2) + "\n[罪名]"
+        query = fit(x, cap // 2)
         budget = cap - approx_tokens(query)
         examples = []
-        for text in self.shots:
-            budget -= approx_tokens(text)
+        for turns in self.shots:
+            budget -= sum(approx_tokens(turn["content"]) for turn in turns)
             if budget < 0:
                 break
-            examples.append(text)
+            examples.extend(turns)
         while True:
+            messages = [{"role": "system", "content": SYSTEM}, *examples, {"role": "user", "content": query}]
             try:
-                response = self.lm("".join(examples) + query, system=SYSTEM, max_tokens=ANSWER_TOKENS,
-                                   stop=["<eoa>", "\n"])
+                response = self.lm(messages, max_tokens=ANSWER_TOKENS, stop=["<eoa>"])
                 break
             except self.lm.Error as error:  # the estimate was too generous: halve the examples and retry
                 if not examples or "context" not in str(error).lower():
                     raise
-                examples = examples[: len(examples) // 2]
-        return f"[罪名]{response.strip()}<eoa>"
+                examples = examples[: len(examples) // 4 * 2]
+        return response if "[罪名]" in response else f"[罪名]{response.strip()}<eoa>"

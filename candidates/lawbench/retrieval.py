@@ -1,7 +1,8 @@
 """Retrieval LawBench harness: the training cases most similar to the case (BM25 on character bigrams).
 
 BM25 (k1=1.5, b=0.75) implemented here in plain Python; Chinese has no spaces, so the terms are character
-bigrams. The ``K`` best cases (facts cut to ``SHOT_CHARS``) are shown most-similar-last, then the case to judge.
+bigrams. The ``K`` best cases (facts cut to ``SHOT_CHARS``) are shown as user/assistant turns, most similar last,
+then the case to judge.
 """
 
 import math
@@ -61,11 +62,15 @@ class Harness:
 
     def predict(self, x):
         cap = int(self.lm.context_window * 0.9) - ANSWER_TOKENS - approx_tokens(SYSTEM)
-        query = fit(x, cap // 2) + "\n[罪名]"
-        shots = [f"{self.train[i]['input'][:SHOT_CHARS]}\n[罪名]{self.train[i]['target']}<eoa>\n\n"
-                 for i in self.index.top(x, K)]
-        shots = list(reversed(shots))  # most similar last
-        while shots and sum(map(approx_tokens, shots)) > cap - approx_tokens(query):
+        query = fit(x, cap // 2)
+        shots = [
+            [{"role": "user", "content": self.train[i]["input"][:SHOT_CHARS]},
+             {"role": "assistant", "content": f"[罪名]{self.train[i]['target']}<eoa>"}]
+            for i in reversed(self.index.top(x, K))  # most similar last
+        ]  # fmt: skip
+        while shots and sum(approx_tokens(t["content"]) for turns in shots for t in turns) > cap - approx_tokens(query):
             shots.pop(0)  # drop the least similar
-        response = self.lm("".join(shots) + query, system=SYSTEM, max_tokens=ANSWER_TOKENS, stop=["<eoa>", "\n"])
-        return f"[罪名]{response.strip()}<eoa>"
+        messages = [{"role": "system", "content": SYSTEM}, *(t for turns in shots for t in turns),
+                    {"role": "user", "content": query}]  # fmt: skip
+        response = self.lm(messages, max_tokens=ANSWER_TOKENS, stop=["<eoa>"])
+        return response if "[罪名]" in response else f"[罪名]{response.strip()}<eoa>"

@@ -1,7 +1,8 @@
 """Few-shot Symptom2Disease harness: as many training examples as fit the model's context, then the question.
 
-The examples are taken in training order until the estimated prompt size reaches the context cap
-(``lm.context_window`` minus room for the answer); the model answers directly with the tag.
+The examples are taken in training order, each as a user turn (the symptoms) and an assistant turn (the tagged
+diagnosis), until the estimated prompt size reaches the context cap (``lm.context_window`` minus room for the
+answer); the model then answers the question in the same format.
 """
 
 LABELS = [
@@ -19,41 +20,40 @@ ANSWER_TOKENS = 24
 
 def approx_tokens(text):
     """A cautious token estimate without the tokenizer: ~3.3 ASCII characters per token, 1.5 tokens otherwise."""
-    return int(sum(0.3 if ord(ch) < 128 else 1.5 for ch in text)) + 4
-
-
-def shot(question, answer):
-    return f"Symptoms: {question}\nAnswer: [DIAGNOSIS]{answer}[/DIAGNOSIS]\n\n"
+    return int(sum(0.3 if ord(ch) < 128 else 1.5 for ch in text)) + 8
 
 
 def to_label(answer):
     """The label the model's answer names (the first one it mentions), else the answer itself."""
-    text = answer.strip().lower()
+    text = answer.replace("[DIAGNOSIS]", " ").strip().lower()
     named = [(text.find(label), label) for label in LABELS if label in text]
-    return min(named)[1] if named else answer.strip()
+    return min(named)[1] if named else text
 
 
 class Harness:
     def __init__(self, lm, train):
         self.lm = lm
-        self.shots = [shot(item["input"], item["target"]) for item in train]
+        self.shots = [
+            [{"role": "user", "content": item["input"]},
+             {"role": "assistant", "content": f"[DIAGNOSIS]{item['target']}[/DIAGNOSIS]"}]
+            for item in train
+        ]  # fmt: skip
 
     def predict(self, x):
-        query = f"Symptoms: {x}\nAnswer: [DIAGNOSIS]"
-        budget = int(self.lm.context_window * 0.9) - ANSWER_TOKENS - approx_tokens(SYSTEM + query)
+        budget = int(self.lm.context_window * 0.9) - ANSWER_TOKENS - approx_tokens(SYSTEM) - approx_tokens(x)
         examples = []
-        for text in self.shots:
-            budget -= approx_tokens(text)
+        for turns in self.shots:
+            budget -= sum(approx_tokens(turn["content"]) for turn in turns)
             if budget < 0:
                 break
-            examples.append(text)
+            examples.extend(turns)
         while True:
+            messages = [{"role": "system", "content": SYSTEM}, *examples, {"role": "user", "content": x}]
             try:
-                response = self.lm("".join(examples) + query, system=SYSTEM, max_tokens=ANSWER_TOKENS,
-                                   stop=["[/DIAGNOSIS]", "\n"])
+                response = self.lm(messages, max_tokens=ANSWER_TOKENS, stop=["[/DIAGNOSIS]"])
                 break
             except self.lm.Error as error:  # the estimate was too generous: halve the examples and retry
                 if not examples or "context" not in str(error).lower():
                     raise
-                examples = examples[: len(examples) // 2]
+                examples = examples[: len(examples) // 4 * 2]
         return f"[DIAGNOSIS]{to_label(response)}[/DIAGNOSIS]"

@@ -1,7 +1,7 @@
 """Retrieval Symptom2Disease harness: the training examples most similar to the question (BM25), then the question.
 
 BM25 (k1=1.5, b=0.75) over lower-cased word tokens, implemented here in plain Python; the ``K`` best training
-examples are shown most-similar-last, closest to the question.
+examples are shown as user/assistant turns, most similar last (closest to the question).
 """
 
 import math
@@ -52,9 +52,9 @@ class BM25:
 
 def to_label(answer):
     """The label the model's answer names (the first one it mentions), else the answer itself."""
-    text = answer.strip().lower()
+    text = answer.replace("[DIAGNOSIS]", " ").strip().lower()
     named = [(text.find(label), label) for label in LABELS if label in text]
-    return min(named)[1] if named else answer.strip()
+    return min(named)[1] if named else text
 
 
 class Harness:
@@ -64,11 +64,10 @@ class Harness:
         self.index = BM25([item["input"] for item in train])
 
     def predict(self, x):
-        nearest = reversed(self.index.top(x, K))  # most similar last
-        shots = "".join(
-            f"Symptoms: {self.train[i]['input']}\nAnswer: [DIAGNOSIS]{self.train[i]['target']}[/DIAGNOSIS]\n\n"
-            for i in nearest
-        )
-        prompt = f"{shots}Symptoms: {x}\nAnswer: [DIAGNOSIS]"
-        response = self.lm(prompt, system=SYSTEM, max_tokens=ANSWER_TOKENS, stop=["[/DIAGNOSIS]", "\n"])
+        messages = [{"role": "system", "content": SYSTEM}]
+        for i in reversed(self.index.top(x, K)):  # most similar last
+            messages.append({"role": "user", "content": self.train[i]["input"]})
+            messages.append({"role": "assistant", "content": f"[DIAGNOSIS]{self.train[i]['target']}[/DIAGNOSIS]"})
+        messages.append({"role": "user", "content": x})
+        response = self.lm(messages, max_tokens=ANSWER_TOKENS, stop=["[/DIAGNOSIS]"])
         return f"[DIAGNOSIS]{to_label(response)}[/DIAGNOSIS]"

@@ -1,7 +1,8 @@
 """Retrieval USPTO harness: the training reactions most similar to the product (BM25 on SMILES 4-grams).
 
 BM25 (k1=1.5, b=0.75) implemented here in plain Python; the terms are the reaction-type words and the character
-4-grams of the product SMILES. The ``K`` best reactions are shown most-similar-last, then the product.
+4-grams of the product SMILES. The ``K`` best reactions are shown as user/assistant turns, most similar last,
+then the product.
 """
 
 import math
@@ -45,6 +46,11 @@ class BM25:
         return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
 
 
+def first_smiles(response):
+    """The answer's first whitespace-separated token: the reactant SMILES joined by "."."""
+    return response.strip().split()[0] if response.strip() else ""
+
+
 class Harness:
     def __init__(self, lm, train):
         self.lm = lm
@@ -52,7 +58,9 @@ class Harness:
         self.index = BM25([item["input"] for item in train])
 
     def predict(self, x):
-        nearest = reversed(self.index.top(x, K))  # most similar last
-        shots = "".join(f"{self.train[i]['input'].strip()} {self.train[i]['target']}\n\n" for i in nearest)
-        response = self.lm(shots + x.strip() + " ", system=SYSTEM, max_tokens=ANSWER_TOKENS, stop=["\n"])
-        return response.strip().split()[0] if response.strip() else ""
+        messages = [{"role": "system", "content": SYSTEM}]
+        for i in reversed(self.index.top(x, K)):  # most similar last
+            messages.append({"role": "user", "content": self.train[i]["input"].strip()})
+            messages.append({"role": "assistant", "content": self.train[i]["target"]})
+        messages.append({"role": "user", "content": x.strip()})
+        return first_smiles(self.lm(messages, max_tokens=ANSWER_TOKENS, stop=["\n"]))

@@ -15,6 +15,7 @@ an unknown task or split, a missing harness file, a reached budget cap, a model 
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import itertools
 import threading
@@ -110,6 +111,13 @@ def _close_pool(key: str) -> None:
         pool = _POOLS.pop(key, None)
     if pool is not None:
         pool.close()
+
+
+@atexit.register
+def _close_all_pools() -> None:
+    """Remote joblib workers never see the end of an evaluation: their sandboxes go when the process does."""
+    for key in list(_POOLS):
+        _close_pool(key)
 
 
 def _run_example(job: _Job) -> ExampleRecord:

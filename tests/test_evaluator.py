@@ -1,0 +1,142 @@
+"""The evaluator's records, aggregates, trace files, determinism and CLI (scripted model; one slow real run)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from test_sandbox import ScriptedClient
+
+from metaharness.candidates import seed_names, seed_path
+from metaharness.evaluation import EvalReport, evaluate
+from metaharness.evaluation.proxy import ModelRef
+
+ECHO_HARNESS = """
+class Harness:
+    def __init__(self, lm, train):
+        self.lm = lm
+        self.labels = sorted({item["target"] for item in train})
+
+    def predict(self, x):
+        return self.lm("Labels: " + ", ".join(self.labels) + "\\n" + x, system="Diagnose.", max_tokens=16)
+"""
+
+
+def answer_by_keyword(request):
+    prompt = request.messages[-1]["content"]
+    return "[DIAGNOSIS]dengue[/DIAGNOSIS]" if "fever" in prompt else "[DIAGNOSIS]allergy[/DIAGNOSIS]"
+
+
+@pytest.fixture
+def echo(tmp_path):
+    path = tmp_path / "echo.py"
+    path.write_text(ECHO_HARNESS)
+    return path
+
+
+def test_report_records_scores_and_cost(echo, shared_data_dir, tmp_path):
+    client = ScriptedClient(answer_by_keyword)
+    seen = []
+    report = evaluate(echo, "symptom2disease", "val", model=client, limit=6, workers=4, data_dir=shared_data_dir,
+                      trace_path=tmp_path / "trace.jsonl", progress=lambda r, done, total: seen.append((done, total)))  # fmt: skip
+    assert isinstance(report, EvalReport)
+    assert [r.id for r in report.records] == [f"val-{i:04d}" for i in range(6)]
+    assert sorted(seen) == [(i, 6) for i in range(1, 7)]
+    assert report.errors == 0 and len(client.requests) == 6
+    record = report.records[1]  # dengue, "fever" in the text
+    assert record.prediction == "[DIAGNOSIS]dengue[/DIAGNOSIS]" and record.scores == {"primary": 1.0}
+    call = record.calls[0]
+    assert call["messages"][0] == {"role": "system", "content": "Diagnose."}
+    assert "Labels: allergy, arthritis" in call["messages"][1]["content"]
+    assert call["response"] == record.prediction and call["input_tokens"] > 0 and call["error"] is None
+    expected = sum(r.scores["primary"] for r in report.records) / 6
+    assert report.scores["primary"] == pytest.approx(expected)
+    assert report.cost["calls"] == 6
+    assert report.cost["context_tokens"] == pytest.approx(sum(r.input_tokens for r in report.records) / 6)
+    assert report.cost["usd"] == 0.0
+    lines = (tmp_path / "trace.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [r.id for r in report.records]
+
+
+def test_write_summary_and_records(echo, shared_data_dir, tmp_path):
+    report = evaluate(echo, "symptom2disease", "val", model=ScriptedClient(), limit=2, data_dir=shared_data_dir)
+    summary, records = report.write(tmp_path / "out")
+    data = json.loads(summary.read_text())
+    assert data["scores"] == report.scores and data["examples"] == 2 and data["model"] == "scripted:test"
+    assert data["sandbox"]["write_barrier"]
+    assert len(records.read_text().splitlines()) == 2
+
+
+def test_reevaluation_is_identical(echo, shared_data_dir):
+    first = evaluate(echo, "symptom2disease", "val", model=ScriptedClient(answer_by_keyword), limit=5,
+                     data_dir=shared_data_dir)  # fmt: skip
+    second = evaluate(echo, "symptom2disease", "val", model=ScriptedClient(answer_by_keyword), limit=5, workers=1,
+                      data_dir=shared_data_dir)  # fmt: skip
+    assert [r.prediction for r in first.records] == [r.prediction for r in second.records]
+    assert first.scores == second.scores
+
+
+def test_bad_model_calls_reach_the_harness_as_errors(tmp_path, shared_data_dir):
+    path = tmp_path / "bad_calls.py"
+    path.write_text(textwrap.dedent("""
+        class Harness:
+            def __init__(self, lm, train):
+                self.lm = lm
+            def predict(self, x):
+                try:
+                    self.lm(x, max_tokens=-5)
+                except self.lm.Error as error:
+                    first = str(error)
+                for _ in range(40):
+                    try:
+                        self.lm(x)
+                    except self.lm.Error as error:
+                        return first + " | " + str(error)
+    """))
+    report = evaluate(path, "symptom2disease", "val", model=ScriptedClient(), limit=1, data_dir=shared_data_dir)
+    prediction = report.records[0].prediction
+    assert "max_tokens must be an integer" in prediction and "call limit reached" in prediction
+    assert len(report.records[0].calls) == 32  # the bad call and 31 good ones; the 33rd never reached the model
+
+
+@pytest.mark.parametrize("task", ["lawbench", "symptom2disease", "uspto"])
+def test_every_seed_loads_and_predicts(task, shared_data_dir):
+    answers = {"lawbench": "[罪名]盗窃<eoa>", "symptom2disease": "[DIAGNOSIS]dengue[/DIAGNOSIS]", "uspto": "CCO.CC"}
+    assert seed_names(task) == ["few_shot", "retrieval", "zero_shot"]
+    for name in seed_names(task):
+        report = evaluate(seed_path(task, name), task, "val", model=ScriptedClient(answers[task]), limit=1,
+                          data_dir=shared_data_dir)  # fmt: skip
+        assert report.errors == 0, report.records[0].error
+        assert report.records[0].prediction and len(report.records[0].calls) == 1
+
+
+def test_model_ref_pickles_to_its_spec():
+    ref = pickle.loads(pickle.dumps(ModelRef(ScriptedClient())))
+    assert ref.spec == "scripted:test" and ref._client is None
+
+
+def test_cli_rejects_unknown_dataset_and_seed():
+    for args in (["zero_shot", "--dataset", "mmlu"], ["no_such_seed", "--dataset", "uspto"]):
+        out = subprocess.run([sys.executable, "-m", "metaharness", "eval", *args], capture_output=True, text=True)
+        assert out.returncode == 2, out.stderr
+        assert "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_seed_end_to_end_with_the_embedded_model(shared_data_dir, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "metaharness", "eval", "retrieval", "--dataset", "symptom2disease", "--split", "val",
+         "--task-model", "local:smollm2-135m", "--limit", "2", "--data-dir", str(shared_data_dir),
+         "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["examples"] == 2 and summary["errors"] == 0 and summary["model"] == "local:smollm2-135m"
+    records = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
+    assert all(r["calls"] and r["calls"][0]["response"] is not None for r in records)
+    assert str(seed_path("symptom2disease", "retrieval")) in summary["harness"]
