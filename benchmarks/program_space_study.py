@@ -137,6 +137,11 @@ def main() -> None:
         "--token-cap", type=float, nargs="+", default=[0.0, 1.5],
         help="evaluation-token cap per iteration, in seed evaluations per allowed evaluation (0 = evaluations only)",
     )
+    parser.add_argument(
+        "--beliefs", choices=["raw", "posterior"], nargs="+", default=["raw", "posterior"],
+        help="what strategies see: the raw predictions, or Bayesian posteriors (gains shrunk by the measured spread "
+        "of revision effects against the prediction noise)",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -145,10 +150,10 @@ def main() -> None:
         f"M={args.plans} plans of depth {args.depth}, 10 operators (1024 programs)"
     )
     print("cells: mean best-found / true optimum  (mean share of the possible improvement over the seed)")
-    for cap in args.token_cap:
+    for beliefs, cap in itertools.product(args.beliefs, args.token_cap):
         token_cap = cap or None
         what = "evaluations only" if token_cap is None else f"and a token cap of {cap} seed evaluations per slot"
-        print(f"\nbudget: K={args.k} {what}")
+        print(f"\nbeliefs: {beliefs}; budget: K={args.k} {what}")
         header = f"{'noise':>6} | " + " | ".join(f"{s:>20}" for s in STRATEGIES)
         print(header)
         print("-" * len(header))
@@ -161,7 +166,7 @@ def main() -> None:
                 base = land.score(frozenset())
                 for strategy in STRATEGIES:
                     found = run_search(strategy, land, noise, seed, iters=args.iters, k=args.k, plans=args.plans,
-                                       depth=args.depth, token_cap=token_cap)  # fmt: skip
+                                       depth=args.depth, token_cap=token_cap, posterior=beliefs == "posterior")  # fmt: skip
                     ratio[strategy].append(found / best)
                     gain[strategy].append((found - base) / (best - base) if best > base else 1.0)
             cells = [f"{statistics.mean(ratio[s]):.3f} ({statistics.mean(gain[s]):.2f})" for s in STRATEGIES]

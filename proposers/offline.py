@@ -42,8 +42,10 @@ class OfflineProposer:
     model, used for the probe); ``selection``: ``ilp`` | ``greedy`` | ``random`` | ``best_of_n``; ``plans``: depth-1
     revisions sampled per iteration (M); ``extend``: how many of the best are extended by a second revision
     (``extensions`` each); ``frontier``: how many top candidates are revised; ``probe_size``: held-out training
-    examples per probe; ``operators``: restrict the library to these operator names. The defaults keep an
-    iteration to a few dozen task-model calls, for CPU-only runs with the embedded model.
+    examples per probe; ``operators``: restrict the library to these operator names; ``probe_tokens``: the
+    iteration's budget of task-model prompt tokens for probing (a revision that changes the prompt costs about
+    ``probe_size`` x its parent's prompt size; one that only post-processes answers reuses its parent's cached
+    calls and costs nothing). The defaults keep an iteration small enough for CPU-only runs of the embedded model.
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class OfflineProposer:
         frontier: int = 2,
         probe_size: int = 8,
         operators: list[str] | None = None,
+        probe_tokens: float = 40_000,
         seed: int = 0,
         workers: int | None = None,
         probe_dir: str | None = None,
@@ -70,6 +73,20 @@ class OfflineProposer:
         self.prober = Prober(task, task_model, size=probe_size, seed=seed, workers=workers, folder=probe_dir)
         self.labelled = bool(label_set([ex.target for ex in self.prober.held_out.rest]))
         self.operators = set(operators) if operators else None
+        self.probe_tokens = probe_tokens
+        self._spent = 0.0
+
+    def _afford(self, parent: CandidateInfo, op: Operator | None) -> bool:
+        """Charge the probe of a revision of ``parent`` by ``op`` (``None``: the parent itself) if the budget allows."""
+        if op is not None and op.post_processing:
+            return True
+        if op is None and self.prober.known(parent.source):
+            return True
+        cost = self.prober.size * (parent.cost.get("context_tokens") or 1000.0)
+        if self._spent + cost > self.probe_tokens:
+            return False
+        self._spent += cost
+        return True
 
     def _applicable(self, source: str) -> list[Operator]:
         ops = applicable(source, labelled=self.labelled)
@@ -160,13 +177,19 @@ class OfflineProposer:
         for cand in evaluated:
             if len(parents) < self.frontier and all(_digest(cand.source) != _digest(p.source) for p in parents):
                 parents.append(cand)
+        self._spent = 0.0
+        parents = [p for p in parents if self._afford(p, None)] or parents[:1]
         probes = {p.id: self.prober.run(p.source) for p in parents}
         best = evaluated[0].score
         calibration = calibrate(state)
 
         predicted: list[Predicted] = []
         seen = set(known)
+        skipped = 0
         for parent, op in self._sample_revisions(parents, rng):
+            if not self._afford(parent, op):
+                skipped += 1
+                continue
             revision = op.apply(parent.source)
             if _digest(revision.source) in seen:
                 continue
@@ -183,7 +206,10 @@ class OfflineProposer:
             base = next(c for c in parents if c.id == first.parent)
             ops = [op for op in self._applicable(first.source) if op.name not in first.details["chain_ops"]]
             rng.shuffle(ops)
-            for op in ops[: self.extensions]:
+            added = 0
+            for op in ops:
+                if added >= self.extensions or not self._afford(base, op):
+                    continue
                 revision = op.apply(first.source)
                 if _digest(revision.source) in seen:
                     continue
@@ -193,6 +219,7 @@ class OfflineProposer:
                 )
                 node.details["chain_ops"] = [*first.details["chain_ops"], op.name]
                 predicted.append(node)
+                added += 1
 
         predicted = self._merge(predicted, probes)
         for p in predicted:  # Stage 4: labels
@@ -203,5 +230,7 @@ class OfflineProposer:
             proposal = proposal_for(parent, chain, chosen, rank)
             proposal.prediction["candidates_considered"] = len(predicted)
             proposal.prediction["dead_ends"] = sum(1 for p in predicted if p.label == DEAD_END)
+            proposal.prediction["probe_tokens"] = {"spent": round(self._spent), "budget": self.probe_tokens,
+                                                   "revisions_skipped": skipped}  # fmt: skip
             proposals.append(proposal)
         return proposals[: state.evals_left]

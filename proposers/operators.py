@@ -245,6 +245,8 @@ class Operator:
     _apply: Callable[[str], tuple[str, str]]
     # Only useful when the training answers form a small label set (classification); see :func:`label_set`.
     needs_labels: bool = False
+    # Changes only what happens after the model answers: the model calls are the parent's (served from the cache).
+    post_processing: bool = False
 
     def applies(self, source: str) -> bool:
         editor = _is_harness(source)
@@ -479,13 +481,13 @@ def _no_wrap(tag: str) -> Callable[[SourceEditor], bool]:
 
 OPERATORS: tuple[Operator, ...] = (
     Operator("snap_to_labels", "output normalisation and fuzzy matching of the answer to a known label",
-             _no_wrap("snap"), _snap, needs_labels=True),
+             _no_wrap("snap"), _snap, needs_labels=True, post_processing=True),
     Operator("neighbour_vote_3", "vote with the labels of the 3 nearest training examples",
-             _no_wrap("vote3"), _vote(3, 1.0), needs_labels=True),
+             _no_wrap("vote3"), _vote(3, 1.0), needs_labels=True, post_processing=True),
     Operator("neighbour_vote_7", "vote with the labels of the 7 nearest training examples",
-             _no_wrap("vote7"), _vote(7, 0.5), needs_labels=True),
+             _no_wrap("vote7"), _vote(7, 0.5), needs_labels=True, post_processing=True),
     Operator("neighbour_fallback", "nearest training example's label when the answer names no label",
-             _no_wrap("fallback"), _neighbour_fallback, needs_labels=True),
+             _no_wrap("fallback"), _neighbour_fallback, needs_labels=True, post_processing=True),
     Operator("answer_format", "an answer-format instruction in the prompt", _format_applies, _format_instruction),
     Operator("label_list", "the list of possible answers in the system prompt",
              _has_label_list, _label_hint, needs_labels=True),

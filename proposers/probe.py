@@ -101,6 +101,10 @@ class Prober:
     def size(self) -> int:
         return len(self.held_out.probe)
 
+    def known(self, source: str) -> bool:
+        """Whether ``source`` was probed already (a further :meth:`run` is free)."""
+        return hashlib.sha256(source.encode()).hexdigest() in self._memo
+
     def run(self, source: str) -> ProbeResult:
         from metaharness.evaluation import evaluate
 
