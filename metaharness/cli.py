@@ -19,7 +19,7 @@ from metaharness.errors import MetaharnessError
 # Modules that define ``register(app: typer.Typer) -> None`` (top-level commands and groups).
 COMMAND_MODULES: tuple[str, ...] = ("metaharness.search_cli", "metaharness.planner.cli", "metaharness.evaluation.cli")
 # Modules that define ``register(bench: typer.Typer) -> None`` (commands under ``metaharness bench``).
-BENCH_MODULES: tuple[str, ...] = ("metaharness.agents.puzzle_bench_cli",)
+BENCH_MODULES: tuple[str, ...] = ("metaharness.agents.puzzle_bench_cli", "metaharness.agents.tool_bench")
 
 app = typer.Typer(
     name="metaharness",

@@ -1,0 +1,126 @@
+"""The model-backed chooser and the bench runner, against a scripted client (request shapes and bookkeeping only;
+the embedded model's runs are recorded in reports/tools/)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from metaharness.agents.tool_bench import run_task, summarize
+from metaharness.agents.tool_chooser import ModelToolChooser
+from metaharness.models.types import ChatResult, Choice, TokenLogprob, Usage
+from metaharness.planner.branching import StepView
+from metaharness.tasks.toolworld import ToolWorld
+
+
+@pytest.fixture(scope="module")
+def task():
+    return ToolWorld(seed=1).generate_tasks(1, seed=2, min_steps=6)[0]
+
+
+class ScriptedClient:
+    """Answers tool choices with ``pick(step, enum, sample)`` and argument fills with ``fill(step, name, enum)``
+    (default: the first allowed value)."""
+
+    spec = "scripted:test"
+
+    def __init__(self, pick, fill=lambda step, name, enum: enum[0]):
+        self.pick, self.fill = pick, fill
+        self.requests = []
+
+    def complete(self, request, *, role="task"):
+        self.requests.append(request)
+        schema = request.json_schema
+        if schema is None:  # a reflection
+            return ChatResult([Choice("Step 2 used the wrong tool.")], Usage(30, 6), 0.0, self.spec)
+        step = int(re.search(r"Current step (\d+):", request.messages[-1]["content"]).group(1)) - 1
+        if "tool" in schema["properties"]:
+            names = [self.pick(step, schema["properties"]["tool"]["enum"], i) for i in range(request.n)]
+            choices = [Choice(json.dumps({"tool": n}), parsed={"tool": n}) for n in names]
+        else:
+            value = {k: self.fill(step, k, v["enum"]) for k, v in schema["properties"].items()}
+            choices = [Choice(json.dumps(value), parsed=value)]
+        return ChatResult(choices, Usage(100 * request.n, 10 * request.n), 0.0, self.spec)
+
+
+def _view(task, index=0):
+    return StepView(task.goal, task.instructions, index, task.candidates(index), [], list(task.constants))
+
+
+def test_black_box_vote_is_one_request_with_n_samples_over_an_enum(task):
+    client = ScriptedClient(lambda step, enum, i: enum[i % 2])
+    chooser = ModelToolChooser(client, temperature=0.7, seed=3)
+    vote = chooser.vote(_view(task), 5)
+    (request,) = client.requests
+    names = [t.name for t in task.candidates(0)]
+    assert request.n == 5 and request.temperature == 0.7 and request.seed is not None
+    assert request.json_schema["properties"]["tool"]["enum"] == names
+    assert vote.counts == {names[0]: 3, names[1]: 2}
+    assert chooser.meter.to_dict() == {"calls": 1, "samples": 5, "input_tokens": 500, "output_tokens": 50}
+
+
+def test_white_box_vote_reads_the_tool_name_log_probabilities(task):
+    names = [t.name for t in task.candidates(0)]
+    first, second = names[0], names[1]
+
+    class LogprobClient(ScriptedClient):
+        def complete(self, request, *, role="task"):
+            self.requests.append(request)
+            prefix = '{"tool": "'
+            text = prefix + first + '"}'
+            tokens = [TokenLogprob(prefix, 0.0, ((prefix, 0.0),)),
+                      TokenLogprob(first, math.log(0.7), ((first, math.log(0.7)), (second, math.log(0.2)))),
+                      TokenLogprob('"}', 0.0, (('"}', 0.0),))]
+            return ChatResult([Choice(text, parsed={"tool": first}, logprobs=tokens)], Usage(90, 9), 0.0, self.spec)
+
+    client = LogprobClient(None)
+    chooser = ModelToolChooser(client, uncertainty="logprobs")
+    vote = chooser.vote(_view(task), 5)
+    (request,) = client.requests
+    assert request.n == 1 and request.temperature == 0 and request.logprobs == 5
+    assert vote.probs[first] == pytest.approx(0.7 / 0.9) and vote.probs[second] == pytest.approx(0.2 / 0.9)
+    assert chooser.meter.samples == 1
+
+
+def test_fill_constrains_every_argument_to_its_options(task):
+    client = ScriptedClient(None)
+    chooser = ModelToolChooser(client)  # the default fill takes the first allowed value
+    tool = task.candidates(0)[0]
+    args = chooser.fill(_view(task), tool, {"a": ["X", "Y"], "b": [1.5]})
+    schema = client.requests[0].json_schema
+    assert schema["properties"] == {"a": {"enum": ["X", "Y"]}, "b": {"enum": [1.5]}}
+    assert args == {"a": "X", "b": 1.5} and client.requests[0].temperature == 0
+
+
+def test_react_asks_for_a_thought_before_the_tool(task):
+    client = ScriptedClient(lambda step, enum, i: enum[0])
+    ModelToolChooser(client, thought=True, temperature=0.0).vote(_view(task), 1)
+    schema = client.requests[0].json_schema
+    assert list(schema["properties"]) == ["thought", "tool"] and client.requests[0].temperature == 0
+
+
+@pytest.mark.parametrize("agent", ["egb", "majority", "react", "reflexion", "self-consistency"])
+def test_bench_records_metrics_for_every_agent(task, agent):
+    def right(step, enum, i):  # an oracle-like script: the accepted tool, except one wrong vote at step 2
+        accepted = [n for n in enum if n in task.steps[step].accepted]
+        return enum[0] if step == 1 and enum[0] not in accepted and i < 3 else accepted[0]
+
+    def fill(step, name, enum):  # the reference value when the run so far produced it
+        wanted = task.steps[step].arguments.get(name)
+        return wanted if wanted in enum else enum[0]
+
+    record = run_task(agent, task, ScriptedClient(right, fill), samples=5, branch_budget=2)
+    assert record["agent"] == agent and record["steps"] == len(task.steps)
+    assert record["calls"] >= 1 and record["samples"] >= len(task.steps)
+    assert record["input_tokens"] > 0 and 0 <= record["tool_match"] <= 1
+    assert json.loads(json.dumps(record, default=str))["task"] == task.id
+    assert task.candidates(1)[0].name not in task.steps[1].accepted  # the script's wrong votes are wrong
+    if agent == "egb":  # the branch at step 2 (the only uncertain one) repairs the run
+        assert record["success"] and record["tool_match"] == 1.0 and record["branches"] == 1
+    elif agent in ("majority", "react"):
+        assert not record["success"] and record["tool_match"] == pytest.approx(1 - 1 / len(task.steps))
+    summary = summarize([record])
+    assert summary["success_rate"] == float(record["success"]) and summary["tasks"] == 1
