@@ -76,28 +76,29 @@ def test_react_reads_thought_and_action():
     assert split_thought_action(env, "Thought: push the box right.\nAction: R") == ("push the box right.", "R", "R")
     assert split_thought_action(env, "Thought: I should go left") == ("I should go left", "L", None)
     model = ScriptedModel(lambda r: "Thought: the box is right of me, push right.\nAction: R")
-    record = run_episode(env, ReActAgent(model), slack=0)
+    record = run_episode(env, ReActAgent(model, free_text=True), slack=0)
     assert record.success and record.sampling_errors == 0
-    assert all(role == "agent" for role, _ in model.requests)
-    liar = ScriptedModel(lambda r: "Thought: I will move up.\nAction: R")
+    assert all(role == "agent" and r.json_schema is None for role, r in model.requests)
+    liar = ScriptedModel(lambda r: {"thought": "I will move up.", "action": "R"})
     record = run_episode(env, ReActAgent(liar), slack=0)
     assert record.success and record.sampling_errors == 2 and record.planning_errors == 2
+    assert liar.requests[0][1].json_schema["properties"]["action"]["enum"] == ["U", "D", "L", "R"]
 
 
 def test_plan_and_act_plans_once_with_the_action_enum():
     env = Sokoban(CORRIDOR)
 
     def answer(request):
-        if request.json_schema:
+        if "plan" in request.json_schema["properties"]:
             assert request.json_schema["properties"]["plan"]["items"]["enum"] == ["U", "D", "L", "R"]
             return {"plan": ["R", "R"]}
         nxt = re.search(r"Next action in the plan: (\w)", request.messages[-1]["content"]).group(1)
-        return f"Thought: follow the plan, {nxt}.\nAction: {nxt}"
+        return {"thought": f"follow the plan, {nxt}.", "action": nxt}
 
     model = ScriptedModel(answer)
     record = run_episode(env, PlanActAgent(model), slack=0)
     assert record.success and record.plan_calls == 1
-    assert sum(1 for _, r in model.requests if r.json_schema) == 1
+    assert sum(1 for _, r in model.requests if "plan" in r.json_schema["properties"]) == 1
 
 
 def test_tape_with_oracle_subagents_beats_the_baselines_on_a_sample():
@@ -141,7 +142,7 @@ def test_tps_shows_the_route_and_lets_the_model_act():
 
     def answer(request):
         nxt = re.search(r"Next step: (\w)", request.messages[-1]["content"]).group(1)
-        return f"Thought: the route says {nxt}.\nAction: {nxt}"
+        return {"thought": f"the route says {nxt}.", "action": nxt}
 
     record = run_episode(env, TPSAgent(ScriptedModel(answer), planner), slack=0)
     assert record.success and record.plan_calls == 1 and record.mismatches == 0

@@ -30,8 +30,9 @@ MODEL_FREE = ("random", "greedy")
 
 
 def build_agent(name: str, env: PuzzleEnv, *, model: ModelClient | None, oracle: bool = False, m: int = 4,
-                epsilon: float = 0.3, seed: int = 0) -> PuzzleAgent:
-    """An agent by benchmark name; model-based agents need ``model`` (TAPE with oracle subagents does not)."""
+                epsilon: float = 0.3, seed: int = 0, free_text: bool = False) -> PuzzleAgent:
+    """An agent by benchmark name; model-based agents need ``model`` (TAPE with oracle subagents does not).
+    ``free_text``: ReAct-style agents answer in the seeds' ``Thought:``/``Action:`` text instead of JSON."""
     if name not in AGENTS:
         raise InputError(f"Unknown agent {name!r}; use one of {', '.join(AGENTS)}.")
     if name == "random":
@@ -42,15 +43,17 @@ def build_agent(name: str, env: PuzzleEnv, *, model: ModelClient | None, oracle:
         raise InputError(f"The {name} agent needs --model SPEC (e.g. local:smollm2-135m); only random, greedy and "
                          f"tape with --oracle-subagents run without a model.")
     if name == "react":
-        return ReActAgent(model)
+        return ReActAgent(model, free_text=free_text)
     if name == "plan-act":
-        return PlanActAgent(model)
+        return PlanActAgent(model, free_text=free_text)
     planner = PuzzlePlanner(env, model=model, oracle=oracle, m=m, epsilon=epsilon, seed=seed)
-    return TPSAgent(model, planner) if name == "tps" else TapeAgent(planner, model)
+    return TPSAgent(model, planner, free_text=free_text) if name == "tps" else TapeAgent(planner, model)
 
 
-def _config(agent: str, model: str | None, slack: int, oracle: bool, m: int, epsilon: float | None) -> dict[str, Any]:
-    return {"agent": agent, "model": model, "slack": slack, "oracle_subagents": oracle, "m": m, "epsilon": epsilon}
+def _config(agent: str, model: str | None, slack: int, oracle: bool, m: int, epsilon: float | None,
+            free_text: bool) -> dict[str, Any]:
+    return {"agent": agent, "model": model, "slack": slack, "oracle_subagents": oracle, "m": m, "epsilon": epsilon,
+            "free_text": free_text}
 
 
 def _done(out: Path | None, config: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -78,6 +81,7 @@ def run_bench(
     m: int = 4,
     epsilon: float = 0.3,
     seed: int = 0,
+    free_text: bool = False,
     out: Path | None = None,
     on_episode: Callable[[PuzzleInstance, dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
@@ -86,7 +90,8 @@ def run_bench(
         raise InputError(f"--slack must be >= 0 (the budget is T* + slack); got {slack}.")
     chosen = load_instance_set(instance_set).select(bins, episodes)
     uses_sampler_noise = model is None and agent == "tape"
-    config = _config(agent, model.spec if model else None, slack, oracle, m, epsilon if uses_sampler_noise else None)
+    config = _config(agent, model.spec if model else None, slack, oracle, m, epsilon if uses_sampler_noise else None,
+                     free_text)
     done = _done(out, config)
     rows = []
     for instance in chosen:
@@ -96,7 +101,8 @@ def run_bench(
                 on_episode(instance, done[instance.id])
             continue
         env = make_env(instance)
-        player = build_agent(agent, env, model=model, oracle=oracle, m=m, epsilon=epsilon, seed=seed)
+        player = build_agent(agent, env, model=model, oracle=oracle, m=m, epsilon=epsilon, seed=seed,
+                             free_text=free_text)
         before = model.ledger.totals() if model is not None and hasattr(model, "ledger") else None
         record: EpisodeRecord = run_episode(env, player, slack=slack, instance=instance.id, bin=instance.bin,
                                             model=config["model"])

@@ -21,6 +21,7 @@ def _command(env_name: str):
         m: int = typer.Option(4, "--m", help="Plans sampled per planning call (tps, tape)."),
         epsilon: float = typer.Option(0.3, "--epsilon", help="Noise of the model-free sampler (tape, oracle subagents, no model)."),
         seed: int = typer.Option(0, "--seed", help="Seed of the random parts (baselines, model-free sampler)."),
+        free_text: bool = typer.Option(False, "--free-text", help="ReAct-style agents answer 'Thought: ... Action: ...' text, not JSON."),
         instances: str = typer.Option(DEFAULT_SETS[env_name], "--instances", help="Shipped set name or instance-set .json path."),
         out: Optional[Path] = typer.Option(None, "--out", help="Append episodes as JSONL (a rerun resumes)."),
     ) -> None:
@@ -44,7 +45,7 @@ def _command(env_name: str):
             rows = run_bench(
                 instances, agent=agent, model=client, slack=slack, episodes=episodes,
                 bins=bins.split(",") if bins else None, oracle=oracle_subagents, m=m, epsilon=epsilon, seed=seed,
-                out=out, on_episode=tick,
+                free_text=free_text, out=out, on_episode=tick,
             )
         title = f"{env_name} · {agent} · {model or 'no model'} · slack {slack}" + (" · oracle subagents" if oracle_subagents else "")
         console.print(summary_table(rows, title))

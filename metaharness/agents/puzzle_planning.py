@@ -139,7 +139,7 @@ class PuzzlePlanner:
 
     def __init__(self, env: PuzzleEnv, *, model: ModelClient | None = None, oracle: bool = False, m: int = 4,
                  epsilon: float = 0.3, seed: int = 0, solver: str = "exact", describe: str = "render",
-                 max_tokens: int = 512) -> None:
+                 max_tokens: int = 300) -> None:
         if model is None and not oracle:
             raise ValueError("a planner without a model needs oracle stages")
         self.env, self.model, self.m, self.solver = env, model, m, solver

@@ -1,9 +1,11 @@
 """ReAct on a puzzle: each turn the model sees the state and the actions left, writes a thought and an action.
 
-The answer is free text in the seeds' format (``Thought: ...`` then ``Action: ...``). The executed action is read
-from the text after the last ``Action:``; the intended action is read from the thought (the last action it names),
-as the TAPE appendix does rule-based, so thought/action disagreements show up as sampling errors. An answer with no
-readable action spends the step without moving. Subclasses add guidance to each turn (Plan-and-Act's plan, the TPS
+By default the answer is JSON ``{"thought": ..., "action": ...}`` with the action restricted to the environment's
+actions by the schema (structured output works on every backend, and small models cannot keep a text format);
+``free_text=True`` uses the seeds' text format instead (``Thought: ...`` then ``Action: ...``, the action read
+after the last ``Action:``, none readable = the step is spent without moving). Either way the intended action is
+read from the thought (the last action it names), as the TAPE appendix does rule-based, so thought/action
+disagreements show up as sampling errors. Subclasses add guidance to each turn (Plan-and-Act's plan, the TPS
 route) through :meth:`ReActAgent.guidance`.
 """
 
@@ -13,14 +15,17 @@ import re
 from typing import Any
 
 from metaharness.agents.puzzle_episode import Decision
-from metaharness.models.types import ChatRequest, ChatResult, ModelClient
+from metaharness.models.types import ChatRequest, ChatResult, ModelClient, StructuredOutputError
 from metaharness.tasks.planning_env import PuzzleEnv
 
 INSTRUCTIONS = """You are the player. Each turn you see the current state and how many actions you have left.
 Think about how to solve the puzzle within the actions left, then choose the next action.
-Answer exactly in this form:
+"""
+TEXT_FORMAT = """Answer exactly in this form:
 Thought: <your reasoning, ending with the action you take now>
 Action: <one action, for example {examples}>"""
+JSON_FORMAT = """Reply with JSON only: {{"thought": "<your reasoning, ending with the action you take now>",
+"action": "<one action, for example {examples}>"}}"""
 
 _ACTION_LINE = re.compile(r"action\s*:", re.IGNORECASE)
 
@@ -43,8 +48,10 @@ def split_thought_action(env: PuzzleEnv, text: str) -> tuple[str, str | None, st
 class ReActAgent:
     name = "react"
 
-    def __init__(self, model: ModelClient, *, window: int = 3, max_tokens: int = 256, temperature: float = 0.0):
+    def __init__(self, model: ModelClient, *, free_text: bool = False, window: int = 3, max_tokens: int = 200,
+                 temperature: float = 0.0):
         self.model = model
+        self.free_text = free_text
         self.window = window
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -59,7 +66,8 @@ class ReActAgent:
 
     def system_prompt(self) -> str:
         examples = " or ".join(self.env.actions(self.env.start)[:4])
-        return f"{self.env.rules}\n\n{INSTRUCTIONS.format(examples=examples)}"
+        answer = (TEXT_FORMAT if self.free_text else JSON_FORMAT).format(examples=examples)
+        return f"{self.env.rules}\n\n{INSTRUCTIONS}{answer}"
 
     def guidance(self, state, remaining: int, decision: Decision) -> str:
         """Extra text for this turn (none for plain ReAct); may plan and record it on ``decision``."""
@@ -73,10 +81,23 @@ class ReActAgent:
             user += f"\n\n{extra}"
         messages = [{"role": "system", "content": self.system_prompt()}, *self.turns[-2 * self.window:],
                     {"role": "user", "content": user}]
-        result = self.model.complete(
-            ChatRequest(messages, temperature=self.temperature, max_tokens=self.max_tokens), role="agent"
-        )
-        thought, intended, action = split_thought_action(self.env, result.text)
+        schema = None if self.free_text else {
+            "type": "object", "required": ["thought", "action"],
+            "properties": {"thought": {"type": "string", "maxLength": 400}, "action": {"enum": self.env.actions(state)}},
+        }
+        try:
+            result = self.model.complete(ChatRequest(messages, temperature=self.temperature,
+                                                     max_tokens=self.max_tokens, json_schema=schema), role="agent")
+        except StructuredOutputError as exc:  # an unusable answer spends the step, as in the text format
+            self.turns += [{"role": "user", "content": user}, {"role": "assistant", "content": "(no usable answer)"}]
+            self.taken.append(None)
+            decision.calls.append({"stage": "act", "text": "", "error": str(exc)})
+            return decision
+        if schema is None:
+            thought, intended, action = split_thought_action(self.env, result.text)
+        else:
+            thought, action = result.parsed["thought"], result.parsed["action"]
+            intended = self.env.parse_action(thought)
         self.turns += [{"role": "user", "content": user}, {"role": "assistant", "content": result.text}]
         self.taken.append(action)
         decision.action, decision.intended, decision.thought = action, intended, thought
