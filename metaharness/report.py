@@ -8,6 +8,7 @@ score, and cost over time, then the tables.
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,9 +177,9 @@ def svg_chart(series: list[Series], *, x_label: str, y_label: str, diagonal: boo
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fafafa" stroke="#ccc"/>')
-    for k in range(5):
-        xv, yv = x0 + (x1 - x0) * (k + 0.5) / 5, y0 + (y1 - y0) * (k + 0.5) / 5
+    for xv in _ticks(x0, x1, all(float(x).is_integer() for x in xs)):
         out.append(f'<text x="{sx(xv):.1f}" y="{top + ph + 16}" font-size="11" text-anchor="middle">{_fmt(xv)}</text>')
+    for yv in _ticks(y0, y1, False):
         out.append(f'<text x="{left - 6}" y="{sy(yv) + 4:.1f}" font-size="11" text-anchor="end">{_fmt(yv)}</text>')
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{sy(yv):.1f}" y2="{sy(yv):.1f}" stroke="#eee"/>')
     out.append(f'<text x="{left + pw / 2}" y="{height - 6}" font-size="12" text-anchor="middle">{html.escape(x_label)}</text>')
@@ -205,7 +206,17 @@ def svg_chart(series: list[Series], *, x_label: str, y_label: str, diagonal: boo
     return "".join(out)
 
 
+def _ticks(low: float, high: float, integer: bool) -> list[float]:
+    """About five tick positions inside [low, high]; whole numbers only on an integer axis (iterations, counts)."""
+    if integer:
+        step = max(1, math.ceil((high - low) / 6))
+        return [float(v) for v in range(math.ceil(low), math.floor(high) + 1, step)]
+    return [low + (high - low) * (k + 0.5) / 5 for k in range(5)]
+
+
 def _fmt(value: float) -> str:
+    if float(value).is_integer():
+        return f"{value:.0f}"
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.2f}"
 
 

@@ -85,6 +85,7 @@ def optimize(
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0.0, help="Stop cleanly once this many USD are spent (whole run)."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Examples evaluated in parallel."),
     test: bool = typer.Option(True, "--test/--no-test", help="Evaluate the best and the frontier on the test split at the end."),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seed harnesses to start from (default: all of the task's)."),
     proposer_option: list[str] = typer.Option(
         [], "--proposer-option", "-P", help="KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
     ),
@@ -123,7 +124,10 @@ def optimize(
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     options = _parse_options(proposer_option)
-    _run_search(console, run_dir, config, iters=iters, data_dir=data_dir, max_cost=max_cost, workers=workers, test=test, options=options)
+    _run_search(
+        console, run_dir, config, iters=iters, data_dir=data_dir, max_cost=max_cost, workers=workers, test=test,
+        options=options, seed_names=[s.strip() for s in seeds.split(",") if s.strip()] if seeds else None,
+    )
 
 
 def _parse_options(pairs: list[str]) -> dict[str, object]:
@@ -140,8 +144,23 @@ def _parse_options(pairs: list[str]) -> dict[str, object]:
     return options
 
 
-def _run_search(console, run_dir: Path, config: dict, *, iters: int, data_dir, max_cost, workers, test: bool, options: dict) -> None:
-    from metaharness.candidates import ROOT as SEEDS_ROOT
+def _seed_files(dataset: str, names: list[str] | None) -> list[Path]:
+    """The task's seed harnesses (``candidates/<task>/*.py``), or the named ones."""
+    from metaharness.candidates import ROOT
+
+    available = {p.stem: p for p in sorted((ROOT / dataset).glob("*.py"))}
+    if not available:
+        raise InputError(f"No seed harnesses for {dataset} in {ROOT / dataset}.")
+    unknown = [n for n in names or [] if n not in available]
+    if unknown:
+        raise InputError(f"Unknown seed(s) {', '.join(unknown)} for {dataset}: choose from {', '.join(available)}.")
+    return [available[n] for n in names] if names else list(available.values())
+
+
+def _run_search(
+    console, run_dir: Path, config: dict, *, iters: int, data_dir, max_cost, workers, test: bool, options: dict,
+    seed_names: list[str] | None,
+) -> None:
     from metaharness.loop import LoopSettings, Optimizer, Seed, StopRequest, TaskEvaluator
     from metaharness.models import Ledger, connect
     from metaharness.proposers import get_proposer
@@ -149,9 +168,7 @@ def _run_search(console, run_dir: Path, config: dict, *, iters: int, data_dir, m
     from metaharness.tasks import get_task
 
     task = get_task(config["dataset"], data_dir=data_dir)
-    seed_files = sorted((SEEDS_ROOT / config["dataset"]).glob("*.py"))
-    if not seed_files:
-        raise InputError(f"No seed harnesses for {config['dataset']} in {SEEDS_ROOT / config['dataset']}.")
+    seed_files = _seed_files(config["dataset"], seed_names)
     run = RunDirectory.open(run_dir, config)
     try:
         previous = _spent_before(run)

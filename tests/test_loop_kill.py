@@ -27,17 +27,16 @@ DRIVER = textwrap.dedent(
 
     run = RunDirectory.open(Path(sys.argv[1]), CONFIG)
     seeds = [Seed("zero", program(0.2)), Seed("few", program(0.3))]
-    outcome = Optimizer(run, LoopSettings("toy", 3, 2), ScriptedProposer(), FakeEvaluator(), seeds).run()
+    outcome = Optimizer(run, LoopSettings("toy", 2, 2), ScriptedProposer(), FakeEvaluator(), seeds).run()
     print("best", outcome.best.id, outcome.iterations_done)
     """
 )
 
 POINTS = [
     "evaluation:example#3",  # in the middle of the second seed's evaluation
-    "candidate:evaluated#3",  # evaluated, nothing written yet
     "commit:journaled#4",  # in the journal, not in git
     "commit:objects-written#2",  # git objects written, refs not moved
-    "commit:refs-updated#5",  # committed, working tree not yet synced
+    "commit:refs-updated#3",  # committed, working tree not yet synced
     "iteration:planned#2",  # proposals journaled, none evaluated
 ]
 
@@ -72,8 +71,8 @@ def test_sigkill_at_any_point_loses_nothing(tmp_path, point):
     _fsck(run_dir)
     after = _commits(run_dir)
     assert {cid: after.get(cid) for cid in before} == before  # every earlier candidate kept, unchanged
-    assert list(after) == ["c001", "c002", "c003", "c004", "c005"]  # 2 seeds + 1 per iteration, no duplicates
+    assert list(after) == ["c001", "c002", "c003", "c004"]  # 2 seeds + 1 per iteration, no duplicates
     run = RunDirectory.browse(run_dir)
-    assert run.store.best().id == "c005" and run.completed_iterations() == {0, 1, 2, 3}
+    assert run.store.best().id == "c004" and run.completed_iterations() == {0, 1, 2}
     assert not list((run_dir / "journal").iterdir())
     assert subprocess.run(["git", "-C", str(run_dir), "status", "--porcelain"], capture_output=True, text=True).stdout == ""

@@ -158,8 +158,9 @@ class RunDirectory:
         return Evaluation.from_dict(read_json(path)) if path.exists() else None
 
     def save_test_result(self, cid: str, evaluation: Evaluation) -> None:
-        atomic_write_json(self.path / "evals" / f"{cid}.test.json", evaluation.to_dict())
+        """Note first, file last: the file's presence means both are written (a rerun redoes a half-saved one)."""
         self.store.annotate(cid, render_note(self.store.get(cid).record, evaluation))
+        atomic_write_json(self.path / "evals" / f"{cid}.test.json", evaluation.to_dict())
 
     # -- the summary log -------------------------------------------------------------------------------------
 

@@ -1,0 +1,82 @@
+"""End to end, offline: `metaharness optimize` on symptom2disease with the embedded model and the offline proposer,
+the git record it leaves, resume to one more iteration, and a SIGKILL in the middle of an evaluation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "METAHARNESS_CRASH_AT")}
+    env.update({"METAHARNESS_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "160", **extra})
+    return env
+
+
+def _optimize(tmp_path: Path, data: Path, iters: int, *more: str, **env: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "metaharness", "optimize", "--dataset", "symptom2disease", "--iters", str(iters),
+           "--val-limit", "1", "--evals-per-iter", "1", "--seeds", "retrieval", "-P", "probe_size=1", "-P", "plans=1", "--data-dir", str(data), "--run-dir", str(tmp_path / "run"), *more]
+    return subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_path, **env), timeout=1500)
+
+
+def git(run: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(run), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _candidates(run: Path) -> dict[str, str]:
+    tags = git(run, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/tags").splitlines()
+    return dict(line.split() for line in tags if line.startswith("c"))
+
+
+def test_optimize_killed_then_rerun_then_resumed(tmp_path, shared_data_dir):
+    run = tmp_path / "run"
+    # SIGKILL in the middle of the seed's evaluation: its example is done, the evaluation has not returned
+    killed = _optimize(tmp_path, shared_data_dir, 2, METAHARNESS_CRASH_AT="evaluation:example#1")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-3000:] + killed.stderr[-3000:]
+    assert "No API key configured" in killed.stdout and "local:smollm2-135m" in killed.stdout
+    subprocess.run(["git", "-C", str(run), "fsck", "--strict"], check=True, capture_output=True)
+    assert _candidates(run) == {}  # nothing half-committed
+
+    first = _optimize(tmp_path, shared_data_dir, 2)  # rerunning into the run directory continues it
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    cands = _candidates(run)
+    subprocess.run(["git", "-C", str(run), "fsck", "--strict"], check=True, capture_output=True)
+
+    root = git(run, "rev-parse", "root")
+    meta = {cid: json.loads(git(run, "show", f"{cid}:candidate.json")) for cid in cands}
+    assert [m["summary"] for m in meta.values() if m["iteration"] == 0] == ["seed: retrieval"]
+    assert {m["iteration"] for m in meta.values()} <= {0, 1, 2}
+    for cid, m in meta.items():
+        parent_sha = git(run, "rev-parse", f"{cid}^")
+        assert parent_sha == (root if m["parent"] is None else cands[m["parent"]]), cid
+        note = git(run, "notes", "--ref=metaharness", "show", cid)
+        assert note.startswith("FAILED" if m["status"] == "failed" else "val "), note
+        if m["status"] == "evaluated":
+            score = float(git(run, "log", "-1", "--format=%(trailers:key=Score,valueonly)", cid))
+            assert 0.0 <= score <= 1.0 and f"val {score:.4f}" in note
+            assert (run / m["trace"]).is_file()  # traces beside the repository, not in it
+    evaluated = {cid: float(git(run, "log", "-1", "--format=%(trailers:key=Score,valueonly)", cid))
+                 for cid, m in meta.items() if m["status"] == "evaluated"}
+    assert evaluated[git(run, "describe", "--tags", "--exact-match", "best")] == max(evaluated.values())
+    log = [json.loads(line) for line in (run / "summary.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in log if r["type"] == "iteration"] == [0, 1, 2]
+    assert any(r["type"] == "test_skipped" for r in log)  # the shared data folder holds no test split
+    assert "## Best" in (run / "SUMMARY.md").read_text()
+    assert "c001 [" in git(run, "log", "--graph", "--all", "--oneline", "--notes=metaharness")
+
+    resumed = _optimize(tmp_path, shared_data_dir, 3, "--resume")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    after = _candidates(run)
+    assert {cid: after[cid] for cid in cands} == cands  # nothing re-done, nothing lost
+    added = [cid for cid in after if cid not in cands]
+    assert all(json.loads(git(run, "show", f"{c}:candidate.json"))["iteration"] == 3 for c in added)
+    log = [json.loads(line) for line in (run / "summary.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in log if r["type"] == "iteration"] == [0, 1, 2, 3]
