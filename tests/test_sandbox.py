@@ -234,3 +234,9 @@ def test_sandbox_environment_holds_no_secrets(tmp_path, shared_data_dir, monkeyp
     assert names <= {"PATH", "LANG", "LC_ALL", "TZ", "HOME", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
                      "PYTHONIOENCODING", "LC_CTYPE"}  # fmt: skip
     assert os.environ["MY_SERVICE_TOKEN"] == SECRET
+
+
+def test_string_hashing_is_the_same_in_every_run(tmp_path, shared_data_dir):
+    path = predict_harness(tmp_path, 'return str(hash("metaharness")) + " " + ",".join({"a", "b", "c", "d"})')
+    first = run(path, shared_data_dir, limit=1).records[0].prediction
+    assert first == run(path, shared_data_dir, limit=1).records[0].prediction

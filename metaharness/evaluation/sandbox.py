@@ -52,6 +52,9 @@ class SandboxFailure(Exception):
 
 
 CallHandler = Callable[[dict[str, Any]], dict[str, Any]]
+# No user site-packages, no bytecode files, and (3.11+) no working folder on sys.path. Not -I/-E: the environment
+# is built here from scratch, and PYTHONHASHSEED in it keeps set and dict-of-set orders identical across runs.
+_PYTHON_FLAGS = ("-s", "-B", "-P") if sys.version_info >= (3, 11) else ("-s", "-B")
 _SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 
 
@@ -77,7 +80,7 @@ class Sandbox:
         self._log = tempfile.TemporaryFile(prefix="metaharness-sandbox-log-")
         self._buffer = b""
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-m", "metaharness.evaluation.worker"],
+            [sys.executable, *_PYTHON_FLAGS, "-m", "metaharness.evaluation.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             cwd=self.scratch, env=clean_environment(self.scratch), start_new_session=True,
         )  # fmt: skip

@@ -1,7 +1,7 @@
 """The sandbox process: confines itself, loads one harness and answers ``predict`` requests (stdlib only).
 
-Run by :mod:`metaharness.evaluation.sandbox` as ``python -I -m metaharness.evaluation.worker`` with a clean
-environment. It speaks JSON lines with the parent: requests on stdin, replies on a private copy of stdout (the
+Run by :mod:`metaharness.evaluation.sandbox` as ``python -s -B -P -m metaharness.evaluation.worker`` with a
+clean environment. It speaks JSON lines with the parent: requests on stdin, replies on a private copy of stdout (the
 harness's own ``print`` output goes to stderr, which the parent keeps as a log), so nothing a harness prints can
 corrupt the protocol.
 
