@@ -44,14 +44,18 @@ class RunView:
         return frontier.pareto_front(self.records)
 
     def notes(self) -> list[str]:
-        """Stops and skipped test evaluations, as the log recorded them."""
-        out = []
+        """Stops and skipped test evaluations as the log recorded them (a note repeated by reruns: its last time)."""
+        latest: dict[str, str] = {}
         for entry in self.log:
             if entry.get("type") == "stop":
-                out.append(f"{entry.get('time', '')} stopped: {entry.get('reason', '')}")
+                text = f"stopped: {entry.get('reason', '')}"
             elif entry.get("type") == "test_skipped":
-                out.append(f"{entry.get('time', '')} test split not evaluated: {entry.get('reason', '')}")
-        return out
+                text = f"test split not evaluated: {entry.get('reason', '')}"
+            else:
+                continue
+            latest.pop(text, None)
+            latest[text] = entry.get("time", "")
+        return [f"{when} {text}" for text, when in latest.items()]
 
     def predicted(self) -> list[tuple[CandidateRecord, float]]:
         return [
@@ -151,7 +155,9 @@ class Series:
     line: bool = False
 
 
-def _range(values: list[float]) -> tuple[float, float]:
+def _range(values: list[float], base: tuple[float, float] | None = None) -> tuple[float, float]:
+    """Padded axis range covering ``values`` (and ``base``, e.g. (0, 1) for scores, when given)."""
+    values = list(values) + (list(base) if base else [])
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     if high - low < 1e-9:
         low, high = low - 0.5, high + 0.5
@@ -159,14 +165,27 @@ def _range(values: list[float]) -> tuple[float, float]:
     return low - pad, high + pad
 
 
-def svg_chart(series: list[Series], *, x_label: str, y_label: str, diagonal: bool = False, width: int = 560, height: int = 300) -> str:
-    """A scatter/line chart as an inline SVG element (axes with 5 ticks, tooltips from ``<title>``)."""
+def svg_chart(
+    series: list[Series],
+    *,
+    x_label: str,
+    y_label: str,
+    diagonal: bool = False,
+    x_base: tuple[float, float] | None = None,
+    y_base: tuple[float, float] | None = None,
+    width: int = 560,
+    height: int = 300,
+) -> str:
+    """A scatter/line chart as an inline SVG element: legend on top, axes with ticks, tooltips from ``<title>``.
+
+    ``x_base``/``y_base``: a range the axis always covers (e.g. (0, 1) for scores)."""
     xs = [p[0] for s in series for p in s.points]
     ys = [p[1] for s in series for p in s.points]
     if diagonal:
         xs, ys = xs + ys, ys + xs
-    (x0, x1), (y0, y1) = _range(xs), _range(ys)
-    left, right, top, bottom = 58, 14, 12, 42
+    (x0, x1), (y0, y1) = _range(xs, x_base), _range(ys, y_base)
+    left, right, top, bottom = 58, 14, 10 + 16 * len(series), 42
+    height += top
     pw, ph = width - left - right, height - top - bottom
 
     def sx(x: float) -> float:
@@ -198,20 +217,22 @@ def svg_chart(series: list[Series], *, x_label: str, y_label: str, diagonal: boo
                 f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="{3 if s.line else 5}" fill="{s.colour}" fill-opacity="0.8">'
                 f"<title>{html.escape(tip)}</title></circle>"
             )
-    legend_x = left + 8
     for i, s in enumerate(series):
-        out.append(f'<rect x="{legend_x}" y="{top + 6 + 16 * i}" width="10" height="10" fill="{s.colour}"/>')
-        out.append(f'<text x="{legend_x + 14}" y="{top + 15 + 16 * i}" font-size="11">{html.escape(s.name)}</text>')
+        out.append(f'<rect x="{left}" y="{4 + 16 * i}" width="10" height="10" fill="{s.colour}"/>')
+        out.append(f'<text x="{left + 14}" y="{13 + 16 * i}" font-size="11">{html.escape(s.name)}</text>')
     out.append("</svg>")
     return "".join(out)
 
 
 def _ticks(low: float, high: float, integer: bool) -> list[float]:
-    """About five tick positions inside [low, high]; whole numbers only on an integer axis (iterations, counts)."""
+    """About five round tick positions (steps of 1, 2, 2.5 or 5 times a power of ten) inside [low, high]."""
+    raw = (high - low) / 5
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     if integer:
-        step = max(1, math.ceil((high - low) / 6))
-        return [float(v) for v in range(math.ceil(low), math.floor(high) + 1, step)]
-    return [low + (high - low) * (k + 0.5) / 5 for k in range(5)]
+        step = max(1.0, float(math.ceil(step)))
+    first = math.ceil(low / step) * step
+    return [round(first + i * step, 10) for i in range(int((high - first) / step + 1e-9) + 1)]
 
 
 def _fmt(value: float) -> str:
@@ -232,7 +253,7 @@ def score_chart(view: RunView) -> str:
     series = [Series("candidate", points, "#21918c"), Series("best so far", best_line, "#440154", line=True)]
     if failed:
         series.append(Series("failed (scored 0)", failed, _FAILED_COLOUR))
-    return svg_chart(series, x_label="iteration (0 = seeds)", y_label="validation score")
+    return svg_chart(series, x_label="iteration (0 = seeds)", y_label="validation score", y_base=(0.0, 1.0))
 
 
 def tree_svg(view: RunView) -> str:
@@ -289,7 +310,8 @@ def prediction_chart(view: RunView) -> str:
     if not pairs:
         return "<p class='note'>No candidate of this run carries a predicted score (the proposer made no predictions).</p>"
     points = [(pred, r.score, f"{r.id}: predicted {pred:.3f}, actual {r.score:.3f}") for r, pred in pairs]
-    return svg_chart([Series("candidate", points, "#21918c")], x_label="predicted validation score", y_label="actual validation score", diagonal=True)
+    return svg_chart([Series("candidate", points, "#21918c")], x_label="predicted validation score", y_label="actual validation score", diagonal=True,
+                     x_base=(0.0, 1.0), y_base=(0.0, 1.0))
 
 
 def cost_chart(view: RunView) -> str:

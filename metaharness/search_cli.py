@@ -77,7 +77,9 @@ def optimize(
     proposer: Optional[str] = typer.Option(None, "--proposer", help="offline (default without a key), base, tps, or a baseline."),
     proposer_model: Optional[str] = typer.Option(None, "--proposer-model", help="Model spec of the proposer, e.g. anthropic:claude-sonnet-4-5."),
     task_model: Optional[str] = typer.Option(None, "--task-model", help="Model spec the harnesses call (default: the embedded local model)."),
-    evals_per_iter: int = typer.Option(DEFAULT_EVALS_PER_ITER, "--evals-per-iter", min=1, help="Candidate evaluations per iteration."),
+    evals_per_iter: Optional[int] = typer.Option(
+        None, "--evals-per-iter", min=1, help=f"Candidate evaluations per iteration [default: {DEFAULT_EVALS_PER_ITER}, or the run's]."
+    ),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Run directory (default runs/<dataset>-<proposer>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run (its settings are reused)."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Folder with the task's splits (else downloaded)."),
@@ -110,6 +112,7 @@ def optimize(
     )
     if stored and val_limit is None:
         val_limit = stored.get("val_limit")
+    evals_per_iter = evals_per_iter or stored.get("evals_per_iter") or DEFAULT_EVALS_PER_ITER
     if notice:
         console.print(f"[yellow]{notice}[/]")
     run_dir = run_dir or RUNS_ROOT / f"{dataset}-{proposer}"
@@ -363,14 +366,22 @@ def history(
     console.print(f"* best. Plain git: git -C {path} log --graph --all --oneline --notes=metaharness")
 
 
+def _print_code(console, text: str, lexer: str) -> None:
+    """Highlighted on a terminal; plain text when piped (no padding, easy to grep)."""
+    from rich.syntax import Syntax
+
+    if console.is_terminal:
+        console.print(Syntax(text, lexer, line_numbers=lexer == "python"))
+    else:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def show(
     candidate: str = typer.Argument(..., help="Candidate id, e.g. c004, or 'best'."),
     run: Optional[str] = typer.Option(None, "--run", help="Run directory or name under runs/ (default: the latest)."),
     source: bool = typer.Option(True, "--source/--no-source", help="Print the harness program."),
 ) -> None:
     """One candidate: where it came from, its scores and cost, its traces, and its program."""
-    from rich.syntax import Syntax
-
     from metaharness.proposal import HARNESS_FILE
     from metaharness.store import RunDirectory
 
@@ -385,12 +396,12 @@ def show(
     if r.hypothesis:
         console.print(f"hypothesis: {r.hypothesis}")
     if r.prediction:
-        console.print(f"prediction: {r.prediction}")
+        console.print(f"prediction: {json.dumps(r.prediction, sort_keys=True)}", markup=False)
     console.print(stored.note.rstrip(), markup=False)
     if r.trace:
         console.print(f"trace: {path / r.trace}")
     if source:
-        console.print(Syntax(r.source, "python", line_numbers=True))
+        _print_code(console, r.source, "python")
     console.print(f"plain git: git -C {path} show {r.id}:{HARNESS_FILE}")
 
 
@@ -400,8 +411,6 @@ def diff(
     run: Optional[str] = typer.Option(None, "--run", help="Run directory or name under runs/ (default: the latest)."),
 ) -> None:
     """The change between two candidates' programs, with both scores."""
-    from rich.syntax import Syntax
-
     from metaharness.proposal import HARNESS_FILE
     from metaharness.store import RunDirectory
 
@@ -413,7 +422,7 @@ def diff(
     console.print(f"{ra.id} val {_score_text(ra)}  ->  {rb.id} val {_score_text(rb)}{delta}")
     console.print(f"{rb.id}: {rb.summary}")
     text = rd.store.repo.git.diff(a, b, "--", HARNESS_FILE)
-    console.print(Syntax(text, "diff") if text else "(the programs are identical)")
+    _print_code(console, text, "diff") if text else console.print("(the programs are identical)")
 
 
 def report(
