@@ -17,6 +17,7 @@ formulas, so a task's reference answer is exact and any trajectory can be replay
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -271,8 +272,15 @@ class Simulator:
         self.by_name: dict[str, ToolSpec] = {spec.name: spec for spec in self.library}
         if len(self.by_name) != len(self.library):
             raise ValueError("tool names in the library are not unique")
+        self._results: dict[str, Any] = {}  # results are pure functions of the call: memoised
 
     def execute(self, name: str, arguments: dict[str, Any]) -> Any:
+        key = json.dumps([name, arguments], sort_keys=True)
+        if key not in self._results:
+            self._results[key] = self._execute(name, arguments)
+        return copy.deepcopy(self._results[key])
+
+    def _execute(self, name: str, arguments: dict[str, Any]) -> Any:
         spec = self.by_name.get(name)
         if spec is None:
             return {"error": f"unknown tool {name!r}"}

@@ -124,3 +124,25 @@ def test_bench_records_metrics_for_every_agent(task, agent):
         assert not record["success"] and record["tool_match"] == pytest.approx(1 - 1 / len(task.steps))
     summary = summarize([record])
     assert summary["success_rate"] == float(record["success"]) and summary["tasks"] == 1
+
+
+def test_a_rerun_keeps_finished_records(tmp_path):
+    from metaharness.agents.tool_bench import _finished
+
+    out = tmp_path / "run.jsonl"
+    lines = [{"task": "a", "agent": "egb", "model": "m"}, {"task": "b", "agent": "react", "model": "m"},
+             {"task": "c", "agent": "egb", "model": "m"}]
+    out.write_text("\n".join(json.dumps(r) for r in lines) + '\n{"task": "d", "age')
+    assert [r["task"] for r in _finished(out, "egb", "m", {"a", "b", "d"})] == ["a"]
+    assert _finished(tmp_path / "missing.jsonl", "egb", "m", {"a"}) == []
+
+
+@pytest.mark.slow
+def test_embedded_model_votes_over_the_candidate_enum(task):
+    from metaharness.models import connect
+
+    chooser = ModelToolChooser(connect("local:smollm2-135m", cache=False), seed=0)
+    vote = chooser.vote(_view(task), 2)
+    names = {t.name for t in task.candidates(0)}
+    assert set(vote.probs) <= names and sum(vote.counts.values()) == 2
+    assert chooser.meter.calls == 1 and chooser.meter.usage.output_tokens > 0

@@ -2,7 +2,8 @@
 
 Each task is run by one agent; the record (JSONL, one line per task) holds success (exact match), tool match
 rate, model calls, sampled choices, tokens, seconds and every explored trajectory with its votes. The summary
-table is printed and written next to the records as ``<out>.summary.json``.
+table is printed and written next to the records as ``<out>.summary.json``. A rerun with the same ``--out``
+resumes: finished tasks are not run again.
 """
 
 from __future__ import annotations
@@ -73,10 +74,26 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _finished(out: Path, agent: str, model: str, task_ids: set[str]) -> list[dict[str, Any]]:
+    """Records a killed run already wrote for these tasks (a rerun with the same --out resumes)."""
+    if not out.exists():
+        return []
+    records = []
+    for line in out.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut off by the kill
+            continue
+        if record.get("agent") == agent and record.get("model") == model and record.get("task") in task_ids:
+            records.append(record)
+    return records
+
+
 def run_bench(agent: str, model: str, *, tasks: int, seed: int, samples: int, branch_budget: int, out: Path,
               uncertainty: str = "sample", downstream: str = "reuse", temperature: float = 0.7, min_steps: int = 10,
               candidates: int = 8) -> dict[str, Any]:
-    """Generate ``tasks`` ToolWorld tasks from ``seed``, run ``agent`` on each, write records and summary."""
+    """Generate ``tasks`` ToolWorld tasks from ``seed``, run ``agent`` on each, write records and summary.
+    Records already in ``out`` for the same agent, model and tasks are kept and their tasks skipped."""
     from rich.progress import Progress
 
     from metaharness.models import connect
@@ -93,10 +110,11 @@ def run_bench(agent: str, model: str, *, tasks: int, seed: int, samples: int, br
     client = connect(model)
     world_tasks = ToolWorld(seed=seed).generate_tasks(tasks, seed=seed, min_steps=min_steps, candidates=candidates)
     out.parent.mkdir(parents=True, exist_ok=True)
-    records = []
-    with out.open("w") as handle, Progress() as progress:
-        bar = progress.add_task(f"{agent} on {model}", total=len(world_tasks))
-        for task in world_tasks:
+    records = _finished(out, agent, model, {t.id for t in world_tasks})
+    done = {r["task"] for r in records}
+    with out.open("a") as handle, Progress() as progress:
+        bar = progress.add_task(f"{agent} on {model}", total=len(world_tasks), completed=len(done))
+        for task in (t for t in world_tasks if t.id not in done):
             record = run_task(agent, task, client, samples=samples, branch_budget=branch_budget,
                               uncertainty=uncertainty, downstream=downstream, temperature=temperature, seed=seed)
             records.append(record)

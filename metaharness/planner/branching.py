@@ -251,9 +251,10 @@ class Trajectory:
                 "final": self.final, "steps": [s.to_dict() for s in self.steps]}
 
 
-@functools.lru_cache(maxsize=4096)
-def _validator(schema: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads(schema))
+@functools.lru_cache(maxsize=65536, typed=True)
+def _fits(schema: str, value: Any) -> bool:
+    """Whether a scalar value satisfies a parameter schema (cached: plans ask the same questions many times)."""
+    return jsonschema.Draft202012Validator(json.loads(schema)).is_valid(value)
 
 
 def argument_options(tool: Tool, known: Sequence[tuple[str, Any]]) -> dict[str, list[Any]]:
@@ -264,10 +265,10 @@ def argument_options(tool: Tool, known: Sequence[tuple[str, Any]]) -> dict[str, 
         if "enum" in schema:
             options[name] = list(schema["enum"])
             continue
-        validator = _validator(json.dumps(schema, sort_keys=True))
+        key = json.dumps(schema, sort_keys=True)
         found: list[Any] = []
         for _, value in reversed(known):
-            if not isinstance(value, dict | list) and value not in found and validator.is_valid(value):
+            if not isinstance(value, dict | list) and value not in found and _fits(key, value):
                 found.append(value)
         options[name] = found
     return options
