@@ -132,7 +132,7 @@ def test_branching_goes_to_the_highest_entropy_step_first():
     env = ChainEnv(5)
     votes = {1: {"bad": 3, "good": 2}, 3: {"good": 2, "odd": 2, "bad": 1}}
     chooser = ScriptedChooser(votes, 5)
-    result = run_egb(env, chooser, samples=5, branch_budget=5)
+    result = run_egb(env, chooser, samples=5, branch_budget=5, downstream="revote")
     assert result.verified
     assert [t.branch_step for t in result.trajectories[1:]] == [3, 3, 1]
     assert [t.steps[t.branch_step].tool for t in result.trajectories[1:]] == ["odd3", "bad3", "good1"]
@@ -143,7 +143,7 @@ def test_branching_goes_to_the_highest_entropy_step_first():
 def test_branch_reexecutes_downstream_steps_with_new_votes():
     env = ChainEnv(5)
     chooser = ScriptedChooser({1: {"bad": 3, "good": 2}}, 5)
-    result = run_egb(env, chooser, samples=5, branch_budget=1)
+    result = run_egb(env, chooser, samples=5, branch_budget=1, downstream="revote")
     assert result.verified and result.branches == 1
     # phase 1 asked about every step; the branch at step 1 kept steps 0..0, reused step 1's vote, re-voted 2..4
     assert chooser.asked == [0, 1, 2, 3, 4, 2, 3, 4]
@@ -182,7 +182,7 @@ def test_branches_spawned_downstream_join_the_queue():
             return super().vote(view, samples)
 
     chooser = Drifting({0: {"bad": 3, "good": 2}}, 3)
-    result = run_egb(env, chooser, samples=5, branch_budget=3)
+    result = run_egb(env, chooser, samples=5, branch_budget=3, downstream="revote")
     assert result.verified
     assert [t.branch_step for t in result.trajectories[1:]] == [0, 2]
     assert result.trajectories[2].parent == 1
@@ -204,7 +204,7 @@ def test_sample_cap_stops_a_branch_incomplete():
     env = ChainEnv(4)
     chooser = ScriptedChooser({0: {"bad": 3, "good": 2}}, 4)
     chooser.meter = Meter(cap=30)
-    result = run_egb(env, chooser, samples=5, branch_budget=3)
+    result = run_egb(env, chooser, samples=5, branch_budget=3, downstream="revote")
     assert not result.verified
     assert chooser.meter.samples == 30
     assert not result.trajectories[-1].complete

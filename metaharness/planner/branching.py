@@ -357,7 +357,7 @@ def run_egb(
     samples: int = 5,
     branch_budget: int = 3,
     order: BranchOrder = "entropy",
-    downstream: Downstream = "revote",
+    downstream: Downstream = "reuse",
     seed: int = 0,
 ) -> ExecutionResult:
     """Phase 1 (majority execution), then phase 2 (branching) while the result fails ``env.verify``.
