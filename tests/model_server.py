@@ -62,7 +62,7 @@ class LlamaServer:
         self.log = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
