@@ -146,3 +146,11 @@ def test_embedded_model_votes_over_the_candidate_enum(task):
     names = {t.name for t in task.candidates(0)}
     assert set(vote.probs) <= names and sum(vote.counts.values()) == 2
     assert chooser.meter.calls == 1 and chooser.meter.usage.output_tokens > 0
+
+
+def test_white_box_vote_without_log_probabilities_is_a_structured_output_error(task):
+    from metaharness.models.types import StructuredOutputError
+
+    client = ScriptedClient(lambda step, enum, i: enum[0])  # answers without log-probabilities
+    with pytest.raises(StructuredOutputError, match="--uncertainty sample"):
+        ModelToolChooser(client, uncertainty="logprobs").vote(_view(task), 5)

@@ -13,6 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 
+from metaharness.agents.tool_chooser import ModelToolChooser
 from metaharness.models.types import ChatRequest
 from metaharness.planner.branching import ExecutionResult, PlanEnvironment, ToolChooser, Trajectory, execute_plan
 
@@ -60,7 +61,7 @@ def run_self_consistency(env: PlanEnvironment, chooser: ToolChooser, *, paths: i
     return ExecutionResult(answer, answer.complete and env.verify(answer.final), explored, 0, chooser.meter)
 
 
-def model_reflection(chooser) -> Reflect:
+def model_reflection(chooser: ModelToolChooser) -> Reflect:
     """A Reflexion reflector that asks the chooser's model (greedy, <= 60 tokens), charged to its meter."""
 
     def reflect(env: PlanEnvironment, trajectory: Trajectory) -> str:

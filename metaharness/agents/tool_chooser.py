@@ -17,7 +17,7 @@ import random
 import re
 from typing import Any, Literal
 
-from metaharness.models.types import ChatRequest, ModelClient, Tool
+from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError, Tool
 from metaharness.planner.branching import (
     Meter,
     StepView,
@@ -113,9 +113,13 @@ class ModelToolChooser:
             return vote_from_samples([c.parsed["tool"] for c in result.choices], names)
         choice = result.choices[0]
         match = _NAME_START.search(choice.text)
-        if match is None or not choice.logprobs:
-            raise ValueError(f"white-box vote needs the tool name and its log-probabilities; got {choice.text!r}")
-        probs = distribution_from_logprobs(choice.text, choice.logprobs, names, match.end())
+        try:
+            if match is None or not choice.logprobs:
+                raise ValueError("no tool name or no log-probabilities in the answer")
+            probs = distribution_from_logprobs(choice.text, choice.logprobs, names, match.end())
+        except ValueError as exc:
+            raise StructuredOutputError(f"white-box vote impossible ({exc}); answer {choice.text[:200]!r}. "
+                                        f"Use --uncertainty sample with this backend.") from exc
         return Vote(probs, "logprobs", tuple(names))
 
     def fill(self, view: StepView, tool: Tool, options: dict[str, list[Any]]) -> dict[str, Any]:
