@@ -17,7 +17,8 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
 - ``model``: ModelClient or spec string of the proposer model (``base`` and ``tps``: required);
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
   examples per probe; offline 8, tps 6, base 4), ``plans`` (revisions sampled per iteration; offline 6, tps 4),
-  ``operators`` (offline: restrict the operator library to these names), ``run_dir`` (offline: probe files go
+  ``operators`` (offline: restrict the operator library to these names), ``probe_tokens`` / ``frontier`` /
+  ``extend`` (offline: probe token budget per iteration, parents revised, candidates extended), ``run_dir`` (offline: probe files go
   under ``<run_dir>/proposer/probe``; base/tps: transcripts and planning records under ``<run_dir>/proposer``,
   else under the run directory the loop passes in ``RunState.run_dir``).
 """
@@ -32,6 +33,9 @@ from metaharness.proposal import Proposer
 
 _SELECTIONS = {"": "ilp", "-greedy": "greedy", "-random": "random", "-best-of-n": "best_of_n"}
 _FAMILIES = ("offline", "tps")
+# Proposer settings get_proposer passes on (see the module docstring); any other config key is ignored.
+OPTION_KEYS = ("seed", "workers", "probe_size", "plans", "operators", "probe_tokens", "frontier", "extend",
+               "max_steps", "max_tokens")  # fmt: skip
 PROPOSER_NAMES: tuple[str, ...] = ("offline", "base", "tps") + tuple(
     f"{family}{suffix}" for family in _FAMILIES for suffix in _SELECTIONS if suffix
 )
@@ -63,7 +67,7 @@ def get_proposer(name: str, **config: Any) -> Proposer:
     family, selection = _split(name.strip().lower())
     task = _task(config)
     run_dir = config.get("run_dir")
-    options = {k: config[k] for k in ("seed", "workers", "probe_size", "plans", "operators") if config.get(k) is not None}
+    options = {k: config[k] for k in OPTION_KEYS if config.get(k) is not None}
     if family == "offline":
         from metaharness.proposers.offline import OfflineProposer
 
@@ -71,7 +75,8 @@ def get_proposer(name: str, **config: Any) -> Proposer:
         if task_model is None:
             raise ConfigurationError("The offline proposer probes with the task model: pass task_model=.")
         probe_dir = str(Path(run_dir) / "proposer" / "probe") if run_dir else None
-        return OfflineProposer(task, task_model, selection=selection, probe_dir=probe_dir, **options)
+        offline = {k: v for k, v in options.items() if k not in ("max_steps", "max_tokens")}
+        return OfflineProposer(task, task_model, selection=selection, probe_dir=probe_dir, **offline)
     model = config.get("model")
     if model is None:
         raise ConfigurationError(
@@ -79,7 +84,7 @@ def get_proposer(name: str, **config: Any) -> Proposer:
             "--proposer-model (e.g. anthropic:claude-sonnet-4-5, or openai:MODEL@http://host:port/v1), or use "
             "--proposer offline, which needs no hosted model."
         )
-    coding = {k: v for k, v in options.items() if k in ("seed", "workers", "probe_size")}
+    coding = {k: options[k] for k in ("seed", "workers", "probe_size", "max_steps", "max_tokens") if k in options}
     if family == "base":
         from metaharness.proposers.coding import CodingProposer
 

@@ -103,6 +103,7 @@ class CodingProposer:
     def __init__(
         self, model: ModelClient | str, task: Any, task_model: Any = None, *, run_dir: str | Path | None = None,
         probe_size: int = 4, seed: int = 0, workers: int | None = None, max_steps: int = MAX_STEPS,
+        max_tokens: int = 4096,
     ) -> None:  # fmt: skip
         if isinstance(model, str):
             from metaharness.models import connect
@@ -112,6 +113,7 @@ class CodingProposer:
         self.task = task
         self.run_dir = Path(run_dir) if run_dir else None
         self.max_steps = max_steps
+        self.max_tokens = max_tokens  # per agent turn: room for a whole harness file in one write_file call
         self._tmp = tempfile.TemporaryDirectory(prefix="metaharness-proposer-")
         self.prober = Prober(task, task_model, size=probe_size, seed=seed, workers=workers) if task_model else None
 
@@ -136,7 +138,8 @@ class CodingProposer:
 
     def write(self, state: RunState, workspace: Workspace, brief: str, k: int) -> list[dict[str, Any]]:
         """Run the agent with ``brief`` as its task message and keep the transcript beside the workspace."""
-        messages = run_agent(self.model, workspace, SYSTEM.format(k=k), brief, k=k, max_steps=self.max_steps)
+        messages = run_agent(self.model, workspace, SYSTEM.format(k=k), brief, k=k, max_steps=self.max_steps,
+                             max_tokens=self.max_tokens)  # fmt: skip
         transcript = workspace.root.parent / "transcript.json"
         transcript.write_text(json.dumps(messages, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
         return messages

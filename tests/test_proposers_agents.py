@@ -156,13 +156,13 @@ def test_local_server_proposers_and_the_loop_go_on(local_openai_server, shared_d
     spec = f"openai:smollm2-135m@{local_openai_server}"
     task = get_task("symptom2disease", data_dir=shared_data_dir)
     client = connect(spec, cache=False)
-    base = get_proposer("base", model=client, task=task, run_dir=tmp_path / "base")
-    base.max_steps = 4
+    # A 135M model on a shared CPU: keep its turns few and short.
+    base = get_proposer("base", model=client, task=task, run_dir=tmp_path / "base", max_steps=3, max_tokens=160)
     proposals = base.propose(_state(evals=1))
     assert len(proposals) <= 1
     assert (tmp_path / "base" / "proposer" / "iter-1" / "transcript.json").is_file()
-    tps = get_proposer("tps", model=client, task=task, task_model=KeywordModel(), run_dir=tmp_path / "tps", probe_size=2)
-    tps.max_steps = 4
+    tps = get_proposer("tps", model=client, task=task, task_model=KeywordModel(), run_dir=tmp_path / "tps",
+                       probe_size=2, plans=1, max_steps=3, max_tokens=160)  # fmt: skip
     assert len(tps.propose(_state(evals=1))) <= 1
     assert (tmp_path / "tps" / "proposer" / "iter-1" / "planning.json").is_file()
 
@@ -171,6 +171,7 @@ def test_local_server_proposers_and_the_loop_go_on(local_openai_server, shared_d
     run = subprocess.run(
         [sys.executable, "-m", "metaharness", "optimize", "--dataset", "symptom2disease", "--iters", "1",
          "--proposer", "base", "--proposer-model", spec, "--evals-per-iter", "1", "--val-limit", "2",
+         "-P", "max_steps=3", "-P", "max_tokens=160", "--seeds", "zero_shot",
          "--run-dir", str(tmp_path / "run")],
         capture_output=True, text=True, env=env, timeout=800,
     )  # fmt: skip
