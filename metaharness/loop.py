@@ -9,8 +9,8 @@ through the :class:`~metaharness.store.RunDirectory`, in an order that makes a k
 3. the iteration's line in ``summary.jsonl`` is written after all its candidates are committed.
 
 A rerun finds the journal and continues: it commits journaled results, finishes an open iteration, then starts the
-next one. Ctrl-C (:class:`StopRequest`) stops at the next safe point; an evaluation under way when it came is not
-committed (its plan stays in the journal and it is evaluated again on resume, from the response cache).
+next one. A :class:`StopRequest` (Ctrl-C in the CLI) lets the step under way finish (an evaluation is completed and
+committed), then stops; the rest of the iteration's plan stays in the journal for the next run.
 :class:`~metaharness.errors.BudgetExceeded` from the model layer stops the run with a note in the summary.
 """
 
@@ -266,7 +266,6 @@ class Optimizer:
             self._fail(record, error)
             return
         trace = self.run_dir.trace_path(record.id, "val")
-        interrupted_before = self.stop.requested
         try:
             record.evaluation = self.evaluator.evaluate(harness, "val", trace_path=trace, progress=self._progress)
         except CandidateFailed as exc:
@@ -278,8 +277,6 @@ class Optimizer:
             self._fail(record, "evaluation crashed: " + "".join(traceback.format_exception_only(exc)).strip())
             return
         crash_point("candidate:evaluated")
-        if self.stop.requested and not interrupted_before:
-            raise _Stopped  # Ctrl-C reached the evaluation's workers too; evaluate again on resume
         record.status = EVALUATED
         record.trace = self.run_dir.relative(trace)
         self.run_dir.commit(record)

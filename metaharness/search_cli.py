@@ -6,9 +6,11 @@ The browsing commands are thin layers over the run's git repository that add the
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -170,40 +172,45 @@ def _run_search(
     from metaharness.store import RunDirectory
     from metaharness.tasks import get_task
 
-    task = get_task(config["dataset"], data_dir=data_dir)
-    seed_files = _seed_files(config["dataset"], seed_names)
-    run = RunDirectory.open(run_dir, config)
-    try:
-        previous = _spent_before(run)
-        ledger = Ledger(max_dollars=None if max_cost is None else max(0.0, max_cost - previous.get("usd", 0.0)))
-        task_client = connect(config["task_model"], ledger=ledger)
-        proposer_client = connect(config["proposer_model"], ledger=ledger) if config.get("proposer_model") else None
-        evaluator = TaskEvaluator(task, task_client, val_limit=config["val_limit"], workers=workers)
-        proposer = get_proposer(
-            config["proposer"], **{"workers": workers, **options}, task=task, task_model=task_client,
-            model=proposer_client, run_dir=run_dir, data_dir=data_dir,
-        )
+    stop = StopRequest()
+    # Block Ctrl-C for every thread and child process started from here on (see _stop_on_ctrl_c).
+    with _stop_on_ctrl_c(stop, console):
+        task = get_task(config["dataset"], data_dir=data_dir)
+        seeds = [Seed(p.stem, p.read_text(encoding="utf-8")) for p in _seed_files(config["dataset"], seed_names)]
+        run = RunDirectory.open(run_dir, config)
+        try:
+            previous = _spent_before(run)
+            ledger = Ledger(max_dollars=None if max_cost is None else max(0.0, max_cost - previous.get("usd", 0.0)))
+            task_client = connect(config["task_model"], ledger=ledger)
+            proposer_client = connect(config["proposer_model"], ledger=ledger) if config.get("proposer_model") else None
+            evaluator = TaskEvaluator(task, task_client, val_limit=config["val_limit"], workers=workers)
+            proposer = get_proposer(
+                config["proposer"], **{"workers": workers, **options}, task=task, task_model=task_client,
+                model=proposer_client, run_dir=run_dir, data_dir=data_dir,
+            )
 
-        def spent() -> dict[str, float]:
-            return {
-                "usd": round(previous.get("usd", 0.0) + ledger.dollars, 6),
-                "tokens": previous.get("tokens", 0) + ledger.tokens,
-            }
+            def spent() -> dict[str, float]:
+                return {
+                    "usd": round(previous.get("usd", 0.0) + ledger.dollars, 6),
+                    "tokens": previous.get("tokens", 0) + ledger.tokens,
+                }
 
-        def budget() -> dict[str, float]:
-            return {} if max_cost is None else {"usd": max(0.0, max_cost - spent()["usd"])}
+            def budget() -> dict[str, float]:
+                return {} if max_cost is None else {"usd": max(0.0, max_cost - spent()["usd"])}
 
-        run.log({"type": "start", "config": config, "iterations": iters, "max_cost": max_cost, "proposer_options": options,
-                 "spent_before": previous})
-        console.print(f"run directory [bold]{run_dir}[/] (task {config['dataset']}, task model {config['task_model']}, proposer {config['proposer']})")
-        stop = StopRequest()
-        settings = LoopSettings(task=config["dataset"], iterations=iters, evals_per_iter=config["evals_per_iter"], test=test)
-        seeds = [Seed(p.stem, p.read_text(encoding="utf-8")) for p in seed_files]
-        with _ProgressEvents(console, spent) as events, _stop_on_ctrl_c(stop, console):
-            outcome = Optimizer(run, settings, proposer, evaluator, seeds, events=events, stop=stop, budget=budget, spent=spent).run()
-        _final_table(console, run, outcome)
-    finally:
-        run.close()
+            run.log({"type": "start", "config": config, "iterations": iters, "max_cost": max_cost,
+                     "proposer_options": options, "spent_before": previous})
+            console.print(
+                f"run directory [bold]{run_dir}[/] (task {config['dataset']}, task model {config['task_model']}, "
+                f"proposer {config['proposer']})"
+            )
+            settings = LoopSettings(task=config["dataset"], iterations=iters, evals_per_iter=config["evals_per_iter"], test=test)
+            with _ProgressEvents(console, spent) as events:
+                optimizer = Optimizer(run, settings, proposer, evaluator, seeds, events=events, stop=stop, budget=budget, spent=spent)
+                outcome = optimizer.run()
+            _final_table(console, run, outcome)
+        finally:
+            run.close()
     if outcome.stopped and outcome.stopped.startswith("interrupted"):
         raise typer.Exit(130)
 
@@ -217,23 +224,41 @@ def _spent_before(run) -> dict[str, float]:
 
 
 class _stop_on_ctrl_c:
-    """First Ctrl-C: finish the current step, then stop. Second Ctrl-C: abort at once."""
+    """First Ctrl-C: finish the current step, then stop. Second Ctrl-C: abort at once.
+
+    A terminal's Ctrl-C signals every process of the foreground group: the sandboxed harnesses, git's helper
+    processes and model servers would die mid-step. So SIGINT is blocked (a mask that threads and child processes
+    inherit) and a watcher thread takes it with ``sigwait``: only this process sees Ctrl-C, and the step under
+    way completes normally. Enter before any thread or child process is started.
+    """
 
     def __init__(self, stop, console) -> None:
         self.stop, self.console = stop, console
+        self.closed = False
 
-    def _handler(self, signum, frame) -> None:
-        if self.stop.requested:
-            raise KeyboardInterrupt
-        self.stop.requested = True
-        self.console.print("[yellow]Ctrl-C: stopping at the next safe point (press again to abort now)[/]")
+    def _watch(self) -> None:
+        while True:
+            signal.sigwait({signal.SIGINT})
+            if self.closed:
+                return
+            if self.stop.requested:
+                _thread.interrupt_main()  # KeyboardInterrupt in the main thread: abort now
+                return
+            self.stop.requested = True
+            self.console.print("[yellow]Ctrl-C: finishing the current step, then stopping (press again to abort now)[/]")
 
     def __enter__(self):
-        self.previous = signal.signal(signal.SIGINT, self._handler)
+        self.previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        self.watcher = threading.Thread(target=self._watch, name="ctrl-c", daemon=True)
+        self.watcher.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        signal.signal(signal.SIGINT, self.previous)
+        self.closed = True
+        if self.watcher.is_alive():
+            signal.pthread_kill(self.watcher.ident, signal.SIGINT)
+            self.watcher.join(timeout=5)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.previous)
 
 
 class _ProgressEvents:

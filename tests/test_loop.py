@@ -127,25 +127,27 @@ def test_budget_exceeded_stops_cleanly_with_a_note(tmp_path):
     assert "cost cap reached" in run.summary_md.read_text()
 
 
-def test_ctrl_c_during_an_evaluation_discards_it_and_resume_redoes_it(tmp_path):
+def test_stop_request_finishes_the_evaluation_under_way_then_resume_continues(tmp_path):
     stop = StopRequest()
 
     class StopDuringSecondEval(FakeEvaluator):
         def evaluate(self, harness, split, **kw):
-            result = super().evaluate(harness, split, **kw)
             if Path(harness).parent.name == "c002":
-                stop.requested = True
-            return result
+                stop.requested = True  # Ctrl-C while c002 is being evaluated
+            return super().evaluate(harness, split, **kw)
 
-    run, opt = make(tmp_path, ScriptedProposer(), StopDuringSecondEval(), iterations=1, stop=stop)
+    evaluator = StopDuringSecondEval()
+    run, opt = make(tmp_path, ScriptedProposer(), evaluator, iterations=1, stop=stop)
     outcome = opt.run()
     run.close()
     assert outcome.stopped.startswith("interrupted")
-    assert [c.record.id for c in run.store.candidates()] == ["c001"]
-    run, opt = make(tmp_path, ScriptedProposer(), FakeEvaluator(), iterations=1)
+    assert [c.record.id for c in run.store.candidates()] == ["c001", "c002"]  # c002 finished and committed
+    assert run.completed_iterations() == {0}  # the seeds' iteration was done; iteration 1 never started...
+    run, opt = make(tmp_path, ScriptedProposer(), evaluator, iterations=1)
     outcome = opt.run()
     run.close()
-    assert [c.record.id for c in run.store.candidates()] == ["c001", "c002", "c003"]
+    assert [c.record.id for c in run.store.candidates()] == ["c001", "c002", "c003"]  # ...but nothing is redone
+    assert [c for c, _ in evaluator.evaluated] == ["c001", "c002", "c003"]
     assert outcome.stopped is None
 
 

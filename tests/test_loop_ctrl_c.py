@@ -1,0 +1,46 @@
+"""Ctrl-C in `metaharness optimize`: only the main process sees it (children keep working), the first one asks the
+loop to stop after the step under way, the second aborts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+# Runs in its own session so that signalling "the foreground group" reaches only this script and its children.
+SCRIPT = textwrap.dedent(
+    """
+    import os, signal, subprocess, time
+    from rich.console import Console
+    from metaharness.loop import StopRequest
+    from metaharness.search_cli import _stop_on_ctrl_c
+
+    stop = StopRequest()
+    try:
+        with _stop_on_ctrl_c(stop, Console()):
+            child = subprocess.Popen(["sleep", "30"])  # stands for a sandbox, a git helper, a model server
+            os.killpg(os.getpgrp(), signal.SIGINT)  # what a terminal's Ctrl-C does
+            for _ in range(100):
+                if stop.requested:
+                    break
+                time.sleep(0.05)
+            print("stop requested", stop.requested, "child alive", child.poll() is None, flush=True)
+            os.killpg(os.getpgrp(), signal.SIGINT)
+            time.sleep(5)
+            print("not interrupted", flush=True)
+    except KeyboardInterrupt:
+        print("aborted by the second Ctrl-C", flush=True)
+        child.kill()
+    print("handler restored", signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+          "unblocked", signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, []), flush=True)
+    """
+)
+
+
+def test_first_ctrl_c_requests_a_stop_and_spares_children_second_aborts():
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60, start_new_session=True)
+    assert out.returncode == 0, out.stderr
+    assert "stop requested True child alive True" in out.stdout
+    assert "finishing the current step" in out.stdout
+    assert "aborted by the second Ctrl-C" in out.stdout and "not interrupted" not in out.stdout
+    assert "handler restored True unblocked True" in out.stdout
