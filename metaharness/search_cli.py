@@ -101,6 +101,8 @@ def optimize(
     console = _console()
     if resume and run_dir is None:
         run_dir = resolve_run(None)
+    if run_dir is None and dataset is not None:
+        run_dir = RUNS_ROOT / f"{dataset}-{_default_models(task_model, proposer, proposer_model)[1]}"
     stored: dict = {}
     if run_dir is not None and (run_dir / ".git").exists():
         stored = RunDirectory.browse(run_dir).store.config()
@@ -117,7 +119,6 @@ def optimize(
     evals_per_iter = evals_per_iter or stored.get("evals_per_iter") or DEFAULT_EVALS_PER_ITER
     if notice:
         console.print(f"[yellow]{notice}[/]")
-    run_dir = run_dir or RUNS_ROOT / f"{dataset}-{proposer}"
     config = {
         "dataset": dataset,
         "task_model": task_model,

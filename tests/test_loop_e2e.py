@@ -22,8 +22,10 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _optimize(tmp_path: Path, data: Path, iters: int, *more: str, **env: str) -> subprocess.CompletedProcess:
+    # Kept small for CI: one seed, one validation example, one evaluation per iteration, a one-example probe.
     cmd = [sys.executable, "-m", "metaharness", "optimize", "--dataset", "symptom2disease", "--iters", str(iters),
-           "--val-limit", "1", "--evals-per-iter", "1", "--seeds", "retrieval", "-P", "probe_size=1", "-P", "plans=1", "--data-dir", str(data), "--run-dir", str(tmp_path / "run"), *more]
+           "--val-limit", "1", "--evals-per-iter", "1", "--seeds", "retrieval", "-P", "probe_size=1", "-P", "plans=1",
+           "--data-dir", str(data), "--run-dir", str(tmp_path / "run"), *more]
     return subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_path, **env), timeout=1500)
 
 

@@ -76,9 +76,11 @@ class RunDirectory:
             for key in FIXED_SETTINGS:
                 if stored.get(key) != config.get(key):
                     os.close(lock_fd)
+                    flag = "--" + key.replace("_", "-")
+                    same = f"{flag} {stored[key]}" if stored.get(key) is not None else f"no {flag}"
                     raise InputError(
                         f"{path} is a run with {key}={stored.get(key)!r}, not {config.get(key)!r}; scores would not be "
-                        f"comparable. Use another --run-dir, or rerun with {key}={stored.get(key)!r}."
+                        f"comparable. Use another --run-dir, or rerun with {same} (or --resume, which reuses the run's settings)."
                     )
         return cls(path, store, lock_fd)
 
