@@ -63,6 +63,8 @@ class LoopEvents:
 
     def iteration_started(self, iteration: int, total: int) -> None: ...
 
+    def proposing(self, proposer: str) -> None: ...
+
     def candidate_started(self, cid: str, split: str, summary: str) -> None: ...
 
     def examples_done(self, done: int, total: int) -> None: ...
@@ -211,6 +213,7 @@ class Optimizer:
             proposals = [Proposal(parent=None, source=s.source, summary=f"seed: {s.name}") for s in self.seeds]
         else:
             state = self.state(iteration)
+            self.events.proposing(self.proposer.name)
             proposals = list(self.proposer.propose(state))
             if len(proposals) > state.evals_left:
                 self.events.note(

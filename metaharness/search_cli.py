@@ -301,6 +301,9 @@ class _ProgressEvents:
         self.iteration = "seeds" if iteration == 0 else f"iteration {iteration}/{total}"
         self.progress.console.rule(self.iteration)
 
+    def proposing(self, proposer: str) -> None:
+        self.progress.reset(self.task, total=None, description=f"{self.iteration} proposer {proposer} at work", cost=self._cost())
+
     def candidate_started(self, cid: str, split: str, summary: str) -> None:
         self.progress.reset(self.task, total=None, description=f"{self.iteration} {cid} {split}", cost=self._cost())
 
