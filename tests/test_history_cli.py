@@ -73,3 +73,18 @@ def test_report_writes_the_html_page(run_dir, tmp_path):
     assert out.returncode == 0, out.stderr
     page = (tmp_path / "r.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "c002" in page
+
+
+def test_defaults_without_a_key_are_the_embedded_model_and_the_offline_proposer(monkeypatch):
+    from metaharness.models import DEFAULT_TASK_MODEL_SPEC
+    from metaharness.search_cli import _default_models
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    task_model, proposer, proposer_model, notice = _default_models(None, None, None)
+    assert (task_model, proposer, proposer_model) == (DEFAULT_TASK_MODEL_SPEC, "offline", None)
+    assert "No API key configured" in notice and "--proposer-model" in notice
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    task_model, proposer, proposer_model, notice = _default_models(None, None, None)
+    assert (proposer, proposer_model) == ("tps", "anthropic:claude-sonnet-4-5") and notice is None
+    assert _default_models("openai:m@http://127.0.0.1:1/v1", "offline", None)[1:] == ("offline", None, None)
