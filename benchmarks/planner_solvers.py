@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import statistics
 import time
 
 from rich.console import Console
-from rich.progress import track
 from rich.table import Table
 
 from metaharness.errors import InputError
@@ -165,10 +165,11 @@ def main() -> None:
     parser.add_argument("--no-cpsat", action="store_true", help="skip the CP-SAT reference (no OR-Tools needed)")
     args = parser.parse_args()
     console = Console(width=150)
+    console.print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (timings scale with it)")
     rng = random.Random(args.seed)
     cases = [(size, kind, k) for size in SIZES for kind in ("tps", "graded") for k in range(args.per_size)]
     rows = []
-    for (nodes, edges, limits), kind, _ in track(cases, description="solving", console=console):
+    for (nodes, edges, limits), kind, _ in cases:
         graph = merged_plan_graph(rng, nodes, edges, limits, kind)
 
         exact, exact_s = min((_timed(lambda g=graph: solve_exact(prepare(g))) for _ in range(3)),
@@ -189,7 +190,11 @@ def main() -> None:
                     status = "invalid plan"
             row.update(cpsat_s=cpsat_s, cpsat_wall=wall, cpsat_status=status, cpsat_value=value)
         rows.append(row)
+        console.print(f"{nodes} nodes/{len(graph.edges)} edges/{limits} limits/horizon {graph.horizon}/{kind}: "
+                      f"exact {exact_s * 1000:.1f} ms, ilp {ilp_s:.2f} s"
+                      + ("" if args.no_cpsat else f", cp-sat {row['cpsat_s']:.2f} s ({_agree(row)})"), highlight=False)
     _report(console, rows, args)
+    console.print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
 def _agree(row) -> str:
