@@ -58,7 +58,8 @@ if BENCH_MODULES:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user-facing errors become one clear message and an exit code, never a traceback.
 
-    Usage errors (unknown command, bad option) are reported by typer itself with exit code 2.
+    Usage errors (unknown command, bad option) are reported by typer itself with exit code 2, and Ctrl-C
+    outside a command that handles it by typer's "Aborted!" with exit code 1.
     """
     err = Console(stderr=True)
     try:
@@ -66,6 +67,3 @@ def main(argv: list[str] | None = None) -> None:
     except MetaharnessError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
