@@ -62,7 +62,7 @@ def merged_plan_graph(rng: random.Random, nodes: int, edges: int, limits: int, r
         pairs.append((u, v))
 
     levels = sorted(by_level)
-    while len(pairs) < edges * 0.6:  # plans: walks that move one or two levels deeper per step
+    for _ in range(edges):  # plans: walks that move one or two levels deeper per step (until 60% of the edges)
         at = 0
         while at not in goals and at not in dead and len(pairs) < edges * 0.6:
             ahead = [lv for lv in levels if level[at] < lv <= level[at] + 2] or [deepest]

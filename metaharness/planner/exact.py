@@ -135,7 +135,7 @@ def _search(p: Problem, bounds: list[list[float]], *, beam: int | None = None, i
                     value = lab.value + gain
                     if best is not None and math.isfinite(future):
                         bound = value + disc_next * future - (soft.penalty(total) if soft else 0.0)
-                        if not useful(bound, t + 2):
+                        if not useful(bound, t + 1 + steps_to_goal[w]):
                             continue
                     pool = level.setdefault(w, [])
                     if any(old.value >= value and all(map(le, old.cost, total)) for old in pool):
