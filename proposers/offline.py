@@ -148,7 +148,7 @@ class OfflineProposer:
 
     def _merge(self, predicted: list[Predicted], probes: dict[str, ProbeResult]) -> list[Predicted]:
         """Stage 3: one node per behaviour. A candidate that behaves like an earlier one on every probe example is
-        folded into it (its chain is recorded as an alternative); the shorter chain is kept."""
+        folded into it (its operator chain is recorded under ``merged``); the shorter chain is kept."""
         kept: dict[str, Predicted] = {}
         alias: dict[str, str] = {}
         out = []
@@ -157,7 +157,7 @@ class OfflineProposer:
             signature = p.details["signature"]
             same = kept.get(signature)
             if same is not None and same.details["base"] == p.details["base"]:
-                same.details.setdefault("merged", []).append(p.summary)
+                same.details.setdefault("merged", []).append(" -> ".join(p.details["chain_ops"]))
                 alias[p.key] = same.key
                 continue
             p.details["same_as_base_on_probe"] = signature == probes[p.details["base"]].signature()[:16]

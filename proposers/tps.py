@@ -90,7 +90,8 @@ class TPSProposer(CodingProposer):
         for cand in frontier:
             parts.append(f"## Candidate {cand.id} (score {cand.score:.3f})\n```python\n{clip(cand.source, 3000)}\n```")
         messages = [{"role": "system", "content": SAMPLING.format(m=self.plans)}, {"role": "user", "content": "\n\n".join(parts)}]
-        value, attempts = ask_json(self.model, messages, _sampling_schema(self.plans, [c.id for c in frontier]), max_tokens=1024)
+        value, attempts = ask_json(self.model, messages, _sampling_schema(self.plans, [c.id for c in frontier]),
+                                   max_tokens=min(1024, self.max_tokens))  # fmt: skip
         log["sampling"] = attempts
         return (value or {}).get("plans", [])
 
@@ -104,7 +105,8 @@ class TPSProposer(CodingProposer):
         user = (f"## Harness {parent.id}\n```python\n{clip(parent.source, 3000)}\n```\n\n## Revision\n{revision}\n\n"
                 f"## Current behaviour on {len(behaviour)} training examples\n" + "\n".join(lines))  # fmt: skip
         messages = [{"role": "system", "content": SIMULATION.format(n=len(behaviour))}, {"role": "user", "content": user}]
-        value, attempts = ask_json(self.model, messages, _simulation_schema(len(behaviour)), max_tokens=512)
+        value, attempts = ask_json(self.model, messages, _simulation_schema(len(behaviour)),
+                                   max_tokens=min(512, self.max_tokens))  # fmt: skip
         log.append({"parent": parent.id, "revision": revision, "attempts": attempts})
         return value
 

@@ -150,7 +150,7 @@ def test_coding_proposers_need_a_model(task) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_local_server_proposers_and_the_loop_go_on(local_openai_server, shared_data_dir, tmp_path) -> None:
     """SmolLM2-135M as proposer through the OpenAI-compatible server: poor code or none, never a crash."""
     spec = f"openai:smollm2-135m@{local_openai_server}"
