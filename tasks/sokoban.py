@@ -28,7 +28,10 @@ Pos = tuple[int, int]  # (row, col)
 ACTIONS = ("U", "D", "L", "R")
 DELTAS: dict[str, Pos] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 _WORDS = {"up": "U", "down": "D", "left": "L", "right": "R"}
-_ACTION_RE = re.compile(r"\b(?:([UDLR])|(up|down|left|right))\b", re.IGNORECASE)
+# "left" after a count noun ("3 actions left") is not a direction.
+_ACTION_RE = re.compile(
+    r"\b(?:([UDLR])|(?<!actions )(?<!action )(?<!steps )(?<!moves )(?<!turns )(up|down|left|right))\b", re.IGNORECASE
+)
 
 RULES = """Sokoban. The map is a grid of characters: # wall, . goal, $ box, @ player, * box on a goal,
 + player on a goal, space floor. Positions are (row, col); row 0 is the top row, col 0 the left column.
@@ -207,7 +210,8 @@ class Sokoban:
         return other.start if same else None
 
     def parse_action(self, text: str) -> str | None:
-        """The last action written in ``text`` ('U', 'D', 'L', 'R' or up/down/left/right), else ``None``."""
+        """The last action written in ``text`` ('U', 'D', 'L', 'R' or up/down/left/right; not the "left" of
+        "actions left"), else ``None``."""
         found = None
         for letter, word in _ACTION_RE.findall(text or ""):
             if letter:

@@ -106,6 +106,7 @@ def test_parse_action_reads_the_last_action():
     assert env.parse_action("Thought: go up, then right. Action: R") == "R"
     assert env.parse_action("I will move left") == "L"
     assert env.parse_action("nothing here") is None
+    assert env.parse_action("Push it up. You have 3 actions left, 2 moves left") == "U"
 
 
 def test_generator_bins_are_correct_and_reproducible():
