@@ -69,7 +69,7 @@ class ScriptedChooser:
 
 
 def test_entropy_of_votes():
-    assert entropy({"a": 1.0}) == 0
+    assert entropy({"a": 1.0}) == 0 and str(entropy({"a": 1.0})) == "0.0"
     assert entropy({"a": 0.5, "b": 0.5}) == pytest.approx(1.0)
     vote = vote_from_samples(["b", "a", "b", "c", "b"], ["a", "b", "c"])
     assert vote.probs == {"b": 0.6, "a": 0.2, "c": 0.2}

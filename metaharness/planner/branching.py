@@ -67,7 +67,7 @@ class PlanEnvironment(Protocol):
 
 def entropy(probs: dict[str, float]) -> float:
     """Shannon entropy in bits of a distribution over tool names (zero-probability entries ignored)."""
-    return -sum(p * math.log2(p) for p in probs.values() if p > 0)
+    return 0.0 - sum(p * math.log2(p) for p in probs.values() if p > 0)  # 0.0 - ...: no "-0.0" for one-hots
 
 
 @dataclass
