@@ -100,6 +100,8 @@ def test_react_asks_for_a_thought_before_the_tool(task):
     ModelToolChooser(client, thought=True, temperature=0.0).vote(_view(task), 1)
     schema = client.requests[0].json_schema
     assert list(schema["properties"]) == ["thought", "tool"] and client.requests[0].temperature == 0
+    pattern = re.compile(schema["properties"]["thought"]["pattern"])
+    assert pattern.search("Step 2 needs the buyer, not the v1 endpoint.") and not pattern.search("one\ntwo")
 
 
 @pytest.mark.parametrize("agent", ["egb", "majority", "react", "reflexion", "self-consistency"])

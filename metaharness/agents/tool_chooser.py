@@ -34,6 +34,7 @@ SYSTEM = (
     "step asks for it."
 )
 _NAME_START = re.compile(r'"tool"\s*:\s*"')
+THOUGHT_PATTERN = "^[A-Za-z0-9 ,.;:'()_-]{1,160}$"
 
 
 def _short(value: Any) -> str:
@@ -88,7 +89,8 @@ class ModelToolChooser:
     def _schema(self, names: list[str]) -> dict[str, Any]:
         properties: dict[str, Any] = {}
         if self.thought:
-            properties["thought"] = {"type": "string", "maxLength": 160}
+            # one plain line: a grammar-constrained small model otherwise slips raw line breaks into the string
+            properties["thought"] = {"type": "string", "pattern": THOUGHT_PATTERN}
         properties["tool"] = {"type": "string", "enum": names}
         return {"type": "object", "properties": properties, "required": list(properties),
                 "additionalProperties": False}
