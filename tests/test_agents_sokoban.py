@@ -159,8 +159,9 @@ def test_model_sampler_gets_the_action_vocabulary():
         return {"action": request.json_schema["properties"]["action"]["enum"][0]}
 
     model = ScriptedModel(answer)
-    record = run_episode(env, TapeAgent(PuzzlePlanner(env, model=model, oracle=True), model), slack=0)
+    record = run_episode(env, TapeAgent(PuzzlePlanner(env, model=model, oracle=True, temperature=0.7), model), slack=0)
     assert record.success and [s.action for s in record.steps] == ["R", "R"]
+    assert [r.temperature for _, r in model.requests if "plans" in r.json_schema["properties"]] == [0.7]
     assert seen[0]["properties"]["plans"]["items"]["properties"]["actions"]["items"]["enum"] == ["U", "D", "L", "R"]
 
 

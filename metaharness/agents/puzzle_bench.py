@@ -30,9 +30,10 @@ MODEL_FREE = ("random", "greedy")
 
 
 def build_agent(name: str, env: PuzzleEnv, *, model: ModelClient | None, oracle: bool = False, m: int = 4,
-                epsilon: float = 0.3, seed: int = 0, free_text: bool = False) -> PuzzleAgent:
+                epsilon: float = 0.3, seed: int = 0, free_text: bool = False, temperature: float = 0.0) -> PuzzleAgent:
     """An agent by benchmark name; model-based agents need ``model`` (TAPE with oracle subagents does not).
-    ``free_text``: ReAct-style agents answer in the seeds' ``Thought:``/``Action:`` text instead of JSON."""
+    ``free_text``: ReAct-style agents answer in the seeds' ``Thought:``/``Action:`` text instead of JSON;
+    ``temperature``: of the model's plan sampling (tps, tape)."""
     if name not in AGENTS:
         raise InputError(f"Unknown agent {name!r}; use one of {', '.join(AGENTS)}.")
     if name == "random":
@@ -46,14 +47,14 @@ def build_agent(name: str, env: PuzzleEnv, *, model: ModelClient | None, oracle:
         return ReActAgent(model, free_text=free_text)
     if name == "plan-act":
         return PlanActAgent(model, free_text=free_text)
-    planner = PuzzlePlanner(env, model=model, oracle=oracle, m=m, epsilon=epsilon, seed=seed)
+    planner = PuzzlePlanner(env, model=model, oracle=oracle, m=m, epsilon=epsilon, seed=seed, temperature=temperature)
     return TPSAgent(model, planner, free_text=free_text) if name == "tps" else TapeAgent(planner, model)
 
 
 def _config(agent: str, model: str | None, slack: int, oracle: bool, m: int, epsilon: float | None,
-            free_text: bool) -> dict[str, Any]:
+            free_text: bool, temperature: float) -> dict[str, Any]:
     return {"agent": agent, "model": model, "slack": slack, "oracle_subagents": oracle, "m": m, "epsilon": epsilon,
-            "free_text": free_text}
+            "free_text": free_text, "temperature": temperature}
 
 
 def _done(out: Path | None, config: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -82,6 +83,7 @@ def run_bench(
     epsilon: float = 0.3,
     seed: int = 0,
     free_text: bool = False,
+    temperature: float = 0.0,
     out: Path | None = None,
     on_episode: Callable[[PuzzleInstance, dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
@@ -91,7 +93,7 @@ def run_bench(
     chosen = load_instance_set(instance_set).select(bins, episodes)
     uses_sampler_noise = model is None and agent == "tape"
     config = _config(agent, model.spec if model else None, slack, oracle, m, epsilon if uses_sampler_noise else None,
-                     free_text)
+                     free_text, temperature)
     done = _done(out, config)
     rows = []
     for instance in chosen:
@@ -102,7 +104,7 @@ def run_bench(
             continue
         env = make_env(instance)
         player = build_agent(agent, env, model=model, oracle=oracle, m=m, epsilon=epsilon, seed=seed,
-                             free_text=free_text)
+                             free_text=free_text, temperature=temperature)
         before = model.ledger.totals() if model is not None and hasattr(model, "ledger") else None
         record: EpisodeRecord = run_episode(env, player, slack=slack, instance=instance.id, bin=instance.bin,
                                             model=config["model"])

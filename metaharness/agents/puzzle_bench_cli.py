@@ -22,6 +22,7 @@ def _command(env_name: str):
         epsilon: float = typer.Option(0.3, "--epsilon", help="Noise of the model-free sampler (tape, oracle subagents, no model)."),
         seed: int = typer.Option(0, "--seed", help="Seed of the random parts (baselines, model-free sampler)."),
         free_text: bool = typer.Option(False, "--free-text", help="ReAct-style agents answer 'Thought: ... Action: ...' text, not JSON."),
+        temperature: float = typer.Option(0.0, "--temperature", help="Temperature of the model's plan sampling (tps, tape)."),
         instances: str = typer.Option(DEFAULT_SETS[env_name], "--instances", help="Shipped set name or instance-set .json path."),
         out: Optional[Path] = typer.Option(None, "--out", help="Append episodes as JSONL (a rerun resumes)."),
     ) -> None:
@@ -45,7 +46,7 @@ def _command(env_name: str):
             rows = run_bench(
                 instances, agent=agent, model=client, slack=slack, episodes=episodes,
                 bins=bins.split(",") if bins else None, oracle=oracle_subagents, m=m, epsilon=epsilon, seed=seed,
-                free_text=free_text, out=out, on_episode=tick,
+                free_text=free_text, temperature=temperature, out=out, on_episode=tick,
             )
         title = f"{env_name} · {agent} · {model or 'no model'} · slack {slack}" + (" · oracle subagents" if oracle_subagents else "")
         console.print(summary_table(rows, title))

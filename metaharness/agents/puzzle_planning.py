@@ -139,11 +139,12 @@ class PuzzlePlanner:
 
     def __init__(self, env: PuzzleEnv, *, model: ModelClient | None = None, oracle: bool = False, m: int = 4,
                  epsilon: float = 0.3, seed: int = 0, solver: str = "exact", describe: str = "render",
-                 max_tokens: int = 300) -> None:
+                 max_tokens: int = 300, temperature: float = 0.0) -> None:
         if model is None and not oracle:
             raise ValueError("a planner without a model needs oracle stages")
         self.env, self.model, self.m, self.solver = env, model, m, solver
-        self.sampler = (ActionPlanSampler(model, env, max_tokens=max_tokens) if model is not None
+        # ``temperature`` applies to plan sampling only: at 0 a small model tends to give one plan however many are asked.
+        self.sampler = (ActionPlanSampler(model, env, max_tokens=max_tokens, temperature=temperature) if model is not None
                         else NoisyOracleSampler(env, epsilon=epsilon, seed=seed))
         if oracle:
             self.simulator = OracleSimulator(env, describe=describe)
