@@ -10,6 +10,7 @@ forced tool call is the same thing with the tool's argument schema, after a syst
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 import time
@@ -39,6 +40,16 @@ def load_llama(path: Path, *, logits_all: bool, n_ctx: int = DEFAULT_N_CTX) -> t
         if key not in _LOADED:
             _LOADED[key] = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, logits_all=logits_all, verbose=False)
         return _LOADED[key], lock
+
+
+@atexit.register
+def _close_loaded() -> None:
+    """Free the models while llama_cpp is still importable: left to interpreter teardown, ``Llama.__del__`` runs
+    after the library's globals are gone and prints a TypeError traceback at every exit."""
+    with _REGISTRY:
+        for llama in _LOADED.values():
+            llama.close()
+        _LOADED.clear()
 
 
 _GRAMMARS: dict[str, Any] = {}
