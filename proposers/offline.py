@@ -186,19 +186,26 @@ class OfflineProposer:
         predicted: list[Predicted] = []
         seen = set(known)
         skipped = 0
+
+        def add(parent_key: str, base: CandidateInfo, source: str, op: Operator, chain: list[str]) -> bool:
+            """Predict ``op`` applied to ``source`` (``chain``: its operators so far) unless the result is known."""
+            revision = op.apply(source)
+            digest = _digest(revision.source)
+            if digest in seen:
+                return False
+            seen.add(digest)
+            node = self._predict(
+                f"~{len(predicted)}", parent_key, revision.summary, revision.source, base, probes[base.id], calibration
+            )
+            node.details["chain_ops"] = [*chain, op.name]
+            predicted.append(node)
+            return True
+
         for parent, op in self._sample_revisions(parents, rng):
             if not self._afford(parent, op):
                 skipped += 1
                 continue
-            revision = op.apply(parent.source)
-            if _digest(revision.source) in seen:
-                continue
-            seen.add(_digest(revision.source))
-            node = self._predict(
-                f"~{len(predicted)}", parent.id, revision.summary, revision.source, parent, probes[parent.id], calibration
-            )
-            node.details["chain_ops"] = [op.name]
-            predicted.append(node)
+            add(parent.id, parent, parent.source, op, [])
 
         # Stage 2b: extend the most promising predicted candidates by a further revision.
         promising = sorted((p for p in predicted if p.details["probe"]["errors"] == 0), key=lambda p: -p.score)
@@ -210,16 +217,7 @@ class OfflineProposer:
             for op in ops:
                 if added >= self.extensions or not self._afford(base, op):
                     continue
-                revision = op.apply(first.source)
-                if _digest(revision.source) in seen:
-                    continue
-                seen.add(_digest(revision.source))
-                node = self._predict(
-                    f"~{len(predicted)}", first.key, revision.summary, revision.source, base, probes[base.id], calibration
-                )
-                node.details["chain_ops"] = [*first.details["chain_ops"], op.name]
-                predicted.append(node)
-                added += 1
+                added += add(first.key, base, first.source, op, first.details["chain_ops"])
 
         predicted = self._merge(predicted, probes)
         for p in predicted:  # Stage 4: labels
