@@ -18,7 +18,6 @@ import argparse
 import json
 import socket
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -27,19 +26,24 @@ from pathlib import Path
 
 import openai
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from model_server import LlamaServer  # noqa: E402  (the test suite's server launcher)
-
-from metaharness.models import ChatRequest, ResponseCache, connect  # noqa: E402
-from metaharness.models.embedded import DEFAULT_LOCAL_MODEL, gguf_path  # noqa: E402
+from metaharness.models import ChatRequest, ResponseCache, connect
+from metaharness.models.llama_server import LlamaServer
+from metaharness.models.local import DEFAULT_LOCAL_MODEL, gguf_path
 
 SYMPTOMS = [
-    "a persistent dry cough and mild fever", "itchy red patches on the elbows", "sharp pain in the lower right abdomen",
-    "frequent urination and constant thirst", "a throbbing headache on one side with nausea",
-    "joint stiffness every morning", "shortness of breath when climbing stairs", "a sore throat and swollen glands",
-    "blurred vision and dizziness", "heartburn after every meal", "numbness in the fingers at night",
+    "a persistent dry cough and mild fever",
+    "itchy red patches on the elbows",
+    "sharp pain in the lower right abdomen",
+    "frequent urination and constant thirst",
+    "a throbbing headache on one side with nausea",
+    "joint stiffness every morning",
+    "shortness of breath when climbing stairs",
+    "a sore throat and swollen glands",
+    "blurred vision and dizziness",
+    "heartburn after every meal",
+    "numbness in the fingers at night",
     "a rash with small blisters along one side of the chest",
-]  # fmt: skip
+]
 
 
 def prompts(count: int) -> list[list[dict[str, str]]]:
@@ -129,10 +133,13 @@ class StubServer:
     """Answers GET /v1/models and POST /v1/chat/completions at once with a fixed completion (no model)."""
 
     COMPLETION = {
-        "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": DEFAULT_LOCAL_MODEL,
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": DEFAULT_LOCAL_MODEL,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Common cold."}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 40, "completion_tokens": 4, "total_tokens": 44},
-    }  # fmt: skip
+    }
     MODELS = {"object": "list", "data": [{"id": DEFAULT_LOCAL_MODEL, "object": "model", "owned_by": "stub"}]}
 
     def __init__(self):
@@ -175,10 +182,16 @@ class StubServer:
 
 def report(title: str, record: dict) -> None:
     print(title)
-    print(f"  bare openai loop : {record['bare_openai_requests_per_s']:10.2f} requests/s ({record['requests_per_loop']} requests)")
+    print(
+        f"  bare openai loop : {record['bare_openai_requests_per_s']:10.2f} requests/s ({record['requests_per_loop']} requests)"
+    )
     print(f"  metaharness layer: {record['layer_requests_per_s']:10.2f} requests/s")
-    print(f"  ratio layer/bare : {record['layer_to_bare_throughput_ratio']:10.4f}  (overhead {record['layer_overhead_percent']}%, target < 5%)")
-    print(f"  pair time ratio  : {record['pair_time_ratio_layer_to_bare']:10.4f}  (layer / bare time of the same request, geometric mean)")
+    print(
+        f"  ratio layer/bare : {record['layer_to_bare_throughput_ratio']:10.4f}  (overhead {record['layer_overhead_percent']}%, target < 5%)"
+    )
+    print(
+        f"  pair time ratio  : {record['pair_time_ratio_layer_to_bare']:10.4f}  (layer / bare time of the same request, geometric mean)"
+    )
     print(
         f"  client CPU       : {record['client_cpu_ms_per_request_bare']} ms/request bare, "
         f"{record['client_cpu_ms_per_request_layer']} ms/request through the layer"
@@ -201,7 +214,9 @@ def main() -> None:
         local.update(cache_speedup(server.base_url, batch, args.rounds, args.max_tokens))
     finally:
         server.stop()
-    local["cache_hit_speedup_vs_bare"] = round(local["cache_warm_requests_per_s"] / local["bare_openai_requests_per_s"], 1)
+    local["cache_hit_speedup_vs_bare"] = round(
+        local["cache_warm_requests_per_s"] / local["bare_openai_requests_per_s"], 1
+    )
 
     stub = StubServer()
     try:
@@ -211,7 +226,9 @@ def main() -> None:
 
     report(f"llama-cpp-python server, embedded model, max_tokens={args.max_tokens}:", local)
     print(f"  identical answers: {local['identical_answers']}")
-    print(f"  warm cache       : {local['cache_warm_requests_per_s']:10.1f} requests/s, {local['cache_hit_speedup_vs_bare']}x the bare loop")
+    print(
+        f"  warm cache       : {local['cache_warm_requests_per_s']:10.1f} requests/s, {local['cache_hit_speedup_vs_bare']}x the bare loop"
+    )
     report("stub server answering at once (upper bound of the layer's cost):", instant)
     print(json.dumps({"max_tokens": args.max_tokens, "local_server": local, "stub_server": instant}))
 

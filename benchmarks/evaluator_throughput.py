@@ -29,16 +29,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-
-from model_server import LlamaServer  # noqa: E402
-
-from metaharness.candidates import seed_path  # noqa: E402
-from metaharness.evaluation import evaluate  # noqa: E402
-from metaharness.models import ChatRequest, connect  # noqa: E402
-from metaharness.models.embedded import DEFAULT_LOCAL_MODEL, gguf_path  # noqa: E402
-from metaharness.tasks import get_task  # noqa: E402
+from metaharness.candidates import seed_path
+from metaharness.evaluation import evaluate
+from metaharness.models import ChatRequest, connect
+from metaharness.models.llama_server import LlamaServer
+from metaharness.models.local import DEFAULT_LOCAL_MODEL, gguf_path
+from metaharness.tasks import get_task
 
 SHORT_CALL_HARNESS = """
 class Harness:
@@ -84,10 +80,12 @@ def main() -> None:
 
         warmup = run_evaluator()  # the requests the bare loop replays
         requests = [
-            ChatRequest(messages=call["messages"], max_tokens=call["options"]["max_tokens"] or 512,
-                        stop=call["options"]["stop"])
-            for record in warmup.records for call in record.calls
-        ]  # fmt: skip
+            ChatRequest(
+                messages=call["messages"], max_tokens=call["options"]["max_tokens"] or 512, stop=call["options"]["stop"]
+            )
+            for record in warmup.records
+            for call in record.calls
+        ]
         evaluator_rates, bare_rates = [], []
         for round_ in range(1, args.rounds + 1):
             order = ("bare", "evaluator") if round_ % 2 else ("evaluator", "bare")
@@ -97,15 +95,28 @@ def main() -> None:
                 else:
                     report = run_evaluator()
                     evaluator_rates.append(len(report.records) / report.seconds)
-            print(f"round {round_}: evaluator {evaluator_rates[-1]:.3f} ex/s ({report.errors} errors), "
-                  f"bare loop {bare_rates[-1]:.3f} ex/s", flush=True)
+            print(
+                f"round {round_}: evaluator {evaluator_rates[-1]:.3f} ex/s ({report.errors} errors), "
+                f"bare loop {bare_rates[-1]:.3f} ex/s",
+                flush=True,
+            )
         ratio = statistics.median(evaluator_rates) / statistics.median(bare_rates)
-        print(json.dumps({
-            "harness": str(harness), "examples": args.examples, "workers": args.workers, "server": server.base_url,
-            "evaluator_examples_per_s": [round(r, 3) for r in evaluator_rates],
-            "bare_examples_per_s": [round(r, 3) for r in bare_rates],
-            "ratio_of_medians": round(ratio, 3), "target": 0.9, "met": ratio >= 0.9,
-        }, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "harness": str(harness),
+                    "examples": args.examples,
+                    "workers": args.workers,
+                    "server": server.base_url,
+                    "evaluator_examples_per_s": [round(r, 3) for r in evaluator_rates],
+                    "bare_examples_per_s": [round(r, 3) for r in bare_rates],
+                    "ratio_of_medians": round(ratio, 3),
+                    "target": 0.9,
+                    "met": ratio >= 0.9,
+                },
+                indent=2,
+            )
+        )
     finally:
         server.stop()
 

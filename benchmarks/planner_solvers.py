@@ -35,8 +35,16 @@ from metaharness.planner.ilp import solve_ilp
 from metaharness.planner.problem import Problem, prepare
 
 # (nodes, edges, limits): TAPE's reported cases (45/104; 132/369 with 2 limits) and the range up to 150/600.
-SIZES = [(20, 50, 1), (45, 104, 1), (45, 104, 2), (80, 240, 2), (132, 369, 2), (100, 400, 3), (150, 450, 3),
-         (150, 600, 3)]
+SIZES = [
+    (20, 50, 1),
+    (45, 104, 1),
+    (45, 104, 2),
+    (80, 240, 2),
+    (132, 369, 2),
+    (100, 400, 3),
+    (150, 450, 3),
+    (150, 600, 3),
+]
 
 
 def merged_plan_graph(rng: random.Random, nodes: int, edges: int, limits: int, rewards: str) -> PlanGraph:
@@ -128,12 +136,21 @@ def solve_cpsat(problem: Problem, *, time_limit: float, workers: int, scale: int
         return "infeasible", [], 0.0
     model.AddExactlyOne(y[g, steps] for g in range(n) if p.goal[g])
     for j, limit in enumerate(p.budget):
-        terms = [round(p.cost[e][j] * scale) * x[i, t] for i, (_, _, e) in enumerate(edges) if e >= 0
-                 for t in range(steps) if p.cost[e][j]]
+        terms = [
+            round(p.cost[e][j] * scale) * x[i, t]
+            for i, (_, _, e) in enumerate(edges)
+            if e >= 0
+            for t in range(steps)
+            if p.cost[e][j]
+        ]
         if terms:
             model.Add(sum(terms) <= round(limit * scale))
-    objective = [round(p.reward[v] * p.discount**t * scale) * x[i, t]
-                 for i, (_, v, e) in enumerate(edges) if e >= 0 and p.reward[v] for t in range(steps)]
+    objective = [
+        round(p.reward[v] * p.discount**t * scale) * x[i, t]
+        for i, (_, v, e) in enumerate(edges)
+        if e >= 0 and p.reward[v]
+        for t in range(steps)
+    ]
     model.Maximize(sum(objective))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
@@ -172,16 +189,28 @@ def main() -> None:
     for (nodes, edges, limits), kind, _ in cases:
         graph = merged_plan_graph(rng, nodes, edges, limits, kind)
 
-        exact, exact_s = min((_timed(lambda g=graph: solve_exact(prepare(g))) for _ in range(3)),
-                             key=lambda r: r[1])  # best of 3 (ms scale)
+        exact, exact_s = min(
+            (_timed(lambda g=graph: solve_exact(prepare(g))) for _ in range(3)), key=lambda r: r[1]
+        )  # best of 3 (ms scale)
         ilp, ilp_s = _timed(lambda g=graph: solve_ilp(prepare(g)))
-        row = {"nodes": nodes, "edges": len(graph.edges), "limits": limits, "horizon": graph.horizon, "kind": kind,
-               "exact_s": exact_s, "exact": exact, "ilp_s": ilp_s, "ilp": ilp}
-        assert ilp.status == exact.status and (exact.value is None or math.isclose(ilp.value, exact.value, abs_tol=1e-9)), (
-            "exact and ilp disagree", graph.to_json())
+        row = {
+            "nodes": nodes,
+            "edges": len(graph.edges),
+            "limits": limits,
+            "horizon": graph.horizon,
+            "kind": kind,
+            "exact_s": exact_s,
+            "exact": exact,
+            "ilp_s": ilp_s,
+            "ilp": ilp,
+        }
+        assert ilp.status == exact.status and (
+            exact.value is None or math.isclose(ilp.value, exact.value, abs_tol=1e-9)
+        ), ("exact and ilp disagree", graph.to_json())
         if not args.no_cpsat:
-            (status, path, wall), cpsat_s = _timed(solve_cpsat, prepare(graph), time_limit=args.cpsat_limit,
-                                                   workers=args.cpsat_workers)
+            (status, path, wall), cpsat_s = _timed(
+                solve_cpsat, prepare(graph), time_limit=args.cpsat_limit, workers=args.cpsat_workers
+            )
             value = None
             if path:
                 try:
@@ -190,9 +219,12 @@ def main() -> None:
                     status = "invalid plan"
             row.update(cpsat_s=cpsat_s, cpsat_wall=wall, cpsat_status=status, cpsat_value=value)
         rows.append(row)
-        console.print(f"{nodes} nodes/{len(graph.edges)} edges/{limits} limits/horizon {graph.horizon}/{kind}: "
-                      f"exact {exact_s * 1000:.1f} ms, ilp {ilp_s:.2f} s"
-                      + ("" if args.no_cpsat else f", cp-sat {row['cpsat_s']:.2f} s ({_agree(row)})"), highlight=False)
+        console.print(
+            f"{nodes} nodes/{len(graph.edges)} edges/{limits} limits/horizon {graph.horizon}/{kind}: "
+            f"exact {exact_s * 1000:.1f} ms, ilp {ilp_s:.2f} s"
+            + ("" if args.no_cpsat else f", cp-sat {row['cpsat_s']:.2f} s ({_agree(row)})"),
+            highlight=False,
+        )
     _report(console, rows, args)
     console.print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
@@ -211,22 +243,41 @@ def _agree(row) -> str:
 def _report(console: Console, rows: list[dict], args) -> None:
     cpsat = not args.no_cpsat
     table = Table(title="Planner solvers on merged plan graphs (times include model building)")
-    for column in ("nodes", "edges", "limits", "horizon", "rewards", "value", "exact ms", "ilp s",
-                   *(("cp-sat s", "cp-sat result", "speed-up") if cpsat else ())):
+    for column in (
+        "nodes",
+        "edges",
+        "limits",
+        "horizon",
+        "rewards",
+        "value",
+        "exact ms",
+        "ilp s",
+        *(("cp-sat s", "cp-sat result", "speed-up") if cpsat else ()),
+    ):
         table.add_column(column, justify="right")
     for r in rows:
         value = "infeasible" if r["exact"].value is None else f"{r['exact'].value:.2f}"
-        cells = [str(r["nodes"]), str(r["edges"]), str(r["limits"]), str(r["horizon"]), r["kind"], value,
-                 f"{r['exact_s'] * 1000:.1f}", f"{r['ilp_s']:.2f}"]
+        cells = [
+            str(r["nodes"]),
+            str(r["edges"]),
+            str(r["limits"]),
+            str(r["horizon"]),
+            r["kind"],
+            value,
+            f"{r['exact_s'] * 1000:.1f}",
+            f"{r['ilp_s']:.2f}",
+        ]
         if cpsat:
             cells += [f"{r['cpsat_s']:.2f}", _agree(r), f"{r['cpsat_s'] / r['exact_s']:.0f}x"]
         table.add_row(*cells)
     console.print(table)
     exact_ms = [r["exact_s"] * 1000 for r in rows]
     ilp_s = [r["ilp_s"] for r in rows]
-    console.print(f"graphs: {len(rows)}; exact: median {statistics.median(exact_ms):.1f} ms, max {max(exact_ms):.1f} ms; "
-                  f"ilp (SCIP): median {statistics.median(ilp_s):.2f} s, max {max(ilp_s):.2f} s; "
-                  f"exact and ilp agree on every graph (value and feasibility).")
+    console.print(
+        f"graphs: {len(rows)}; exact: median {statistics.median(exact_ms):.1f} ms, max {max(exact_ms):.1f} ms; "
+        f"ilp (SCIP): median {statistics.median(ilp_s):.2f} s, max {max(ilp_s):.2f} s; "
+        f"exact and ilp agree on every graph (value and feasibility)."
+    )
     if cpsat:
         speedups = [r["cpsat_s"] / r["exact_s"] for r in rows]
         verdicts = [_agree(r) for r in rows]
@@ -235,9 +286,12 @@ def _report(console: Console, rows: list[dict], args) -> None:
             f"CP-SAT ({args.cpsat_limit:g} s limit, {args.cpsat_workers} workers): median {statistics.median(r['cpsat_s'] for r in rows):.2f} s; "
             f"optimal value on {optimal}/{len(rows)} graphs (proved on {verdicts.count('optimal (proved)')}), "
             f"no solution on {verdicts.count('no solution')}, invalid plan on {verdicts.count('invalid plan')}, "
-            f"suboptimal on {sum(v.startswith('suboptimal') for v in verdicts)}.")
-        console.print(f"speed-up of exact over CP-SAT: median {statistics.median(speedups):.0f}x, "
-                      f"min {min(speedups):.0f}x, max {max(speedups):.0f}x.")
+            f"suboptimal on {sum(v.startswith('suboptimal') for v in verdicts)}."
+        )
+        console.print(
+            f"speed-up of exact over CP-SAT: median {statistics.median(speedups):.0f}x, "
+            f"min {min(speedups):.0f}x, max {max(speedups):.0f}x."
+        )
 
 
 if __name__ == "__main__":

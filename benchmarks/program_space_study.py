@@ -61,7 +61,9 @@ class Landscape:
 
     def optimum(self) -> float:
         return max(
-            self.score(frozenset(c)) for r in range(self.n_ops + 1) for c in itertools.combinations(range(self.n_ops), r)
+            self.score(frozenset(c))
+            for r in range(self.n_ops + 1)
+            for c in itertools.combinations(range(self.n_ops), r)
         )
 
 
@@ -73,14 +75,25 @@ def effect_spread(measured: dict[frozenset[int], float]) -> float:
     """The spread of one revision's effect, estimated from measured (parent, child) pairs, with a weak prior."""
     squares = [
         (score - measured[program - {op}]) ** 2
-        for program, score in measured.items() for op in program if program - {op} in measured
-    ]  # fmt: skip
+        for program, score in measured.items()
+        for op in program
+        if program - {op} in measured
+    ]
     return ((sum(squares) + 2 * 0.05**2) / (len(squares) + 2)) ** 0.5
 
 
 def run_search(
-    strategy: str, land: Landscape, noise: float, seed: int, *, iters: int, k: int, plans: int, depth: int,
-    token_cap: float | None = None, posterior: bool = False,
+    strategy: str,
+    land: Landscape,
+    noise: float,
+    seed: int,
+    *,
+    iters: int,
+    k: int,
+    plans: int,
+    depth: int,
+    token_cap: float | None = None,
+    posterior: bool = False,
 ) -> float:
     """One search; with ``posterior`` every strategy sees Bayesian beliefs (the predicted gain shrunk by the
     measured spread of revision effects against the prediction noise) instead of the raw predictions."""
@@ -111,7 +124,11 @@ def run_search(
                     weight = prior / (prior + std**2) if prior + std**2 > 0 else 1.0
                     mean, std = base + weight * (guess - base), (weight**0.5) * std
                 graph.add_predicted(
-                    _name(child), _name(program), mean, std=std, summary=f"op {op}",
+                    _name(child),
+                    _name(program),
+                    mean,
+                    std=std,
+                    summary=f"op {op}",
                     eval_cost={"tokens": land.cost(child)},
                 )
                 program = child
@@ -134,11 +151,17 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=2, help="revisions per plan")
     parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.02, 0.05, 0.1, 0.2])
     parser.add_argument(
-        "--token-cap", type=float, nargs="+", default=[0.0, 1.5],
+        "--token-cap",
+        type=float,
+        nargs="+",
+        default=[0.0, 1.5],
         help="evaluation-token cap per iteration, in seed evaluations per allowed evaluation (0 = evaluations only)",
     )
     parser.add_argument(
-        "--beliefs", choices=["raw", "posterior"], nargs="+", default=["raw", "posterior"],
+        "--beliefs",
+        choices=["raw", "posterior"],
+        nargs="+",
+        default=["raw", "posterior"],
         help="what strategies see: the raw predictions, or Bayesian posteriors (gains shrunk by the measured spread "
         "of revision effects against the prediction noise)",
     )
@@ -165,8 +188,18 @@ def main() -> None:
                 best = land.optimum()
                 base = land.score(frozenset())
                 for strategy in STRATEGIES:
-                    found = run_search(strategy, land, noise, seed, iters=args.iters, k=args.k, plans=args.plans,
-                                       depth=args.depth, token_cap=token_cap, posterior=beliefs == "posterior")  # fmt: skip
+                    found = run_search(
+                        strategy,
+                        land,
+                        noise,
+                        seed,
+                        iters=args.iters,
+                        k=args.k,
+                        plans=args.plans,
+                        depth=args.depth,
+                        token_cap=token_cap,
+                        posterior=beliefs == "posterior",
+                    )
                     ratio[strategy].append(found / best)
                     gain[strategy].append((found - base) / (best - base) if best > base else 1.0)
             cells = [f"{statistics.mean(ratio[s]):.3f} ({statistics.mean(gain[s]):.2f})" for s in STRATEGIES]

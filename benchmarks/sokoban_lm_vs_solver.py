@@ -23,7 +23,7 @@ from rich.table import Table
 from metaharness.agents.puzzle_planning import PuzzlePlanner
 from metaharness.models import connect
 from metaharness.planner.solve import solve
-from metaharness.tasks.puzzle_instances import load_instance_set, make_env
+from metaharness.tasks.environments.puzzle_instances import load_instance_set, make_env
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
 
     instance_set = load_instance_set("sokoban_v1")
     easy, hard = instance_set.select(["easy"]), instance_set.select(["hard"])
-    chosen = [i for pair in zip(easy, hard) for i in pair][: args.graphs]
+    chosen = [i for pair in zip(easy, hard, strict=False) for i in pair][: args.graphs]
     model = connect(args.model)
     rows = []
     for instance in chosen:
@@ -48,16 +48,23 @@ def main() -> None:
         graph = planner.plan(env.start, instance.t_star + args.slack, []).graph
         exact = solve(graph, solver="exact")
         lm = solve(graph, solver="lm", model=model)
-        rows.append({
-            "instance": instance.id, "nodes": graph.nx.number_of_nodes(), "edges": len(graph.edges),
-            "feasible_exists": exact.status == "optimal",
-            "exact": {"status": exact.status, "value": exact.value, "path": exact.path},
-            "lm": {"status": lm.status, "value": lm.value, "path": lm.path, "note": lm.note},
-            "lm_optimal": lm.has_plan and exact.has_plan and lm.value == exact.value,
-            "graph": graph.to_json(),
-        })
-        print(f"{instance.id}: graph {rows[-1]['nodes']} nodes / {rows[-1]['edges']} edges; exact {exact.status}; "
-              f"lm {lm.status}{' (' + lm.note + ')' if lm.note else ''}", flush=True)
+        rows.append(
+            {
+                "instance": instance.id,
+                "nodes": graph.nx.number_of_nodes(),
+                "edges": len(graph.edges),
+                "feasible_exists": exact.status == "optimal",
+                "exact": {"status": exact.status, "value": exact.value, "path": exact.path},
+                "lm": {"status": lm.status, "value": lm.value, "path": lm.path, "note": lm.note},
+                "lm_optimal": lm.has_plan and exact.has_plan and lm.value == exact.value,
+                "graph": graph.to_json(),
+            }
+        )
+        print(
+            f"{instance.id}: graph {rows[-1]['nodes']} nodes / {rows[-1]['edges']} edges; exact {exact.status}; "
+            f"lm {lm.status}{' (' + lm.note + ')' if lm.note else ''}",
+            flush=True,
+        )
 
     n = len(rows)
     table = Table(title=f"Same recorded graphs, exact solver vs {args.model} ({n} graphs, epsilon {args.epsilon})")
@@ -65,18 +72,30 @@ def main() -> None:
         table.add_column(column, justify="left" if column == "reader" else "right")
     exists = sum(r["feasible_exists"] for r in rows)
     table.add_row("graphs holding a feasible path", f"{exists}/{n}", "", "")
-    table.add_row("exact solver", f"{sum(r['exact']['status'] == 'optimal' for r in rows)}/{n}",
-                  f"{sum(r['exact']['status'] == 'optimal' for r in rows)}/{n}", "0")
-    table.add_row(args.model, f"{sum(r['lm']['status'] == 'feasible' for r in rows)}/{n}",
-                  f"{sum(r['lm_optimal'] for r in rows)}/{n}", f"{sum(r['lm']['status'] == 'invalid' for r in rows)}")
+    table.add_row(
+        "exact solver",
+        f"{sum(r['exact']['status'] == 'optimal' for r in rows)}/{n}",
+        f"{sum(r['exact']['status'] == 'optimal' for r in rows)}/{n}",
+        "0",
+    )
+    table.add_row(
+        args.model,
+        f"{sum(r['lm']['status'] == 'feasible' for r in rows)}/{n}",
+        f"{sum(r['lm_optimal'] for r in rows)}/{n}",
+        f"{sum(r['lm']['status'] == 'invalid' for r in rows)}",
+    )
     Console(width=120).print(table)
     if args.graphs_out:
         args.graphs_out.parent.mkdir(parents=True, exist_ok=True)
-        args.graphs_out.write_text("".join(json.dumps({"instance": r["instance"], "graph": r["graph"]}) + "\n" for r in rows))
+        args.graphs_out.write_text(
+            "".join(json.dumps({"instance": r["instance"], "graph": r["graph"]}) + "\n" for r in rows)
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         summary = [{k: v for k, v in r.items() if k != "graph"} for r in rows]
-        args.out.write_text(json.dumps({"model": args.model, "epsilon": args.epsilon, "graphs": summary}, indent=1) + "\n")
+        args.out.write_text(
+            json.dumps({"model": args.model, "epsilon": args.epsilon, "graphs": summary}, indent=1) + "\n"
+        )
 
 
 if __name__ == "__main__":

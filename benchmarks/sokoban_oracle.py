@@ -23,7 +23,7 @@ from metaharness.agents.puzzle_episode import Decision, run_episode
 from metaharness.agents.puzzle_planning import NoisyOracleSampler, PuzzlePlanner
 from metaharness.agents.puzzle_tape import TapeAgent
 from metaharness.planner.subagents import PlanningTask
-from metaharness.tasks.puzzle_instances import load_instance_set, make_env
+from metaharness.tasks.environments.puzzle_instances import load_instance_set, make_env
 
 
 class OpenLoopAgent:
@@ -50,10 +50,16 @@ def configurations(seed: int):
     for epsilon in (0.3, 0.6):
         yield "open loop, 1 plan", f"{epsilon}", lambda env, e=epsilon: OpenLoopAgent(e, seed)
         for m in (1, 4):
-            yield (f"TAPE oracle subagents, M={m}", f"{epsilon}",
-                   lambda env, e=epsilon, m=m: TapeAgent(PuzzlePlanner(env, oracle=True, m=m, epsilon=e, seed=seed)))
-    yield "TAPE oracle subagents, M=4", "1.0 (random)", \
-        lambda env: TapeAgent(PuzzlePlanner(env, oracle=True, m=4, epsilon=1.0, seed=seed))
+            yield (
+                f"TAPE oracle subagents, M={m}",
+                f"{epsilon}",
+                lambda env, e=epsilon, m=m: TapeAgent(PuzzlePlanner(env, oracle=True, m=m, epsilon=e, seed=seed)),
+            )
+    yield (
+        "TAPE oracle subagents, M=4",
+        "1.0 (random)",
+        lambda env: TapeAgent(PuzzlePlanner(env, oracle=True, m=4, epsilon=1.0, seed=seed)),
+    )
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """Seed harness programs, one folder per task; the first nodes of every search (installed as ``metaharness.candidates``).
 
-The files are harness programs (DESIGN.md's harness contract) that run in the sandbox by path, never imported here.
+The files are harness programs (the contract: :mod:`metaharness.harness`) that run in the sandbox by path, never
+imported here.
 Each task folder holds ``zero_shot.py``, ``few_shot.py`` (all training examples up to a context cap) and
 ``retrieval.py`` (the most similar training examples by BM25).
 """

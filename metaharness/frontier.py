@@ -4,9 +4,9 @@ A candidate is on the Pareto front when no other evaluated candidate is at least
 (higher validation score, fewer prompt tokens per example, fewer dollars) and strictly better on one. Failed
 candidates are never on it.
 
->>> from metaharness.store.record import CandidateRecord, Evaluation
+>>> from metaharness.candidate import Candidate, Evaluation
 >>> def cand(cid, score, ctx):
-...     return CandidateRecord(cid, None, 0, "", evaluation=Evaluation("val", {"primary": score}, {"context_tokens": ctx}))
+...     return Candidate(cid, None, 0, "", evaluation=Evaluation("val", {"primary": score}, {"context_tokens": ctx}))
 >>> [c.id for c in pareto_front([cand("c001", 0.3, 100), cand("c002", 0.5, 900), cand("c003", 0.2, 500)])]
 ['c001', 'c002']
 """
@@ -15,31 +15,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from metaharness.store.record import CandidateRecord
+from metaharness.candidate import Candidate
 
 
-def objectives(record: CandidateRecord) -> tuple[float, float, float]:
+def objectives(record: Candidate) -> tuple[float, float, float]:
     """The record's objectives, each oriented so that larger is better."""
     cost = record.evaluation.cost if record.evaluation else {}
     return (record.score, -float(cost.get("context_tokens", 0.0)), -float(cost.get("usd", 0.0)))
 
 
-def dominates(a: CandidateRecord, b: CandidateRecord) -> bool:
+def dominates(a: Candidate, b: Candidate) -> bool:
     oa, ob = objectives(a), objectives(b)
-    return all(x >= y for x, y in zip(oa, ob)) and oa != ob
+    return all(x >= y for x, y in zip(oa, ob, strict=False)) and oa != ob
 
 
-def evaluated(records: Iterable[CandidateRecord]) -> list[CandidateRecord]:
-    return [r for r in records if not r.failed and r.evaluation is not None]
+def evaluated(records: Iterable[Candidate]) -> list[Candidate]:
+    return [r for r in records if r.evaluated]
 
 
-def best(records: Iterable[CandidateRecord]) -> CandidateRecord | None:
+def best(records: Iterable[Candidate]) -> Candidate | None:
     """The highest validation score; the earliest candidate wins a tie (as the store's ``best`` ref does)."""
     done = evaluated(records)
     return max(done, key=lambda r: r.score) if done else None
 
 
-def pareto_front(records: Iterable[CandidateRecord]) -> list[CandidateRecord]:
+def pareto_front(records: Iterable[Candidate]) -> list[Candidate]:
     """Non-dominated evaluated candidates, in the order given (duplicates in every objective all stay)."""
     done = evaluated(records)
     return [r for r in done if not any(dominates(o, r) for o in done)]

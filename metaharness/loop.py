@@ -1,8 +1,9 @@
-"""The optimisation loop: seeds, then propose -> validate -> evaluate -> commit, iteration after iteration.
+"""The optimisation loop: seeds, then propose -> check -> evaluate -> commit, iteration after iteration.
 
 The loop owns the candidates; the proposer only reads a :class:`~metaharness.proposal.RunState` and returns
-proposals (see :mod:`metaharness.proposal`), and the evaluator only measures programs. Everything durable goes
-through the :class:`~metaharness.store.RunDirectory`, in an order that makes a kill at any moment harmless:
+proposals (:mod:`metaharness.proposal`), the evaluator only measures programs
+(:mod:`metaharness.evaluation.candidate_evaluator`), and everything durable goes through a
+:class:`~metaharness.store.RunStore`, in an order that makes a kill at any moment harmless:
 
 1. an iteration's proposals are journaled (with their ids) before any is evaluated;
 2. a candidate is committed only after its evaluation is fully written (journal first, then one git transaction);
@@ -21,43 +22,22 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from metaharness import frontier
+from metaharness.candidate import EVALUATED, FAILED, Candidate, Evaluation, candidate_id, id_number
 from metaharness.errors import BudgetExceeded, MetaharnessError
+from metaharness.evaluation.candidate_evaluator import CandidateEvaluator, CandidateFailed
 from metaharness.proposal import Proposal, Proposer, RunState
-from metaharness.report import write_summary_markdown
-from metaharness.store import EVALUATED, FAILED, CandidateRecord, Evaluation, RunDirectory
 from metaharness.store.crash import crash_point
-from metaharness.store.record import candidate_id, id_number
-
-Progress = Callable[[int, int], None]
-
-
-class CandidateFailed(Exception):
-    """Raised by an evaluator when the candidate itself is broken (not the evaluator or the model)."""
-
-
-class CandidateEvaluator(Protocol):
-    """How the loop measures candidates. The real one is :class:`TaskEvaluator`.
-
-    - ``check(path)`` imports and instantiates the harness in isolation; returns the error text, or ``None``.
-    - ``evaluate(path, split, trace_path=, progress=)`` runs it on a split, writes the per-example records to
-      ``trace_path`` and returns the aggregates. One example's failure scores 0 inside; raise
-      :class:`CandidateFailed` when the candidate as a whole cannot run, anything else for systemic failures.
-    - ``split_unavailable(split)`` says why a split cannot be evaluated here (e.g. not available offline), or
-      ``None`` when it can.
-    """
-
-    def check(self, harness: Path) -> str | None: ...
-
-    def evaluate(self, harness: Path, split: str, *, trace_path: Path, progress: Progress | None = None) -> Evaluation: ...
-
-    def split_unavailable(self, split: str) -> str | None: ...
+from metaharness.store.protocol import RunStore
 
 
 class LoopEvents:
     """What the loop reports while it runs; the CLI draws it with rich. The defaults do nothing."""
+
+    def run_started(self, path: Path, spent: Callable[[], dict[str, float]]) -> None:
+        """The run in ``path`` begins; ``spent()`` reads what it has cost so far, at any time."""
 
     def note(self, text: str) -> None: ...
 
@@ -69,7 +49,7 @@ class LoopEvents:
 
     def examples_done(self, done: int, total: int) -> None: ...
 
-    def candidate_finished(self, record: CandidateRecord) -> None: ...
+    def candidate_finished(self, candidate: Candidate) -> None: ...
 
 
 @dataclass
@@ -89,6 +69,8 @@ class Seed:
 
 @dataclass
 class LoopSettings:
+    """What the loop does: ``iterations`` after the seeds, ``evals_per_iter`` candidate evaluations each."""
+
     task: str
     iterations: int
     evals_per_iter: int = 3
@@ -102,8 +84,8 @@ class Outcome:
 
     iterations_done: int
     stopped: str | None
-    best: CandidateRecord | None
-    frontier: list[CandidateRecord]
+    best: Candidate | None
+    frontier: list[Candidate]
     test: dict[str, Evaluation] = field(default_factory=dict)
 
 
@@ -112,12 +94,16 @@ class _Stopped(Exception):
 
 
 class Optimizer:
-    """Runs the loop in ``run`` (see the module docstring). ``budget`` gives the caps left, e.g. ``{"usd": 1.2}``;
-    ``spent`` the cost so far (``{"usd": ..., "input_tokens": ..., "output_tokens": ...}``)."""
+    """Runs the loop over ``store`` (see the module docstring).
+
+    ``budget()`` gives the caps left for the proposer, e.g. ``{"usd": 1.2}``; ``spent()`` the cost so far
+    (``{"usd": ..., "tokens": ...}``), written into the candidate; ``write_summary()``, when given, refreshes the run's
+    human-readable summary after every iteration and when the run stops.
+    """
 
     def __init__(
         self,
-        run: RunDirectory,
+        store: RunStore,
         settings: LoopSettings,
         proposer: Proposer,
         evaluator: CandidateEvaluator,
@@ -127,8 +113,9 @@ class Optimizer:
         stop: StopRequest | None = None,
         budget: Callable[[], dict[str, float]] = dict,
         spent: Callable[[], dict[str, float]] = dict,
+        write_summary: Callable[[], object] | None = None,
     ) -> None:
-        self.run_dir = run
+        self.store = store
         self.settings = settings
         self.proposer = proposer
         self.evaluator = evaluator
@@ -137,18 +124,20 @@ class Optimizer:
         self.stop = stop or StopRequest()
         self.budget = budget
         self.spent = spent
+        self.write_summary = write_summary
 
     # -- the run ---------------------------------------------------------------------------------------------
 
     def run(self) -> Outcome:
         stopped = None
         test: dict[str, Evaluation] = {}
-        for action in self.run_dir.recover():
+        self.events.run_started(self.store.path, self.spent)
+        for action in self.store.recover():
             self.events.note(action)
         try:
             # Iteration 0 evaluates the seeds; a plan left open by an interrupted run is finished first.
             for iteration in range(0, self.settings.iterations + 1):
-                if iteration not in self.run_dir.completed_iterations():
+                if iteration not in self.store.completed_iterations():
                     self._check_stop()
                     self._iteration(iteration)
             if self.settings.test:
@@ -158,16 +147,16 @@ class Optimizer:
         except _Stopped:
             stopped = "interrupted by the user (Ctrl-C); rerun the same command to continue"
         if stopped:
-            self.run_dir.log({"type": "stop", "reason": stopped, "spent": self.spent()})
+            self.store.log({"type": "stop", "reason": stopped, "spent": self.spent()})
             self.events.note(f"stopped: {stopped}")
         self._write_summary()
-        records = [c.record for c in self.run_dir.store.candidates()]
-        done = self.run_dir.completed_iterations()
+        candidates = self.store.candidates()
+        done = self.store.completed_iterations()
         return Outcome(
             iterations_done=max((i for i in done if i > 0), default=0),
             stopped=stopped,
-            best=frontier.best(records),
-            frontier=frontier.pareto_front(records),
+            best=frontier.best(candidates),
+            frontier=frontier.pareto_front(candidates),
             test=test,
         )
 
@@ -178,19 +167,19 @@ class Optimizer:
     def _iteration(self, iteration: int) -> None:
         started = time.monotonic()
         self.events.iteration_started(iteration, self.settings.iterations)
-        plan = self.run_dir.journal.plan(iteration)
+        plan = self.store.plan(iteration)
         if plan is None:
             plan = self._plan(iteration)
-            self.run_dir.journal.save_plan(iteration, plan)
+            self.store.save_plan(iteration, plan)
             crash_point("iteration:planned")
         for entry in plan:
             self._check_stop()
-            if not self.run_dir.store.has(entry["id"]):
+            if not self.store.has(entry["id"]):
                 self._realise(entry, iteration)
-        records = [c.record for c in self.run_dir.store.candidates()]
-        mine = [r for r in records if r.iteration == iteration]
-        best = frontier.best(records)
-        self.run_dir.log(
+        candidates = self.store.candidates()
+        mine = [r for r in candidates if r.iteration == iteration]
+        best = frontier.best(candidates)
+        self.store.log(
             {
                 "type": "iteration",
                 "iteration": iteration,
@@ -199,12 +188,12 @@ class Optimizer:
                 "failed": sum(r.failed for r in mine),
                 "best": best.id if best else None,
                 "best_score": best.score if best else None,
-                "frontier": [r.id for r in frontier.pareto_front(records)],
+                "frontier": [r.id for r in frontier.pareto_front(candidates)],
                 "spent": self.spent(),
                 "seconds": round(time.monotonic() - started, 3),
             }
         )
-        self.run_dir.journal.drop_plan(iteration)
+        self.store.drop_plan(iteration)
         self._write_summary()
 
     def _plan(self, iteration: int) -> list[dict[str, Any]]:
@@ -223,7 +212,7 @@ class Optimizer:
                 proposals = proposals[: state.evals_left]
             if not proposals:
                 self.events.note(f"iteration {iteration}: the proposer returned no candidates")
-        first = id_number(self.run_dir.next_id())
+        first = id_number(self.store.next_id())
         return [
             {
                 "id": candidate_id(first + i),
@@ -241,15 +230,15 @@ class Optimizer:
         return RunState(
             task=self.settings.task,
             iteration=iteration,
-            candidates=[c.record.info(self.run_dir.path) for c in self.run_dir.store.candidates()],
+            candidates=self.store.candidates(),
             evals_left=self.settings.evals_per_iter,
             budget=self.budget(),
-            run_dir=self.run_dir.path,
+            run_dir=self.store.path,
         )
 
     def _realise(self, entry: dict[str, Any], iteration: int) -> None:
         """Check, evaluate and commit one planned candidate."""
-        record = CandidateRecord(
+        candidate = Candidate(
             id=entry["id"],
             parent=entry["parent"],
             iteration=iteration,
@@ -258,123 +247,72 @@ class Optimizer:
             hypothesis=entry.get("hypothesis", ""),
             prediction=entry.get("prediction"),
         )
-        self.events.candidate_started(record.id, "val", record.summary)
-        if record.parent is not None and not self.run_dir.store.has(record.parent):
-            unknown, record.parent = record.parent, None  # committed on the root so the proposer sees the mistake
-            self._fail(record, f"parent '{unknown}' is not a candidate of this run (known: {self._known_ids()})")
+        self.events.candidate_started(candidate.id, "val", candidate.summary)
+        if candidate.parent is not None and not self.store.has(candidate.parent):
+            unknown, candidate.parent = candidate.parent, None  # committed on the root so the proposer sees the mistake
+            self._fail(candidate, f"parent '{unknown}' is not a candidate of this run (known: {self._known_ids()})")
             return
-        harness = self.run_dir.work_file(record.id, record.source)
+        harness = self.store.work_file(candidate.id, candidate.source)
         error = self.evaluator.check(harness)
         if error:
-            self._fail(record, error)
+            self._fail(candidate, error)
             return
-        trace = self.run_dir.trace_path(record.id, "val")
+        trace = self.store.trace_path(candidate.id, "val")
         try:
-            record.evaluation = self.evaluator.evaluate(harness, "val", trace_path=trace, progress=self._progress)
+            candidate.evaluation = self.evaluator.evaluate(harness, "val", trace_path=trace, progress=self._progress)
         except CandidateFailed as exc:
-            self._fail(record, str(exc))
+            self._fail(candidate, str(exc))
             return
         except (MetaharnessError, KeyboardInterrupt):
             raise
-        except Exception as exc:  # an evaluator bug must not stop the search: record it with the candidate
-            self._fail(record, "evaluation crashed: " + "".join(traceback.format_exception_only(exc)).strip())
+        except Exception as exc:  # an evaluator bug must not stop the search: candidate it with the candidate
+            self._fail(candidate, "evaluation crashed: " + "".join(traceback.format_exception_only(exc)).strip())
             return
         crash_point("candidate:evaluated")
-        record.status = EVALUATED
-        record.trace = self.run_dir.relative(trace)
-        self.run_dir.commit(record)
-        self.events.candidate_finished(record)
+        candidate.status = EVALUATED
+        candidate.trace = self.store.relative(trace)
+        self.store.commit(candidate)
+        self.events.candidate_finished(candidate)
 
     def _progress(self, done: int, total: int) -> None:
         crash_point("evaluation:example")
         self.events.examples_done(done, total)
 
     def _known_ids(self) -> str:
-        return ", ".join(c.record.id for c in self.run_dir.store.candidates())
+        return ", ".join(c.id for c in self.store.candidates())
 
-    def _fail(self, record: CandidateRecord, error: str) -> None:
-        record.status = FAILED
-        record.error = error
-        self.run_dir.commit(record)
-        self.events.candidate_finished(record)
+    def _fail(self, candidate: Candidate, error: str) -> None:
+        candidate.status = FAILED
+        candidate.error = error
+        self.store.commit(candidate)
+        self.events.candidate_finished(candidate)
 
     def _test_split(self) -> dict[str, Evaluation]:
         """Evaluate the best candidate and the Pareto front on the test split (once each)."""
-        records = [c.record for c in self.run_dir.store.candidates()]
+        candidates = self.store.candidates()
         targets = []
-        for record in [frontier.best(records), *frontier.pareto_front(records)]:
-            if record is not None and record not in targets:
-                targets.append(record)
-        results = {r.id: self.run_dir.test_result(r.id) for r in targets}
+        for candidate in [frontier.best(candidates), *frontier.pareto_front(candidates)]:
+            if candidate is not None and candidate not in targets:
+                targets.append(candidate)
+        results = {r.id: self.store.test_result(r.id) for r in targets}
         todo = [r for r in targets if results[r.id] is None]
         if todo:
             reason = self.evaluator.split_unavailable("test")
             if reason:
-                self.run_dir.log({"type": "test_skipped", "reason": reason})
+                self.store.log({"type": "test_skipped", "reason": reason})
                 self.events.note(f"test split not evaluated: {reason}")
                 return {cid: ev for cid, ev in results.items() if ev is not None}
-        for record in todo:
+        for candidate in todo:
             self._check_stop()
-            self.events.candidate_started(record.id, "test", record.summary)
-            harness = self.run_dir.work_file(record.id, record.source)
-            trace = self.run_dir.trace_path(record.id, "test")
+            self.events.candidate_started(candidate.id, "test", candidate.summary)
+            harness = self.store.work_file(candidate.id, candidate.source)
+            trace = self.store.trace_path(candidate.id, "test")
             evaluation = self.evaluator.evaluate(harness, "test", trace_path=trace, progress=self._progress)
-            self.run_dir.save_test_result(record.id, evaluation)
-            self.run_dir.log({"type": "test", "id": record.id, "evaluation": evaluation.to_dict()})
-            results[record.id] = evaluation
+            self.store.save_test_result(candidate.id, evaluation)
+            self.store.log({"type": "test", "id": candidate.id, "evaluation": evaluation.to_dict()})
+            results[candidate.id] = evaluation
         return {cid: ev for cid, ev in results.items() if ev is not None}
 
     def _write_summary(self) -> None:
-        write_summary_markdown(self.run_dir)
-
-
-
-class TaskEvaluator:
-    """The real :class:`CandidateEvaluator`: :mod:`metaharness.evaluation` on one task with the fixed task model.
-
-    ``val_limit`` caps the validation examples (the first N); test-split evaluations use the whole split.
-    """
-
-    def __init__(self, task: Any, model: Any, *, val_limit: int | None = None, workers: int | None = None) -> None:
-        self.task = task
-        self.model = model
-        self.val_limit = val_limit
-        self.workers = workers
-
-    def check(self, harness: Path) -> str | None:
-        from metaharness.evaluation import HarnessInvalid, check_harness
-
-        try:
-            check_harness(harness, self.task, model=self.model)
-        except HarnessInvalid as exc:
-            return str(exc)
-        return None
-
-    def evaluate(self, harness: Path, split: str, *, trace_path: Path, progress: Progress | None = None) -> Evaluation:
-        from metaharness.evaluation import evaluate
-
-        report = evaluate(
-            harness,
-            self.task,
-            split,
-            model=self.model,
-            limit=self.val_limit if split == "val" else None,
-            workers=self.workers,
-            trace_path=trace_path,
-            progress=(lambda _record, done, total: progress(done, total)) if progress else None,
-        )
-        return Evaluation(
-            split=split,
-            scores={k: float(v) for k, v in report.scores.items()},
-            cost={k: float(v) for k, v in report.cost.items() if isinstance(v, (int, float))},
-            examples=len(report.records),
-            errors=report.errors,
-            seconds=report.seconds,
-        )
-
-    def split_unavailable(self, split: str) -> str | None:
-        try:
-            self.task.load(split)
-        except MetaharnessError as exc:
-            return str(exc)
-        return None
+        if self.write_summary is not None:
+            self.write_summary()

@@ -1,19 +1,22 @@
-"""The seam between the optimisation loop and the proposers.
+"""The proposer seam: what a proposer sees of a run, and what it returns.
 
 The loop owns the candidates (evaluation, git store, budget); a :class:`Proposer` only reads the run's state and
-returns new candidate programs. Contract of :meth:`Proposer.propose`:
+returns new candidate programs. The whole contract of :meth:`Proposer.propose`:
 
-- It receives a :class:`RunState` snapshot: every candidate so far (source, scores, where its per-example traces
-  are, and failed attempts with their errors), the iteration number and the budget left for this iteration.
-- It returns at most ``state.evals_left`` :class:`Proposal` objects. Each names an existing candidate id as
-  ``parent`` (or ``None`` for a fresh program), carries the complete source of the new harness file and says in
-  words what changed (``summary``) and why it should help (``hypothesis``). ``prediction`` holds whatever the
-  proposer predicted about the outcome (e.g. ``{"score": 0.42, "flips": [...]}``) so predicted vs. actual can be
-  studied; ``None`` when it made no prediction.
-- It never evaluates on the validation split itself: the loop does, within budget. It may run candidates on a
-  few *training* examples (the offline proposer's probe) through the evaluator it is given.
-- A proposer that cannot produce anything this iteration returns an empty list; it raises only for systemic
-  failures (missing key, unreachable model), which stop the run with a clear message.
+- It receives a :class:`RunState` snapshot: every committed :class:`~metaharness.candidate.Candidate` so far
+  (source, scores, cost, prediction, failed ones with their errors; :meth:`RunState.trace_path` finds a
+  candidate's per-example validation trace), the iteration number, the evaluations this iteration may still use
+  and any other budget left for it.
+- It returns at most ``state.evals_left`` :class:`Proposal` objects, in the order they should be evaluated. Each
+  names an existing candidate id as ``parent`` (or ``None`` for a fresh program), carries the complete source of
+  the new harness file (:mod:`metaharness.harness`) and says in words what changed (``summary``) and why it should
+  help (``hypothesis``). ``prediction`` holds what the proposer predicted about the outcome (e.g.
+  ``{"score": 0.42, "flips": {...}}``) so predicted vs. actual can be studied; ``None`` when it made no prediction.
+  Extra proposals are dropped by the loop with a note; a proposal with an unknown parent is recorded as failed.
+- It never evaluates on the validation or test split: the loop does, within budget. It may run candidates on a
+  few *training* examples (the offline proposer's probe) through the sandboxed evaluator.
+- A proposer that cannot produce anything this iteration returns an empty list. It raises only for systemic
+  failures (a missing key, an unreachable model, a reached cost cap), which stop the run with a clear message.
 """
 
 from __future__ import annotations
@@ -22,33 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-HARNESS_FILE = "harness.py"
-
-
-@dataclass
-class CandidateInfo:
-    """A candidate the loop knows about: evaluated, or failed validation/evaluation."""
-
-    id: str
-    parent: str | None
-    source: str
-    iteration: int
-    summary: str = ""
-    hypothesis: str = ""
-    # Validation scores, e.g. {"accuracy": 0.42, "f1": 0.5}; empty for failed candidates.
-    scores: dict[str, float] = field(default_factory=dict)
-    # Aggregate cost of its evaluation: tokens, dollars, context size (prompt tokens per example).
-    cost: dict[str, float] = field(default_factory=dict)
-    # JSONL file of per-example records (input, prediction, target, score, model calls, errors).
-    trace_path: Path | None = None
-    failed: bool = False
-    error: str | None = None
-    prediction: dict[str, Any] | None = None
-
-    @property
-    def score(self) -> float:
-        """The primary validation score (higher is better); failed candidates count as 0."""
-        return float(self.scores.get("primary", 0.0)) if not self.failed else 0.0
+from metaharness.candidate import Candidate
 
 
 @dataclass
@@ -57,21 +34,23 @@ class RunState:
 
     task: str
     iteration: int
-    candidates: list[CandidateInfo]
+    candidates: list[Candidate]
     evals_left: int
     # Remaining caps for the iteration when set: {"tokens": ..., "usd": ...}.
     budget: dict[str, float] = field(default_factory=dict)
     run_dir: Path | None = None
 
-    def evaluated(self) -> list[CandidateInfo]:
-        return [c for c in self.candidates if not c.failed]
+    def evaluated(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.evaluated]
 
-    def failed(self) -> list[CandidateInfo]:
+    def failed(self) -> list[Candidate]:
         return [c for c in self.candidates if c.failed]
 
-    def best(self) -> CandidateInfo | None:
-        done = self.evaluated()
-        return max(done, key=lambda c: c.score) if done else None
+    def trace_path(self, candidate: Candidate) -> Path | None:
+        """The candidate's per-example validation records (JSONL), when the run kept them."""
+        if candidate.trace is None:
+            return None
+        return Path(self.run_dir) / candidate.trace if self.run_dir is not None else Path(candidate.trace)
 
 
 @dataclass
@@ -87,8 +66,8 @@ class Proposal:
 
 @runtime_checkable
 class Proposer(Protocol):
+    """Writes the next candidates (the module docstring is the contract); ``name`` is how runs record it."""
+
     name: str
 
-    def propose(self, state: RunState) -> list[Proposal]:
-        """Return at most ``state.evals_left`` proposals for this iteration (see the module docstring)."""
-        ...
+    def propose(self, state: RunState) -> list[Proposal]: ...

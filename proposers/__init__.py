@@ -7,12 +7,12 @@
   chosen by the program-space ILP (:mod:`.offline`). ``offline-greedy``, ``offline-random``,
   ``offline-best-of-n``: the same with a baseline selection rule instead of the ILP.
 - ``base``: the Meta-Harness coding agent (:mod:`.coding`); needs a proposer model with tool calling.
-- ``tps``: the coding agent after TPS planning over program space (:mod:`.tps`); ``tps-greedy``, ``tps-random``,
+- ``tps``: the coding agent after TPS planning over program space (:mod:`.planned_coding`); ``tps-greedy``, ``tps-random``,
   ``tps-best-of-n``: the same planning with a baseline selection rule.
 
 Config keys (what the optimize loop passes; unknown keys are ignored so callers can pass one dict to any proposer):
 
-- ``task``: a :class:`metaharness.tasks.Task` or task name (required);
+- ``task``: a :class:`~metaharness.tasks.Task` or task name (required);
 - ``task_model``: ModelClient or spec string of the fixed task model (offline: required, used for the probe);
 - ``model``: ModelClient or spec string of the proposer model (``base`` and ``tps``: required);
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
@@ -30,18 +30,29 @@ from typing import Any
 
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.proposal import Proposer
+from metaharness.tasks.task import Task
 
 _SELECTIONS = {"": "ilp", "-greedy": "greedy", "-random": "random", "-best-of-n": "best_of_n"}
 _FAMILIES = ("offline", "tps")
 # Proposer settings get_proposer passes on (see the module docstring); any other config key is ignored.
-OPTION_KEYS = ("seed", "workers", "probe_size", "plans", "operators", "probe_tokens", "frontier", "extend",
-               "max_steps", "max_tokens")  # fmt: skip
+OPTION_KEYS = (
+    "seed",
+    "workers",
+    "probe_size",
+    "plans",
+    "operators",
+    "probe_tokens",
+    "frontier",
+    "extend",
+    "max_steps",
+    "max_tokens",
+)
 PROPOSER_NAMES: tuple[str, ...] = ("offline", "base", "tps") + tuple(
     f"{family}{suffix}" for family in _FAMILIES for suffix in _SELECTIONS if suffix
 )
 
 
-def _task(config: dict[str, Any]) -> Any:
+def _task(config: dict[str, Any]) -> Task:
     task = config.get("task")
     if task is None:
         raise ConfigurationError("A proposer needs the task (get_proposer(name, task=...)).")
@@ -89,7 +100,14 @@ def get_proposer(name: str, **config: Any) -> Proposer:
         from metaharness.proposers.coding import CodingProposer
 
         return CodingProposer(model, task, config.get("task_model"), run_dir=run_dir, **coding)
-    from metaharness.proposers.tps import TPSProposer
+    from metaharness.proposers.planned_coding import TPSProposer
 
-    return TPSProposer(model, task, config.get("task_model"), run_dir=run_dir, selection=selection,
-                       plans=config.get("plans") or 4, **coding)  # fmt: skip
+    return TPSProposer(
+        model,
+        task,
+        config.get("task_model"),
+        run_dir=run_dir,
+        selection=selection,
+        plans=config.get("plans") or 4,
+        **coding,
+    )

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from metaharness import frontier
 from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.probe import Prober
@@ -48,7 +49,13 @@ MAX_BAD_TURNS = 3
 
 
 def run_agent(
-    model: ModelClient, workspace: Workspace, system: str, task: str, *, k: int, max_steps: int = MAX_STEPS,
+    model: ModelClient,
+    workspace: Workspace,
+    system: str,
+    task: str,
+    *,
+    k: int,
+    max_steps: int = MAX_STEPS,
     max_tokens: int = 4096,
 ) -> list[dict[str, Any]]:
     """Drive the tool-calling loop until ``k`` valid submissions, ``finish``, or ``max_steps``; return the messages."""
@@ -58,8 +65,13 @@ def run_agent(
     for _ in range(max_steps):
         if workspace.finished or len(workspace.valid()) >= k:
             break
-        request = ChatRequest(messages, temperature=0.0, max_tokens=max_tokens,
-                              tools=[tool for tool, _ in tools.values()], tool_choice="required")  # fmt: skip
+        request = ChatRequest(
+            messages,
+            temperature=0.0,
+            max_tokens=max_tokens,
+            tools=[tool for tool, _ in tools.values()],
+            tool_choice="required",
+        )
         try:
             result = model.complete(request, role="proposer")
             calls = result.tool_calls
@@ -70,7 +82,10 @@ def run_agent(
             bad_turns += 1
             messages += [
                 {"role": "assistant", "content": text or "(no tool call)"},
-                {"role": "user", "content": "Reply with a tool call (for example read_file or submit); call finish when done."},
+                {
+                    "role": "user",
+                    "content": "Reply with a tool call (for example read_file or submit); call finish when done.",
+                },
             ]
             if bad_turns >= MAX_BAD_TURNS:
                 break
@@ -101,10 +116,18 @@ class CodingProposer:
     name = "base"
 
     def __init__(
-        self, model: ModelClient | str, task: Any, task_model: Any = None, *, run_dir: str | Path | None = None,
-        probe_size: int = 4, seed: int = 0, workers: int | None = None, max_steps: int = MAX_STEPS,
+        self,
+        model: ModelClient | str,
+        task: Any,
+        task_model: Any = None,
+        *,
+        run_dir: str | Path | None = None,
+        probe_size: int = 4,
+        seed: int = 0,
+        workers: int | None = None,
+        max_steps: int = MAX_STEPS,
         max_tokens: int = 4096,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if isinstance(model, str):
             from metaharness.models import connect
 
@@ -133,13 +156,19 @@ class CodingProposer:
 
     def workspace(self, state: RunState) -> Workspace:
         folder = self._folder(state)
-        return Workspace(folder / "workspace", state, task_description=getattr(self.task, "description", ""),
-                         probe=self.prober.run if self.prober else None, check=self._check)  # fmt: skip
+        return Workspace(
+            folder / "workspace",
+            state,
+            task_description=getattr(self.task, "description", ""),
+            probe=self.prober.run if self.prober else None,
+            check=self._check,
+        )
 
     def write(self, state: RunState, workspace: Workspace, brief: str, k: int) -> list[dict[str, Any]]:
         """Run the agent with ``brief`` as its task message and keep the transcript beside the workspace."""
-        messages = run_agent(self.model, workspace, SYSTEM.format(k=k), brief, k=k, max_steps=self.max_steps,
-                             max_tokens=self.max_tokens)  # fmt: skip
+        messages = run_agent(
+            self.model, workspace, SYSTEM.format(k=k), brief, k=k, max_steps=self.max_steps, max_tokens=self.max_tokens
+        )
         transcript = workspace.root.parent / "transcript.json"
         transcript.write_text(json.dumps(messages, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
         return messages
@@ -149,7 +178,7 @@ class CodingProposer:
         if k < 1 or not state.candidates:
             return []
         workspace = self.workspace(state)
-        best = state.best()
+        best = frontier.best(state.candidates)
         brief = (
             f"Iteration {state.iteration}. Write {k} new candidate(s). The best so far is "
             f"{best.id if best else 'none'} with score {best.score if best else 0:.3f}. Start with read_file summary.md."

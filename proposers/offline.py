@@ -23,10 +23,11 @@ import math
 import random
 from typing import Any
 
-from metaharness.proposal import CandidateInfo, Proposal, RunState
+from metaharness.candidate import Candidate
+from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.operators import Operator, applicable, label_set
-from metaharness.proposers.planning import DEAD_END, Calibration, Predicted, calibrate, label, plan, proposal_for
-from metaharness.proposers.probe import ProbeResult, Prober
+from metaharness.proposers.probe import Prober, ProbeResult
+from metaharness.proposers.program_plan import DEAD_END, Calibration, Predicted, calibrate, label, plan, proposal_for
 
 MIN_STD = 0.03  # a probe of a dozen examples never pins a score down better than this
 
@@ -76,7 +77,7 @@ class OfflineProposer:
         self.probe_tokens = probe_tokens
         self._spent = 0.0
 
-    def _afford(self, parent: CandidateInfo, op: Operator | None) -> bool:
+    def _afford(self, parent: Candidate, op: Operator | None) -> bool:
         """Charge the probe of a revision of ``parent`` by ``op`` (``None``: the parent itself) if the budget allows."""
         if op is not None and op.post_processing:
             return True
@@ -94,12 +95,12 @@ class OfflineProposer:
 
     # ------------------------------------------------------------------ stages
 
-    def _sample_revisions(self, parents: list[CandidateInfo], rng: random.Random) -> list[tuple[CandidateInfo, Operator]]:
+    def _sample_revisions(self, parents: list[Candidate], rng: random.Random) -> list[tuple[Candidate, Operator]]:
         """Stage 1: up to ``plans`` (parent, operator) pairs, round-robin over parents, no operator twice in a row."""
         options = {p.id: self._applicable(p.source) for p in parents}
         for ops in options.values():
             rng.shuffle(ops)
-        picked: list[tuple[CandidateInfo, Operator]] = []
+        picked: list[tuple[Candidate, Operator]] = []
         while len(picked) < self.plans and any(options.values()):
             for parent in parents:
                 if options[parent.id] and len(picked) < self.plans:
@@ -107,7 +108,13 @@ class OfflineProposer:
         return picked
 
     def _predict(
-        self, key: str, parent_key: str, summary: str, source: str, base: CandidateInfo, base_probe: ProbeResult,
+        self,
+        key: str,
+        parent_key: str,
+        summary: str,
+        source: str,
+        base: Candidate,
+        base_probe: ProbeResult,
         calibration: Calibration,
     ) -> Predicted:
         """Stage 2: probe the candidate and turn the result into a predicted val score, uncertainty and cost: the
@@ -141,7 +148,11 @@ class OfflineProposer:
                     "context_tokens": round(result.context_tokens, 1),
                 },
                 "flips": flips,
-                "calibration": {"slope": calibration.slope, "residual": calibration.residual, "pairs": calibration.pairs},
+                "calibration": {
+                    "slope": calibration.slope,
+                    "residual": calibration.residual,
+                    "pairs": calibration.pairs,
+                },
                 "signature": result.signature()[:16],
             },
         )
@@ -187,7 +198,7 @@ class OfflineProposer:
         seen = set(known)
         skipped = 0
 
-        def add(parent_key: str, base: CandidateInfo, source: str, op: Operator, chain: list[str]) -> bool:
+        def add(parent_key: str, base: Candidate, source: str, op: Operator, chain: list[str]) -> bool:
             """Predict ``op`` applied to ``source`` (``chain``: its operators so far) unless the result is known."""
             revision = op.apply(source)
             digest = _digest(revision.source)
@@ -228,7 +239,10 @@ class OfflineProposer:
             proposal = proposal_for(parent, chain, chosen, rank)
             proposal.prediction["candidates_considered"] = len(predicted)
             proposal.prediction["dead_ends"] = sum(1 for p in predicted if p.label == DEAD_END)
-            proposal.prediction["probe_tokens"] = {"spent": round(self._spent), "budget": self.probe_tokens,
-                                                   "revisions_skipped": skipped}  # fmt: skip
+            proposal.prediction["probe_tokens"] = {
+                "spent": round(self._spent),
+                "budget": self.probe_tokens,
+                "revisions_skipped": skipped,
+            }
             proposals.append(proposal)
         return proposals[: state.evals_left]

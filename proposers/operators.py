@@ -1,6 +1,6 @@
 """A library of program transformations of harness source: the revisions the offline proposer plans over.
 
-Every operator is a real edit of a harness file (DESIGN.md's harness contract: ``class Harness`` with
+Every operator is a real edit of a harness file (the contract of :mod:`metaharness.harness`: ``class Harness`` with
 ``__init__(self, lm, train)`` and ``predict(self, x)``). Operators locate what they change with :mod:`ast` and
 splice text into the original source, so comments and layout survive and ``git diff`` between a candidate and its
 parent shows exactly the revision. Each operator says whether it applies (:meth:`Operator.applies`) and returns the
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from metaharness.errors import InputError
 
@@ -61,8 +61,10 @@ class SourceEditor:
 
     def defines(self, name: str) -> bool:
         return any(
-            isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name
-            or isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+            isinstance(n, (ast.FunctionDef, ast.ClassDef))
+            and n.name == name
+            or isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
             for n in self.tree.body
         )
 
@@ -130,7 +132,9 @@ def prepend_to_init(source: str, code: str) -> str:
     init = editor.method("__init__")
     assert init is not None
     first = init.body[0]
-    has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    has_doc = (
+        isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    )
     anchor = init.body[1] if has_doc and len(init.body) > 1 else first
     indent = _indent_of(editor, anchor)
     if has_doc and len(init.body) == 1:
@@ -272,7 +276,9 @@ def _snap(source: str) -> tuple[str, str]:
         "return _with_answer(answer, label) if label else answer\n",
     )
     source = prepend_to_init(source, "self._label_set = _known_labels(train)\n")
-    return _append_helpers(source, LABEL_HELPERS), "snap the answer to the closest training label (normalised, then fuzzy match)"
+    return _append_helpers(
+        source, LABEL_HELPERS
+    ), "snap the answer to the closest training label (normalised, then fuzzy match)"
 
 
 def _vote(k: int, model_weight: float) -> Callable[[str], tuple[str, str]]:
@@ -297,7 +303,9 @@ def _vote(k: int, model_weight: float) -> Callable[[str], tuple[str, str]]:
             "    return answer\n"
             "return _with_answer(answer, votes.most_common(1)[0][0])\n",
         )
-        source = prepend_to_init(source, "self._neighbours = _NeighbourIndex(train)\nself._label_set = _known_labels(train)\n")
+        source = prepend_to_init(
+            source, "self._neighbours = _NeighbourIndex(train)\nself._label_set = _known_labels(train)\n"
+        )
         source = _append_helpers(source, {**LABEL_HELPERS, **NEIGHBOUR_HELPERS})
         return source, (
             f"vote between the model's answer (weight {model_weight} x the top vote) and the labels of the {k} most "
@@ -320,7 +328,9 @@ def _neighbour_fallback(source: str) -> tuple[str, str]:
         "nearest = self._neighbours.nearest(x, 1)\n"
         "return _with_answer(answer, nearest[0][1]) if nearest else answer\n",
     )
-    source = prepend_to_init(source, "self._neighbours = _NeighbourIndex(train)\nself._label_set = _known_labels(train)\n")
+    source = prepend_to_init(
+        source, "self._neighbours = _NeighbourIndex(train)\nself._label_set = _known_labels(train)\n"
+    )
     source = _append_helpers(source, {**LABEL_HELPERS, **NEIGHBOUR_HELPERS})
     return source, "when the answer names no known label, answer with the label of the most similar training example"
 
@@ -335,7 +345,9 @@ def _prompt_constants(editor: SourceEditor) -> list[ast.Assign]:
     found = []
     for node in editor.tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if PROMPT_CONSTANT.match(node.targets[0].id) and not isinstance(node.value, (ast.List, ast.Dict, ast.Tuple)):
+            if PROMPT_CONSTANT.match(node.targets[0].id) and not isinstance(
+                node.value, (ast.List, ast.Dict, ast.Tuple)
+            ):
                 found.append(node)
     return found
 
@@ -439,7 +451,9 @@ def _shorter_answers(source: str) -> tuple[str, str]:
     return editor.source, f"cap the task model's answers at {ANSWER_CAP} tokens (direct answers, less rambling)"
 
 
-K_CONSTANT = re.compile(r"^(TOP_K|K|N_SHOTS|NUM_SHOTS|N_EXAMPLES|NUM_EXAMPLES|N_NEIGHBOURS|N_NEIGHBORS|SHOTS|RETRIEVE_K)$")
+K_CONSTANT = re.compile(
+    r"^(TOP_K|K|N_SHOTS|NUM_SHOTS|N_EXAMPLES|NUM_EXAMPLES|N_NEIGHBOURS|N_NEIGHBORS|SHOTS|RETRIEVE_K)$"
+)
 
 
 def _k_constant(editor: SourceEditor) -> ast.Assign | None:
@@ -480,25 +494,59 @@ def _no_wrap(tag: str) -> Callable[[SourceEditor], bool]:
 
 
 OPERATORS: tuple[Operator, ...] = (
-    Operator("snap_to_labels", "output normalisation and fuzzy matching of the answer to a known label",
-             _no_wrap("snap"), _snap, needs_labels=True, post_processing=True),
-    Operator("neighbour_vote_3", "vote with the labels of the 3 nearest training examples",
-             _no_wrap("vote3"), _vote(3, 1.0), needs_labels=True, post_processing=True),
-    Operator("neighbour_vote_7", "vote with the labels of the 7 nearest training examples",
-             _no_wrap("vote7"), _vote(7, 0.5), needs_labels=True, post_processing=True),
-    Operator("neighbour_fallback", "nearest training example's label when the answer names no label",
-             _no_wrap("fallback"), _neighbour_fallback, needs_labels=True, post_processing=True),
+    Operator(
+        "snap_to_labels",
+        "output normalisation and fuzzy matching of the answer to a known label",
+        _no_wrap("snap"),
+        _snap,
+        needs_labels=True,
+        post_processing=True,
+    ),
+    Operator(
+        "neighbour_vote_3",
+        "vote with the labels of the 3 nearest training examples",
+        _no_wrap("vote3"),
+        _vote(3, 1.0),
+        needs_labels=True,
+        post_processing=True,
+    ),
+    Operator(
+        "neighbour_vote_7",
+        "vote with the labels of the 7 nearest training examples",
+        _no_wrap("vote7"),
+        _vote(7, 0.5),
+        needs_labels=True,
+        post_processing=True,
+    ),
+    Operator(
+        "neighbour_fallback",
+        "nearest training example's label when the answer names no label",
+        _no_wrap("fallback"),
+        _neighbour_fallback,
+        needs_labels=True,
+        post_processing=True,
+    ),
     Operator("answer_format", "an answer-format instruction in the prompt", _format_applies, _format_instruction),
-    Operator("label_list", "the list of possible answers in the system prompt",
-             _has_label_list, _label_hint, needs_labels=True),
-    Operator("balanced_shots", "few-shot ordering: round-robin over labels",
-             _uses_train, _balanced_order, needs_labels=True),
-    Operator("shorter_answers", f"cap answer length at {ANSWER_CAP} tokens",
-             lambda e: bool(_long_answer_settings(e)), _shorter_answers),
+    Operator(
+        "label_list",
+        "the list of possible answers in the system prompt",
+        _has_label_list,
+        _label_hint,
+        needs_labels=True,
+    ),
+    Operator(
+        "balanced_shots", "few-shot ordering: round-robin over labels", _uses_train, _balanced_order, needs_labels=True
+    ),
+    Operator(
+        "shorter_answers",
+        f"cap answer length at {ANSWER_CAP} tokens",
+        lambda e: bool(_long_answer_settings(e)),
+        _shorter_answers,
+    ),
     Operator("more_retrieved", "retrieve twice as many examples", _k_applies(2.0), _set_k(2.0)),
     Operator("fewer_retrieved", "retrieve half as many examples", _k_applies(0.5), _set_k(0.5)),
     Operator("retrieval_off", "no retrieved examples (k = 0)", _k_applies(0.0), _set_k(0.0)),
-)  # fmt: skip
+)
 
 OPERATOR_NAMES = tuple(op.name for op in OPERATORS)
 

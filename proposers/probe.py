@@ -17,19 +17,20 @@ import random
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from metaharness.proposal import HARNESS_FILE
+from metaharness.harness import HARNESS_FILE
+from metaharness.models.types import ModelClient
+from metaharness.tasks.task import Example, Task
 
 
 class HeldOutTask:
     """A task whose ``"probe"`` split is a sample of the train split and whose ``"train"`` split is the rest.
 
-    It has the task interface the evaluator reads (``name``, ``load``, ``score``, ``metric_names``,
-    ``description``), delegating scoring to the real task.
+    A :class:`~metaharness.tasks.Task` in its own right (``"probe"`` is an extra split), delegating scoring to the
+    real task.
     """
 
-    def __init__(self, task: Any, size: int, *, seed: int = 0) -> None:
+    def __init__(self, task: Task, size: int, *, seed: int = 0) -> None:
         self.task = task
         self.name = task.name
         self.description = getattr(task, "description", "")
@@ -39,14 +40,14 @@ class HeldOutTask:
         self.probe = [ex for i, ex in enumerate(train) if i in chosen]
         self.rest = [ex for i, ex in enumerate(train) if i not in chosen]
 
-    def load(self, split: str) -> list[Any]:
+    def load(self, split: str) -> list[Example]:
         if split == "probe":
             return list(self.probe)
         if split == "train":
             return list(self.rest)
         return self.task.load(split)
 
-    def score(self, prediction: str, example: Any) -> dict[str, float]:
+    def score(self, prediction: str, example: Example) -> dict[str, float]:
         return self.task.score(prediction, example)
 
     def metric_names(self) -> list[str]:
@@ -86,8 +87,16 @@ class ProbeResult:
 class Prober:
     """Runs harness sources on the probe split; results are memoised by source (the model's cache does the rest)."""
 
-    def __init__(self, task: Any, model: Any, *, size: int = 12, seed: int = 0, workers: int | None = None,
-                 folder: str | Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        task: Task,
+        model: ModelClient | str,
+        *,
+        size: int = 12,
+        seed: int = 0,
+        workers: int | None = None,
+        folder: str | Path | None = None,
+    ) -> None:
         self.held_out = HeldOutTask(task, size, seed=seed)
         self.model = model
         self.workers = workers

@@ -86,8 +86,13 @@ class ProgramGraph:
         """Add (or merge into) predicted node ``node`` reached from ``parent`` by one revision."""
         if node not in self.graph:
             self.graph.add_node(
-                node, existing=False, score=float(score), std=float(std), eval_cost=dict(eval_cost or {}),
-                label=int(label), **attrs,
+                node,
+                existing=False,
+                score=float(score),
+                std=float(std),
+                eval_cost=dict(eval_cost or {}),
+                label=int(label),
+                **attrs,
             )
         self.graph.add_edge(parent, node, cost=dict(edit_cost or {}), summary=summary)
 
@@ -115,14 +120,18 @@ def validate_graph(graph: nx.DiGraph, budget: dict[str, float]) -> list[str]:
         if "score" not in data or "existing" not in data:
             raise InputError(f"Program graph node '{node}' needs 'score' and 'existing' attributes.")
         if not data["existing"] and graph.in_degree(node) == 0:
-            raise InputError(f"Predicted candidate '{node}' has no parent revision; attach it to an existing candidate.")
+            raise InputError(
+                f"Predicted candidate '{node}' has no parent revision; attach it to an existing candidate."
+            )
         if any(v < 0 for v in data.get("eval_cost", {}).values()):
             raise InputError(f"Evaluation cost of '{node}' has a negative entry.")
     for u, v, data in graph.edges(data=True):
         if any(c < 0 for c in data.get("cost", {}).values()):
             raise InputError(f"Revision {u} -> {v} has a negative cost entry.")
     if not nx.is_directed_acyclic_graph(graph.subgraph(predicted)):
-        raise InputError("Predicted candidates form a cycle of revisions; a revision chain must start at an existing one.")
+        raise InputError(
+            "Predicted candidates form a cycle of revisions; a revision chain must start at an existing one."
+        )
     return predicted
 
 
@@ -143,9 +152,12 @@ def scenarios(
             parents = [p for p in graph.predecessors(node) if p in noise]
             shared = correlation * noise[parents[0]] if parents else 0.0
             noise[node] = shared + (rest if parents else 1.0) * rng.gauss(0.0, 1.0)
-        out.append({
-            n: min(high, max(low, graph.nodes[n]["score"] + graph.nodes[n].get("std", 0.0) * noise[n])) for n in predicted
-        })  # fmt: skip
+        out.append(
+            {
+                n: min(high, max(low, graph.nodes[n]["score"] + graph.nodes[n].get("std", 0.0) * noise[n]))
+                for n in predicted
+            }
+        )
     return out
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 import networkx as nx
 
 from metaharness.errors import InputError
-from metaharness.proposers.program_ilp import Selection, validate_graph, chain, select
+from metaharness.proposers.program_ilp import Selection, chain, select, validate_graph
 
 STRATEGIES = ("ilp", "greedy", "random", "best_of_n")
 
@@ -52,7 +52,9 @@ def _fill(graph: nx.DiGraph, budget: dict[str, float], order: Iterable[str]) -> 
         return Selection("infeasible", [], [], [], 0.0, {}, solver="fill", seconds=time.perf_counter() - started)
     value = max(graph.nodes[n]["score"] for n in chosen)
     spent["evals"] = float(len(chosen))
-    return Selection("feasible", chosen, implement, edges, value, spent, solver="fill", seconds=time.perf_counter() - started)
+    return Selection(
+        "feasible", chosen, implement, edges, value, spent, solver="fill", seconds=time.perf_counter() - started
+    )
 
 
 def choose(

@@ -21,12 +21,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from metaharness.candidate import Candidate
+from metaharness.harness import HARNESS_FILE
 from metaharness.models.types import Tool
-from metaharness.proposal import HARNESS_FILE, CandidateInfo, RunState
+from metaharness.proposal import RunState
 
 TRACE_RECORDS = 40  # per candidate, in split order
 FIELD_CHARS = 600  # per text field of a trace record
@@ -55,16 +58,21 @@ def _trace_lines(path: Path | None) -> list[str]:
             except json.JSONDecodeError:
                 continue
             calls = record.get("calls") or []
-            lines.append(json.dumps({
-                "id": record.get("id"),
-                "input": clip(record.get("input")),
-                "target": clip(record.get("target")),
-                "prediction": clip(record.get("prediction")),
-                "score": (record.get("scores") or {}).get("primary"),
-                "model_response": clip(calls[-1].get("response")) if calls else None,
-                "model_calls": len(calls),
-                "error": clip(record.get("error")),
-            }, ensure_ascii=False))  # fmt: skip
+            lines.append(
+                json.dumps(
+                    {
+                        "id": record.get("id"),
+                        "input": clip(record.get("input")),
+                        "target": clip(record.get("target")),
+                        "prediction": clip(record.get("prediction")),
+                        "score": (record.get("scores") or {}).get("primary"),
+                        "model_response": clip(calls[-1].get("response")) if calls else None,
+                        "model_calls": len(calls),
+                        "error": clip(record.get("error")),
+                    },
+                    ensure_ascii=False,
+                )
+            )
     return lines
 
 
@@ -76,7 +84,10 @@ def summary_table(state: RunState) -> str:
             f"| {c.id} | {c.parent or '-'} | {c.iteration} | {c.score:.3f} | "
             f"{c.cost.get('context_tokens', 0):.0f} | {c.summary.replace('|', '/')[:160]} |"
         )
-    failed = [f"- {c.id} (parent {c.parent or '-'}): {c.summary[:120]} -> FAILED: {(c.error or '')[:300]}" for c in state.failed()]
+    failed = [
+        f"- {c.id} (parent {c.parent or '-'}): {c.summary[:120]} -> FAILED: {(c.error or '')[:300]}"
+        for c in state.failed()
+    ]
     text = f"# Run summary (iteration {state.iteration})\n\n" + "\n".join(rows) + "\n"
     if failed:
         text += "\n## Failed attempts (do not repeat these mistakes)\n\n" + "\n".join(failed) + "\n"
@@ -121,17 +132,24 @@ class Workspace:
         for cand in state.candidates:
             self._copy_candidate(cand)
 
-    def _copy_candidate(self, cand: CandidateInfo) -> None:
+    def _copy_candidate(self, cand: Candidate) -> None:
         folder = self.root / "candidates" / cand.id
         folder.mkdir(parents=True, exist_ok=True)
         (folder / HARNESS_FILE).write_text(cand.source, encoding="utf-8")
         info = {
-            "id": cand.id, "parent": cand.parent, "iteration": cand.iteration, "summary": cand.summary,
-            "hypothesis": cand.hypothesis, "scores": cand.scores, "cost": cand.cost, "failed": cand.failed,
-            "error": cand.error, "prediction": cand.prediction,
-        }  # fmt: skip
+            "id": cand.id,
+            "parent": cand.parent,
+            "iteration": cand.iteration,
+            "summary": cand.summary,
+            "hypothesis": cand.hypothesis,
+            "scores": cand.scores,
+            "cost": cand.cost,
+            "failed": cand.failed,
+            "error": cand.error,
+            "prediction": cand.prediction,
+        }
         (folder / "info.json").write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
-        lines = _trace_lines(cand.trace_path)
+        lines = _trace_lines(self.state.trace_path(cand))
         if lines:
             (folder / "traces.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -163,7 +181,9 @@ class Workspace:
         offset = max(0, int(offset or 0))
         chunk = text[offset : offset + READ_CHARS]
         more = len(text) - offset - len(chunk)
-        return chunk + (f"\n... [{more} more characters: read_file with offset={offset + len(chunk)}]" if more > 0 else "")
+        return chunk + (
+            f"\n... [{more} more characters: read_file with offset={offset + len(chunk)}]" if more > 0 else ""
+        )
 
     def grep(self, pattern: str, path: str = ".") -> str:
         try:
@@ -218,8 +238,11 @@ class Workspace:
         result = self._probe(file.read_text(encoding="utf-8"))
         lines = [f"score {result.score:.2f} on {len(result.correct)} held-out training examples"]
         for key, prediction in result.predictions.items():
-            status = "ERROR " + clip(result.errors[key], 300) if key in result.errors else (
-                "correct" if result.correct.get(key) else "wrong")
+            status = (
+                "ERROR " + clip(result.errors[key], 300)
+                if key in result.errors
+                else ("correct" if result.correct.get(key) else "wrong")
+            )
             lines.append(f"- {key}: {status}; prediction: {clip(prediction, 200)!r}")
         return "\n".join(lines)
 
@@ -245,30 +268,79 @@ class Workspace:
 
     def tools(self) -> dict[str, tuple[Tool, Callable[..., str]]]:
         """Tool schemas for the model, each with the function that serves it."""
+
         def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> Tool:
-            return Tool(name, description, {"type": "object", "properties": properties, "required": required,
-                                            "additionalProperties": False})  # fmt: skip
+            return Tool(
+                name,
+                description,
+                {"type": "object", "properties": properties, "required": required, "additionalProperties": False},
+            )
 
         text = {"type": "string"}
         return {
             "list_files": (tool("list_files", "List a folder of the workspace.", {"path": text}, []), self.list_files),
-            "read_file": (tool("read_file", f"Read a file ({READ_CHARS} characters from offset).",
-                               {"path": text, "offset": {"type": "integer"}}, ["path"]), self.read_file),
-            "grep": (tool("grep", "Search files for a regular expression; prints file:line: text.",
-                          {"pattern": text, "path": text}, ["pattern"]), self.grep),
-            "copy_candidate": (tool("copy_candidate", "Copy candidates/<candidate_id>/harness.py to new/<name>/harness.py.",
-                                    {"candidate_id": text, "name": text}, ["candidate_id", "name"]), self.copy_candidate),
-            "write_file": (tool("write_file", "Write a whole file under new/.", {"path": text, "content": text},
-                                ["path", "content"]), self.write_file),
-            "edit_file": (tool("edit_file", "Replace the one occurrence of 'old' with 'new' in a file under new/.",
-                               {"path": text, "old": text, "new": text}, ["path", "old", "new"]), self.edit_file),
-            "run_on_train": (tool("run_on_train", "Run new/<name>/harness.py on a few held-out training examples.",
-                                  {"name": text}, ["name"]), self.run_on_train),
-            "submit": (tool("submit", "Submit new/<name>/harness.py as a revision of candidate 'parent' (import-checked).",
-                            {"name": text, "parent": text, "summary": text, "hypothesis": text},
-                            ["name", "parent", "summary"]), self.submit),
+            "read_file": (
+                tool(
+                    "read_file",
+                    f"Read a file ({READ_CHARS} characters from offset).",
+                    {"path": text, "offset": {"type": "integer"}},
+                    ["path"],
+                ),
+                self.read_file,
+            ),
+            "grep": (
+                tool(
+                    "grep",
+                    "Search files for a regular expression; prints file:line: text.",
+                    {"pattern": text, "path": text},
+                    ["pattern"],
+                ),
+                self.grep,
+            ),
+            "copy_candidate": (
+                tool(
+                    "copy_candidate",
+                    "Copy candidates/<candidate_id>/harness.py to new/<name>/harness.py.",
+                    {"candidate_id": text, "name": text},
+                    ["candidate_id", "name"],
+                ),
+                self.copy_candidate,
+            ),
+            "write_file": (
+                tool(
+                    "write_file", "Write a whole file under new/.", {"path": text, "content": text}, ["path", "content"]
+                ),
+                self.write_file,
+            ),
+            "edit_file": (
+                tool(
+                    "edit_file",
+                    "Replace the one occurrence of 'old' with 'new' in a file under new/.",
+                    {"path": text, "old": text, "new": text},
+                    ["path", "old", "new"],
+                ),
+                self.edit_file,
+            ),
+            "run_on_train": (
+                tool(
+                    "run_on_train",
+                    "Run new/<name>/harness.py on a few held-out training examples.",
+                    {"name": text},
+                    ["name"],
+                ),
+                self.run_on_train,
+            ),
+            "submit": (
+                tool(
+                    "submit",
+                    "Submit new/<name>/harness.py as a revision of candidate 'parent' (import-checked).",
+                    {"name": text, "parent": text, "summary": text, "hypothesis": text},
+                    ["name", "parent", "summary"],
+                ),
+                self.submit,
+            ),
             "finish": (tool("finish", "End this iteration's work.", {}, []), self.finish),
-        }  # fmt: skip
+        }
 
     def call(self, name: str, arguments: dict[str, Any]) -> str:
         """Serve one tool call; bad arguments come back as text the model can correct."""

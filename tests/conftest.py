@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# ../shared/data/meta-harness beside the checkout holds the paper's train/val splits (never copied into the repo).
+# The paper's train/val splits are read from a folder beside the checkout (never copied into the repository);
+# METAHARNESS_TEST_DATA points elsewhere.
 SHARED_DATA = Path(os.environ.get("METAHARNESS_TEST_DATA", REPO_ROOT.parent / "shared" / "data" / "meta-harness"))
 
 
@@ -23,9 +24,8 @@ def shared_data_dir() -> Path:
 def local_openai_server():
     """Base URL ("http://127.0.0.1:PORT/v1") of a real OpenAI-compatible server (llama-cpp-python's) running the
     embedded model, started once per test session and stopped at its end."""
-    from model_server import LlamaServer
-
-    from metaharness.models.embedded import DEFAULT_LOCAL_MODEL, gguf_path
+    from metaharness.models.llama_server import LlamaServer
+    from metaharness.models.local import DEFAULT_LOCAL_MODEL, gguf_path
 
     server = LlamaServer(gguf_path(DEFAULT_LOCAL_MODEL), alias=DEFAULT_LOCAL_MODEL)
     try:

@@ -1,26 +1,18 @@
-"""A real OpenAI-compatible model server for tests, a counting, fault-injecting proxy in front of it, and the sample
-requests the model tests share.
+"""Test helpers over HTTP: a counting, fault-injecting proxy in front of a model server, and the sample requests
+the model tests share. The server itself is :class:`metaharness.models.llama_server.LlamaServer`.
 
-:class:`LlamaServer` runs ``python -m llama_cpp.server`` with the embedded GGUF on 127.0.0.1 (the model loads in
-about a second). :class:`FaultProxy` forwards every request to a server, counts them per method and path, and can
-answer the next requests itself with injected errors (429 with ``retry-after``, 500, ...), so tests can see that a
-cache hit makes no request and that the client retries.
+:class:`FaultProxy` forwards every request to a server, counts them per method and path, and can answer the next
+requests itself with injected errors (429 with ``retry-after``, 500, ...), so tests can see that a cache hit makes
+no request and that the client retries.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
-import time
-import urllib.request
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import urlparse
 
 from metaharness.models import Tool
@@ -39,53 +31,6 @@ ADD_TOOL = Tool(
     "Add two integers.",
     {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]},
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class LlamaServer:
-    """``python -m llama_cpp.server`` serving one GGUF file; ``base_url`` is ``http://127.0.0.1:PORT/v1``."""
-
-    def __init__(self, gguf: Path, *, alias: str = "smollm2-135m", n_ctx: int = 4096):
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        command = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(gguf), "--model_alias", alias,
-            "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx),
-        ]  # fmt: skip
-        # The server logs every request; a file (not a pipe nobody reads) keeps it from ever blocking.
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
-
-    def wait_ready(self, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError(f"llama_cpp.server exited early: {self.log.read()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"llama_cpp.server did not answer on {self.base_url} within {timeout} s")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
 
 
 class FaultProxy:

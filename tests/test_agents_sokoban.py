@@ -14,11 +14,11 @@ from metaharness.agents.puzzle_episode import Decision, run_episode
 from metaharness.agents.puzzle_plan_act import PlanActAgent
 from metaharness.agents.puzzle_planning import PuzzlePlanner
 from metaharness.agents.puzzle_react import ReActAgent, split_thought_action
+from metaharness.agents.puzzle_react_tps import TPSAgent
 from metaharness.agents.puzzle_tape import TapeAgent
-from metaharness.agents.puzzle_tps import TPSAgent
 from metaharness.models.types import ChatResult, Choice, Usage
-from metaharness.tasks.puzzle_instances import load_instance_set, make_env
-from metaharness.tasks.sokoban import Sokoban
+from metaharness.tasks.environments.puzzle_instances import load_instance_set, make_env
+from metaharness.tasks.environments.sokoban import Sokoban
 
 CORRIDOR = "######\n#@$ .#\n######"  # T* = 2 (R R)
 
@@ -68,7 +68,9 @@ def test_episode_metrics_follow_the_tape_definitions():
     assert record.steps[0].planning_error is False and record.steps[1].planning_error is None
     # an intended wall move under a tight budget is a planning error; an unreadable action spends the step
     record = run_episode(env, Fixed([("U", None), ("R", "R")]), slack=0)
-    assert record.planning_errors == 1 and record.sampling_errors == 1 and record.steps[0].observed == env.key(env.start)
+    assert (
+        record.planning_errors == 1 and record.sampling_errors == 1 and record.steps[0].observed == env.key(env.start)
+    )
 
 
 def test_react_reads_thought_and_action():
@@ -107,8 +109,11 @@ def test_tape_with_oracle_subagents_beats_the_baselines_on_a_sample():
     solved = {"tape": 0, "random": 0, "greedy": 0}
     for inst in sample:
         env = make_env(inst)
-        agents = {"tape": TapeAgent(PuzzlePlanner(env, oracle=True, m=4, epsilon=0.3, seed=0)),
-                  "random": RandomAgent(0), "greedy": GreedyAgent(0)}
+        agents = {
+            "tape": TapeAgent(PuzzlePlanner(env, oracle=True, m=4, epsilon=0.3, seed=0)),
+            "random": RandomAgent(0),
+            "greedy": GreedyAgent(0),
+        }
         for name, agent in agents.items():
             solved[name] += run_episode(env, agent, slack=2).success
     assert solved["tape"] >= 0.95 * len(sample)
@@ -132,8 +137,10 @@ def test_tape_executes_exactly_and_replans_on_a_mismatch():
     record = run_episode(env, TapeAgent(planner, model), slack=0)
     assert record.success and record.sampling_errors == 0
     assert record.mismatches == 1 and record.replans == 1 and record.plan_calls == 2
-    assert all(r.json_schema["properties"]["action"]["enum"] == [a] for (_, r), a in
-               zip(model.requests, [s.action for s in record.steps]))
+    assert all(
+        r.json_schema["properties"]["action"]["enum"] == [a]
+        for (_, r), a in zip(model.requests, [s.action for s in record.steps], strict=False)
+    )
 
 
 def test_tps_shows_the_route_and_lets_the_model_act():
@@ -172,19 +179,39 @@ def test_bench_writes_jsonl_and_resumes(tmp_path):
     again = run_bench("sokoban_v1", agent="greedy", episodes=3, bins=["easy"], out=out)
     assert len(again) == 3 and len(out.read_text().splitlines()) == 3
     first = json.loads(out.read_text().splitlines()[0])
-    assert {"success", "budget", "t_star", "first_irrecoverable", "planning_errors", "sampling_errors", "steps"} <= set(first)
+    assert {"success", "budget", "t_star", "first_irrecoverable", "planning_errors", "sampling_errors", "steps"} <= set(
+        first
+    )
     assert summarise(again)[0]["episodes"] == 3
 
 
 def test_bench_command_line(tmp_path):
     out = tmp_path / "tape.jsonl"
-    run = subprocess.run([sys.executable, "-m", "metaharness", "bench", "sokoban", "--agent", "tape",
-                          "--oracle-subagents", "--episodes", "1", "--bins", "easy", "--out", str(out)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "metaharness",
+            "bench",
+            "sokoban",
+            "--agent",
+            "tape",
+            "--oracle-subagents",
+            "--episodes",
+            "1",
+            "--bins",
+            "easy",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert "success" in run.stdout and len(out.read_text().splitlines()) == 1
-    missing = subprocess.run([sys.executable, "-m", "metaharness", "bench", "sokoban", "--agent", "react"],
-                             capture_output=True, text=True)
+    missing = subprocess.run(
+        [sys.executable, "-m", "metaharness", "bench", "sokoban", "--agent", "react"], capture_output=True, text=True
+    )
     assert missing.returncode == 2 and "--model" in missing.stderr and "Traceback" not in missing.stderr
 
 
@@ -197,8 +224,12 @@ def test_tape_with_model_subagents_keys_predicted_states():
             return {"plans": [{"actions": ["R", "R"]}]}
         if "steps" in props:  # a perfect simulator, answering in the render format
             first = env.step(env.start, "R")
-            return {"steps": [{"state": env.render(first), "cost": [1]},
-                              {"state": env.render(env.step(first, "R")), "cost": [1]}]}
+            return {
+                "steps": [
+                    {"state": env.render(first), "cost": [1]},
+                    {"state": env.render(env.step(first, "R")), "cost": [1]},
+                ]
+            }
         if "labels" in props:
             count = props["labels"]["minItems"]
             return {"labels": [0] * (count - 1) + [1]}

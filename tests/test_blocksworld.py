@@ -7,9 +7,9 @@ import random
 import pytest
 
 from metaharness.errors import InputError
-from metaharness.tasks.blocksworld import BlocksWorld, generate_problem, parse_stacks
-from metaharness.tasks.planning_env import optimal_plan, viable
-from metaharness.tasks.puzzle_instances import generate_instances, load_instance_set, make_env
+from metaharness.tasks.environments.blocksworld import BlocksWorld, generate_problem, parse_stacks
+from metaharness.tasks.environments.puzzle import optimal_plan, viable
+from metaharness.tasks.environments.puzzle_instances import generate_instances, load_instance_set, make_env
 
 
 def test_moves_and_no_ops():

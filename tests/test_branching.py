@@ -90,19 +90,29 @@ def _tokens(pieces):
 def test_white_box_distribution_from_logprobs():
     # Generated '{"tool": "get_order_buyer"}'; at "_order" the model also liked "_product", at "_buyer" "_total".
     text = '{"tool": "get_order_buyer"}'
-    tokens = _tokens([
-        ('{"', 0.0, [('{"', 0.0)]),
-        ("tool", 0.0, [("tool", 0.0)]),
-        ('": "', 0.0, [('": "', 0.0)]),
-        ("get", math.log(0.9), [("get", math.log(0.9)), ("set", math.log(0.1))]),
-        ("_order", math.log(0.6), [("_order", math.log(0.6)), ("_product", math.log(0.3)), ("_zzz", math.log(0.1))]),
-        ("_buyer", math.log(0.5), [("_buyer", math.log(0.5)), ("_total", math.log(0.25))]),
-        ('"}', 0.0, [('"}', 0.0)]),
-    ])
+    tokens = _tokens(
+        [
+            ('{"', 0.0, [('{"', 0.0)]),
+            ("tool", 0.0, [("tool", 0.0)]),
+            ('": "', 0.0, [('": "', 0.0)]),
+            ("get", math.log(0.9), [("get", math.log(0.9)), ("set", math.log(0.1))]),
+            (
+                "_order",
+                math.log(0.6),
+                [("_order", math.log(0.6)), ("_product", math.log(0.3)), ("_zzz", math.log(0.1))],
+            ),
+            ("_buyer", math.log(0.5), [("_buyer", math.log(0.5)), ("_total", math.log(0.25))]),
+            ('"}', 0.0, [('"}', 0.0)]),
+        ]
+    )
     candidates = ["get_order_buyer", "get_order_total", "get_product_price", "set_order_buyer", "delete_order"]
     probs = distribution_from_logprobs(text, tokens, candidates, start=len('{"tool": "'))
-    raw = {"get_order_buyer": 0.9 * 0.6 * 0.5, "get_order_total": 0.9 * 0.6 * 0.25,
-           "get_product_price": 0.9 * 0.3, "set_order_buyer": 0.1}
+    raw = {
+        "get_order_buyer": 0.9 * 0.6 * 0.5,
+        "get_order_total": 0.9 * 0.6 * 0.25,
+        "get_product_price": 0.9 * 0.3,
+        "set_order_buyer": 0.1,
+    }
     total = sum(raw.values())
     for name, p in raw.items():
         assert probs[name] == pytest.approx(p / total)
@@ -224,10 +234,18 @@ def test_random_order_is_seeded_and_uses_the_same_branch_points():
 
 
 def test_argument_options_use_enums_and_schema_fitting_known_values():
-    tool = Tool("t", "", {"type": "object", "properties": {
-        "order_id": {"type": "string", "pattern": "^ORD-[0-9]{5}$"},
-        "currency": {"type": "string", "enum": ["EUR", "USD"]},
-        "amount": {"type": "number"}}})
+    tool = Tool(
+        "t",
+        "",
+        {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string", "pattern": "^ORD-[0-9]{5}$"},
+                "currency": {"type": "string", "enum": ["EUR", "USD"]},
+                "amount": {"type": "number"},
+            },
+        },
+    )
     known = [("task", "ORD-00001"), ("s1", "CUS-00002"), ("s2", 12.5), ("s3", {"error": "x"}), ("s4", "ORD-00003")]
     options = argument_options(tool, known)
     assert options == {"order_id": ["ORD-00003", "ORD-00001"], "currency": ["EUR", "USD"], "amount": [12.5]}

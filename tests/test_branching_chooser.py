@@ -13,7 +13,7 @@ from metaharness.agents.tool_bench import run_task, summarize
 from metaharness.agents.tool_chooser import ModelToolChooser
 from metaharness.models.types import ChatResult, Choice, TokenLogprob, Usage
 from metaharness.planner.branching import StepView
-from metaharness.tasks.toolworld import ToolWorld
+from metaharness.tasks.environments.toolworld import ToolWorld
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +71,11 @@ def test_white_box_vote_reads_the_tool_name_log_probabilities(task):
             self.requests.append(request)
             prefix = '{"tool": "'
             text = prefix + first + '"}'
-            tokens = [TokenLogprob(prefix, 0.0, ((prefix, 0.0),)),
-                      TokenLogprob(first, math.log(0.7), ((first, math.log(0.7)), (second, math.log(0.2)))),
-                      TokenLogprob('"}', 0.0, (('"}', 0.0),))]
+            tokens = [
+                TokenLogprob(prefix, 0.0, ((prefix, 0.0),)),
+                TokenLogprob(first, math.log(0.7), ((first, math.log(0.7)), (second, math.log(0.2)))),
+                TokenLogprob('"}', 0.0, (('"}', 0.0),)),
+            ]
             return ChatResult([Choice(text, parsed={"tool": first}, logprobs=tokens)], Usage(90, 9), 0.0, self.spec)
 
     client = LogprobClient(None)
@@ -132,8 +134,11 @@ def test_a_rerun_keeps_finished_records(tmp_path):
     from metaharness.agents.tool_bench import _finished
 
     out = tmp_path / "run.jsonl"
-    lines = [{"task": "a", "agent": "egb", "model": "m"}, {"task": "b", "agent": "react", "model": "m"},
-             {"task": "c", "agent": "egb", "model": "m"}]
+    lines = [
+        {"task": "a", "agent": "egb", "model": "m"},
+        {"task": "b", "agent": "react", "model": "m"},
+        {"task": "c", "agent": "egb", "model": "m"},
+    ]
     out.write_text("\n".join(json.dumps(r) for r in lines) + '\n{"task": "d", "age')
     assert [r["task"] for r in _finished(out, "egb", "m", {"a", "b", "d"})] == ["a"]
     assert _finished(tmp_path / "missing.jsonl", "egb", "m", {"a"}) == []

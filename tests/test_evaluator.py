@@ -41,8 +41,17 @@ def echo(tmp_path):
 def test_report_records_scores_and_cost(echo, shared_data_dir, tmp_path):
     client = ScriptedClient(answer_by_keyword)
     seen = []
-    report = evaluate(echo, "symptom2disease", "val", model=client, limit=6, workers=4, data_dir=shared_data_dir,
-                      trace_path=tmp_path / "trace.jsonl", progress=lambda r, done, total: seen.append((done, total)))  # fmt: skip
+    report = evaluate(
+        echo,
+        "symptom2disease",
+        "val",
+        model=client,
+        limit=6,
+        workers=4,
+        data_dir=shared_data_dir,
+        trace_path=tmp_path / "trace.jsonl",
+        progress=lambda r, done, total: seen.append((done, total)),
+    )
     assert isinstance(report, EvalReport)
     assert [r.id for r in report.records] == [f"val-{i:04d}" for i in range(6)]
     assert sorted(seen) == [(i, 6) for i in range(1, 7)]
@@ -72,17 +81,26 @@ def test_write_summary_and_records(echo, shared_data_dir, tmp_path):
 
 
 def test_reevaluation_is_identical(echo, shared_data_dir):
-    first = evaluate(echo, "symptom2disease", "val", model=ScriptedClient(answer_by_keyword), limit=5,
-                     data_dir=shared_data_dir)  # fmt: skip
-    second = evaluate(echo, "symptom2disease", "val", model=ScriptedClient(answer_by_keyword), limit=5, workers=1,
-                      data_dir=shared_data_dir)  # fmt: skip
+    first = evaluate(
+        echo, "symptom2disease", "val", model=ScriptedClient(answer_by_keyword), limit=5, data_dir=shared_data_dir
+    )
+    second = evaluate(
+        echo,
+        "symptom2disease",
+        "val",
+        model=ScriptedClient(answer_by_keyword),
+        limit=5,
+        workers=1,
+        data_dir=shared_data_dir,
+    )
     assert [r.prediction for r in first.records] == [r.prediction for r in second.records]
     assert first.scores == second.scores
 
 
 def test_bad_model_calls_reach_the_harness_as_errors(tmp_path, shared_data_dir):
     path = tmp_path / "bad_calls.py"
-    path.write_text(textwrap.dedent("""
+    path.write_text(
+        textwrap.dedent("""
         class Harness:
             def __init__(self, lm, train):
                 self.lm = lm
@@ -96,7 +114,8 @@ def test_bad_model_calls_reach_the_harness_as_errors(tmp_path, shared_data_dir):
                         self.lm(x)
                     except self.lm.Error as error:
                         return first + " | " + str(error)
-    """))
+    """)
+    )
     report = evaluate(path, "symptom2disease", "val", model=ScriptedClient(), limit=1, data_dir=shared_data_dir)
     prediction = report.records[0].prediction
     assert "max_tokens must be an integer" in prediction and "call limit reached" in prediction
@@ -108,8 +127,9 @@ def test_every_seed_loads_and_predicts(task, shared_data_dir):
     answers = {"lawbench": "[罪名]盗窃<eoa>", "symptom2disease": "[DIAGNOSIS]dengue[/DIAGNOSIS]", "uspto": "CCO.CC"}
     assert seed_names(task) == ["few_shot", "retrieval", "zero_shot"]
     for name in seed_names(task):
-        report = evaluate(seed_path(task, name), task, "val", model=ScriptedClient(answers[task]), limit=1,
-                          data_dir=shared_data_dir)  # fmt: skip
+        report = evaluate(
+            seed_path(task, name), task, "val", model=ScriptedClient(answers[task]), limit=1, data_dir=shared_data_dir
+        )
         assert report.errors == 0, report.records[0].error
         assert report.records[0].prediction and len(report.records[0].calls) == 1
 
@@ -129,11 +149,29 @@ def test_cli_rejects_unknown_dataset_and_seed():
 @pytest.mark.slow
 def test_seed_end_to_end_with_the_embedded_model(shared_data_dir, tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "metaharness", "eval", "retrieval", "--dataset", "symptom2disease", "--split", "val",
-         "--task-model", "local:smollm2-135m", "--limit", "2", "--data-dir", str(shared_data_dir),
-         "--out", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metaharness",
+            "eval",
+            "retrieval",
+            "--dataset",
+            "symptom2disease",
+            "--split",
+            "val",
+            "--task-model",
+            "local:smollm2-135m",
+            "--limit",
+            "2",
+            "--data-dir",
+            str(shared_data_dir),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["examples"] == 2 and summary["errors"] == 0 and summary["model"] == "local:smollm2-135m"

@@ -8,12 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from metaharness.store import CandidateRecord, Evaluation, RunDirectory
+from metaharness.candidate import Candidate, Evaluation
+from metaharness.store import RunDirectory
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "metaharness", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)})
+    return subprocess.run(
+        [sys.executable, "-m", "metaharness", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +27,34 @@ def run_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("runs") / "toy-offline"
     run = RunDirectory.open(path, {"dataset": "toy", "task_model": "fake", "val_limit": 3, "proposer": "offline"})
     base = "class Harness:\n    def __init__(self, lm, train):\n        self.lm = lm\n"
-    run.commit(CandidateRecord("c001", None, 0, base, summary="seed: zero_shot",
-                               evaluation=Evaluation("val", {"primary": 0.25}, {"context_tokens": 120}, 3)))
-    run.commit(CandidateRecord("c002", "c001", 1, base + "    # label list\n", summary="add the label list",
-                               hypothesis="the model stops inventing labels", prediction={"score": 0.4},
-                               evaluation=Evaluation("val", {"primary": 0.5}, {"context_tokens": 300}, 3), trace="traces/c002.val.jsonl"))
-    run.commit(CandidateRecord("c003", "c002", 2, "oops(", summary="broken edit", status="failed", error="SyntaxError: invalid syntax"))
+    run.commit(
+        Candidate(
+            "c001",
+            None,
+            0,
+            base,
+            summary="seed: zero_shot",
+            evaluation=Evaluation("val", {"primary": 0.25}, {"context_tokens": 120}, 3),
+        )
+    )
+    run.commit(
+        Candidate(
+            "c002",
+            "c001",
+            1,
+            base + "    # label list\n",
+            summary="add the label list",
+            hypothesis="the model stops inventing labels",
+            prediction={"score": 0.4},
+            evaluation=Evaluation("val", {"primary": 0.5}, {"context_tokens": 300}, 3),
+            trace="traces/c002.val.jsonl",
+        )
+    )
+    run.commit(
+        Candidate(
+            "c003", "c002", 2, "oops(", summary="broken edit", status="failed", error="SyntaxError: invalid syntax"
+        )
+    )
     run.close()
     return path
 
@@ -49,7 +77,14 @@ def test_history_defaults_to_the_latest_run_under_runs(run_dir):
 def test_show_prints_metadata_note_and_program(run_dir):
     out = _cli("show", "c002", "--run", str(run_dir))
     assert out.returncode == 0, out.stderr
-    for text in ("parent c001", "add the label list", "the model stops inventing labels", "val 0.5000", "# label list", "traces/c002.val.jsonl"):
+    for text in (
+        "parent c001",
+        "add the label list",
+        "the model stops inventing labels",
+        "val 0.5000",
+        "# label list",
+        "traces/c002.val.jsonl",
+    ):
         assert text in out.stdout
     best = _cli("show", "best", "--run", str(run_dir), "--no-source")
     assert "c002" in best.stdout and "label list\n" not in best.stdout.split("summary:")[0]
@@ -77,14 +112,14 @@ def test_report_writes_the_html_page(run_dir, tmp_path):
 
 def test_defaults_without_a_key_are_the_embedded_model_and_the_offline_proposer(monkeypatch):
     from metaharness.models import DEFAULT_TASK_MODEL_SPEC
-    from metaharness.search_cli import _default_models
+    from metaharness.optimize import default_models
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    task_model, proposer, proposer_model, notice = _default_models(None, None, None)
+    task_model, proposer, proposer_model, notice = default_models(None, None, None)
     assert (task_model, proposer, proposer_model) == (DEFAULT_TASK_MODEL_SPEC, "offline", None)
     assert "No API key configured" in notice and "--proposer-model" in notice
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-    task_model, proposer, proposer_model, notice = _default_models(None, None, None)
+    task_model, proposer, proposer_model, notice = default_models(None, None, None)
     assert (proposer, proposer_model) == ("tps", "anthropic:claude-sonnet-4-5") and notice is None
-    assert _default_models("openai:m@http://127.0.0.1:1/v1", "offline", None)[1:] == ("offline", None, None)
+    assert default_models("openai:m@http://127.0.0.1:1/v1", "offline", None)[1:] == ("offline", None, None)

@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from metaharness import frontier
+from metaharness.candidate import Evaluation
 from metaharness.errors import BudgetExceeded
-from metaharness.loop import CandidateFailed, LoopEvents, LoopSettings, Optimizer, Seed, StopRequest
+from metaharness.evaluation.candidate_evaluator import CandidateFailed
+from metaharness.loop import LoopEvents, LoopSettings, Optimizer, Seed, StopRequest
 from metaharness.proposal import Proposal, RunState
-from metaharness.store import Evaluation, RunDirectory
+from metaharness.report import write_summary_markdown
+from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "scripted", "evals_per_iter": 2}
 
@@ -39,7 +43,9 @@ class FakeEvaluator:
         if progress:
             for done in range(1, 5):
                 progress(done, 4)
-        return Evaluation(split, {"primary": score, "accuracy": score}, {"context_tokens": 100 * score, "input_tokens": 10}, 4)
+        return Evaluation(
+            split, {"primary": score, "accuracy": score}, {"context_tokens": 100 * score, "input_tokens": 10}, 4
+        )
 
     def split_unavailable(self, split):
         return None if self.test_available else f"no {split} split offline"
@@ -59,9 +65,14 @@ class ScriptedProposer:
         self.states.append(state)
         if state.iteration == self.budget_at:
             raise BudgetExceeded("Dollar cap reached")
-        best = state.best()
-        better = Proposal(parent=best.id, source=program(round(best.score + 0.1, 3)), summary=f"improve {best.id}",
-                          hypothesis="more is better", prediction={"score": best.score + 0.05})
+        best = frontier.best(state.candidates)
+        better = Proposal(
+            parent=best.id,
+            source=program(round(best.score + 0.1, 3)),
+            summary=f"improve {best.id}",
+            hypothesis="more is better",
+            prediction={"score": best.score + 0.05},
+        )
         return [better, *self.extra.get(state.iteration, [])]
 
 
@@ -69,7 +80,16 @@ def make(tmp_path: Path, proposer, evaluator, iterations=2, stop=None, events=No
     run = RunDirectory.open(tmp_path / "run", CONFIG)
     settings = LoopSettings(task="toy", iterations=iterations, evals_per_iter=2)
     seeds = [Seed("zero", program(0.2)), Seed("few", program(0.3))]
-    return run, Optimizer(run, settings, proposer, evaluator, seeds, stop=stop, events=events)
+    return run, Optimizer(
+        run,
+        settings,
+        proposer,
+        evaluator,
+        seeds,
+        stop=stop,
+        events=events,
+        write_summary=lambda: write_summary_markdown(run),
+    )
 
 
 def test_seeds_then_iterations_commit_every_candidate(tmp_path):
@@ -78,7 +98,7 @@ def test_seeds_then_iterations_commit_every_candidate(tmp_path):
     run, opt = make(tmp_path, proposer, evaluator)
     outcome = opt.run()
     run.close()
-    records = {c.record.id: c.record for c in run.store.candidates()}
+    records = {c.candidate.id: c.candidate for c in run.store.candidates()}
     assert list(records) == ["c001", "c002", "c003", "c004", "c005"]
     assert records["c001"].summary == "seed: zero" and records["c001"].parent is None
     assert records["c003"].parent == "c002" and records["c003"].score == pytest.approx(0.4)
@@ -104,9 +124,9 @@ def test_rerun_continues_at_next_iteration_without_reevaluating(tmp_path):
     outcome = opt.run()
     run.close()
     assert evaluator.evaluated[: len(first)] == first
-    assert [c for c, _ in evaluator.evaluated[len(first):]] == ["c004", "c005"]
+    assert [c for c, _ in evaluator.evaluated[len(first) :]] == ["c004", "c005"]
     assert outcome.iterations_done == 3
-    assert [r.iteration for r in (c.record for c in run.store.candidates())] == [0, 0, 1, 2, 3]
+    assert [r.iteration for r in (c.candidate for c in run.store.candidates())] == [0, 0, 1, 2, 3]
 
 
 def test_candidate_that_cannot_start_is_recorded_failed(tmp_path):
@@ -114,7 +134,7 @@ def test_candidate_that_cannot_start_is_recorded_failed(tmp_path):
     run, opt = make(tmp_path, proposer, FakeEvaluator(), iterations=1)
     opt.run()
     run.close()
-    bad = run.store.get("c004").record
+    bad = run.store.get("c004").candidate
     assert bad.failed and "c009" in bad.error
 
 
@@ -141,12 +161,12 @@ def test_stop_request_finishes_the_evaluation_under_way_then_resume_continues(tm
     outcome = opt.run()
     run.close()
     assert outcome.stopped.startswith("interrupted")
-    assert [c.record.id for c in run.store.candidates()] == ["c001", "c002"]  # c002 finished and committed
+    assert [c.candidate.id for c in run.store.candidates()] == ["c001", "c002"]  # c002 finished and committed
     assert run.completed_iterations() == {0}  # the seeds' iteration was done; iteration 1 never started...
     run, opt = make(tmp_path, ScriptedProposer(), evaluator, iterations=1)
     outcome = opt.run()
     run.close()
-    assert [c.record.id for c in run.store.candidates()] == ["c001", "c002", "c003"]  # ...but nothing is redone
+    assert [c.candidate.id for c in run.store.candidates()] == ["c001", "c002", "c003"]  # ...but nothing is redone
     assert [c for c, _ in evaluator.evaluated] == ["c001", "c002", "c003"]
     assert outcome.stopped is None
 

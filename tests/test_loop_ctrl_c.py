@@ -13,11 +13,11 @@ SCRIPT = textwrap.dedent(
     import os, signal, subprocess, time
     from rich.console import Console
     from metaharness.loop import StopRequest
-    from metaharness.search_cli import _stop_on_ctrl_c
+    from metaharness.cli.search import StopOnCtrlC
 
     stop = StopRequest()
     try:
-        with _stop_on_ctrl_c(stop, Console()):
+        with StopOnCtrlC(stop, Console()):
             child = subprocess.Popen(["sleep", "30"])  # stands for a sandbox, a git helper, a model server
             os.killpg(os.getpgrp(), signal.SIGINT)  # what a terminal's Ctrl-C does
             for _ in range(100):
@@ -38,7 +38,9 @@ SCRIPT = textwrap.dedent(
 
 
 def test_first_ctrl_c_requests_a_stop_and_spares_children_second_aborts():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60, start_new_session=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60, start_new_session=True
+    )
     assert out.returncode == 0, out.stderr
     assert "stop requested True child alive True" in out.stdout
     assert "finishing the current step" in out.stdout

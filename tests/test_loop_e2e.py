@@ -16,16 +16,40 @@ pytestmark = pytest.mark.slow
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "METAHARNESS_CRASH_AT")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "METAHARNESS_CRASH_AT")
+    }
     env.update({"METAHARNESS_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "160", **extra})
     return env
 
 
 def _optimize(tmp_path: Path, data: Path, iters: int, *more: str, **env: str) -> subprocess.CompletedProcess:
     # Kept small for CI: one seed, one validation example, one evaluation per iteration, a one-example probe.
-    cmd = [sys.executable, "-m", "metaharness", "optimize", "--dataset", "symptom2disease", "--iters", str(iters),
-           "--val-limit", "1", "--evals-per-iter", "1", "--seeds", "retrieval", "-P", "probe_size=1", "-P", "plans=1",
-           "--data-dir", str(data), "--run-dir", str(tmp_path / "run"), *more]
+    cmd = [
+        sys.executable,
+        "-m",
+        "metaharness",
+        "optimize",
+        "--dataset",
+        "symptom2disease",
+        "--iters",
+        str(iters),
+        "--val-limit",
+        "1",
+        "--evals-per-iter",
+        "1",
+        "--seeds",
+        "retrieval",
+        "-P",
+        "probe_size=1",
+        "-P",
+        "plans=1",
+        "--data-dir",
+        str(data),
+        "--run-dir",
+        str(tmp_path / "run"),
+        *more,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_path, **env), timeout=1500)
 
 
@@ -65,8 +89,11 @@ def test_optimize_killed_then_rerun_then_resumed(tmp_path, shared_data_dir):
             score = float(git(run, "log", "-1", "--format=%(trailers:key=Score,valueonly)", cid))
             assert 0.0 <= score <= 1.0 and f"val {score:.4f}" in note
             assert (run / m["trace"]).is_file()  # traces beside the repository, not in it
-    evaluated = {cid: float(git(run, "log", "-1", "--format=%(trailers:key=Score,valueonly)", cid))
-                 for cid, m in meta.items() if m["status"] == "evaluated"}
+    evaluated = {
+        cid: float(git(run, "log", "-1", "--format=%(trailers:key=Score,valueonly)", cid))
+        for cid, m in meta.items()
+        if m["status"] == "evaluated"
+    }
     assert evaluated[git(run, "describe", "--tags", "--exact-match", "best")] == max(evaluated.values())
     log = [json.loads(line) for line in (run / "summary.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in log if r["type"] == "iteration"] == [0, 1, 2]

@@ -46,11 +46,13 @@ def _run(run_dir: Path, crash: str | None) -> subprocess.CompletedProcess:
     env.pop("METAHARNESS_CRASH_AT", None)
     if crash:
         env["METAHARNESS_CRASH_AT"] = crash
-    return subprocess.run([sys.executable, "-c", DRIVER, str(run_dir)], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, str(run_dir)], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def _commits(run_dir: Path) -> dict[str, str]:
-    return {c.record.id: c.commit for c in RunDirectory.browse(run_dir).store.candidates()}
+    return {c.candidate.id: c.commit for c in RunDirectory.browse(run_dir).store.candidates()}
 
 
 def _fsck(run_dir: Path) -> None:
@@ -75,4 +77,7 @@ def test_sigkill_at_any_point_loses_nothing(tmp_path, point):
     run = RunDirectory.browse(run_dir)
     assert run.store.best().id == "c004" and run.completed_iterations() == {0, 1, 2}
     assert not list((run_dir / "journal").iterdir())
-    assert subprocess.run(["git", "-C", str(run_dir), "status", "--porcelain"], capture_output=True, text=True).stdout == ""
+    assert (
+        subprocess.run(["git", "-C", str(run_dir), "status", "--porcelain"], capture_output=True, text=True).stdout
+        == ""
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metaharness.tasks.metrics import (
+from metaharness.tasks.text.metrics import (
     extract_final_answer,
     parse_charges,
     score_lawbench,

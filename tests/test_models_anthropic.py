@@ -126,7 +126,12 @@ def test_short_prompts_are_not_marked_for_caching(api):
 
 
 def test_forced_tool_use(api):
-    tool_use = {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "get_weather", "input": {"location": "Paris"}}
+    tool_use = {
+        "type": "tool_use",
+        "id": "toolu_01A09q90qw90lq917835lq9",
+        "name": "get_weather",
+        "input": {"location": "Paris"},
+    }
     body = message([{"type": "text", "text": "Let me check."}, tool_use], stop_reason="tool_use")
     client, fake, _ = api(ok(body))
     result = client.complete(
@@ -136,7 +141,9 @@ def test_forced_tool_use(api):
     assert result.choices[0].finish_reason == "tool_calls"
     sent = fake.requests[0]
     assert sent["tool_choice"] == {"type": "tool", "name": "get_weather"}
-    assert sent["tools"] == [{"name": "get_weather", "description": WEATHER.description, "input_schema": WEATHER.parameters}]
+    assert sent["tools"] == [
+        {"name": "get_weather", "description": WEATHER.description, "input_schema": WEATHER.parameters}
+    ]
 
 
 def test_tool_results_are_sent_as_tool_result_blocks(api):
@@ -145,14 +152,21 @@ def test_tool_results_are_sent_as_tool_result_blocks(api):
         ChatRequest(
             [
                 {"role": "user", "content": "Weather in Paris?"},
-                {"role": "assistant", "content": "", "tool_calls": [{"id": "toolu_1", "name": "get_weather", "arguments": {"location": "Paris"}}]},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": "toolu_1", "name": "get_weather", "arguments": {"location": "Paris"}}],
+                },
                 {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny, 21 C"},
             ],
             tools=[WEATHER],
         )
     )
     assert fake.requests[0]["messages"][1:] == [
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"location": "Paris"}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"location": "Paris"}}],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny, 21 C"}]},
     ]
     assert fake.requests[0]["tool_choice"] == {"type": "auto"}
@@ -170,7 +184,11 @@ def test_json_schema_through_a_forced_respond_tool(api):
 
 def test_retries_429_with_retry_after_and_529_overloaded(api, caplog):
     client, fake, sleeps = api(
-        (429, error("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"), {"retry-after": "7"}),
+        (
+            429,
+            error("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+            {"retry-after": "7"},
+        ),
         (529, error("overloaded_error", "Overloaded"), {}),
         ok(message([{"type": "text", "text": "Done."}])),
     )

@@ -164,8 +164,7 @@ def test_cache_is_shared_by_threads_and_processes(tmp_path):
     )
     processes = [subprocess.Popen([sys.executable, "-c", writer, str(path), str(k)]) for k in range(2)]
     threads = [
-        threading.Thread(target=lambda k=k: [cache.put(f"t{k}-{i}", "s", result) for i in range(100)])
-        for k in range(3)
+        threading.Thread(target=lambda k=k: [cache.put(f"t{k}-{i}", "s", result) for i in range(100)]) for k in range(3)
     ]
     for t in threads:
         t.start()
@@ -297,7 +296,10 @@ def test_concurrency_limit_per_backend():
         with lock:
             state["now"] -= 1
 
-    threads = [threading.Thread(target=policy.run, args=(call,), kwargs={"classify": lambda e: e, "slots": slots}) for _ in range(6)]
+    threads = [
+        threading.Thread(target=policy.run, args=(call,), kwargs={"classify": lambda e: e, "slots": slots})
+        for _ in range(6)
+    ]
     for t in threads:
         t.start()
     for t in threads:

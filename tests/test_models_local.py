@@ -43,7 +43,9 @@ def test_snippet_gets_a_real_completion_offline_without_a_key(no_network):
 
 def test_json_schema_output_is_constrained_and_parsed(no_network):
     client = connect(SPEC, cache=False)
-    result = client.complete(ask("Is the sky blue? Give answer and confidence.", json_schema=ANSWER_SCHEMA, max_tokens=40))
+    result = client.complete(
+        ask("Is the sky blue? Give answer and confidence.", json_schema=ANSWER_SCHEMA, max_tokens=40)
+    )
     jsonschema.validate(result.parsed, ANSWER_SCHEMA)
     assert result.parsed["answer"] in ("yes", "no")
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from model_server import ADD_TOOL, ANSWER_SCHEMA, FaultProxy, free_port
+from model_server import ADD_TOOL, ANSWER_SCHEMA, FaultProxy
 
 from metaharness.errors import ConfigurationError
 from metaharness.models import ChatRequest, ResponseCache, RetriesExhausted, RetryPolicy, Tool, connect
+from metaharness.models.llama_server import free_port
 
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.05)
 
@@ -62,7 +63,7 @@ def test_server_that_rejects_json_schema_format_is_switched(proxy):
     before = proxy.posts()
     result = client.complete(ask("Is fire hot?", json_schema=ANSWER_SCHEMA, max_tokens=40))
     jsonschema.validate(result.parsed, ANSWER_SCHEMA)
-    sent = [b["response_format"]["type"] for b in proxy.bodies[-(proxy.posts() - before):]]
+    sent = [b["response_format"]["type"] for b in proxy.bodies[-(proxy.posts() - before) :]]
     assert sent == ["json_schema", "json_object"]
     assert client.backend.dialect.schema_format == "json_object"
 
@@ -136,7 +137,9 @@ def test_model_that_rejects_temperature_is_sent_none(proxy):
 def test_required_tool_choice_is_emulated_where_the_server_ignores_it(proxy):
     multiply = Tool("multiply", "Multiply two integers.", ADD_TOOL.parameters)
     client = client_for(proxy)
-    result = client.complete(ask("What is 2 times 3?", tools=[ADD_TOOL, multiply], tool_choice="required", max_tokens=40))
+    result = client.complete(
+        ask("What is 2 times 3?", tools=[ADD_TOOL, multiply], tool_choice="required", max_tokens=40)
+    )
     [call] = result.tool_calls
     assert call.name in ("add", "multiply")
     jsonschema.validate(call.arguments, ADD_TOOL.parameters)

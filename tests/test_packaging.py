@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
-import tomllib
 
+import tomllib
 from conftest import REPO_ROOT
 
 MAPPED = {"proposers": "metaharness.proposers", "tasks": "metaharness.tasks", "candidates": "metaharness.candidates"}

@@ -11,8 +11,10 @@ from metaharness.planner.problem import prepare
 from metaharness.planner.subagents import ModelStateSimulator
 from metaharness.planner.tps import plan
 
-STATE = ("Sokoban, 5x5 grid, walls on the border. player location: (1, 1); box location: (2, 2); "
-         "goal location: (3, 2). Actions: U (y+1), D (y-1), L (x-1), R (x+1); walking into the box pushes it.")
+STATE = (
+    "Sokoban, 5x5 grid, walls on the border. player location: (1, 1); box location: (2, 2); "
+    "goal location: (3, 2). Actions: U (y+1), D (y-1), L (x-1), R (x+1); walking into the box pushes it."
+)
 
 
 def sokoban_key(text: str) -> str | None:
@@ -26,9 +28,16 @@ def sokoban_key(text: str) -> str | None:
 def test_plan_runs_end_to_end_with_the_embedded_model():
     models = pytest.importorskip("metaharness.models")
     client = models.connect("local:smollm2-135m", cache=False)
-    result = plan([STATE], "the box is on the goal at (3, 2)", {"steps": 8}, model=client, m=2, max_tokens=128,
-                  simulator=ModelStateSimulator(client, canonical_key=sokoban_key, max_tokens=128),
-                  start_key=sokoban_key(STATE))
+    result = plan(
+        [STATE],
+        "the box is on the goal at (3, 2)",
+        {"steps": 8},
+        model=client,
+        m=2,
+        max_tokens=128,
+        simulator=ModelStateSimulator(client, canonical_key=sokoban_key, max_tokens=128),
+        start_key=sokoban_key(STATE),
+    )
     record = json.loads(json.dumps(result.to_json()))  # the whole call is recorded as JSON
     assert record["stages"][0]["stage"] == "sample" and record["stages"][0]["calls"]
     if result.status == "route":

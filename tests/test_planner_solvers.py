@@ -33,7 +33,7 @@ def brute_force(graph: PlanGraph, soft: SoftTargets | None = None) -> float | No
         if horizon is not None and steps == horizon:
             return
         for edge in graph.out_edges(at):
-            total = [a + b for a, b in zip(cost, edge.cost)]
+            total = [a + b for a, b in zip(cost, edge.cost, strict=False)]
             if not fits(total, budget):
                 continue
             target = graph.node(edge.target)
@@ -53,14 +53,16 @@ def random_graph(rng: random.Random, max_nodes=5, max_edges=12, max_horizon=5) -
     n = rng.randint(2, max_nodes)
     limits = rng.randint(0, 3)
     horizon = rng.choice([None, *range(1, max_horizon + 1)])
-    graph = PlanGraph("v0", [rng.randrange(11) / 2 for _ in range(limits)], horizon=horizon,
-                      discount=rng.choice([1.0, 0.9, 0.5]))
+    graph = PlanGraph(
+        "v0", [rng.randrange(11) / 2 for _ in range(limits)], horizon=horizon, discount=rng.choice([1.0, 0.9, 0.5])
+    )
     for i in range(n):
         graph.add_node(f"v{i}", rng.choice([-1, -0.5, 0, 0, 0.5, 1, 2]), goal=rng.random() < 0.4)
     for k in range(rng.randint(0, max_edges)):
         source = 0 if k < 2 else rng.randrange(n)  # leave the start often enough for feasible plans
-        graph.add_edge(f"e{k}", f"v{source}", f"v{rng.randrange(n)}", f"a{k}",
-                       [rng.choice(HALVES) for _ in range(limits)])
+        graph.add_edge(
+            f"e{k}", f"v{source}", f"v{rng.randrange(n)}", f"a{k}", [rng.choice(HALVES) for _ in range(limits)]
+        )
     if horizon is None and graph.zero_cost_cycle():
         graph.horizon = max_horizon  # a graph with a zero-cost cycle needs a horizon (tested separately)
     if graph.horizon is None and implied_horizon(graph, graph.budget) > 12:
@@ -110,17 +112,24 @@ def test_soft_targets_match_brute_force_on_150_graphs(seed):
     for _ in range(5):
         graph = random_graph(rng)
         limits = len(graph.budget)
-        soft = SoftTargets(tuple(rng.choice(HALVES) for _ in range(limits)),
-                           tuple(rng.choice([0.0, 0.25, 1.0]) for _ in range(limits)))
+        soft = SoftTargets(
+            tuple(rng.choice(HALVES) for _ in range(limits)), tuple(rng.choice([0.0, 0.25, 1.0]) for _ in range(limits))
+        )
         _agrees(graph, "exact", soft)
         _agrees(graph, "ilp", soft)
 
 
 def _hand_graph(**overrides) -> PlanGraph:
     data = {
-        "start": "s", "budget": [3, 1.0], "discount": 1.0,
-        "nodes": [{"id": "s", "reward": 0}, {"id": "a", "reward": 0.5}, {"id": "b", "reward": -1},
-                  {"id": "g", "reward": 1, "goal": True}],
+        "start": "s",
+        "budget": [3, 1.0],
+        "discount": 1.0,
+        "nodes": [
+            {"id": "s", "reward": 0},
+            {"id": "a", "reward": 0.5},
+            {"id": "b", "reward": -1},
+            {"id": "g", "reward": 1, "goal": True},
+        ],
         "edges": [
             {"id": "sa", "source": "s", "target": "a", "action": "to a", "cost": [1, 0.5]},
             {"id": "ag", "source": "a", "target": "g", "action": "a to g", "cost": [1, 0.5]},
@@ -138,8 +147,14 @@ def test_hand_case_prefers_reward_then_respects_budget(solver):
     graph = _hand_graph()
     # The self-loop at a earns another 0.5 and still fits: s -> a -> a -> g is worth 2.0.
     assert solve(graph, solver=solver).to_json() | {"seconds": 0} == {
-        "status": "optimal", "path": ["sa", "aa", "ag"], "nodes": ["s", "a", "a", "g"], "value": 2.0,
-        "cost": [3.0, 1.0], "solver": "ilp" if solver == "ilp" else "exact", "seconds": 0}
+        "status": "optimal",
+        "path": ["sa", "aa", "ag"],
+        "nodes": ["s", "a", "a", "g"],
+        "value": 2.0,
+        "cost": [3.0, 1.0],
+        "solver": "ilp" if solver == "ilp" else "exact",
+        "seconds": 0,
+    }
     assert solve(graph, [2, 1.0], solver=solver).path == ["sa", "ag"]  # no room for the loop
     assert solve(graph, [2, 0.5], solver=solver).path == ["sb", "bg"]  # second limit forbids a
     assert solve(graph, [1, 5], solver=solver).status == "infeasible"
@@ -154,15 +169,24 @@ def test_discount_weighs_early_rewards():
 
 
 def test_goal_only_at_the_end_and_start_may_be_a_goal():
-    graph = PlanGraph.from_json({
-        "start": "g1", "budget": [], "horizon": 4,
-        "nodes": [{"id": "g1", "reward": 5, "goal": True}, {"id": "g2", "reward": 1, "goal": True},
-                  {"id": "x", "reward": 3}],
-        "edges": [{"id": "a", "source": "g1", "target": "g2", "cost": []},
-                  {"id": "b", "source": "g2", "target": "x", "cost": []},
-                  {"id": "c", "source": "x", "target": "g1", "cost": []},
-                  {"id": "d", "source": "g1", "target": "x", "cost": []}],
-    })
+    graph = PlanGraph.from_json(
+        {
+            "start": "g1",
+            "budget": [],
+            "horizon": 4,
+            "nodes": [
+                {"id": "g1", "reward": 5, "goal": True},
+                {"id": "g2", "reward": 1, "goal": True},
+                {"id": "x", "reward": 3},
+            ],
+            "edges": [
+                {"id": "a", "source": "g1", "target": "g2", "cost": []},
+                {"id": "b", "source": "g2", "target": "x", "cost": []},
+                {"id": "c", "source": "x", "target": "g1", "cost": []},
+                {"id": "d", "source": "g1", "target": "x", "cost": []},
+            ],
+        }
+    )
     for solver in ("exact", "ilp"):
         result = solve(graph, solver=solver)
         # Passing g2 on the way to g1 is not allowed; leaving the start goal is: g1 -> x -> g1 = 3 + 5.
@@ -170,40 +194,54 @@ def test_goal_only_at_the_end_and_start_may_be_a_goal():
 
 
 def test_zero_cost_edges_with_positive_cost_cycles_need_no_horizon():
-    graph = PlanGraph.from_json({
-        "start": "s", "budget": [2],
-        "nodes": [{"id": "s"}, {"id": "a", "reward": 1}, {"id": "g", "reward": 0, "goal": True}],
-        "edges": [{"id": "free", "source": "s", "target": "a", "cost": [0]},
-                  {"id": "back", "source": "a", "target": "s", "cost": [1]},
-                  {"id": "done", "source": "a", "target": "g", "cost": [0]}],
-    })
+    graph = PlanGraph.from_json(
+        {
+            "start": "s",
+            "budget": [2],
+            "nodes": [{"id": "s"}, {"id": "a", "reward": 1}, {"id": "g", "reward": 0, "goal": True}],
+            "edges": [
+                {"id": "free", "source": "s", "target": "a", "cost": [0]},
+                {"id": "back", "source": "a", "target": "s", "cost": [1]},
+                {"id": "done", "source": "a", "target": "g", "cost": [0]},
+            ],
+        }
+    )
     for solver in ("exact", "ilp"):
         result = solve(graph, solver=solver)
         assert result.value == 3.0 and result.path == ["free", "back", "free", "back", "free", "done"]
 
 
 def test_zero_cost_cycle_without_horizon_is_rejected():
-    data = {"start": "s", "budget": [1], "nodes": [{"id": "s"}, {"id": "a"}],
-            "edges": [{"id": "x", "source": "s", "target": "a", "cost": [0]},
-                      {"id": "y", "source": "a", "target": "s", "cost": [0]}]}
+    data = {
+        "start": "s",
+        "budget": [1],
+        "nodes": [{"id": "s"}, {"id": "a"}],
+        "edges": [
+            {"id": "x", "source": "s", "target": "a", "cost": [0]},
+            {"id": "y", "source": "a", "target": "s", "cost": [0]},
+        ],
+    }
     with pytest.raises(InputError, match="zero-cost"):
         PlanGraph.from_json(data)
     assert PlanGraph.from_json({**data, "horizon": 3}).horizon == 3
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda d: d.pop("start"), "missing the required field \"start\""),
-    (lambda d: d.pop("budget"), "missing the required field \"budget\""),
-    (lambda d: d["edges"][0].pop("cost"), "missing the required field \"cost\""),
-    (lambda d: d["edges"][0].update(target="nowhere"), "unknown target node 'nowhere'"),
-    (lambda d: d.update(start="nowhere"), "start node 'nowhere'"),
-    (lambda d: d["edges"][1].update(cost=[1, -0.5]), "negative cost"),
-    (lambda d: d.update(budget=[3]), "has 2 cost entries but the budget has 1"),
-    (lambda d: d.update(horizon=0), "horizon"),
-    (lambda d: d.update(discount=1.5), "discount"),
-    (lambda d: d["nodes"].append({"id": "s"}), "appears twice"),
-    (lambda d: d["nodes"][0].update(reward="high"), "finite number"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.pop("start"), 'missing the required field "start"'),
+        (lambda d: d.pop("budget"), 'missing the required field "budget"'),
+        (lambda d: d["edges"][0].pop("cost"), 'missing the required field "cost"'),
+        (lambda d: d["edges"][0].update(target="nowhere"), "unknown target node 'nowhere'"),
+        (lambda d: d.update(start="nowhere"), "start node 'nowhere'"),
+        (lambda d: d["edges"][1].update(cost=[1, -0.5]), "negative cost"),
+        (lambda d: d.update(budget=[3]), "has 2 cost entries but the budget has 1"),
+        (lambda d: d.update(horizon=0), "horizon"),
+        (lambda d: d.update(discount=1.5), "discount"),
+        (lambda d: d["nodes"].append({"id": "s"}), "appears twice"),
+        (lambda d: d["nodes"][0].update(reward="high"), "finite number"),
+    ],
+)
 def test_bad_graphs_are_rejected_with_a_clear_message(change, message):
     data = _hand_graph().to_json()
     change(data)
@@ -263,8 +301,14 @@ def test_lm_baseline_is_checked_like_any_plan():
 
 
 def test_integer_ids_are_echoed_and_integral_float_horizon_is_accepted():
-    graph = PlanGraph.from_json({"start": 0, "budget": [2], "horizon": 3.0,
-                                 "nodes": [{"id": 0}, {"id": 1, "reward": 1, "goal": True}],
-                                 "edges": [{"id": 7, "source": 0, "target": 1, "cost": [1]}]})
+    graph = PlanGraph.from_json(
+        {
+            "start": 0,
+            "budget": [2],
+            "horizon": 3.0,
+            "nodes": [{"id": 0}, {"id": 1, "reward": 1, "goal": True}],
+            "edges": [{"id": 7, "source": 0, "target": 1, "cost": [1]}],
+        }
+    )
     result = solve(graph).to_json()
     assert graph.horizon == 3 and (result["path"], result["nodes"]) == ([7], [0, 1])

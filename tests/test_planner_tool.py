@@ -74,14 +74,25 @@ class _ScriptedModel(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
-        self._send({"object": "list", "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "test"}]})
+        self._send(
+            {"object": "list", "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "test"}]}
+        )
 
     def do_POST(self):
         request = json.loads(self.rfile.read(int(self.headers["content-length"])))
         content = json.dumps(_answer(request["messages"]))
-        self._send({"id": "x", "object": "chat.completion", "created": 0, "model": "scripted",
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}})
+        self._send(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "scripted",
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+            }
+        )
 
     def log_message(self, *args):
         pass
@@ -111,10 +122,13 @@ def test_mcp_session_lists_and_calls_plan(scripted_model_url, tmp_path):
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             tools = (await session.list_tools()).tools
-            found = await session.call_tool("plan", {"history": ["At the door; the key is on the table."],
-                                                     "goal": "open the door", "budget": {"steps": 4}})
-            starved = await session.call_tool("plan", {"history": ["At the door."], "goal": "open the door",
-                                                       "budget": {"steps": 1}})
+            found = await session.call_tool(
+                "plan",
+                {"history": ["At the door; the key is on the table."], "goal": "open the door", "budget": {"steps": 4}},
+            )
+            starved = await session.call_tool(
+                "plan", {"history": ["At the door."], "goal": "open the door", "budget": {"steps": 1}}
+            )
             return tools, found, starved
 
     tools, found, starved = anyio.run(session_run)
@@ -126,8 +140,10 @@ def test_mcp_session_lists_and_calls_plan(scripted_model_url, tmp_path):
     assert not found["isError"]
     answer = json.loads(found["content"][0]["text"])
     assert answer["status"] == "route"
-    assert [(s["action"], s["expected_state"]) for s in answer["route"]] == [("take key", "holding the key"),
-                                                                           ("open door", "door open")]
+    assert [(s["action"], s["expected_state"]) for s in answer["route"]] == [
+        ("take key", "holding the key"),
+        ("open door", "door open"),
+    ]
     assert answer["cost"] == {"steps": 2.0} and "Suggested route" in answer["guidance"]
     refused = json.loads(starved["content"][0]["text"])
     assert refused["status"] == "no_route" and refused["guidance"].startswith("No feasible route")

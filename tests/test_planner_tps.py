@@ -50,8 +50,12 @@ class CorridorLabeler:
         return [1 if s.key == "3" else 0 for s in states]
 
 
-ORACLE = {"sampler": CorridorSampler([["right", "right", "right"], ["run right", "right"], ["left", "right"]]),
-          "simulator": CorridorSimulator(), "merger": KeyJudgeMerger(), "labeler": CorridorLabeler()}
+ORACLE = {
+    "sampler": CorridorSampler([["right", "right", "right"], ["run right", "right"], ["left", "right"]]),
+    "simulator": CorridorSimulator(),
+    "merger": KeyJudgeMerger(),
+    "labeler": CorridorLabeler(),
+}
 
 
 def test_oracle_stages_give_the_best_route_within_budget():
@@ -73,8 +77,9 @@ def test_budget_shapes_the_route_and_no_route_is_explained():
     none = plan("at cell 0", "stand on cell 3", {"steps": 1, "usd": 1}, start_key="0", **ORACLE)
     assert none.status == "no_route" and "within the remaining budget" in none.reason
     assert none.guidance().startswith("No feasible route")
-    unreachable = plan("at cell 0", "stand on cell 3", [9, 9], start_key="0",
-                       **{**ORACLE, "sampler": CorridorSampler([["left"]])})
+    unreachable = plan(
+        "at cell 0", "stand on cell 3", [9, 9], start_key="0", **{**ORACLE, "sampler": CorridorSampler([["left"]])}
+    )
     assert unreachable.status == "no_route" and "no predicted state satisfies the goal" in unreachable.reason
     assert [n.dead_end for n in unreachable.graph.nodes] == [False, True]  # a non-goal leaf is a dead end
 
@@ -93,7 +98,9 @@ def test_bad_stage_output_is_dropped_not_fatal():
             steps = super().simulate(task, candidate)
             return steps[:-1] if candidate.subplans[0] == "run right" else steps  # one step short
 
-    result = plan("at cell 0", "stand on cell 3", {"steps": 3, "usd": 5}, start_key="0", **{**ORACLE, "simulator": Liar()})
+    result = plan(
+        "at cell 0", "stand on cell 3", {"steps": 3, "usd": 5}, start_key="0", **{**ORACLE, "simulator": Liar()}
+    )
     assert [s.action for s in result.route] == ["right", "right", "right"]
     assert any("dropped" in s for s in result.stages if s["stage"] == "simulate")
 
@@ -133,12 +140,21 @@ TASK = PlanningTask.create(["You are at the door; the key is on the table."], "o
 
 
 def test_sampler_re_asks_after_malformed_json_and_drops_duplicates():
-    client = ScriptedClient({"plan sampler": [
-        "Sure! Here are plans: 1) take key",
-        StructuredOutputError("the JSON does not match the schema"),
-        {"plans": [{"subplans": ["take key", "open door"]}, {"subplans": ["take key", "open door"]},
-                   {"subplans": ["kick door"]}]},
-    ]})
+    client = ScriptedClient(
+        {
+            "plan sampler": [
+                "Sure! Here are plans: 1) take key",
+                StructuredOutputError("the JSON does not match the schema"),
+                {
+                    "plans": [
+                        {"subplans": ["take key", "open door"]},
+                        {"subplans": ["take key", "open door"]},
+                        {"subplans": ["kick door"]},
+                    ]
+                },
+            ]
+        }
+    )
     sampler = ModelPlanSampler(client)
     plans = sampler.sample(TASK, 4)
     assert [p.subplans for p in plans] == [("take key", "open door"), ("kick door",)]
@@ -150,14 +166,21 @@ def test_sampler_re_asks_after_malformed_json_and_drops_duplicates():
 
 
 def test_simulator_checks_step_count_and_costs():
-    client = ScriptedClient({"state simulator": [
-        {"steps": [{"state": "holding key", "cost": [1]}]},  # one step short
-        {"steps": [{"state": "holding key", "cost": [1]}, {"state": "door open", "cost": [-1]}]},  # negative
-        {"steps": [{"state": "holding key", "cost": [1]}, {"state": "door open", "cost": [1]}]},
-    ]})
+    client = ScriptedClient(
+        {
+            "state simulator": [
+                {"steps": [{"state": "holding key", "cost": [1]}]},  # one step short
+                {"steps": [{"state": "holding key", "cost": [1]}, {"state": "door open", "cost": [-1]}]},  # negative
+                {"steps": [{"state": "holding key", "cost": [1]}, {"state": "door open", "cost": [1]}]},
+            ]
+        }
+    )
     simulator = ModelStateSimulator(client, canonical_key=lambda s: s.upper())
     steps = simulator.simulate(TASK, CandidatePlan(("take key", "open door")))
-    assert steps == [SimulatedStep("holding key", (1.0,), "HOLDING KEY"), SimulatedStep("door open", (1.0,), "DOOR OPEN")]
+    assert steps == [
+        SimulatedStep("holding key", (1.0,), "HOLDING KEY"),
+        SimulatedStep("door open", (1.0,), "DOOR OPEN"),
+    ]
     assert len(simulator.take_calls()[0]["attempts"]) == 3
 
 
@@ -169,10 +192,15 @@ def test_simulator_gives_up_cleanly():
 def test_merger_never_merges_on_a_single_yes_and_trusts_keys():
     client = ScriptedClient({"state merger": [{"same": True}, {"same": False}, {"same": True}, {"same": True}]})
     merger = KeyJudgeMerger(client)
-    states = [PredictedState("door closed, key on table"), PredictedState("door closed, key on the table"),
-              PredictedState("Door closed,  key on table."), PredictedState("door closed; key on table"),
-              PredictedState("door open", key="A"), PredictedState("door open", key="B"),
-              PredictedState("something else entirely, unrelated")]
+    states = [
+        PredictedState("door closed, key on table"),
+        PredictedState("door closed, key on the table"),
+        PredictedState("Door closed,  key on table."),
+        PredictedState("door closed; key on table"),
+        PredictedState("door open", key="A"),
+        PredictedState("door open", key="B"),
+        PredictedState("something else entirely, unrelated"),
+    ]
     groups = merger.merge(TASK, states)
     # 1: yes then no -> kept apart; 2: identical up to case/spacing -> merged without asking;
     # 3: yes and yes -> merged; 4/5: keys differ -> apart; 6: too dissimilar to ask.
@@ -187,16 +215,21 @@ def test_labeler_falls_back_to_neutral():
 
 
 def test_plan_with_a_model_end_to_end_and_malformed_answers():
-    client = ScriptedClient({
-        "plan sampler": ["{not json", {"plans": [{"subplans": ["take key", "open door"]}, {"subplans": ["kick door"]}]}],
-        "state simulator": [
-            {"steps": [{"state": "holding key", "cost": [1]}, {"state": "door open", "cost": [1]}]},
-            {"steps": [{"state": "door broken", "cost": [1, 2]}]},  # wrong cost length, then fixed
-            {"steps": [{"state": "door broken", "cost": [1]}]},
-        ],
-        "reward labeler": [{"labels": [0, 0, 1, -1]}],
-        "state merger": [{"same": False}],
-    })
+    client = ScriptedClient(
+        {
+            "plan sampler": [
+                "{not json",
+                {"plans": [{"subplans": ["take key", "open door"]}, {"subplans": ["kick door"]}]},
+            ],
+            "state simulator": [
+                {"steps": [{"state": "holding key", "cost": [1]}, {"state": "door open", "cost": [1]}]},
+                {"steps": [{"state": "door broken", "cost": [1, 2]}]},  # wrong cost length, then fixed
+                {"steps": [{"state": "door broken", "cost": [1]}]},
+            ],
+            "reward labeler": [{"labels": [0, 0, 1, -1]}],
+            "state merger": [{"same": False}],
+        }
+    )
     result = plan(TASK.history, TASK.goal, {"steps": 4}, model=client)
     assert result.status == "route"
     assert [s.action for s in result.route] == ["take key", "open door"]
@@ -207,7 +240,8 @@ def test_plan_with_a_model_end_to_end_and_malformed_answers():
 
 
 def test_plan_with_a_model_that_never_answers_well_says_no_route():
-    client = ScriptedClient({"plan sampler": ["nope"], "state simulator": ["nope"], "reward labeler": ["nope"],
-                             "state merger": ["nope"]})
+    client = ScriptedClient(
+        {"plan sampler": ["nope"], "state simulator": ["nope"], "reward labeler": ["nope"], "state merger": ["nope"]}
+    )
     result = plan("somewhere", "elsewhere", [3], model=client)
     assert result.status == "no_route" and result.reason == "the plan sampler produced no plan."

@@ -42,11 +42,14 @@ def tool_use(name: str, arguments: dict, n: int) -> dict:
         "stop_reason": "tool_use",
         "stop_sequence": None,
         "usage": {
-            "input_tokens": 1800, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1500,
+            "input_tokens": 1800,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 1500,
             "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
-            "output_tokens": 60, "service_tier": "standard",
+            "output_tokens": 60,
+            "service_tier": "standard",
         },
-    }  # fmt: skip
+    }
 
 
 class MessagesAPI:
@@ -79,8 +82,12 @@ def anthropic(monkeypatch):
 
     def make(calls):
         api = MessagesAPI(calls)
-        client = connect(f"anthropic:{MODEL}", cache=False, retry=RetryPolicy(max_attempts=1),
-                         http_client=http.Client(transport=http.MockTransport(api)))  # fmt: skip
+        client = connect(
+            f"anthropic:{MODEL}",
+            cache=False,
+            retry=RetryPolicy(max_attempts=1),
+            http_client=http.Client(transport=http.MockTransport(api)),
+        )
         return client, api
 
     return make
@@ -92,16 +99,18 @@ def task(shared_data_dir):
 
 
 def test_base_writes_checks_and_reports_a_failed_import(anthropic, task, tmp_path) -> None:
-    client, api = anthropic([
-        ("read_file", {"path": "summary.md"}),
-        ("copy_candidate", {"candidate_id": "c1", "name": "k4"}),
-        ("edit_file", {"path": "new/k4/harness.py", "old": "K = 8", "new": "K = 4"}),
-        ("submit", {"name": "k4", "parent": "c1", "summary": "retrieve 4 examples", "hypothesis": "less noise"}),
-        ("write_file", {"path": "new/broken/harness.py", "content": "class Harness:\n    pass\n"}),
-        ("write_file", {"path": "../escape.py", "content": "x"}),
-        ("submit", {"name": "broken", "parent": "c0", "summary": "an empty harness"}),
-        ("finish", {}),
-    ])  # fmt: skip
+    client, api = anthropic(
+        [
+            ("read_file", {"path": "summary.md"}),
+            ("copy_candidate", {"candidate_id": "c1", "name": "k4"}),
+            ("edit_file", {"path": "new/k4/harness.py", "old": "K = 8", "new": "K = 4"}),
+            ("submit", {"name": "k4", "parent": "c1", "summary": "retrieve 4 examples", "hypothesis": "less noise"}),
+            ("write_file", {"path": "new/broken/harness.py", "content": "class Harness:\n    pass\n"}),
+            ("write_file", {"path": "../escape.py", "content": "x"}),
+            ("submit", {"name": "broken", "parent": "c0", "summary": "an empty harness"}),
+            ("finish", {}),
+        ]
+    )
     proposer = get_proposer("base", model=client, task=task, run_dir=tmp_path)
     proposals = proposer.propose(_state(evals=2))
     assert [p.parent for p in proposals] == ["c1", "c0"]
@@ -119,17 +128,40 @@ def test_base_writes_checks_and_reports_a_failed_import(anthropic, task, tmp_pat
 
 
 def test_tps_plans_predicts_selects_then_implements(anthropic, task, tmp_path) -> None:
-    client, api = anthropic([
-        ("respond", {"plans": [{"parent": "c1", "revisions": ["retrieve 4 examples instead of 8"]},
-                               {"parent": "c0", "revisions": ["ask for the label only"]}]}),
-        ("respond", {"correct": [True, True, False], "implementation_tokens": 300, "context_tokens": 700,
-                     "breaks_harness": False}),
-        ("respond", {"correct": [False, False, False], "implementation_tokens": 200, "context_tokens": 200,
-                     "breaks_harness": True}),
-        ("copy_candidate", {"candidate_id": "c1", "name": "plan1"}),
-        ("edit_file", {"path": "new/plan1/harness.py", "old": "K = 8", "new": "K = 4"}),
-        ("submit", {"name": "plan1", "parent": "c1", "summary": "retrieve 4 examples"}),
-    ])  # fmt: skip
+    client, api = anthropic(
+        [
+            (
+                "respond",
+                {
+                    "plans": [
+                        {"parent": "c1", "revisions": ["retrieve 4 examples instead of 8"]},
+                        {"parent": "c0", "revisions": ["ask for the label only"]},
+                    ]
+                },
+            ),
+            (
+                "respond",
+                {
+                    "correct": [True, True, False],
+                    "implementation_tokens": 300,
+                    "context_tokens": 700,
+                    "breaks_harness": False,
+                },
+            ),
+            (
+                "respond",
+                {
+                    "correct": [False, False, False],
+                    "implementation_tokens": 200,
+                    "context_tokens": 200,
+                    "breaks_harness": True,
+                },
+            ),
+            ("copy_candidate", {"candidate_id": "c1", "name": "plan1"}),
+            ("edit_file", {"path": "new/plan1/harness.py", "old": "K = 8", "new": "K = 4"}),
+            ("submit", {"name": "plan1", "parent": "c1", "summary": "retrieve 4 examples"}),
+        ]
+    )
     proposer = get_proposer("tps", model=client, task=task, task_model=KeywordModel(), run_dir=tmp_path, probe_size=3)
     proposals = proposer.propose(_state(evals=1))
     assert len(proposals) == 1
@@ -161,20 +193,54 @@ def test_local_server_proposers_and_the_loop_go_on(local_openai_server, shared_d
     proposals = base.propose(_state(evals=1))
     assert len(proposals) <= 1
     assert (tmp_path / "base" / "proposer" / "iter-1" / "transcript.json").is_file()
-    tps = get_proposer("tps", model=client, task=task, task_model=KeywordModel(), run_dir=tmp_path / "tps",
-                       probe_size=2, plans=1, max_steps=3, max_tokens=160)  # fmt: skip
+    tps = get_proposer(
+        "tps",
+        model=client,
+        task=task,
+        task_model=KeywordModel(),
+        run_dir=tmp_path / "tps",
+        probe_size=2,
+        plans=1,
+        max_steps=3,
+        max_tokens=160,
+    )
     assert len(tps.propose(_state(evals=1))) <= 1
     assert (tmp_path / "tps" / "proposer" / "iter-1" / "planning.json").is_file()
 
     # The whole loop with the same proposer model: one iteration, whatever it writes is recorded and the run ends.
     env = {**os.environ, "METAHARNESS_DATA_DIR": str(shared_data_dir)}
     run = subprocess.run(
-        [sys.executable, "-m", "metaharness", "optimize", "--dataset", "symptom2disease", "--iters", "1",
-         "--proposer", "base", "--proposer-model", spec, "--evals-per-iter", "1", "--val-limit", "2",
-         "-P", "max_steps=3", "-P", "max_tokens=160", "--seeds", "zero_shot",
-         "--run-dir", str(tmp_path / "run")],
-        capture_output=True, text=True, env=env, timeout=800,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metaharness",
+            "optimize",
+            "--dataset",
+            "symptom2disease",
+            "--iters",
+            "1",
+            "--proposer",
+            "base",
+            "--proposer-model",
+            spec,
+            "--evals-per-iter",
+            "1",
+            "--val-limit",
+            "2",
+            "-P",
+            "max_steps=3",
+            "-P",
+            "max_tokens=160",
+            "--seeds",
+            "zero_shot",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=800,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     summary = (tmp_path / "run" / "summary.jsonl").read_text().splitlines()
     assert len(summary) >= 2  # the seeds' iteration and iteration 1

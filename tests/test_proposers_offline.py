@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from metaharness.candidate import Candidate, Evaluation
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
 from metaharness.models.types import ChatRequest, ChatResult, Choice, Usage
-from metaharness.proposal import CandidateInfo, Proposer, RunState
+from metaharness.proposal import Proposer, RunState
 from metaharness.proposers import PROPOSER_NAMES, get_proposer
 from metaharness.proposers.probe import HeldOutTask
 from metaharness.tasks import get_task
@@ -62,10 +63,18 @@ def _state(iteration: int = 1, evals: int = 2) -> RunState:
     for i, name in enumerate(["zero_shot", "retrieval"]):
         source = (SEEDS / "symptom2disease" / f"{name}.py").read_text()
         seeds.append(
-            CandidateInfo(id=f"c{i}", parent=None, source=source, iteration=0, summary=f"seed: {name}",
-                          scores={"primary": 0.1 * (i + 1)}, cost={"input_tokens": 1000.0, "output_tokens": 50.0})
-        )  # fmt: skip
-    failed = CandidateInfo(id="c9", parent="c0", source="class Harness: pass", iteration=0, failed=True, error="boom")
+            Candidate(
+                id=f"c{i}",
+                parent=None,
+                source=source,
+                iteration=0,
+                summary=f"seed: {name}",
+                evaluation=Evaluation(
+                    "val", {"primary": 0.1 * (i + 1)}, {"input_tokens": 1000.0, "output_tokens": 50.0}
+                ),
+            )
+        )
+    failed = Candidate(id="c9", parent="c0", source="class Harness: pass", iteration=0, status="failed", error="boom")
     return RunState(task="symptom2disease", iteration=iteration, candidates=[*seeds, failed], evals_left=evals)
 
 
@@ -102,8 +111,14 @@ def test_offline_proposer_plans_probes_and_chooses(task, tmp_path) -> None:
 
 
 def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
-    proposer = get_proposer("offline-greedy", task=task, task_model=KeywordModel(), probe_size=12, plans=2,
-                            operators=["snap_to_labels", "answer_format"])  # fmt: skip
+    proposer = get_proposer(
+        "offline-greedy",
+        task=task,
+        task_model=KeywordModel(),
+        probe_size=12,
+        plans=2,
+        operators=["snap_to_labels", "answer_format"],
+    )
     proposals = proposer.propose(_state(evals=1))
     assert proposer.name == "offline-greedy" and len(proposals) == 1
     snapped = proposals[0]
@@ -117,22 +132,36 @@ def test_names_and_errors(task) -> None:
     assert {"offline", "offline-greedy", "offline-random", "offline-best-of-n"} <= set(PROPOSER_NAMES)
     with pytest.raises(InputError, match="Unknown proposer"):
         get_proposer("oracle", task=task, task_model=KeywordModel())
-    assert get_proposer("offline", task=task, task_model=KeywordModel(), unknown_key=1).propose(
-        RunState(task="symptom2disease", iteration=1, candidates=[], evals_left=3)
-    ) == []
+    assert (
+        get_proposer("offline", task=task, task_model=KeywordModel(), unknown_key=1).propose(
+            RunState(task="symptom2disease", iteration=1, candidates=[], evals_left=3)
+        )
+        == []
+    )
 
 
 def test_calibration_learns_how_far_predictions_held() -> None:
-    from metaharness.proposers.planning import calibrate
+    from metaharness.proposers.program_plan import calibrate
 
     def cand(id, score, pred=None):
         prediction = {"score": pred, "base": "s"} if pred is not None else None
-        return CandidateInfo(id=id, parent="s", source="", iteration=1, scores={"primary": score}, prediction=prediction)
+        return Candidate(
+            id=id,
+            parent="s",
+            source="",
+            iteration=1,
+            evaluation=Evaluation("val", {"primary": score}),
+            prediction=prediction,
+        )
 
     fresh = RunState(task="t", iteration=1, candidates=[cand("s", 0.3)], evals_left=3)
     assert calibrate(fresh).slope == 1.0 and calibrate(fresh).pairs == 0
     # Predicted gains of +0.2 that came out at +0.05: trust the probe much less, and widen the uncertainty.
-    burnt = RunState(task="t", iteration=3, candidates=[cand("s", 0.3), cand("a", 0.35, 0.5), cand("b", 0.3, 0.5),
-                                                       cand("c", 0.40, 0.5)], evals_left=3)  # fmt: skip
+    burnt = RunState(
+        task="t",
+        iteration=3,
+        candidates=[cand("s", 0.3), cand("a", 0.35, 0.5), cand("b", 0.3, 0.5), cand("c", 0.40, 0.5)],
+        evals_left=3,
+    )
     cal = calibrate(burnt)
     assert cal.pairs == 3 and 0.2 < cal.slope < 0.6 and cal.residual > 0

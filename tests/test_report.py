@@ -10,24 +10,52 @@ from pathlib import Path
 
 import pytest
 
-from metaharness.report import RunView, colour, render_html, render_markdown, write_report, write_summary_markdown
-from metaharness.store import CandidateRecord, Evaluation, RunDirectory
+from metaharness.candidate import Candidate, Evaluation
+from metaharness.report import RunView, write_report, write_summary_markdown
+from metaharness.report.page import render_html
+from metaharness.report.summary import render_markdown
+from metaharness.report.svg import colour
+from metaharness.store import RunDirectory
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 
 def _rec(cid, parent, iteration, score, predicted=None, usd=0.0):
-    ev = None if score is None else Evaluation("val", {"primary": score}, {"context_tokens": 300 + 10 * iteration, "input_tokens": 1000, "output_tokens": 50, "usd": usd}, 5)
-    return CandidateRecord(cid, parent, iteration, "class Harness: pass\n", status="failed" if score is None else "evaluated",
-                           summary=f"<{cid}> & co", error="boom" if score is None else None, evaluation=ev,
-                           prediction=None if predicted is None else {"score": predicted})
+    ev = (
+        None
+        if score is None
+        else Evaluation(
+            "val",
+            {"primary": score},
+            {"context_tokens": 300 + 10 * iteration, "input_tokens": 1000, "output_tokens": 50, "usd": usd},
+            5,
+        )
+    )
+    return Candidate(
+        cid,
+        parent,
+        iteration,
+        "class Harness: pass\n",
+        status="failed" if score is None else "evaluated",
+        summary=f"<{cid}> & co",
+        error="boom" if score is None else None,
+        evaluation=ev,
+        prediction=None if predicted is None else {"score": predicted},
+    )
 
 
 @pytest.fixture
 def run(tmp_path):
-    rd = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "fake", "val_limit": 5, "proposer": "tps"})
-    for r in [_rec("c001", None, 0, 0.2), _rec("c002", None, 0, 0.3), _rec("c003", "c002", 1, 0.45, 0.4, 0.01),
-              _rec("c004", "c002", 1, None, 0.5), _rec("c005", "c003", 2, 0.5, 0.6, 0.02)]:
+    rd = RunDirectory.open(
+        tmp_path / "run", {"dataset": "toy", "task_model": "fake", "val_limit": 5, "proposer": "tps"}
+    )
+    for r in [
+        _rec("c001", None, 0, 0.2),
+        _rec("c002", None, 0, 0.3),
+        _rec("c003", "c002", 1, 0.45, 0.4, 0.01),
+        _rec("c004", "c002", 1, None, 0.5),
+        _rec("c005", "c003", 2, 0.5, 0.6, 0.02),
+    ]:
         rd.commit(r)
     for it in (0, 1, 2):
         rd.log({"type": "iteration", "iteration": it, "spent": {"usd": 0.01 * it, "tokens": 1000 * it}})
@@ -42,7 +70,7 @@ def test_html_is_self_contained_with_the_four_plots(run):
     assert page.count("<svg") == 5  # score, predicted vs actual, tree, tokens, USD
     assert "&lt;c003&gt; &amp; co" in page and "<c003>" not in page  # user text is escaped
     # nothing is fetched: no external scripts, styles, images or fonts
-    assert not re.search(r'\b(src|href)\s*=', page)
+    assert not re.search(r"\b(src|href)\s*=", page)
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "c005 0.500" in page and "0.420" in page  # tree label and the test score
     assert "no test split offline" in page
@@ -65,9 +93,22 @@ def test_colour_scale_runs_dark_to_bright():
 def test_report_opens_in_headless_chromium_without_errors(run, tmp_path):
     page = write_report(run, tmp_path / "report.html")
     profile = tmp_path / "profile"
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=3000", "--dump-dom", page.as_uri()]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=3000",
+        "--dump-dom",
+        page.as_uri(),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-2000:]
     # the inline script ran to its end (it marks the document) and the browser logged no page error

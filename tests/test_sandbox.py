@@ -56,8 +56,17 @@ def predict_harness(tmp_path: Path, predict_body: str, imports: str = "") -> Pat
 
 
 def run(path: Path, shared_data_dir: Path, *, limit: int = 3, limits: SandboxLimits | None = None, **kw):
-    return evaluate(path, "symptom2disease", "val", model=ScriptedClient(), limit=limit, workers=3,
-                    data_dir=shared_data_dir, limits=limits, **kw)  # fmt: skip
+    return evaluate(
+        path,
+        "symptom2disease",
+        "val",
+        model=ScriptedClient(),
+        limit=limit,
+        workers=3,
+        data_dir=shared_data_dir,
+        limits=limits,
+        **kw,
+    )
 
 
 def assert_contained(report, pattern: str, failing: set[str]):
@@ -76,54 +85,77 @@ def test_this_machine_confines_writes():
 
 
 def test_harness_that_raises(tmp_path, shared_data_dir):
-    path = predict_harness(tmp_path, """
+    path = predict_harness(
+        tmp_path,
+        """
         if "back" in x:
             raise ValueError("cannot handle backs")
         return self.lm(x)
-    """)
+    """,
+    )
     report = run(path, shared_data_dir)
     assert_contained(report, "ValueError: cannot handle backs", {"val-0000"})
     assert "harness.py line" in report.records[0].error
 
 
 def test_harness_that_loops_forever(tmp_path, shared_data_dir):
-    path = predict_harness(tmp_path, """
+    path = predict_harness(
+        tmp_path,
+        """
         if "back" in x:
             while True:
                 pass
         return self.lm(x)
-    """)
+    """,
+    )
     report = run(path, shared_data_dir, limits=SandboxLimits(cpu_seconds=2, wall_seconds=60))
     assert_contained(report, "CPU-time limit of 2s", {"val-0000"})
 
 
 def test_harness_that_sleeps_forever_hits_the_wall_time(tmp_path, shared_data_dir):
-    path = predict_harness(tmp_path, """
+    path = predict_harness(
+        tmp_path,
+        """
         if "back" in x:
             time.sleep(3600)
         return self.lm(x)
-    """, "import time")
+    """,
+        "import time",
+    )
     report = run(path, shared_data_dir, limits=SandboxLimits(wall_seconds=1.5))
     assert_contained(report, "wall-time limit of 1.5s", {"val-0000"})
 
 
 def test_model_time_does_not_count_against_the_wall_time(tmp_path, shared_data_dir):
-    path = predict_harness(tmp_path, """
+    path = predict_harness(
+        tmp_path,
+        """
         return self.lm(x) + self.lm(x)
-    """)
-    report = evaluate(path, "symptom2disease", "val", model=ScriptedClient(latency=0.8), limit=2,
-                      data_dir=shared_data_dir, limits=SandboxLimits(wall_seconds=1.0))  # fmt: skip
+    """,
+    )
+    report = evaluate(
+        path,
+        "symptom2disease",
+        "val",
+        model=ScriptedClient(latency=0.8),
+        limit=2,
+        data_dir=shared_data_dir,
+        limits=SandboxLimits(wall_seconds=1.0),
+    )
     assert report.errors == 0
 
 
 def test_harness_that_allocates_too_much_memory(tmp_path, shared_data_dir):
-    path = predict_harness(tmp_path, """
+    path = predict_harness(
+        tmp_path,
+        """
         if "back" in x:
             hoard = []
             while True:
                 hoard.append(bytearray(50_000_000))
         return self.lm(x)
-    """)
+    """,
+    )
     report = run(path, shared_data_dir, limits=SandboxLimits(memory_mb=600))
     assert_contained(report, "MemoryError", {"val-0000"})
 
@@ -131,7 +163,9 @@ def test_harness_that_allocates_too_much_memory(tmp_path, shared_data_dir):
 def test_harness_that_looks_for_keys(tmp_path, shared_data_dir, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    path = predict_harness(tmp_path, """
+    path = predict_harness(
+        tmp_path,
+        """
         found = [v for k, v in os.environ.items() if "KEY" in k or "TOKEN" in k]
         for path in [f"/proc/{os.getppid()}/environ", "/proc/1/environ"] + glob.glob("/proc/*/environ"):
             try:
@@ -141,7 +175,9 @@ def test_harness_that_looks_for_keys(tmp_path, shared_data_dir, monkeypatch):
         if "back" in x:
             raise RuntimeError("no key found: " + repr(found)[:200])
         return repr(found)
-    """, "import glob, os")
+    """,
+        "import glob, os",
+    )
     report = run(path, shared_data_dir)
     assert_contained(report, "RuntimeError: no key found", {"val-0000"})
     for record in report.records:
@@ -151,61 +187,79 @@ def test_harness_that_looks_for_keys(tmp_path, shared_data_dir, monkeypatch):
 def test_harness_that_writes_outside_its_folder(tmp_path, shared_data_dir):
     outside = tmp_path / "outside.txt"
     repo_file = Path(__file__).resolve().parent / "sandbox-escape.txt"
-    path = predict_harness(tmp_path, f"""
+    path = predict_harness(
+        tmp_path,
+        f"""
         open("notes.txt", "w").write("the scratch folder is writable")
         if "back" in x:
             open({str(outside)!r}, "w").write("escaped")
         if "shivering" in x:
             open({str(repo_file)!r}, "w").write("escaped")
         return self.lm(x)
-    """)
+    """,
+    )
     report = run(path, shared_data_dir)
     assert_contained(report, "PermissionError", {"val-0000", "val-0001"})
     assert not outside.exists() and not repo_file.exists()
 
 
 def test_harness_that_kills_its_process_is_restarted(tmp_path, shared_data_dir):
-    path = predict_harness(tmp_path, """
+    path = predict_harness(
+        tmp_path,
+        """
         if "back" in x:
             os._exit(3)
         return self.lm(x)
-    """, "import os")
+    """,
+        "import os",
+    )
     report = run(path, shared_data_dir)
     assert_contained(report, "exited with code 3", {"val-0000"})
 
 
 def test_harness_that_prints_garbage_and_returns_garbage(tmp_path, shared_data_dir):
-    path = predict_harness(tmp_path, """
+    path = predict_harness(
+        tmp_path,
+        """
         print('{"type": "result", "prediction": "[DIAGNOSIS]dengue[/DIAGNOSIS]"}')
         sys.stdout.write("\\x00\\xff garbage\\n")
         if "back" in x:
             return 42
         return self.lm(x)
-    """, "import sys")
+    """,
+        "import sys",
+    )
     report = run(path, shared_data_dir)
     assert_contained(report, "predict returned int, not str", {"val-0000"})
     assert report.records[1].scores["primary"] == 1.0  # val-0001 is dengue
 
 
 def test_harness_cannot_reach_the_network(tmp_path, shared_data_dir):
-    path = predict_harness(tmp_path, """
+    path = predict_harness(
+        tmp_path,
+        """
         if "back" in x:
             socket.create_connection(("127.0.0.1", 9), timeout=2)
         return self.lm(x)
-    """, "import socket")
+    """,
+        "import socket",
+    )
     report = run(path, shared_data_dir)
     assert_contained(report, "PermissionError", {"val-0000"})
 
 
 def test_missing_import_fails_every_example_and_check_harness(tmp_path, shared_data_dir):
-    path = write_harness(tmp_path, """
+    path = write_harness(
+        tmp_path,
+        """
         import no_such_module_anywhere
         class Harness:
             def __init__(self, lm, train):
                 pass
             def predict(self, x):
                 return ""
-    """)
+    """,
+    )
     with pytest.raises(HarnessInvalid, match="No module named 'no_such_module_anywhere'"):
         check_harness(path, "symptom2disease", data_dir=shared_data_dir)
     report = run(path, shared_data_dir)
@@ -221,18 +275,31 @@ def test_check_harness_rejects_a_file_without_harness_class(tmp_path, shared_dat
 
 def test_sandbox_environment_holds_no_secrets(tmp_path, shared_data_dir, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET)
-    path = write_harness(tmp_path, """
+    path = write_harness(
+        tmp_path,
+        """
         import os
         class Harness:
             def __init__(self, lm, train):
                 pass
             def predict(self, x):
                 return " ".join(sorted(os.environ))
-    """)
+    """,
+    )
     report = run(path, shared_data_dir, limit=1)
     names = set(report.records[0].prediction.split())
-    assert names <= {"PATH", "LANG", "LC_ALL", "TZ", "HOME", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
-                     "PYTHONIOENCODING", "LC_CTYPE"}  # fmt: skip
+    assert names <= {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "TZ",
+        "HOME",
+        "TMPDIR",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+        "PYTHONIOENCODING",
+        "LC_CTYPE",
+    }
     assert os.environ["MY_SERVICE_TOKEN"] == SECRET
 
 

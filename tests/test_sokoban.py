@@ -8,9 +8,9 @@ from collections import deque
 import pytest
 
 from metaharness.errors import InputError
-from metaharness.tasks.planning_env import optimal_plan, viable_actions
-from metaharness.tasks.puzzle_instances import generate_instances, load_instance_set, make_env, regenerate
-from metaharness.tasks.sokoban import Sokoban, SokobanState, generate_level
+from metaharness.tasks.environments.puzzle import optimal_plan, viable_actions
+from metaharness.tasks.environments.puzzle_instances import generate_instances, load_instance_set, make_env, regenerate
+from metaharness.tasks.environments.sokoban import Sokoban, SokobanState, generate_level
 
 CORRIDOR = "######\n#@$ .#\n######"
 
@@ -62,13 +62,16 @@ def test_bad_maps_are_rejected(bad):
         Sokoban(bad)
 
 
-@pytest.mark.parametrize("level, t_star", [
-    (CORRIDOR, 2),
-    ("#####\n#@$.#\n#####", 1),
-    ("#######\n#.    #\n#  $  #\n#   @ #\n#######", 6),  # three pushes and three moves to get behind the box
-    ("######\n#@   #\n# $$ #\n# .. #\n######", 5),  # R D (push), U R D (push)
-    ("#####\n#@  #\n#$  #\n#.###\n#####", 1),
-])
+@pytest.mark.parametrize(
+    "level, t_star",
+    [
+        (CORRIDOR, 2),
+        ("#####\n#@$.#\n#####", 1),
+        ("#######\n#.    #\n#  $  #\n#   @ #\n#######", 6),  # three pushes and three moves to get behind the box
+        ("######\n#@   #\n# $$ #\n# .. #\n######", 5),  # R D (push), U R D (push)
+        ("#####\n#@  #\n#$  #\n#.###\n#####", 1),
+    ],
+)
 def test_oracle_matches_hand_counts_and_forward_search(level, t_star):
     env = Sokoban(level)
     assert forward_bfs(env, env.start) == t_star
@@ -110,8 +113,13 @@ def test_parse_action_reads_the_last_action():
 
 
 def test_generator_bins_are_correct_and_reproducible():
-    kwargs = dict(bins={"easy": 6, "hard": 10}, per_bin=3, tolerance=1, seed=3,
-                  params={"height": 7, "width": 9, "boxes": 1, "wall_prob": 0.08, "reverse_steps": [10, 60]})
+    kwargs = dict(
+        bins={"easy": 6, "hard": 10},
+        per_bin=3,
+        tolerance=1,
+        seed=3,
+        params={"height": 7, "width": 9, "boxes": 1, "wall_prob": 0.08, "reverse_steps": [10, 60]},
+    )
     first = generate_instances("sokoban", **kwargs)
     assert first.to_json() == generate_instances("sokoban", **kwargs).to_json()
     assert [i.bin for i in first.instances] == ["easy"] * 3 + ["hard"] * 3

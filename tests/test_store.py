@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from metaharness import frontier
+from metaharness.candidate import Candidate, Evaluation
 from metaharness.errors import InputError
-from metaharness.store import BEST_REF, CandidateRecord, Evaluation, RunDirectory
+from metaharness.store import BEST_REF, RunDirectory
 from metaharness.store.files import append_jsonl, read_jsonl
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 3}
@@ -19,11 +20,23 @@ def git(path: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True).stdout
 
 
-def record(cid: str, parent: str | None, score: float | None, ctx: float = 100.0, **kw) -> CandidateRecord:
-    evaluation = None if score is None else Evaluation("val", {"primary": score, "f1": score / 2}, {"context_tokens": ctx, "usd": 0.01}, 3)
+def record(cid: str, parent: str | None, score: float | None, ctx: float = 100.0, **kw) -> Candidate:
+    evaluation = (
+        None
+        if score is None
+        else Evaluation("val", {"primary": score, "f1": score / 2}, {"context_tokens": ctx, "usd": 0.01}, 3)
+    )
     status = "failed" if score is None else "evaluated"
-    return CandidateRecord(cid, parent, 1 if parent else 0, f"# {cid}\nclass Harness: pass\n", status=status,
-                           summary=f"make {cid}", evaluation=evaluation, **kw)
+    return Candidate(
+        cid,
+        parent,
+        1 if parent else 0,
+        f"# {cid}\nclass Harness: pass\n",
+        status=status,
+        summary=f"make {cid}",
+        evaluation=evaluation,
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -56,9 +69,9 @@ def test_candidates_are_commits_on_their_parents_with_scores_in_trailers_and_not
     assert (path / "harness.py").read_text().startswith("# c002")
     assert git(path, "status", "--porcelain") == ""
     subprocess.run(["git", "-C", str(path), "fsck", "--strict"], check=True, capture_output=True)
-    ids = [c.record.id for c in run.store.candidates()]
+    ids = [c.candidate.id for c in run.store.candidates()]
     assert ids == ["c001", "c002", "c003"]
-    assert run.store.get("c002").record.prediction == {"score": 0.45}
+    assert run.store.get("c002").candidate.prediction == {"score": 0.45}
 
 
 def test_best_moves_only_on_a_strictly_better_evaluated_candidate(run):
@@ -76,7 +89,7 @@ def test_unknown_parent_and_duplicate_id_are_refused_without_trace(run):
         run.store.commit(record("c002", "c077", 0.5))
     with pytest.raises(Exception):
         run.store.commit(record("c001", None, 0.9))  # the ref transaction refuses to overwrite
-    assert [c.record.id for c in run.store.candidates()] == ["c001"]
+    assert [c.candidate.id for c in run.store.candidates()] == ["c001"]
     assert run.store.best().id == "c001"
 
 

@@ -10,7 +10,7 @@ import respx
 
 from metaharness.errors import InputError
 from metaharness.tasks import TASK_NAMES, get_task
-from metaharness.tasks.data import DataError, upstream_url
+from metaharness.tasks.text.splits import DataError, upstream_url
 
 SIZES = {"lawbench": (200, 50), "symptom2disease": (200, 50), "uspto": (50, 30)}
 

@@ -9,9 +9,9 @@ import pytest
 
 from metaharness.errors import InputError
 from metaharness.planner.branching import Meter, run_egb, vote_from_samples
-from metaharness.tasks.toolworld import ToolWorld
-from metaharness.tasks.toolworld_library import Simulator, build_library
-from metaharness.tasks.toolworld_retrieval import BM25Index, tokenize
+from metaharness.tasks.environments.toolworld import ToolWorld
+from metaharness.tasks.environments.toolworld_library import Simulator
+from metaharness.tasks.environments.toolworld_retrieval import BM25Index, tokenize
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +51,11 @@ def test_aliases_compute_the_same_function_and_distractors_do_not(world):
 
 
 def test_simulator_is_deterministic_per_seed():
-    calls = [("get_product_seller", {"product_id": "PRD-00042"}), ("get_product_price", {"product_id": "PRD-00042"}),
-             ("delete_order", {"order_id": "ORD-00001"})]
+    calls = [
+        ("get_product_seller", {"product_id": "PRD-00042"}),
+        ("get_product_price", {"product_id": "PRD-00042"}),
+        ("delete_order", {"order_id": "ORD-00001"}),
+    ]
     a, b, c = Simulator(seed=1), Simulator(seed=1), Simulator(seed=2)
     assert [a.execute(*call) for call in calls] == [b.execute(*call) for call in calls]
     assert [a.execute(*call) for call in calls] != [c.execute(*call) for call in calls]
@@ -83,8 +86,9 @@ def _replay(task, pick) -> object:
     """Execute the plan with ``pick(index, step)`` as the tool, feeding results forward like an agent would."""
     results: list = []
     for index, step in enumerate(task.steps):
-        arguments = {name: (task.start if src == -1 else results[src]) for name, src in step.sources.items()
-                     if src is not None} | {k: v for k, v in step.arguments.items() if step.sources[k] is None}
+        arguments = {
+            name: (task.start if src == -1 else results[src]) for name, src in step.sources.items() if src is not None
+        } | {k: v for k, v in step.arguments.items() if step.sources[k] is None}
         results.append(task.execute(index, pick(index, step), arguments))
     return results[-1]
 
@@ -96,8 +100,13 @@ def test_several_trajectories_are_valid_and_a_distractor_fails(world, tasks):
     assert task.verify(_replay(task, canonical)) and task.verify(_replay(task, aliases))
     assert task.tool_match([aliases(i, s) for i, s in enumerate(task.steps)]) == 1.0
     wrong_at = 2
-    distractor = next(s.name for s in world.library if s.family == task.steps[wrong_at].family
-                      and s.name not in task.steps[wrong_at].accepted and s.role == "qualified")
+    distractor = next(
+        s.name
+        for s in world.library
+        if s.family == task.steps[wrong_at].family
+        and s.name not in task.steps[wrong_at].accepted
+        and s.role == "qualified"
+    )
     pick = lambda i, step: distractor if i == wrong_at else canonical(i, step)
     assert not task.verify(_replay(task, pick))
     assert task.tool_match([pick(i, s) for i, s in enumerate(task.steps)]) == pytest.approx(1 - 1 / len(task.steps))
@@ -111,8 +120,13 @@ def test_retrieval_offers_a_short_list_that_holds_an_accepted_tool(tasks):
 
 def test_bm25_ranks_matching_documents_first():
     assert tokenize("get_order_buyer Returns") == ["get", "order", "buyer", "return"]
-    index = BM25Index(["get_order_buyer Return the buyer of the order.", "delete_cart Delete a cart.",
-                       "get_order_total Return the total of the order."])
+    index = BM25Index(
+        [
+            "get_order_buyer Return the buyer of the order.",
+            "delete_cart Delete a cart.",
+            "get_order_total Return the total of the order.",
+        ]
+    )
     assert index.top("who is the buyer of this order", 2) == [0, 2]
     assert index.top("nothing matches", 3) == []
 
@@ -143,8 +157,12 @@ class OracleChooser:
     def fill(self, view, tool, options):
         step = self.task.steps[view.index]
         self.meter.add(1)
-        return {name: step.arguments.get(name, values[0]) if step.sources.get(name) is None
-                else view.history[step.sources[name]].observation for name, values in options.items()}
+        return {
+            name: step.arguments.get(name, values[0])
+            if step.sources.get(name) is None
+            else view.history[step.sources[name]].observation
+            for name, values in options.items()
+        }
 
 
 def test_egb_repairs_a_wrong_step_on_a_real_task(tasks):

@@ -26,10 +26,12 @@ class Harness:
     def __init__(self, lm, train):
         self.lm = lm
         self.shots = [
-            [{"role": "user", "content": item["input"][:SHOT_CHARS]},
-             {"role": "assistant", "content": f"[罪名]{item['target']}<eoa>"}]
+            [
+                {"role": "user", "content": item["input"][:SHOT_CHARS]},
+                {"role": "assistant", "content": f"[罪名]{item['target']}<eoa>"},
+            ]
             for item in train
-        ]  # fmt: skip
+        ]
 
     def predict(self, x):
         cap = int(self.lm.context_window * 0.9) - ANSWER_TOKENS - approx_tokens(SYSTEM)

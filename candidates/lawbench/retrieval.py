@@ -16,7 +16,7 @@ ANSWER_TOKENS = 48
 
 def tokenize(text):
     chars = [ch for ch in text if not ch.isspace() and ch not in "，。、；：（）×"]
-    return [a + b for a, b in zip(chars, chars[1:])]
+    return [a + b for a, b in zip(chars, chars[1:], strict=False)]
 
 
 class BM25:
@@ -32,9 +32,11 @@ class BM25:
     def scores(self, query):
         terms = set(tokenize(query))
         result = []
-        for doc, length in zip(self.docs, self.lengths):
+        for doc, length in zip(self.docs, self.lengths, strict=False):
             norm = self.k1 * (1 - self.b + self.b * length / self.avg_length)
-            result.append(sum(self.idf.get(t, 0.0) * doc[t] * (self.k1 + 1) / (doc[t] + norm) for t in terms if t in doc))
+            result.append(
+                sum(self.idf.get(t, 0.0) * doc[t] * (self.k1 + 1) / (doc[t] + norm) for t in terms if t in doc)
+            )
         return result
 
     def top(self, query, k):
@@ -64,13 +66,18 @@ class Harness:
         cap = int(self.lm.context_window * 0.9) - ANSWER_TOKENS - approx_tokens(SYSTEM)
         query = fit(x, cap // 2)
         shots = [
-            [{"role": "user", "content": self.train[i]["input"][:SHOT_CHARS]},
-             {"role": "assistant", "content": f"[罪名]{self.train[i]['target']}<eoa>"}]
+            [
+                {"role": "user", "content": self.train[i]["input"][:SHOT_CHARS]},
+                {"role": "assistant", "content": f"[罪名]{self.train[i]['target']}<eoa>"},
+            ]
             for i in reversed(self.index.top(x, K))  # most similar last
-        ]  # fmt: skip
+        ]
         while shots and sum(approx_tokens(t["content"]) for turns in shots for t in turns) > cap - approx_tokens(query):
             shots.pop(0)  # drop the least similar
-        messages = [{"role": "system", "content": SYSTEM}, *(t for turns in shots for t in turns),
-                    {"role": "user", "content": query}]  # fmt: skip
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            *(t for turns in shots for t in turns),
+            {"role": "user", "content": query},
+        ]
         response = self.lm(messages, max_tokens=ANSWER_TOKENS, stop=["<eoa>"])
         return response if "[罪名]" in response else f"[罪名]{response.strip()}<eoa>"

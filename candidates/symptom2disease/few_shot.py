@@ -6,10 +6,28 @@ answer); the model then answers the question in the same format.
 """
 
 LABELS = [
-    "drug reaction", "allergy", "chicken pox", "diabetes", "psoriasis", "hypertension", "cervical spondylosis",
-    "bronchial asthma", "varicose veins", "malaria", "dengue", "arthritis", "impetigo", "fungal infection",
-    "common cold", "gastroesophageal reflux disease", "urinary tract infection", "typhoid", "pneumonia",
-    "peptic ulcer disease", "jaundice", "migraine",
+    "drug reaction",
+    "allergy",
+    "chicken pox",
+    "diabetes",
+    "psoriasis",
+    "hypertension",
+    "cervical spondylosis",
+    "bronchial asthma",
+    "varicose veins",
+    "malaria",
+    "dengue",
+    "arthritis",
+    "impetigo",
+    "fungal infection",
+    "common cold",
+    "gastroesophageal reflux disease",
+    "urinary tract infection",
+    "typhoid",
+    "pneumonia",
+    "peptic ulcer disease",
+    "jaundice",
+    "migraine",
 ]
 SYSTEM = (
     "You are an expert medical diagnostician. Read the patient's symptoms and answer with exactly one diagnosis "
@@ -34,10 +52,12 @@ class Harness:
     def __init__(self, lm, train):
         self.lm = lm
         self.shots = [
-            [{"role": "user", "content": item["input"]},
-             {"role": "assistant", "content": f"[DIAGNOSIS]{item['target']}[/DIAGNOSIS]"}]
+            [
+                {"role": "user", "content": item["input"]},
+                {"role": "assistant", "content": f"[DIAGNOSIS]{item['target']}[/DIAGNOSIS]"},
+            ]
             for item in train
-        ]  # fmt: skip
+        ]
 
     def predict(self, x):
         budget = int(self.lm.context_window * 0.9) - ANSWER_TOKENS - approx_tokens(SYSTEM) - approx_tokens(x)

@@ -9,10 +9,28 @@ import re
 from collections import Counter
 
 LABELS = [
-    "drug reaction", "allergy", "chicken pox", "diabetes", "psoriasis", "hypertension", "cervical spondylosis",
-    "bronchial asthma", "varicose veins", "malaria", "dengue", "arthritis", "impetigo", "fungal infection",
-    "common cold", "gastroesophageal reflux disease", "urinary tract infection", "typhoid", "pneumonia",
-    "peptic ulcer disease", "jaundice", "migraine",
+    "drug reaction",
+    "allergy",
+    "chicken pox",
+    "diabetes",
+    "psoriasis",
+    "hypertension",
+    "cervical spondylosis",
+    "bronchial asthma",
+    "varicose veins",
+    "malaria",
+    "dengue",
+    "arthritis",
+    "impetigo",
+    "fungal infection",
+    "common cold",
+    "gastroesophageal reflux disease",
+    "urinary tract infection",
+    "typhoid",
+    "pneumonia",
+    "peptic ulcer disease",
+    "jaundice",
+    "migraine",
 ]
 SYSTEM = (
     "You are an expert medical diagnostician. Read the patient's symptoms and answer with exactly one diagnosis "
@@ -20,7 +38,35 @@ SYSTEM = (
 )
 K = 8
 ANSWER_TOKENS = 24
-STOPWORDS = set("i a an the and or my me is are am be been have has had it this that of to in on for with".split())
+STOPWORDS = set(
+    [
+        "i",
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "my",
+        "me",
+        "is",
+        "are",
+        "am",
+        "be",
+        "been",
+        "have",
+        "has",
+        "had",
+        "it",
+        "this",
+        "that",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "with",
+    ]
+)
 
 
 def tokenize(text):
@@ -40,9 +86,11 @@ class BM25:
     def scores(self, query):
         terms = tokenize(query)
         result = []
-        for doc, length in zip(self.docs, self.lengths):
+        for doc, length in zip(self.docs, self.lengths, strict=False):
             norm = self.k1 * (1 - self.b + self.b * length / self.avg_length)
-            result.append(sum(self.idf.get(t, 0.0) * doc[t] * (self.k1 + 1) / (doc[t] + norm) for t in terms if t in doc))
+            result.append(
+                sum(self.idf.get(t, 0.0) * doc[t] * (self.k1 + 1) / (doc[t] + norm) for t in terms if t in doc)
+            )
         return result
 
     def top(self, query, k):

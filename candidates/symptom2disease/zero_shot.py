@@ -8,10 +8,28 @@ model (temperature 0).
 import re
 
 LABELS = [
-    "drug reaction", "allergy", "chicken pox", "diabetes", "psoriasis", "hypertension", "cervical spondylosis",
-    "bronchial asthma", "varicose veins", "malaria", "dengue", "arthritis", "impetigo", "fungal infection",
-    "common cold", "gastroesophageal reflux disease", "urinary tract infection", "typhoid", "pneumonia",
-    "peptic ulcer disease", "jaundice", "migraine",
+    "drug reaction",
+    "allergy",
+    "chicken pox",
+    "diabetes",
+    "psoriasis",
+    "hypertension",
+    "cervical spondylosis",
+    "bronchial asthma",
+    "varicose veins",
+    "malaria",
+    "dengue",
+    "arthritis",
+    "impetigo",
+    "fungal infection",
+    "common cold",
+    "gastroesophageal reflux disease",
+    "urinary tract infection",
+    "typhoid",
+    "pneumonia",
+    "peptic ulcer disease",
+    "jaundice",
+    "migraine",
 ]
 
 INSTRUCTION = (

@@ -4,8 +4,10 @@ Each example is a user turn (the training question) and an assistant turn (its r
 answers the last question with SMILES only.
 """
 
-SYSTEM = ("You are an expert organic chemist. Given a reaction type and a product SMILES, answer with the SMILES of "
-          "the reactants only, separated by periods (.).")  # fmt: skip
+SYSTEM = (
+    "You are an expert organic chemist. Given a reaction type and a product SMILES, answer with the SMILES of "
+    "the reactants only, separated by periods (.)."
+)
 ANSWER_TOKENS = 128
 
 

@@ -9,8 +9,10 @@ import math
 import re
 from collections import Counter
 
-SYSTEM = ("You are an expert organic chemist. Given a reaction type and a product SMILES, answer with the SMILES of "
-          "the reactants only, separated by periods (.).")  # fmt: skip
+SYSTEM = (
+    "You are an expert organic chemist. Given a reaction type and a product SMILES, answer with the SMILES of "
+    "the reactants only, separated by periods (.)."
+)
 K = 6
 ANSWER_TOKENS = 128
 
@@ -36,9 +38,11 @@ class BM25:
     def scores(self, query):
         terms = set(tokenize(query))
         result = []
-        for doc, length in zip(self.docs, self.lengths):
+        for doc, length in zip(self.docs, self.lengths, strict=False):
             norm = self.k1 * (1 - self.b + self.b * length / self.avg_length)
-            result.append(sum(self.idf.get(t, 0.0) * doc[t] * (self.k1 + 1) / (doc[t] + norm) for t in terms if t in doc))
+            result.append(
+                sum(self.idf.get(t, 0.0) * doc[t] * (self.k1 + 1) / (doc[t] + norm) for t in terms if t in doc)
+            )
         return result
 
     def top(self, query, k):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from metaharness.agents.puzzle_episode import Decision
-from metaharness.tasks.planning_env import PuzzleEnv
+from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 
 class RandomAgent:

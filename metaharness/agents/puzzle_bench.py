@@ -18,19 +18,29 @@ from metaharness.agents.puzzle_episode import EpisodeRecord, PuzzleAgent, run_ep
 from metaharness.agents.puzzle_plan_act import PlanActAgent
 from metaharness.agents.puzzle_planning import PuzzlePlanner
 from metaharness.agents.puzzle_react import ReActAgent
+from metaharness.agents.puzzle_react_tps import TPSAgent
 from metaharness.agents.puzzle_tape import TapeAgent
-from metaharness.agents.puzzle_tps import TPSAgent
 from metaharness.errors import InputError
 from metaharness.models.types import ModelClient
-from metaharness.tasks.planning_env import PuzzleEnv
-from metaharness.tasks.puzzle_instances import PuzzleInstance, load_instance_set, make_env
+from metaharness.tasks.environments.puzzle import PuzzleEnv
+from metaharness.tasks.environments.puzzle_instances import PuzzleInstance, load_instance_set, make_env
 
 AGENTS = ("react", "plan-act", "tps", "tape", "random", "greedy")
 MODEL_FREE = ("random", "greedy")
 
 
-def build_agent(name: str, env: PuzzleEnv, *, model: ModelClient | None, oracle: bool = False, m: int = 4,
-                epsilon: float = 0.3, seed: int = 0, free_text: bool = False, temperature: float = 0.0) -> PuzzleAgent:
+def build_agent(
+    name: str,
+    env: PuzzleEnv,
+    *,
+    model: ModelClient | None,
+    oracle: bool = False,
+    m: int = 4,
+    epsilon: float = 0.3,
+    seed: int = 0,
+    free_text: bool = False,
+    temperature: float = 0.0,
+) -> PuzzleAgent:
     """An agent by benchmark name; model-based agents need ``model`` (TAPE with oracle subagents does not).
     ``free_text``: ReAct-style agents answer in the seeds' ``Thought:``/``Action:`` text instead of JSON;
     ``temperature``: of the model's plan sampling (tps, tape)."""
@@ -41,8 +51,10 @@ def build_agent(name: str, env: PuzzleEnv, *, model: ModelClient | None, oracle:
     if name == "greedy":
         return GreedyAgent(seed)
     if model is None and not (name == "tape" and oracle):
-        raise InputError(f"The {name} agent needs --model SPEC (e.g. local:smollm2-135m); only random, greedy and "
-                         f"tape with --oracle-subagents run without a model.")
+        raise InputError(
+            f"The {name} agent needs --model SPEC (e.g. local:smollm2-135m); only random, greedy and "
+            f"tape with --oracle-subagents run without a model."
+        )
     if name == "react":
         return ReActAgent(model, free_text=free_text)
     if name == "plan-act":
@@ -51,10 +63,26 @@ def build_agent(name: str, env: PuzzleEnv, *, model: ModelClient | None, oracle:
     return TPSAgent(model, planner, free_text=free_text) if name == "tps" else TapeAgent(planner, model)
 
 
-def _config(agent: str, model: str | None, slack: int, oracle: bool, m: int, epsilon: float | None,
-            free_text: bool, temperature: float) -> dict[str, Any]:
-    return {"agent": agent, "model": model, "slack": slack, "oracle_subagents": oracle, "m": m, "epsilon": epsilon,
-            "free_text": free_text, "temperature": temperature}
+def _config(
+    agent: str,
+    model: str | None,
+    slack: int,
+    oracle: bool,
+    m: int,
+    epsilon: float | None,
+    free_text: bool,
+    temperature: float,
+) -> dict[str, Any]:
+    return {
+        "agent": agent,
+        "model": model,
+        "slack": slack,
+        "oracle_subagents": oracle,
+        "m": m,
+        "epsilon": epsilon,
+        "free_text": free_text,
+        "temperature": temperature,
+    }
 
 
 def _done(out: Path | None, config: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -92,8 +120,16 @@ def run_bench(
         raise InputError(f"--slack must be >= 0 (the budget is T* + slack); got {slack}.")
     chosen = load_instance_set(instance_set).select(bins, episodes)
     uses_sampler_noise = model is None and agent == "tape"
-    config = _config(agent, model.spec if model else None, slack, oracle, m, epsilon if uses_sampler_noise else None,
-                     free_text, temperature)
+    config = _config(
+        agent,
+        model.spec if model else None,
+        slack,
+        oracle,
+        m,
+        epsilon if uses_sampler_noise else None,
+        free_text,
+        temperature,
+    )
     done = _done(out, config)
     rows = []
     for instance in chosen:
@@ -103,11 +139,21 @@ def run_bench(
                 on_episode(instance, done[instance.id])
             continue
         env = make_env(instance)
-        player = build_agent(agent, env, model=model, oracle=oracle, m=m, epsilon=epsilon, seed=seed,
-                             free_text=free_text, temperature=temperature)
+        player = build_agent(
+            agent,
+            env,
+            model=model,
+            oracle=oracle,
+            m=m,
+            epsilon=epsilon,
+            seed=seed,
+            free_text=free_text,
+            temperature=temperature,
+        )
         before = model.ledger.totals() if model is not None and hasattr(model, "ledger") else None
-        record: EpisodeRecord = run_episode(env, player, slack=slack, instance=instance.id, bin=instance.bin,
-                                            model=config["model"])
+        record: EpisodeRecord = run_episode(
+            env, player, slack=slack, instance=instance.id, bin=instance.bin, model=config["model"]
+        )
         if before is not None:
             after = model.ledger.totals()
             record.input_tokens = after["input_tokens"] - before["input_tokens"]
@@ -135,17 +181,20 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         irrecoverable = [r["first_irrecoverable"] for r in group if r["first_irrecoverable"] is not None]
         judged = sum(r["planning_judged"] for r in group)
         steps = sum(r["actions_used"] for r in group)
-        lines.append({
-            "bin": name, "episodes": n,
-            "success": sum(r["success"] for r in group) / n,
-            "budget_used": sum(r["budget_used"] for r in group) / n,
-            "irrecoverable": len(irrecoverable) / n,
-            "first_irrecoverable": sum(irrecoverable) / len(irrecoverable) if irrecoverable else None,
-            "planning_error": sum(r["planning_errors"] for r in group) / judged if judged else None,
-            "sampling_error": sum(r["sampling_errors"] for r in group) / steps if steps else None,
-            "plan_calls": sum(r["plan_calls"] for r in group) / n,
-            "tokens": sum(r["input_tokens"] + r["output_tokens"] for r in group) / n,
-        })
+        lines.append(
+            {
+                "bin": name,
+                "episodes": n,
+                "success": sum(r["success"] for r in group) / n,
+                "budget_used": sum(r["budget_used"] for r in group) / n,
+                "irrecoverable": len(irrecoverable) / n,
+                "first_irrecoverable": sum(irrecoverable) / len(irrecoverable) if irrecoverable else None,
+                "planning_error": sum(r["planning_errors"] for r in group) / judged if judged else None,
+                "sampling_error": sum(r["sampling_errors"] for r in group) / steps if steps else None,
+                "plan_calls": sum(r["plan_calls"] for r in group) / n,
+                "tokens": sum(r["input_tokens"] + r["output_tokens"] for r in group) / n,
+            }
+        )
     return lines
 
 
@@ -156,13 +205,30 @@ def summary_table(rows: list[dict[str, Any]], title: str):
         return "-" if x is None else f"{100 * x:.0f}%"
 
     table = Table(title=title)
-    for column in ("bin", "episodes", "success", "actions/budget", "irrecoverable", "first irrec. step",
-                   "planning err", "sampling err", "plan calls", "tokens/ep"):
+    for column in (
+        "bin",
+        "episodes",
+        "success",
+        "actions/budget",
+        "irrecoverable",
+        "first irrec. step",
+        "planning err",
+        "sampling err",
+        "plan calls",
+        "tokens/ep",
+    ):
         table.add_column(column, justify="left" if column == "bin" else "right")
     for s in summarise(rows):
         table.add_row(
-            s["bin"], str(s["episodes"]), pct(s["success"]), pct(s["budget_used"]), pct(s["irrecoverable"]),
+            s["bin"],
+            str(s["episodes"]),
+            pct(s["success"]),
+            pct(s["budget_used"]),
+            pct(s["irrecoverable"]),
             "-" if s["first_irrecoverable"] is None else f"{s['first_irrecoverable']:.1f}",
-            pct(s["planning_error"]), pct(s["sampling_error"]), f"{s['plan_calls']:.1f}", f"{s['tokens']:.0f}",
+            pct(s["planning_error"]),
+            pct(s["sampling_error"]),
+            f"{s['plan_calls']:.1f}",
+            f"{s['tokens']:.0f}",
         )
     return table

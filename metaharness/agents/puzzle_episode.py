@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from metaharness.tasks.planning_env import PuzzleEnv, viable
+from metaharness.tasks.environments.puzzle import PuzzleEnv, viable
 
 
 @dataclass
@@ -144,22 +144,44 @@ def run_episode(
         ok_after = after is not None and after <= remaining - 1
         if first_irrecoverable is None and viable(env, state, remaining) and not ok_after:
             first_irrecoverable = t
-        steps.append(StepRecord(
-            t=t, remaining=remaining, action=decision.action, intended=decision.intended,
-            distance_before=before, distance_after=after, viable_after=ok_after,
-            planning_error=_planning_error(env, state, decision.intended, remaining),
-            sampling_error=decision.intended != decision.action,
-            predicted=decision.predicted, observed=env.key(nxt), plans=decision.plans,
-            replanned=decision.replanned, thought=decision.thought, calls=decision.calls,
-        ))
+        steps.append(
+            StepRecord(
+                t=t,
+                remaining=remaining,
+                action=decision.action,
+                intended=decision.intended,
+                distance_before=before,
+                distance_after=after,
+                viable_after=ok_after,
+                planning_error=_planning_error(env, state, decision.intended, remaining),
+                sampling_error=decision.intended != decision.action,
+                predicted=decision.predicted,
+                observed=env.key(nxt),
+                plans=decision.plans,
+                replanned=decision.replanned,
+                thought=decision.thought,
+                calls=decision.calls,
+            )
+        )
         state = nxt
     return EpisodeRecord(
-        instance=instance, env=env.name, bin=bin, agent=agent.name, model=model, slack=slack, t_star=t_star,
-        budget=budget, success=env.is_goal(state), actions_used=len(steps), first_irrecoverable=first_irrecoverable,
+        instance=instance,
+        env=env.name,
+        bin=bin,
+        agent=agent.name,
+        model=model,
+        slack=slack,
+        t_star=t_star,
+        budget=budget,
+        success=env.is_goal(state),
+        actions_used=len(steps),
+        first_irrecoverable=first_irrecoverable,
         planning_errors=sum(1 for s in steps if s.planning_error),
         planning_judged=sum(1 for s in steps if s.planning_error is not None),
         sampling_errors=sum(1 for s in steps if s.sampling_error),
-        plan_calls=sum(s.plans for s in steps), replans=sum(1 for s in steps if s.replanned),
+        plan_calls=sum(s.plans for s in steps),
+        replans=sum(1 for s in steps if s.replanned),
         mismatches=sum(1 for s in steps if s.predicted is not None and s.predicted != s.observed),
-        seconds=round(time.perf_counter() - started, 3), steps=steps,
+        seconds=round(time.perf_counter() - started, 3),
+        steps=steps,
     )

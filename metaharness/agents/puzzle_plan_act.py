@@ -11,7 +11,7 @@ from __future__ import annotations
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_react import ReActAgent, call_record
 from metaharness.models.types import ChatRequest, StructuredOutputError
-from metaharness.tasks.planning_env import PuzzleEnv
+from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 PLANNER_INSTRUCTIONS = """You are the planner. Write the complete sequence of actions that solves the puzzle from the
 current state using at most {budget} actions. Reply with JSON only: {{"plan": [actions in order]}}."""
@@ -25,8 +25,18 @@ class PlanActAgent(ReActAgent):
         self.plan: list[str] | None = None
 
     def make_plan(self, state, remaining: int, decision: Decision) -> list[str]:
-        schema = {"type": "object", "required": ["plan"], "properties": {"plan": {
-            "type": "array", "minItems": 1, "maxItems": remaining, "items": {"enum": self.env.actions(state)}}}}
+        schema = {
+            "type": "object",
+            "required": ["plan"],
+            "properties": {
+                "plan": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": remaining,
+                    "items": {"enum": self.env.actions(state)},
+                }
+            },
+        }
         messages = [
             {"role": "system", "content": f"{self.env.rules}\n\n{PLANNER_INSTRUCTIONS.format(budget=remaining)}"},
             {"role": "user", "content": f"Current state:\n{self.env.render(state)}\nActions left: {remaining}"},
@@ -50,6 +60,8 @@ class PlanActAgent(ReActAgent):
             return "Plan: (the planner gave no usable plan)"
         done = len(self.taken)
         upcoming = self.plan[done] if done < len(self.plan) else "(the plan is finished)"
-        return (f"Plan made at the start: {', '.join(self.plan)}\n"
-                f"Actions taken so far: {', '.join(a or '-' for a in self.taken) or 'none'}\n"
-                f"Next action in the plan: {upcoming}")
+        return (
+            f"Plan made at the start: {', '.join(self.plan)}\n"
+            f"Actions taken so far: {', '.join(a or '-' for a in self.taken) or 'none'}\n"
+            f"Next action in the plan: {upcoming}"
+        )

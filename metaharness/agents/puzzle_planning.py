@@ -33,9 +33,9 @@ from metaharness.planner.subagents import (
     PredictedState,
     SimulatedStep,
 )
-from metaharness.planner.subagents.base import ModelStage
+from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.tps import PlanningResult, plan
-from metaharness.tasks.planning_env import PuzzleEnv, optimal_actions
+from metaharness.tasks.environments.puzzle import PuzzleEnv, optimal_actions
 
 SAMPLER_SYSTEM = (
     "You are the plan sampler of a planning system for this puzzle.\n{rules}\n\nPropose {m} different plans that "
@@ -57,9 +57,18 @@ class ActionPlanSampler(ModelStage):
     def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
         steps = max(1, min(self.max_steps, int(task.budget[0]) if task.budget else self.max_steps))
         actions = {"type": "array", "minItems": 1, "maxItems": steps, "items": {"enum": self.env.actions(self.state)}}
-        schema = {"type": "object", "required": ["plans"], "properties": {"plans": {
-            "type": "array", "minItems": 1, "maxItems": m,
-            "items": {"type": "object", "properties": {"actions": actions}, "required": ["actions"]}}}}
+        schema = {
+            "type": "object",
+            "required": ["plans"],
+            "properties": {
+                "plans": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": m,
+                    "items": {"type": "object", "properties": {"actions": actions}, "required": ["actions"]},
+                }
+            },
+        }
         answer = self.ask(SAMPLER_SYSTEM.format(rules=self.env.rules, m=m), task.describe(), schema)
         plans: list[CandidatePlan] = []
         for item in (answer or {}).get("plans", [])[:m]:
@@ -122,7 +131,9 @@ class OracleLabeler:
         labels = []
         for predicted in states:
             state = self.env.state_of(predicted.key)
-            labels.append(GOAL if self.env.is_goal(state) else DEAD_END if self.env.distance(state) is None else NEUTRAL)
+            labels.append(
+                GOAL if self.env.is_goal(state) else DEAD_END if self.env.distance(state) is None else NEUTRAL
+            )
         return labels
 
 
@@ -137,15 +148,29 @@ def _state_key(env: PuzzleEnv):
 class PuzzlePlanner:
     """One TPS planning call per :meth:`plan`, with model or oracle stages (see the module docstring)."""
 
-    def __init__(self, env: PuzzleEnv, *, model: ModelClient | None = None, oracle: bool = False, m: int = 4,
-                 epsilon: float = 0.3, seed: int = 0, solver: str = "exact", describe: str = "render",
-                 max_tokens: int = 300, temperature: float = 0.0) -> None:
+    def __init__(
+        self,
+        env: PuzzleEnv,
+        *,
+        model: ModelClient | None = None,
+        oracle: bool = False,
+        m: int = 4,
+        epsilon: float = 0.3,
+        seed: int = 0,
+        solver: str = "exact",
+        describe: str = "render",
+        max_tokens: int = 300,
+        temperature: float = 0.0,
+    ) -> None:
         if model is None and not oracle:
             raise ValueError("a planner without a model needs oracle stages")
         self.env, self.model, self.m, self.solver = env, model, m, solver
         # ``temperature`` applies to plan sampling only: at 0 a small model tends to give one plan however many are asked.
-        self.sampler = (ActionPlanSampler(model, env, max_tokens=max_tokens, temperature=temperature) if model is not None
-                        else NoisyOracleSampler(env, epsilon=epsilon, seed=seed))
+        self.sampler = (
+            ActionPlanSampler(model, env, max_tokens=max_tokens, temperature=temperature)
+            if model is not None
+            else NoisyOracleSampler(env, epsilon=epsilon, seed=seed)
+        )
         if oracle:
             self.simulator = OracleSimulator(env, describe=describe)
             self.merger = KeyJudgeMerger()
@@ -161,9 +186,18 @@ class PuzzlePlanner:
         if isinstance(self.simulator, OracleSimulator):
             self.simulator.state = state
         return plan(
-            [*history, self.env.render(state)], self.env.goal, {"steps": remaining}, model=self.model, m=self.m,
-            horizon=max(1, remaining), sampler=self.sampler, simulator=self.simulator, merger=self.merger,
-            labeler=self.labeler, solver=self.solver, start_key=self.env.key(state),
+            [*history, self.env.render(state)],
+            self.env.goal,
+            {"steps": remaining},
+            model=self.model,
+            m=self.m,
+            horizon=max(1, remaining),
+            sampler=self.sampler,
+            simulator=self.simulator,
+            merger=self.merger,
+            labeler=self.labeler,
+            solver=self.solver,
+            start_key=self.env.key(state),
         )
 
 
@@ -199,7 +233,11 @@ def planning_record(result: PlanningResult) -> dict[str, Any]:
     labels = next((s["output"] for s in result.stages if s["stage"] == "label"), [])
     graph = result.graph
     return {
-        "stage": "plan", "status": result.status, "reason": result.reason, "sampled": sampled, "labels": labels,
+        "stage": "plan",
+        "status": result.status,
+        "reason": result.reason,
+        "sampled": sampled,
+        "labels": labels,
         "route": [s.action for s in result.route],
         "graph": {"nodes": graph.nx.number_of_nodes(), "edges": len(graph.edges)} if graph else None,
     }

@@ -16,7 +16,7 @@ from typing import Any
 
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.models.types import ChatRequest, ChatResult, ModelClient, StructuredOutputError
-from metaharness.tasks.planning_env import PuzzleEnv
+from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 INSTRUCTIONS = """You are the player. Each turn you see the current state and how many actions you have left.
 Think about how to solve the puzzle within the actions left, then choose the next action.
@@ -42,14 +42,21 @@ def split_thought_action(env: PuzzleEnv, text: str) -> tuple[str, str | None, st
         thought = text.replace("Thought:", "").strip()
         return thought, env.parse_action(thought), None
     thought = text[: marks[-1].start()].replace("Thought:", "").strip()
-    return thought, env.parse_action(thought), env.parse_action(text[marks[-1].end():].split("\n")[0])
+    return thought, env.parse_action(thought), env.parse_action(text[marks[-1].end() :].split("\n")[0])
 
 
 class ReActAgent:
     name = "react"
 
-    def __init__(self, model: ModelClient, *, free_text: bool = False, window: int = 3, max_tokens: int = 200,
-                 temperature: float = 0.0):
+    def __init__(
+        self,
+        model: ModelClient,
+        *,
+        free_text: bool = False,
+        window: int = 3,
+        max_tokens: int = 200,
+        temperature: float = 0.0,
+    ):
         self.model = model
         self.free_text = free_text
         self.window = window
@@ -79,15 +86,28 @@ class ReActAgent:
         user = f"Current state:\n{self.env.render(state)}\nActions left: {remaining}"
         if extra:
             user += f"\n\n{extra}"
-        messages = [{"role": "system", "content": self.system_prompt()}, *self.turns[-2 * self.window:],
-                    {"role": "user", "content": user}]
-        schema = None if self.free_text else {
-            "type": "object", "required": ["thought", "action"],
-            "properties": {"thought": {"type": "string", "maxLength": 400}, "action": {"enum": self.env.actions(state)}},
-        }
+        messages = [
+            {"role": "system", "content": self.system_prompt()},
+            *self.turns[-2 * self.window :],
+            {"role": "user", "content": user},
+        ]
+        schema = (
+            None
+            if self.free_text
+            else {
+                "type": "object",
+                "required": ["thought", "action"],
+                "properties": {
+                    "thought": {"type": "string", "maxLength": 400},
+                    "action": {"enum": self.env.actions(state)},
+                },
+            }
+        )
         try:
-            result = self.model.complete(ChatRequest(messages, temperature=self.temperature,
-                                                     max_tokens=self.max_tokens, json_schema=schema), role="agent")
+            result = self.model.complete(
+                ChatRequest(messages, temperature=self.temperature, max_tokens=self.max_tokens, json_schema=schema),
+                role="agent",
+            )
         except StructuredOutputError as exc:  # an unusable answer spends the step, as in the text format
             self.turns += [{"role": "user", "content": user}, {"role": "assistant", "content": "(no usable answer)"}]
             self.taken.append(None)

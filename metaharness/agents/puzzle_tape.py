@@ -19,11 +19,11 @@ from metaharness.agents.puzzle_planning import (
     route_steps,
 )
 from metaharness.agents.puzzle_react import call_record
-from metaharness.agents.puzzle_tps import history_lines
+from metaharness.agents.puzzle_react_tps import history_lines
 from metaharness.models.types import ChatRequest, ModelClient
-from metaharness.tasks.planning_env import PuzzleEnv
+from metaharness.tasks.environments.puzzle import PuzzleEnv
 
-EXECUTE = "Execute the next planned action of your route. Reply with JSON only: {\"action\": ...}."
+EXECUTE = 'Execute the next planned action of your route. Reply with JSON only: {"action": ...}.'
 
 
 class TapeAgent:
@@ -70,8 +70,10 @@ class TapeAgent:
         route = ", ".join(s.action for s in self.route) or action
         messages = [
             {"role": "system", "content": f"{self.env.rules}\n\n{EXECUTE}"},
-            {"role": "user", "content": f"Current state:\n{self.env.render(state)}\nActions left: {remaining}\n"
-                                        f"Route: {route}"},
+            {
+                "role": "user",
+                "content": f"Current state:\n{self.env.render(state)}\nActions left: {remaining}\nRoute: {route}",
+            },
         ]
         result = self.model.complete(ChatRequest(messages, max_tokens=32, json_schema=schema), role="agent")
         decision.calls.append(call_record("execute", result))

@@ -23,8 +23,9 @@ Reflect = Callable[[PlanEnvironment, Trajectory], str]
 def run_react(env: PlanEnvironment, chooser: ToolChooser) -> ExecutionResult:
     """A single pass, one choice per step; the verifier is only read for the record."""
     trajectory = execute_plan(env, chooser, 1)
-    return ExecutionResult(trajectory, trajectory.complete and env.verify(trajectory.final), [trajectory], 0,
-                           chooser.meter)
+    return ExecutionResult(
+        trajectory, trajectory.complete and env.verify(trajectory.final), [trajectory], 0, chooser.meter
+    )
 
 
 def run_retries(
@@ -66,10 +67,15 @@ def model_reflection(chooser: ModelToolChooser) -> Reflect:
 
     def reflect(env: PlanEnvironment, trajectory: Trajectory) -> str:
         lines = [f"Goal: {env.goal}", "Your run:"]
-        lines += [f"  step {s.index + 1}: {env.instructions[s.index]} -> {s.tool} -> "
-                  f"{json.dumps(s.observation, default=str)[:60]}" for s in trajectory.steps]
-        lines.append("The final result was rejected. In one sentence, name the step that most likely used the wrong "
-                     "tool and which tool to use there instead.")
+        lines += [
+            f"  step {s.index + 1}: {env.instructions[s.index]} -> {s.tool} -> "
+            f"{json.dumps(s.observation, default=str)[:60]}"
+            for s in trajectory.steps
+        ]
+        lines.append(
+            "The final result was rejected. In one sentence, name the step that most likely used the wrong "
+            "tool and which tool to use there instead."
+        )
         request = ChatRequest([{"role": "user", "content": "\n".join(lines)}], temperature=0.0, max_tokens=60)
         result = chooser.client.complete(request, role="agent")
         chooser.meter.add(1, result.usage)

@@ -1,4 +1,4 @@
-"""``metaharness bench tools``: long tool plans in ToolWorld with EGB and its baselines on any model.
+"""Long tool plans in ToolWorld with EGB and its baselines on any model (``metaharness bench tools``).
 
 Each task is run by one agent; the record (JSONL, one line per task) holds success (exact match), tool match
 rate, model calls, sampled choices, tokens, seconds and every explored trajectory with its votes. The summary
@@ -15,46 +15,77 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from metaharness.errors import InputError
 
 AGENTS = ("egb", "majority", "react", "reflexion", "self-consistency")
-METRICS = ("success_rate", "tool_match_rate", "calls_per_task", "samples_per_task", "tokens_per_task",
-           "seconds_per_task", "errors")
+METRICS = (
+    "success_rate",
+    "tool_match_rate",
+    "calls_per_task",
+    "samples_per_task",
+    "tokens_per_task",
+    "seconds_per_task",
+    "errors",
+)
 
 
-def run_task(agent: str, task, client, *, samples: int, branch_budget: int, uncertainty: str = "sample",
-             downstream: str = "reuse", temperature: float = 0.7, seed: int = 0) -> dict[str, Any]:
-    """Run one agent on one :class:`~metaharness.tasks.toolworld.ToolTask`; returns its record."""
+def run_task(
+    agent: str,
+    task,
+    client,
+    *,
+    samples: int,
+    branch_budget: int,
+    uncertainty: str = "sample",
+    downstream: str = "reuse",
+    temperature: float = 0.7,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Run one agent on one :class:`~metaharness.tasks.environments.toolworld.ToolTask`; returns its record."""
     from metaharness.agents.tool_baselines import model_reflection, run_react, run_retries, run_self_consistency
     from metaharness.agents.tool_chooser import ModelToolChooser
     from metaharness.models.types import StructuredOutputError
     from metaharness.planner.branching import run_egb
 
     greedy = agent in ("react", "reflexion")
-    chooser = ModelToolChooser(client, uncertainty=uncertainty if agent in ("egb", "majority") else "sample",
-                               temperature=0.0 if greedy else temperature, thought=greedy, seed=seed)
+    chooser = ModelToolChooser(
+        client,
+        uncertainty=uncertainty if agent in ("egb", "majority") else "sample",
+        temperature=0.0 if greedy else temperature,
+        thought=greedy,
+        seed=seed,
+    )
     runs: dict[str, Callable[[], Any]] = {
-        "egb": lambda: run_egb(task, chooser, samples=samples, branch_budget=branch_budget, downstream=downstream,
-                               seed=seed),
+        "egb": lambda: run_egb(
+            task, chooser, samples=samples, branch_budget=branch_budget, downstream=downstream, seed=seed
+        ),
         "majority": lambda: run_egb(task, chooser, samples=samples, branch_budget=0),
         "react": lambda: run_react(task, chooser),
-        "reflexion": lambda: run_retries(task, chooser, attempts=1 + branch_budget,
-                                         reflect=model_reflection(chooser)),
+        "reflexion": lambda: run_retries(task, chooser, attempts=1 + branch_budget, reflect=model_reflection(chooser)),
         "self-consistency": lambda: run_self_consistency(task, chooser, paths=samples),
     }
     start = time.perf_counter()
-    record: dict[str, Any] = {"task": task.id, "agent": agent, "model": client.spec, "steps": len(task.steps),
-                              "retrieval_recall": task.retrieval_recall()}
+    record: dict[str, Any] = {
+        "task": task.id,
+        "agent": agent,
+        "model": client.spec,
+        "steps": len(task.steps),
+        "retrieval_recall": task.retrieval_recall(),
+    }
     try:
         result = runs[agent]()
     except StructuredOutputError as exc:  # one task's failure, not the run's
         record |= {"success": False, "tool_match": 0.0, "error": str(exc), **chooser.meter.to_dict()}
     else:
-        record |= {"success": task.verify(result.answer.final), "tool_match": task.tool_match(result.answer.tools),
-                   "branches": result.branches, **chooser.meter.to_dict(), "final": result.answer.final,
-                   "reference": task.answer, "trajectories": [t.to_dict() for t in result.trajectories]}
+        record |= {
+            "success": task.verify(result.answer.final),
+            "tool_match": task.tool_match(result.answer.tools),
+            "branches": result.branches,
+            **chooser.meter.to_dict(),
+            "final": result.answer.final,
+            "reference": task.answer,
+            "trajectories": [t.to_dict() for t in result.trajectories],
+        }
     record["seconds"] = round(time.perf_counter() - start, 2)
     return record
 
@@ -89,15 +120,27 @@ def _finished(out: Path, agent: str, model: str, task_ids: set[str]) -> list[dic
     return records
 
 
-def run_bench(agent: str, model: str, *, tasks: int, seed: int, samples: int, branch_budget: int, out: Path,
-              uncertainty: str = "sample", downstream: str = "reuse", temperature: float = 0.7, min_steps: int = 10,
-              candidates: int = 8) -> dict[str, Any]:
+def run_bench(
+    agent: str,
+    model: str,
+    *,
+    tasks: int,
+    seed: int,
+    samples: int,
+    branch_budget: int,
+    out: Path,
+    uncertainty: str = "sample",
+    downstream: str = "reuse",
+    temperature: float = 0.7,
+    min_steps: int = 10,
+    candidates: int = 8,
+    on_task: Callable[[dict[str, Any], int, int], None] | None = None,
+) -> dict[str, Any]:
     """Generate ``tasks`` ToolWorld tasks from ``seed``, run ``agent`` on each, write records and summary.
-    Records already in ``out`` for the same agent, model and tasks are kept and their tasks skipped."""
-    from rich.progress import Progress
-
+    Records already in ``out`` for the same agent, model and tasks are kept and their tasks skipped.
+    ``on_task(record, done, total)`` is called after each task that runs."""
     from metaharness.models import connect
-    from metaharness.tasks.toolworld import ToolWorld
+    from metaharness.tasks.environments.toolworld import ToolWorld
 
     if agent not in AGENTS:
         raise InputError(f"Unknown agent '{agent}': use one of {', '.join(AGENTS)}.")
@@ -112,52 +155,35 @@ def run_bench(agent: str, model: str, *, tasks: int, seed: int, samples: int, br
     out.parent.mkdir(parents=True, exist_ok=True)
     records = _finished(out, agent, model, {t.id for t in world_tasks})
     done = {r["task"] for r in records}
-    with out.open("a") as handle, Progress() as progress:
-        bar = progress.add_task(f"{agent} on {model}", total=len(world_tasks), completed=len(done))
+    with out.open("a") as handle:
         for task in (t for t in world_tasks if t.id not in done):
-            record = run_task(agent, task, client, samples=samples, branch_budget=branch_budget,
-                              uncertainty=uncertainty, downstream=downstream, temperature=temperature, seed=seed)
+            record = run_task(
+                agent,
+                task,
+                client,
+                samples=samples,
+                branch_budget=branch_budget,
+                uncertainty=uncertainty,
+                downstream=downstream,
+                temperature=temperature,
+                seed=seed,
+            )
             records.append(record)
             handle.write(json.dumps(record, default=str) + "\n")
             handle.flush()
-            progress.update(bar, advance=1, description=f"{agent}: {sum(r['success'] for r in records)}/"
-                                                        f"{len(records)} solved")
-    summary = {"agent": agent, "model": model, "seed": seed, "samples": samples, "branch_budget": branch_budget,
-               "uncertainty": uncertainty, "downstream": downstream, "min_steps": min_steps,
-               "candidates": candidates, **summarize(records)}
+            if on_task is not None:
+                on_task(record, len(records), len(world_tasks))
+    summary = {
+        "agent": agent,
+        "model": model,
+        "seed": seed,
+        "samples": samples,
+        "branch_budget": branch_budget,
+        "uncertainty": uncertainty,
+        "downstream": downstream,
+        "min_steps": min_steps,
+        "candidates": candidates,
+        **summarize(records),
+    }
     out.with_suffix(".summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
-
-
-def register(bench: typer.Typer) -> None:
-    @bench.command("tools")
-    def tools(
-        agent: str = typer.Option(..., help=f"One of: {', '.join(AGENTS)}."),
-        model: str = typer.Option("local:smollm2-135m", help="Model spec, e.g. local:smollm2-135m, openai:gpt-4.1-mini."),
-        tasks: int = typer.Option(5, help="Number of generated tasks."),
-        seed: int = typer.Option(0, help="Seed of the world and the task generator."),
-        samples: int = typer.Option(5, help="Votes per step (egb, majority) or sampled paths (self-consistency)."),
-        branch_budget: int = typer.Option(3, help="EGB branches, or Reflexion retries after the first run."),
-        uncertainty: str = typer.Option("sample", help="EGB/majority estimate: 'sample' (votes) or 'logprobs'."),
-        downstream: str = typer.Option("reuse", help="EGB branches: 'reuse' the parent's downstream votes or "
-                                                     "'revote' them with the new observations."),
-        temperature: float = typer.Option(0.7, help="Sampling temperature of votes and self-consistency paths."),
-        min_steps: int = typer.Option(10, help="Minimum plan length."),
-        candidates: int = typer.Option(8, help="Tools retrieved per step (BM25) and shown to the model."),
-        out: Path = typer.Option(None, help="JSONL of per-task records (default runs/tools/AGENT-seedS.jsonl)."),
-    ) -> None:
-        """Execute long tool plans in ToolWorld (1,000+ tools, exact-match success) with one agent."""
-        from rich.console import Console
-        from rich.table import Table
-
-        path = out or Path("runs/tools") / f"{agent}-seed{seed}.jsonl"
-        summary = run_bench(agent, model, tasks=tasks, seed=seed, samples=samples, branch_budget=branch_budget,
-                            out=path, uncertainty=uncertainty, downstream=downstream, temperature=temperature,
-                            min_steps=min_steps, candidates=candidates)
-        table = Table(title=f"ToolWorld: {agent} on {model} ({summary['tasks']} tasks, seed {seed})")
-        for key in METRICS:
-            table.add_column(key.replace("_", " "), justify="right")
-        table.add_row(*(str(summary[k]) for k in METRICS))
-        console = Console()
-        console.print(table)
-        console.print(f"records: {path}  summary: {path.with_suffix('.summary.json')}")

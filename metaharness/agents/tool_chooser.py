@@ -92,18 +92,22 @@ class ModelToolChooser:
             # one plain line: a grammar-constrained small model otherwise slips raw line breaks into the string
             properties["thought"] = {"type": "string", "pattern": THOUGHT_PATTERN}
         properties["tool"] = {"type": "string", "enum": names}
-        return {"type": "object", "properties": properties, "required": list(properties),
-                "additionalProperties": False}
+        return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
     def vote(self, view: StepView, samples: int) -> Vote:
         names = [t.name for t in view.candidates]
         white_box = self.uncertainty == "logprobs"
         n = 1 if white_box else samples
-        reply = ('Reply as JSON: {"thought": "<one short sentence>", "tool": "<name>"}.' if self.thought
-                 else 'Reply as JSON: {"tool": "<name>"}.')
+        reply = (
+            'Reply as JSON: {"thought": "<one short sentence>", "tool": "<name>"}.'
+            if self.thought
+            else 'Reply as JSON: {"tool": "<name>"}.'
+        )
         request = ChatRequest(
-            messages=[{"role": "system", "content": SYSTEM},
-                      {"role": "user", "content": step_prompt(view) + "\n" + reply}],
+            messages=[
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": step_prompt(view) + "\n" + reply},
+            ],
             temperature=0.0 if white_box else self.temperature,
             max_tokens=96 if self.thought else 48,
             n=n,
@@ -120,8 +124,10 @@ class ModelToolChooser:
                 raise ValueError("no tool name or no log-probabilities in the answer")
             probs = distribution_from_logprobs(choice.text, choice.logprobs, names, match.end())
         except ValueError as exc:
-            raise StructuredOutputError(f"white-box vote impossible ({exc}); answer {choice.text[:200]!r}. "
-                                        f"Use --uncertainty sample with this backend.") from exc
+            raise StructuredOutputError(
+                f"white-box vote impossible ({exc}); answer {choice.text[:200]!r}. "
+                f"Use --uncertainty sample with this backend."
+            ) from exc
         return Vote(probs, "logprobs", tuple(names))
 
     def fill(self, view: StepView, tool: Tool, options: dict[str, list[Any]]) -> dict[str, Any]:
@@ -131,10 +137,15 @@ class ModelToolChooser:
             if values:
                 schema["properties"][name] = {"enum": values}
                 schema["required"].append(name)
-        prompt = (f"Goal: {view.goal}\nKnown values:\n{known}\nCurrent step {view.index + 1}: {view.instruction}\n"
-                  f"Fill the arguments of {tool.name} ({tool.description}). Reply as JSON with keys "
-                  f"{', '.join(schema['required'])}.")
+        prompt = (
+            f"Goal: {view.goal}\nKnown values:\n{known}\nCurrent step {view.index + 1}: {view.instruction}\n"
+            f"Fill the arguments of {tool.name} ({tool.description}). Reply as JSON with keys "
+            f"{', '.join(schema['required'])}."
+        )
         request = ChatRequest(
             messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
-            temperature=0.0, max_tokens=96, json_schema=schema)
+            temperature=0.0,
+            max_tokens=96,
+            json_schema=schema,
+        )
         return dict(self._complete(request).parsed)

@@ -41,11 +41,23 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 # landlock_ruleset_attr.handled_access_fs bits
 _FS = {
-    "execute": 1 << 0, "write_file": 1 << 1, "read_file": 1 << 2, "read_dir": 1 << 3, "remove_dir": 1 << 4,
-    "remove_file": 1 << 5, "make_char": 1 << 6, "make_dir": 1 << 7, "make_reg": 1 << 8, "make_sock": 1 << 9,
-    "make_fifo": 1 << 10, "make_block": 1 << 11, "make_sym": 1 << 12, "refer": 1 << 13, "truncate": 1 << 14,
+    "execute": 1 << 0,
+    "write_file": 1 << 1,
+    "read_file": 1 << 2,
+    "read_dir": 1 << 3,
+    "remove_dir": 1 << 4,
+    "remove_file": 1 << 5,
+    "make_char": 1 << 6,
+    "make_dir": 1 << 7,
+    "make_reg": 1 << 8,
+    "make_sock": 1 << 9,
+    "make_fifo": 1 << 10,
+    "make_block": 1 << 11,
+    "make_sym": 1 << 12,
+    "refer": 1 << 13,
+    "truncate": 1 << 14,
     "ioctl_dev": 1 << 15,
-}  # fmt: skip
+}
 _FS_ABI1 = (1 << 13) - 1
 _FS_ABI3 = _FS_ABI1 | _FS["refer"] | _FS["truncate"]
 _FS_BY_ABI = {1: _FS_ABI1, 2: _FS_ABI1 | _FS["refer"], 3: _FS_ABI3, 4: _FS_ABI3}
@@ -61,8 +73,11 @@ class ConfinementUnavailable(RuntimeError):
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]  # fmt: skip
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -108,8 +123,20 @@ def read_roots() -> list[str]:
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths.update(sysconfig.get_paths().get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib"))
     paths.update(entry for entry in sys.path if entry and entry.endswith(("site-packages", "dist-packages")))
-    paths.update(("/usr/bin", "/bin", "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo", "/etc/ssl",
-                  "/proc", "/dev"))
+    paths.update(
+        (
+            "/usr/bin",
+            "/bin",
+            "/usr/lib",
+            "/usr/lib64",
+            "/lib",
+            "/lib64",
+            "/usr/share/zoneinfo",
+            "/etc/ssl",
+            "/proc",
+            "/dev",
+        )
+    )
     return sorted(p for p in paths if p and os.path.exists(p))
 
 
@@ -173,8 +200,16 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> None:
         if not os.path.isdir(path):
             access &= _FILE_ONLY
         attr = _PathBeneathAttr(access, fd)
-        if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                        ctypes.byref(attr), ctypes.c_uint32(0)) != 0:  # fmt: skip
+        if (
+            libc.syscall(
+                _SYS_ADD_RULE,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(_RULE_PATH_BENEATH),
+                ctypes.byref(attr),
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             raise OSError(ctypes.get_errno(), f"landlock_add_rule({path})")
     finally:
         os.close(fd)

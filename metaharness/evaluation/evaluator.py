@@ -29,8 +29,8 @@ from typing import Any
 from metaharness.errors import InputError, MetaharnessError
 from metaharness.evaluation.confine import probe
 from metaharness.evaluation.proxy import CallRecorder, ModelRef
-from metaharness.evaluation.report import EvalReport, ExampleRecord, mean_scores, total_cost, write_records
-from metaharness.evaluation.sandbox import Sandbox, SandboxFailure, SandboxLimits
+from metaharness.evaluation.records import EvalReport, ExampleRecord, mean_scores, total_cost, write_records
+from metaharness.evaluation.sandbox import LOAD_FAILED, Sandbox, SandboxFailure, SandboxLimits
 from metaharness.evaluation.worker import MAX_EXAMPLES_PER_WORKER
 from metaharness.models.types import ModelClient
 from metaharness.tasks import Example, Task, get_task
@@ -72,8 +72,13 @@ class _Pool:
             sandbox = self.idle.pop() if self.idle else None
         if sandbox is None:
             try:
-                sandbox = Sandbox(self.job.source, self.job.train, self.job.limits,
-                                  context_window=self.job.context_window, on_call=recorder)  # fmt: skip
+                sandbox = Sandbox(
+                    self.job.source,
+                    self.job.train,
+                    self.job.limits,
+                    context_window=self.job.context_window,
+                    on_call=recorder,
+                )
             except SandboxFailure as failure:
                 with self.lock:
                     self.load_error = str(failure)
@@ -212,9 +217,7 @@ def evaluate(
     limits = limits or SandboxLimits()
     pool_key = uuid.uuid4().hex
     model_ref = ModelRef(client)
-    jobs = [
-        _Job(pool_key, source, train, limits, _context_window(client), model_ref, example) for example in examples
-    ]
+    jobs = [_Job(pool_key, source, train, limits, _context_window(client), model_ref, example) for example in examples]
     n_jobs = max(1, min(workers or DEFAULT_WORKERS, len(jobs) or 1))
     metric_names = task_obj.metric_names()
     by_id: dict[str, ExampleRecord] = {}
@@ -237,12 +240,19 @@ def evaluate(
     if trace_path is not None:
         write_records(records, trace_path)
     return EvalReport(
-        task=task_obj.name, split=split, harness=str(harness_path),
-        harness_sha256=hashlib.sha256(source.encode()).hexdigest(), model=client.spec,
-        scores=mean_scores(records, metric_names), records=records, cost=total_cost(records),
-        errors=sum(1 for r in records if r.error is not None), seconds=round(time.perf_counter() - started, 3),
+        task=task_obj.name,
+        split=split,
+        harness=str(harness_path),
+        harness_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        model=client.spec,
+        scores=mean_scores(records, metric_names),
+        records=records,
+        cost=total_cost(records),
+        errors=sum(1 for r in records if r.error is not None),
+        seconds=round(time.perf_counter() - started, 3),
         sandbox={"limits": asdict(limits), "workers": n_jobs, "write_barrier": probe()["write_barrier"]},
-    )  # fmt: skip
+        load_error=next((r.error for r in records if r.error and r.error.startswith(LOAD_FAILED)), None),
+    )
 
 
 def check_harness(

@@ -80,8 +80,11 @@ def _build_request(payload: dict[str, Any]) -> ChatRequest:
         raise ValueError("the JSON schema must be an object")
     return ChatRequest(
         messages=[{"role": m["role"], "content": m["content"]} for m in messages],
-        temperature=float(temperature), max_tokens=max_tokens, stop=stop or None, json_schema=schema,
-    )  # fmt: skip
+        temperature=float(temperature),
+        max_tokens=max_tokens,
+        stop=stop or None,
+        json_schema=schema,
+    )
 
 
 class CallRecorder:
@@ -93,9 +96,18 @@ class CallRecorder:
 
     def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
         options = {key: payload.get(key) for key in ("max_tokens", "temperature", "stop", "json_schema")}
-        record: dict[str, Any] = {"messages": payload.get("messages"), "options": options, "response": None,
-                                  "parsed": None, "input_tokens": 0, "output_tokens": 0, "latency_s": 0.0,
-                                  "cached": False, "usd": 0.0, "error": None}  # fmt: skip
+        record: dict[str, Any] = {
+            "messages": payload.get("messages"),
+            "options": options,
+            "response": None,
+            "parsed": None,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "latency_s": 0.0,
+            "cached": False,
+            "usd": 0.0,
+            "error": None,
+        }
         self.calls.append(record)
         try:
             request = _build_request(payload)
@@ -111,8 +123,12 @@ class CallRecorder:
             record["error"] = f"{type(exc).__name__}: {exc}"
             return {"error": record["error"]}
         record.update(
-            response=result.text, parsed=result.parsed, input_tokens=result.usage.input_tokens,
-            output_tokens=result.usage.output_tokens, latency_s=round(result.latency_s, 4), cached=result.cached,
+            response=result.text,
+            parsed=result.parsed,
+            input_tokens=result.usage.input_tokens,
+            output_tokens=result.usage.output_tokens,
+            latency_s=round(result.latency_s, 4),
+            cached=result.cached,
             usd=_dollars(client, result),
-        )  # fmt: skip
+        )
         return {"text": result.text, "parsed": result.parsed}

@@ -13,6 +13,7 @@ the wall-time limit", "exceeded the CPU-time limit", "killed (out of memory?)", 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from metaharness.evaluation.confine import NOBODY, Limits, landlock_abi
@@ -51,6 +52,8 @@ class SandboxFailure(Exception):
         self.fatal = fatal
 
 
+# Every failure to start the process or construct the harness starts with this (the candidate cannot run at all).
+LOAD_FAILED = "the harness failed to load: "
 CallHandler = Callable[[dict[str, Any]], dict[str, Any]]
 # No user site-packages, no bytecode files, and (3.11+) no working folder on sys.path. Not -I/-E: the environment
 # is built here from scratch, and PYTHONHASHSEED in it keeps set and dict-of-set orders identical across runs.
@@ -68,8 +71,15 @@ def clean_environment(scratch: str) -> dict[str, str]:
 class Sandbox:
     """One confined worker process holding one harness instance; examples run one at a time."""
 
-    def __init__(self, source: str, train: list[dict[str, Any]], limits: SandboxLimits, *,
-                 context_window: int, on_call: CallHandler):  # fmt: skip
+    def __init__(
+        self,
+        source: str,
+        train: list[dict[str, Any]],
+        limits: SandboxLimits,
+        *,
+        context_window: int,
+        on_call: CallHandler,
+    ):
         self.limits = limits
         self.on_call = on_call
         self.examples_run = 0
@@ -81,15 +91,30 @@ class Sandbox:
         self._buffer = b""
         self.process = subprocess.Popen(
             [sys.executable, *_PYTHON_FLAGS, "-m", "metaharness.evaluation.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            cwd=self.scratch, env=clean_environment(self.scratch), start_new_session=True,
-        )  # fmt: skip
-        self._send({"type": "init", "scratch": self.scratch, "limits": limits.process_limits(), "source": source,
-                    "train": train, "context_window": context_window})  # fmt: skip
-        reply = self._wait_reply(("ready", "failed"), phase="loading the harness", seconds=limits.load_seconds)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            cwd=self.scratch,
+            env=clean_environment(self.scratch),
+            start_new_session=True,
+        )
+        try:
+            self._send(
+                {
+                    "type": "init",
+                    "scratch": self.scratch,
+                    "limits": limits.process_limits(),
+                    "source": source,
+                    "train": train,
+                    "context_window": context_window,
+                }
+            )
+            reply = self._wait_reply(("ready", "failed"), phase="loading the harness", seconds=limits.load_seconds)
+        except SandboxFailure as failure:
+            raise SandboxFailure(f"{LOAD_FAILED}{failure}", fatal=True) from None
         if reply["type"] == "failed":
             self.close()
-            raise SandboxFailure(f"the harness failed to load: {reply['error']}", fatal=True)
+            raise SandboxFailure(f"{LOAD_FAILED}{reply['error']}", fatal=True)
         self.barrier = reply.get("barrier")
 
     def predict(self, text: str) -> str:
@@ -107,10 +132,8 @@ class Sandbox:
 
     def close(self) -> None:
         if self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
             if stream:
@@ -191,4 +214,3 @@ class Sandbox:
             return self._log.read().decode("utf-8", "replace")
         except (OSError, ValueError):
             return ""
-

@@ -56,13 +56,26 @@ class LM:
         self._channel = channel
         self.context_window = context_window
 
-    def __call__(self, prompt_or_messages: str | list[dict[str, Any]], *, system: str | None = None,
-                 max_tokens: int = 512, temperature: float = 0.0, stop: list[str] | None = None) -> str:  # fmt: skip
+    def __call__(
+        self,
+        prompt_or_messages: str | list[dict[str, Any]],
+        *,
+        system: str | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+    ) -> str:
         request = _request(prompt_or_messages, system, max_tokens=max_tokens, temperature=temperature, stop=stop)
         return str(self._channel.call(request)["text"])
 
-    def json(self, prompt_or_messages: str | list[dict[str, Any]], schema: dict[str, Any], *,
-             system: str | None = None, max_tokens: int = 512) -> Any:  # fmt: skip
+    def json(
+        self,
+        prompt_or_messages: str | list[dict[str, Any]],
+        schema: dict[str, Any],
+        *,
+        system: str | None = None,
+        max_tokens: int = 512,
+    ) -> Any:
         request = _request(prompt_or_messages, system, max_tokens=max_tokens, json_schema=schema)
         return self._channel.call(request)["parsed"]
 
@@ -127,8 +140,10 @@ def _load_harness(scratch: str, source: str, lm: LM, train: list[dict[str, Any]]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     harness_class = getattr(module, "Harness", None)
     if not isinstance(harness_class, type):
-        raise TypeError("the file defines no class named Harness (the harness contract: class Harness with "
-                        "__init__(self, lm, train) and predict(self, x) -> str)")  # fmt: skip
+        raise TypeError(
+            "the file defines no class named Harness (the harness contract: class Harness with "
+            "__init__(self, lm, train) and predict(self, x) -> str)"
+        )
     harness = harness_class(lm, train)
     if not callable(getattr(harness, "predict", None)):
         raise TypeError("Harness has no predict(self, x) method")
@@ -154,8 +169,9 @@ def main() -> None:
     init = channel.receive()
     limits = Limits(**init["limits"])
     scratch = init["scratch"]
-    barrier = confine(scratch, Limits(limits.memory_mb, limits.cpu_seconds * (MAX_EXAMPLES_PER_WORKER + 1),
-                                      limits.max_processes))  # fmt: skip
+    barrier = confine(
+        scratch, Limits(limits.memory_mb, limits.cpu_seconds * (MAX_EXAMPLES_PER_WORKER + 1), limits.max_processes)
+    )
     os.chdir(scratch)
     _allow_cpu(limits.cpu_seconds)
     try:

@@ -6,8 +6,8 @@
 
 from metaharness.models.cache import ResponseCache
 from metaharness.models.client import Client, connect
-from metaharness.models.embedded import DEFAULT_TASK_MODEL_SPEC
 from metaharness.models.ledger import Ledger
+from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.models.prices import Price, PriceTable
 from metaharness.models.retry import RetriesExhausted, RetryPolicy
 from metaharness.models.spec import ModelSpec, parse_spec

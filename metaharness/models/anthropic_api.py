@@ -122,7 +122,11 @@ class AnthropicBackend:
                 raise InputError(f"{self.spec}: a request takes either json_schema or tools, not both.")
             schema, wrapped = _respond_schema(request.json_schema)
             params["tools"] = [
-                {"name": RESPOND_TOOL, "description": "Give the answer in the required structure.", "input_schema": schema}
+                {
+                    "name": RESPOND_TOOL,
+                    "description": "Give the answer in the required structure.",
+                    "input_schema": schema,
+                }
             ]
             params["tool_choice"] = {"type": "tool", "name": RESPOND_TOOL}
         elif request.tools:
@@ -199,7 +203,8 @@ class AnthropicBackend:
             detail = exc.message
             if status in (408, 409, 429) or status >= 500:
                 return Transient(
-                    f"Anthropic's API answered HTTP {status}: {detail}", retry_after=retry_after_seconds(exc.response.headers)
+                    f"Anthropic's API answered HTTP {status}: {detail}",
+                    retry_after=retry_after_seconds(exc.response.headers),
                 )
             if status in (401, 403):
                 return ConfigurationError(f"Anthropic's API refused the key (HTTP {status}). Check ANTHROPIC_API_KEY.")

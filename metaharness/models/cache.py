@@ -59,9 +59,7 @@ def result_from_json(text: str) -> ChatResult:
             tool_calls=[ToolCall(**t) for t in c["tool_calls"]],
             logprobs=None
             if c["logprobs"] is None
-            else [
-                TokenLogprob(t["token"], t["logprob"], tuple((a, b) for a, b in t["top"])) for t in c["logprobs"]
-            ],
+            else [TokenLogprob(t["token"], t["logprob"], tuple((a, b) for a, b in t["top"])) for t in c["logprobs"]],
             finish_reason=c["finish_reason"],
         )
         for c in data["choices"]

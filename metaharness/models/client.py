@@ -140,13 +140,21 @@ def connect(
         from metaharness.models.openai_api import OpenAIBackend
 
         backend = OpenAIBackend(
-            parsed, retry=retry, max_concurrency=max_concurrency or 8, timeout=timeout, **options  # type: ignore[arg-type]
+            parsed,
+            retry=retry,
+            max_concurrency=max_concurrency or 8,
+            timeout=timeout,
+            **options,  # type: ignore[arg-type]
         )
     else:
         from metaharness.models.anthropic_api import AnthropicBackend
 
         backend = AnthropicBackend(
-            parsed, retry=retry, max_concurrency=max_concurrency or 8, timeout=timeout, **options  # type: ignore[arg-type]
+            parsed,
+            retry=retry,
+            max_concurrency=max_concurrency or 8,
+            timeout=timeout,
+            **options,  # type: ignore[arg-type]
         )
     if cache is True:
         store: ResponseCache | None = ResponseCache()

@@ -72,7 +72,7 @@ class Ledger:
         if self.max_dollars is not None and self.prices.lookup(spec) is None:
             raise ConfigurationError(
                 f"A dollar cap is set but there is no price for '{spec}'. Add one to a JSON/TOML price file named by "
-                f"{PRICES_ENV} (dollars per million tokens, e.g. {{\"{spec}\": {{\"input\": 1.0, \"output\": 4.0}}}})."
+                f'{PRICES_ENV} (dollars per million tokens, e.g. {{"{spec}": {{"input": 1.0, "output": 4.0}}}}).'
             )
         with self._lock:
             tokens = self._total.input_tokens + self._total.output_tokens

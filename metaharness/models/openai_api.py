@@ -187,7 +187,10 @@ class OpenAIBackend:
             params["response_format"] = _response_format(tool_call_schema(request.tools or []), dialect)
         elif request.tools:
             params["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
                 for t in request.tools
             ]
             if request.tool_choice in ("auto", "none", "required"):
@@ -207,7 +210,11 @@ class OpenAIBackend:
                 if exc.status_code == 400 and dialect.temperature and "temperature" in str(exc.message).lower():
                     # A model that takes only its default temperature: stop sending one.
                     self._adapt(temperature=False)
-                elif request.json_schema is not None and dialect.schema_format == "json_schema" and dialect.name != "openai":
+                elif (
+                    request.json_schema is not None
+                    and dialect.schema_format == "json_schema"
+                    and dialect.name != "openai"
+                ):
                     # A server that does not know OpenAI's json_schema format: switch to json_object + schema.
                     self._adapt(schema_format="json_object")
                 else:
@@ -298,11 +305,12 @@ class OpenAIBackend:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             if status in (408, 409, 429) or status >= 500:
-                return Transient(f"{where} answered HTTP {status}: {exc.message}", retry_after=retry_after_seconds(exc.response.headers))
-            if status in (401, 403):
-                return ConfigurationError(
-                    f"{where} refused the API key (HTTP {status}). Check OPENAI_API_KEY."
+                return Transient(
+                    f"{where} answered HTTP {status}: {exc.message}",
+                    retry_after=retry_after_seconds(exc.response.headers),
                 )
+            if status in (401, 403):
+                return ConfigurationError(f"{where} refused the API key (HTTP {status}). Check OPENAI_API_KEY.")
             if status == 404:
                 return ConfigurationError(
                     f"{where} does not know the model '{self.spec.model}' (HTTP 404: {exc.message}). Check the spec."

@@ -97,7 +97,9 @@ class PriceTable:
         try:
             text = file.read_text()
         except OSError as exc:
-            raise ConfigurationError(f"Cannot read the price file {file} (from {PRICES_ENV} or --prices): {exc}") from exc
+            raise ConfigurationError(
+                f"Cannot read the price file {file} (from {PRICES_ENV} or --prices): {exc}"
+            ) from exc
         try:
             if file.suffix == ".toml":
                 import tomllib
@@ -121,7 +123,11 @@ class PriceTable:
     def lookup(self, spec: str | ModelSpec) -> Price | None:
         """The price of a spec, :data:`FREE` for local and self-hosted models, None when unknown."""
         parsed = parse_spec(spec) if isinstance(spec, str) else spec
-        for key in (str(parsed), f"{parsed.provider}:{parsed.model}", f"{parsed.provider}:{_SNAPSHOT.sub('', parsed.model)}"):
+        for key in (
+            str(parsed),
+            f"{parsed.provider}:{parsed.model}",
+            f"{parsed.provider}:{_SNAPSHOT.sub('', parsed.model)}",
+        ):
             if key in self._prices:
                 return self._prices[key]
         if parsed.provider == "local" or parsed.base_url:

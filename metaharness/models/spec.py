@@ -1,4 +1,4 @@
-"""Model spec strings, the contract every ``--*-model`` flag and the Python API share (DESIGN.md).
+"""Model spec strings, the contract every ``--*-model`` flag and the Python API share (``docs/model-specs.md``).
 
 - ``anthropic:MODEL``: Anthropic's API (``ANTHROPIC_API_KEY``).
 - ``openai:MODEL``: OpenAI's API (``OPENAI_API_KEY``; ``OPENAI_BASE_URL`` honoured).
@@ -39,14 +39,18 @@ def parse_spec(text: str) -> ModelSpec:
         raise InputError(f"Model spec '{text}' is not PROVIDER:MODEL ({examples}).")
     provider = provider.lower()
     if provider not in PROVIDERS:
-        raise InputError(f"Unknown model provider '{provider}' in '{text}': use one of {', '.join(PROVIDERS)} ({examples}).")
+        raise InputError(
+            f"Unknown model provider '{provider}' in '{text}': use one of {', '.join(PROVIDERS)} ({examples})."
+        )
     base_url = None
     model = rest
     if provider != "local" and "@" in rest:
         model, _, base_url = rest.rpartition("@")
         parsed = urlparse(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise InputError(f"Base URL '{base_url}' in '{text}' is not an http(s) URL such as http://127.0.0.1:8080/v1.")
+            raise InputError(
+                f"Base URL '{base_url}' in '{text}' is not an http(s) URL such as http://127.0.0.1:8080/v1."
+            )
         if provider != "openai":
             raise InputError(f"Only openai: specs take an @base_url (any OpenAI-compatible server); got '{text}'.")
     if not model:

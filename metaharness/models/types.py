@@ -139,7 +139,7 @@ class ChatResult:
 
 @runtime_checkable
 class ModelClient(Protocol):
-    """A configured model: ``spec`` is the model spec string it was built from (see DESIGN.md)."""
+    """A configured model: ``spec`` is the model spec string it was built from (``docs/model-specs.md``)."""
 
     spec: str
 

@@ -5,14 +5,14 @@ Independent of tasks, proposers and git; any agent harness can use it.
 Plan graph (:mod:`metaharness.planner.graph`)
     ``PlanGraph(start, budget=None, *, horizon=None, discount=1.0, limits=None)`` on a networkx ``MultiDiGraph``
     (``graph.nx``); ``add_node(id, reward=0, *, goal, dead_end, state, key)``, ``add_edge(id, source, target,
-    action, cost)``; ``PlanGraph.from_json(dict)`` / ``to_json()`` / ``PlanGraph.load(path)`` in DESIGN.md's
-    "Plan graph JSON" format; ``validate()`` raises :class:`metaharness.errors.InputError` naming the problem.
+    action, cost)``; ``PlanGraph.from_json(dict)`` / ``to_json()`` / ``PlanGraph.load(path)`` in the JSON format of
+    ``docs/plan-graph.md``; ``validate()`` raises :class:`metaharness.errors.InputError` naming the problem.
 
 Solvers (:mod:`metaharness.planner.solve`)
     ``solve(graph, budget=None, *, solver="exact"|"ilp"|"lm"|"auto", horizon=None, discount=None, model=None,
     soft_targets=None, time_limit=None) -> PlanResult`` with ``status`` ("optimal"/"infeasible"; the lm baseline
     says "feasible"/"invalid"), ``path`` (edge ids), ``nodes`` (v0..vk), ``value``, ``cost``, ``solver``,
-    ``seconds``; ``PlanResult.to_json()`` is DESIGN.md's output object. One module per family: ``exact``
+    ``seconds``; ``PlanResult.to_json()`` is the output object of ``docs/plan-graph.md``. One module per family: ``exact``
     (label-setting DP with Pareto sets, the default), ``ilp`` (time-expanded ILP in SCIP, also soft targets),
     ``lm`` (the model picks a path; experiments only). ``SoftTargets(target, weight)`` (``problem``) keeps the hard
     budget and subtracts ``weight * excess`` over a preferred cost level.
@@ -42,12 +42,31 @@ from typing import Any
 
 # Names load on first use so that ``metaharness --help`` (which imports the ``plan`` command module) stays fast.
 _EXPORTS = {
-    "Edge": "graph", "Node": "graph", "PlanGraph": "graph", "SoftTargets": "problem", "PlanResult": "result",
-    "SOLVERS": "solve", "solve": "solve", "PlanningResult": "tps", "RouteStep": "tps", "plan": "tps",
+    "Edge": "graph",
+    "Node": "graph",
+    "PlanGraph": "graph",
+    "SoftTargets": "problem",
+    "PlanResult": "result",
+    "SOLVERS": "solve",
+    "solve": "solve",
+    "PlanningResult": "tps",
+    "RouteStep": "tps",
+    "plan": "tps",
     "replay": "tps",
 }
-__all__ = ["SOLVERS", "Edge", "Node", "PlanGraph", "PlanResult", "PlanningResult", "RouteStep", "SoftTargets", "plan",
-           "replay", "solve"]
+__all__ = [
+    "SOLVERS",
+    "Edge",
+    "Node",
+    "PlanGraph",
+    "PlanResult",
+    "PlanningResult",
+    "RouteStep",
+    "SoftTargets",
+    "plan",
+    "replay",
+    "solve",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -58,6 +58,9 @@ def ask_json(
         conversation = [
             *conversation,
             {"role": "assistant", "content": text or "(no usable answer)"},
-            {"role": "user", "content": f"That answer cannot be used: {problem}. Reply again with JSON only, fixing this."},
+            {
+                "role": "user",
+                "content": f"That answer cannot be used: {problem}. Reply again with JSON only, fixing this.",
+            },
         ]
     return None, log

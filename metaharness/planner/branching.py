@@ -42,7 +42,7 @@ Downstream = Literal["revote", "reuse"]
 
 
 class PlanEnvironment(Protocol):
-    """A plan to execute over a tool library (e.g. :class:`metaharness.tasks.toolworld.ToolTask`).
+    """A plan to execute over a tool library (e.g. :class:`metaharness.tasks.environments.toolworld.ToolTask`).
 
     ``instructions`` are the plan's steps in words; ``constants`` the values known before any step, as
     (label, value); ``candidates(i)`` the tools offered at step ``i`` (retrieved, a short list); ``execute`` runs a
@@ -99,8 +99,12 @@ class Vote:
         return entropy(self.probs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "probs": {n: round(self.probs[n], 4) for n in self.ranking},
-                "entropy": round(self.entropy, 4), **({"counts": self.counts} if self.counts is not None else {})}
+        return {
+            "method": self.method,
+            "probs": {n: round(self.probs[n], 4) for n in self.ranking},
+            "entropy": round(self.entropy, 4),
+            **({"counts": self.counts} if self.counts is not None else {}),
+        }
 
 
 def vote_from_samples(choices: Sequence[str], candidates: Sequence[str]) -> Vote:
@@ -175,8 +179,12 @@ class Meter:
             self.usage = self.usage + usage
 
     def to_dict(self) -> dict[str, int]:
-        return {"calls": self.calls, "samples": self.samples, "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens}
+        return {
+            "calls": self.calls,
+            "samples": self.samples,
+            "input_tokens": self.usage.input_tokens,
+            "output_tokens": self.usage.output_tokens,
+        }
 
 
 @dataclass
@@ -192,8 +200,14 @@ class StepRecord:
     origin: str = "voted"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.index + 1, "tool": self.tool, "arguments": self.arguments,
-                "observation": self.observation, "vote": self.vote.to_dict(), "origin": self.origin}
+        return {
+            "step": self.index + 1,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "observation": self.observation,
+            "vote": self.vote.to_dict(),
+            "origin": self.origin,
+        }
 
 
 @dataclass
@@ -246,9 +260,13 @@ class Trajectory:
         return [s.tool for s in self.steps]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"complete": self.complete, "parent": self.parent,
-                "branch_step": None if self.branch_step is None else self.branch_step + 1,
-                "final": self.final, "steps": [s.to_dict() for s in self.steps]}
+        return {
+            "complete": self.complete,
+            "parent": self.parent,
+            "branch_step": None if self.branch_step is None else self.branch_step + 1,
+            "final": self.final,
+            "steps": [s.to_dict() for s in self.steps],
+        }
 
 
 @functools.lru_cache(maxsize=65536, typed=True)
@@ -321,8 +339,7 @@ def execute_plan(
                 arguments = chooser.fill(view, tool, options)
             else:
                 return Trajectory(steps, complete=False)
-        steps.append(StepRecord(index, tool_name, arguments, env.execute(index, tool_name, arguments), vote,
-                                origin))
+        steps.append(StepRecord(index, tool_name, arguments, env.execute(index, tool_name, arguments), vote, origin))
     return Trajectory(steps)
 
 
@@ -337,9 +354,14 @@ class ExecutionResult:
     meter: Meter
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verified": self.verified, "branches": self.branches, "final": self.answer.final,
-                "tools": self.answer.tools, "usage": self.meter.to_dict(),
-                "trajectories": [t.to_dict() for t in self.trajectories]}
+        return {
+            "verified": self.verified,
+            "branches": self.branches,
+            "final": self.answer.final,
+            "tools": self.answer.tools,
+            "usage": self.meter.to_dict(),
+            "trajectories": [t.to_dict() for t in self.trajectories],
+        }
 
 
 @dataclass(order=True)
@@ -380,8 +402,7 @@ def run_egb(
             if record.origin == "substituted":
                 continue
             for rank, alternative in enumerate(record.vote.ranking[1:], start=1):
-                key = ((-round(record.vote.entropy, 9), record.index, rank, t) if order == "entropy"
-                       else (rng.random(),))
+                key = (-round(record.vote.entropy, 9), record.index, rank, t) if order == "entropy" else (rng.random(),)
                 heapq.heappush(queue, _Branch(key, t, record.index, alternative))
 
     enqueue(0, 0)
@@ -389,14 +410,20 @@ def run_egb(
     while queue and branches < branch_budget:
         branch = heapq.heappop(queue)
         parent = explored[branch.trajectory]
-        prefix = parent.steps[:branch.step]
+        prefix = parent.steps[: branch.step]
         signature = json.dumps([[s.tool, s.arguments] for s in prefix] + [branch.tool], sort_keys=True, default=str)
         if signature in tried:
             continue
         tried.add(signature)
         vote = parent.steps[branch.step].vote
-        trajectory = execute_plan(env, chooser, samples, prefix=prefix, substitute=(branch.tool, vote),
-                                  reuse=parent.steps if downstream == "reuse" else ())
+        trajectory = execute_plan(
+            env,
+            chooser,
+            samples,
+            prefix=prefix,
+            substitute=(branch.tool, vote),
+            reuse=parent.steps if downstream == "reuse" else (),
+        )
         trajectory.parent, trajectory.branch_step = branch.trajectory, branch.step
         explored.append(trajectory)
         branches += 1

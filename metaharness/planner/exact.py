@@ -74,12 +74,19 @@ def solve_exact(problem: Problem, *, max_labels: int | None = None, beam: int | 
     if best is None:
         return PlanResult("infeasible", "exact", time.perf_counter() - started)
     walk = problem.check_walk([problem.edge_ids[e] for e in best.edges()])
-    return PlanResult.from_walk("optimal", "exact", walk, soft=problem.soft is not None,
-                                seconds=time.perf_counter() - started)
+    return PlanResult.from_walk(
+        "optimal", "exact", walk, soft=problem.soft is not None, seconds=time.perf_counter() - started
+    )
 
 
-def _search(p: Problem, bounds: list[list[float]], *, beam: int | None = None, incumbent: _Label | None = None,
-            max_labels: int | None = None) -> _Label | None:
+def _search(
+    p: Problem,
+    bounds: list[list[float]],
+    *,
+    beam: int | None = None,
+    incumbent: _Label | None = None,
+    max_labels: int | None = None,
+) -> _Label | None:
     """Extend walks step by step; return the best goal label found that beats ``incumbent`` (or None).
 
     With ``beam`` only that many labels per node survive each step (a heuristic: no proof, used for incumbents).
@@ -141,8 +148,11 @@ def _search(p: Problem, bounds: list[list[float]], *, beam: int | None = None, i
                     if any(old.value >= value and all(map(le, old.cost, total)) for old in pool):
                         continue
                     new = _Label(total, value, e, lab, t + 1)
-                    pool[:] = [old for old in pool
-                               if old.step != t + 1 or old.value > value or not all(map(le, total, old.cost))]
+                    pool[:] = [
+                        old
+                        for old in pool
+                        if old.step != t + 1 or old.value > value or not all(map(le, total, old.cost))
+                    ]
                     pool.append(new)
                     touched.add(w)
                     created += 1

@@ -1,7 +1,7 @@
 """The plan graph: predicted states as nodes, actions (subplans) as edges with a cost vector, on networkx.
 
 A :class:`PlanGraph` is what the TPS subagents build and what every solver reads. Its JSON form is the contract of
-DESIGN.md ("Plan graph JSON")::
+``docs/plan-graph.md`` (which also defines feasible plans, the output and the errors)::
 
     {"start": "s0", "budget": [6, 2.5], "horizon": 20, "discount": 1.0,
      "nodes": [{"id": "s0", "reward": 0}, {"id": "g", "reward": 1, "goal": true}],
@@ -39,7 +39,7 @@ BUDGET_TOLERANCE = 1e-9
 
 def fits(total: Sequence[float], budget: Sequence[float]) -> bool:
     """Whether a cost vector stays within the budget in every entry (up to :data:`BUDGET_TOLERANCE`)."""
-    return all(c <= b + BUDGET_TOLERANCE * max(1.0, abs(b)) for c, b in zip(total, budget))
+    return all(c <= b + BUDGET_TOLERANCE * max(1.0, abs(b)) for c, b in zip(total, budget, strict=False))
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,13 @@ class Edge:
     cost: tuple[float, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "source": self.source, "target": self.target, "action": self.action,
-                "cost": list(self.cost)}
+        return {
+            "id": self.id,
+            "source": self.source,
+            "target": self.target,
+            "action": self.action,
+            "cost": list(self.cost),
+        }
 
 
 class PlanGraph:
@@ -108,8 +113,16 @@ class PlanGraph:
         self._edges: dict[NodeId, Edge] = {}
 
     # --- building -------------------------------------------------------------------------------------------
-    def add_node(self, id: NodeId, reward: float = 0.0, *, goal: bool = False, dead_end: bool = False,
-                 state: str = "", key: str | None = None) -> Node:
+    def add_node(
+        self,
+        id: NodeId,
+        reward: float = 0.0,
+        *,
+        goal: bool = False,
+        dead_end: bool = False,
+        state: str = "",
+        key: str | None = None,
+    ) -> Node:
         _check_id(id, "node id")
         if id in self.nx:
             raise InputError(f"Node id {id!r} appears twice; node ids must be unique.")
@@ -123,14 +136,15 @@ class PlanGraph:
             raise InputError(f"Unknown node id {node.id!r}.")
         self.nx.nodes[node.id]["node"] = node
 
-    def add_edge(self, id: NodeId, source: NodeId, target: NodeId, action: str = "",
-                 cost: Iterable[float] = ()) -> Edge:
+    def add_edge(
+        self, id: NodeId, source: NodeId, target: NodeId, action: str = "", cost: Iterable[float] = ()
+    ) -> Edge:
         _check_id(id, "edge id")
         if id in self._edges:
             raise InputError(f"Edge id {id!r} appears twice; edge ids must be unique.")
         for end, name in ((source, "source"), (target, "target")):
             if end not in self.nx:
-                raise InputError(f"Edge {id!r} names unknown {name} node {end!r}; add the node to \"nodes\" first.")
+                raise InputError(f'Edge {id!r} names unknown {name} node {end!r}; add the node to "nodes" first.')
         vector = tuple(_number(c, f"cost entry of edge {id!r}") for c in cost)
         if any(c < 0 for c in vector):
             raise InputError(f"Edge {id!r} has a negative cost {list(vector)}; every cost entry must be >= 0.")
@@ -167,8 +181,10 @@ class PlanGraph:
         return [n for n in self.nodes if n.goal]
 
     def __repr__(self) -> str:
-        return (f"PlanGraph(start={self.start!r}, nodes={self.nx.number_of_nodes()}, edges={len(self._edges)}, "
-                f"budget={list(self.budget) if self.budget is not None else None}, horizon={self.horizon})")
+        return (
+            f"PlanGraph(start={self.start!r}, nodes={self.nx.number_of_nodes()}, edges={len(self._edges)}, "
+            f"budget={list(self.budget) if self.budget is not None else None}, horizon={self.horizon})"
+        )
 
     # --- checks ---------------------------------------------------------------------------------------------
     def validate(self, budget: Sequence[float] | None = None, horizon: int | None = None) -> tuple[float, ...]:
@@ -178,14 +194,14 @@ class PlanGraph:
         or negative budget, a bad horizon or discount, or a zero-cost cycle when no horizon bounds the walk.
         """
         if self.start not in self.nx:
-            raise InputError(f"The start node {self.start!r} is not among the nodes; add it to \"nodes\".")
+            raise InputError(f'The start node {self.start!r} is not among the nodes; add it to "nodes".')
         chosen = self.budget if budget is None else tuple(_number(b, "budget entry") for b in budget)
         if chosen is None:
-            raise InputError("No budget given: add \"budget\" (one number per limit, [] for none) to the plan graph.")
+            raise InputError('No budget given: add "budget" (one number per limit, [] for none) to the plan graph.')
         if any(b < 0 for b in chosen):
             raise InputError(f"The budget {list(chosen)} has a negative entry; every entry must be >= 0.")
         if self.limits is not None and len(self.limits) != len(chosen):
-            raise InputError(f"\"limits\" names {len(self.limits)} limits but the budget has {len(chosen)} entries.")
+            raise InputError(f'"limits" names {len(self.limits)} limits but the budget has {len(chosen)} entries.')
         for edge in self._edges.values():
             if len(edge.cost) != len(chosen):
                 raise InputError(
@@ -200,7 +216,7 @@ class PlanGraph:
                 walk = " -> ".join(repr(n) for n in [*cycle, cycle[0]])
                 raise InputError(
                     f"The graph has a cycle of zero-cost edges ({walk}) and no horizon, so walks are unbounded: add "
-                    f"\"horizon\" (the maximum number of steps) or give some edge of the cycle a positive cost."
+                    f'"horizon" (the maximum number of steps) or give some edge of the cycle a positive cost.'
                 )
         return chosen
 
@@ -216,35 +232,44 @@ class PlanGraph:
     # --- JSON -----------------------------------------------------------------------------------------------
     @classmethod
     def from_json(cls, data: Any) -> PlanGraph:
-        """Build and validate a graph from the DESIGN.md JSON object; raise :class:`InputError` when malformed."""
+        """Build and validate a graph from its JSON object (``docs/plan-graph.md``); raise :class:`InputError` when malformed."""
         if not isinstance(data, Mapping):
-            raise InputError(f"A plan graph is a JSON object with start, budget, nodes and edges; got {type(data).__name__}.")
+            raise InputError(
+                f"A plan graph is a JSON object with start, budget, nodes and edges; got {type(data).__name__}."
+            )
         for field in ("start", "budget", "nodes", "edges"):
             if field not in data:
-                raise InputError(f"The plan graph is missing the required field \"{field}\".")
+                raise InputError(f'The plan graph is missing the required field "{field}".')
         if not isinstance(data["budget"], list):
-            raise InputError(f"\"budget\" must be a list of numbers (one per limit); got {data['budget']!r}.")
+            raise InputError(f'"budget" must be a list of numbers (one per limit); got {data["budget"]!r}.')
         for field in ("nodes", "edges"):
             if not isinstance(data[field], list):
-                raise InputError(f"\"{field}\" must be a list of objects; got {type(data[field]).__name__}.")
+                raise InputError(f'"{field}" must be a list of objects; got {type(data[field]).__name__}.')
         horizon = data.get("horizon")
         if isinstance(horizon, float) and horizon.is_integer():
             horizon = int(horizon)  # JSON writers may print 20 as 20.0
         _check_horizon(horizon)
         limits = data.get("limits")
         if limits is not None and not (isinstance(limits, list) and all(isinstance(x, str) for x in limits)):
-            raise InputError(f"\"limits\" must be a list of names, one per budget entry; got {limits!r}.")
+            raise InputError(f'"limits" must be a list of names, one per budget entry; got {limits!r}.')
         graph = cls(
-            data["start"], data["budget"], horizon=horizon,
-            discount=_number(data.get("discount", 1.0), "discount"), limits=limits,
+            data["start"],
+            data["budget"],
+            horizon=horizon,
+            discount=_number(data.get("discount", 1.0), "discount"),
+            limits=limits,
         )
         _check_id(graph.start, "start")
         for i, raw in enumerate(data["nodes"]):
             item = _record(raw, f"node #{i}", required=("id",))
             key = item.get("key")
             graph.add_node(
-                item["id"], item.get("reward", 0.0), goal=_flag(item, "goal", i), dead_end=_flag(item, "dead_end", i),
-                state=str(item.get("state", "")), key=None if key is None else str(key),
+                item["id"],
+                item.get("reward", 0.0),
+                goal=_flag(item, "goal", i),
+                dead_end=_flag(item, "dead_end", i),
+                state=str(item.get("state", "")),
+                key=None if key is None else str(key),
             )
         for i, raw in enumerate(data["edges"]):
             item = _record(raw, f"edge #{i}", required=("id", "source", "target", "cost"))
@@ -295,12 +320,12 @@ def _check_id(value: Any, what: str) -> None:
 
 def _check_horizon(horizon: Any) -> None:
     if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1):
-        raise InputError(f"\"horizon\" must be an integer >= 1 (the maximum number of steps); got {horizon!r}.")
+        raise InputError(f'"horizon" must be an integer >= 1 (the maximum number of steps); got {horizon!r}.')
 
 
 def _check_discount(discount: float) -> None:
     if not 0.0 <= discount <= 1.0:
-        raise InputError(f"\"discount\" must be between 0 and 1; got {discount!r}.")
+        raise InputError(f'"discount" must be between 0 and 1; got {discount!r}.')
 
 
 def _record(raw: Any, where: str, required: Sequence[str]) -> Mapping[str, Any]:
@@ -309,12 +334,12 @@ def _record(raw: Any, where: str, required: Sequence[str]) -> Mapping[str, Any]:
     for field in required:
         if field not in raw:
             name = f"{where} ({raw['id']!r})" if "id" in raw else where
-            raise InputError(f"The {name} is missing the required field \"{field}\".")
+            raise InputError(f'The {name} is missing the required field "{field}".')
     return raw
 
 
 def _flag(item: Mapping[str, Any], field: str, index: int) -> bool:
     value = item.get(field, False)
     if not isinstance(value, bool):
-        raise InputError(f"\"{field}\" of node {item.get('id', index)!r} must be true or false; got {value!r}.")
+        raise InputError(f'"{field}" of node {item.get("id", index)!r} must be true or false; got {value!r}.')
     return value

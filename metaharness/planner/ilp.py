@@ -37,8 +37,8 @@ def time_expanded_layers(problem: Problem) -> list[list[int]]:
                 w = p.dst[e]
                 if t + 1 + steps_to_goal[w] > p.horizon:
                     continue
-                total = tuple(a + b for a, b in zip(base, p.cost[e]))
-                if any(x + y > s for x, y, s in zip(total, cost_to_goal[w], p.slack)):
+                total = tuple(a + b for a, b in zip(base, p.cost[e], strict=False))
+                if any(x + y > s for x, y, s in zip(total, cost_to_goal[w], p.slack, strict=False)):
                     continue
                 layer.append(e)
                 if not p.goal[w]:
@@ -116,6 +116,6 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None) -> PlanResul
             break
     walk = p.check_walk(path)
     result_status = "optimal" if status == "optimal" else "feasible"
-    return PlanResult.from_walk(result_status, "ilp", walk, soft=p.soft is not None,
-                                seconds=time.perf_counter() - started)
-
+    return PlanResult.from_walk(
+        result_status, "ilp", walk, soft=p.soft is not None, seconds=time.perf_counter() - started
+    )

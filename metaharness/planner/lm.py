@@ -19,7 +19,7 @@ SYSTEM = (
     "You choose a path through a plan graph. A path starts at the start node and follows edges; it must end at the "
     "first goal node it reaches, take at most the horizon number of steps, and its summed edge costs must stay "
     "within the budget in every entry. Among such paths pick one with the largest total reward of the nodes it "
-    "enters (step i's reward counts discount^(i-1) times). Answer with JSON: {\"path\": [edge ids in order]}."
+    'enters (step i\'s reward counts discount^(i-1) times). Answer with JSON: {"path": [edge ids in order]}.'
 )
 
 

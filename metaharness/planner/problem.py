@@ -1,6 +1,6 @@
 """The selection problem every solver answers, prepared once: indexed arrays, bounds, and the walk checker.
 
-DESIGN.md's problem: find a walk start = v0, e1, v1, ..., ek, vk with 1 <= k <= horizon, total cost within the
+The problem (``docs/plan-graph.md``): find a walk start = v0, e1, v1, ..., ek, vk with 1 <= k <= horizon, total cost within the
 budget in every entry, vk a goal and no goal among v1..v(k-1), maximising sum_i discount^(i-1) * reward(vi)
 (minus a soft-target penalty when :class:`SoftTargets` are given). :func:`prepare` validates the inputs and turns
 the graph into integer-indexed arrays; the bounds below are shared by the exact and ILP solvers for pruning.
@@ -40,7 +40,7 @@ class SoftTargets:
             raise InputError(f"Soft-target weights must be >= 0; got {list(self.weight)}.")
 
     def penalty(self, cost: Sequence[float]) -> float:
-        return sum(w * max(0.0, c - t) for c, t, w in zip(cost, self.target, self.weight) if w)
+        return sum(w * max(0.0, c - t) for c, t, w in zip(cost, self.target, self.weight, strict=False) if w)
 
 
 @dataclass(frozen=True)
@@ -180,8 +180,8 @@ class Problem:
                 raise InputError(f"The plan passes goal {at!r} before its last step; a plan ends at its first goal.")
             at = edge.target
             nodes.append(at)
-            value += self.discount ** i * self.graph.node(at).reward
-            total = [a + c for a, c in zip(total, edge.cost)]
+            value += self.discount**i * self.graph.node(at).reward
+            total = [a + c for a, c in zip(total, edge.cost, strict=False)]
         if not self.graph.node(at).goal:
             raise InputError(f"The plan ends at {at!r}, which is not a goal.")
         if not fits(total, self.budget):
@@ -208,7 +208,7 @@ def prepare(
     horizon = horizon if horizon is not None else graph.horizon
     discount = graph.discount if discount is None else float(discount)
     if not 0.0 <= discount <= 1.0:
-        raise InputError(f"\"discount\" must be between 0 and 1; got {discount!r}.")
+        raise InputError(f'"discount" must be between 0 and 1; got {discount!r}.')
     if soft is not None and len(soft.target) != len(chosen):
         raise InputError(f"Soft targets have {len(soft.target)} entries but the budget has {len(chosen)}.")
     given = horizon is not None

@@ -1,4 +1,5 @@
-"""What every solver returns: :class:`PlanResult`, whose ``to_json()`` is DESIGN.md's output object."""
+"""What every solver returns: :class:`PlanResult`, whose ``to_json()`` is the output object of
+``docs/plan-graph.md``."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ class PlanResult:
 
     @classmethod
     def from_walk(cls, status: Status, solver: str, walk: Walk, *, soft: bool, seconds: float = 0.0) -> PlanResult:
-        return cls(status, solver, seconds, walk.path, walk.nodes, walk.value, walk.cost,
-                   walk.objective if soft else None)
+        return cls(
+            status, solver, seconds, walk.path, walk.nodes, walk.value, walk.cost, walk.objective if soft else None
+        )
 
     @property
     def has_plan(self) -> bool:
@@ -40,8 +42,13 @@ class PlanResult:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "status": self.status, "path": self.path, "nodes": self.nodes, "value": self.value,
-            "cost": self.cost, "solver": self.solver, "seconds": round(self.seconds, 6),
+            "status": self.status,
+            "path": self.path,
+            "nodes": self.nodes,
+            "value": self.value,
+            "cost": self.cost,
+            "solver": self.solver,
+            "seconds": round(self.seconds, 6),
         }
         if self.objective is not None:
             out["objective"] = self.objective

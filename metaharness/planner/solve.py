@@ -39,7 +39,7 @@ def solve(
     soft_targets: SoftTargets | None = None,
     time_limit: float | None = None,
 ) -> PlanResult:
-    """Find a maximal-value feasible plan (DESIGN.md "Plan graph JSON") or report that none exists.
+    """Find a maximal-value feasible plan (``docs/plan-graph.md``) or report that none exists.
 
     ``budget``, ``horizon`` and ``discount`` override the graph's own. ``solver``: "exact" (label-setting DP,
     the default), "ilp" (SCIP; ``time_limit`` in seconds optional), "lm" (the model baseline; needs ``model``),

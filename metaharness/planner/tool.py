@@ -36,13 +36,15 @@ PLAN_TOOL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "history": {
-            "type": "array", "items": {"type": "string"},
+            "type": "array",
+            "items": {"type": "string"},
             "description": "What happened so far, oldest first; the last entry describes the current state.",
         },
         "goal": {"type": "string", "description": "What counts as done."},
         "budget": {
-            "type": "object", "additionalProperties": {"type": "number", "minimum": 0},
-            "description": "Remaining budget per limit, e.g. {\"steps\": 12} or {\"steps\": 12, \"usd\": 0.5}.",
+            "type": "object",
+            "additionalProperties": {"type": "number", "minimum": 0},
+            "description": 'Remaining budget per limit, e.g. {"steps": 12} or {"steps": 12, "usd": 0.5}.',
         },
     },
     "required": ["history", "goal", "budget"],
@@ -53,8 +55,10 @@ PLAN_TOOL = Tool(PLAN_TOOL_NAME, PLAN_TOOL_DESCRIPTION, PLAN_TOOL_PARAMETERS)
 
 def openai_tool() -> dict[str, Any]:
     """The tool for OpenAI's Chat Completions ``tools=[...]`` (``{"type": "function", "function": {...}}``)."""
-    return {"type": "function",
-            "function": {"name": PLAN_TOOL_NAME, "description": PLAN_TOOL_DESCRIPTION, "parameters": PLAN_TOOL_PARAMETERS}}
+    return {
+        "type": "function",
+        "function": {"name": PLAN_TOOL_NAME, "description": PLAN_TOOL_DESCRIPTION, "parameters": PLAN_TOOL_PARAMETERS},
+    }
 
 
 def anthropic_tool() -> dict[str, Any]:
@@ -75,9 +79,11 @@ def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient, **option
     return {
         "status": result.status,
         "guidance": result.guidance(),
-        "route": [{"action": s.action, "expected_state": s.state, "cost": dict(zip(result.task.limits, s.cost))}
-                  for s in result.route],
-        "cost": dict(zip(result.task.limits, result.cost)),
+        "route": [
+            {"action": s.action, "expected_state": s.state, "cost": dict(zip(result.task.limits, s.cost, strict=False))}
+            for s in result.route
+        ],
+        "cost": dict(zip(result.task.limits, result.cost, strict=False)),
         "reason": result.reason,
     }
 

@@ -52,7 +52,13 @@ class RouteStep:
     node: NodeId
 
     def to_json(self) -> dict[str, Any]:
-        return {"action": self.action, "state": self.state, "cost": list(self.cost), "edge": self.edge, "node": self.node}
+        return {
+            "action": self.action,
+            "state": self.state,
+            "cost": list(self.cost),
+            "edge": self.edge,
+            "node": self.node,
+        }
 
 
 @dataclass
@@ -75,7 +81,9 @@ class PlanningResult:
         """The route as text an agent can follow (or the reason there is none)."""
         if self.status != "route":
             return f"No feasible route: {self.reason}"
-        spend = ", ".join(f"{n} {c:g} of {b:g}" for n, c, b in zip(self.task.limits, self.cost, self.task.budget))
+        spend = ", ".join(
+            f"{n} {c:g} of {b:g}" for n, c, b in zip(self.task.limits, self.cost, self.task.budget, strict=False)
+        )
         lines = [f"Suggested route ({len(self.route)} steps{'; cost ' + spend if spend else ''}):"]
         for i, step in enumerate(self.route, 1):
             lines.append(f"{i}. {step.action}\n   expected state: {step.state}")
@@ -84,10 +92,15 @@ class PlanningResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "status": self.status, "reason": self.reason, "task": self.task.to_json(),
-            "route": [s.to_json() for s in self.route], "cost": self.cost, "guidance": self.guidance(),
+            "status": self.status,
+            "reason": self.reason,
+            "task": self.task.to_json(),
+            "route": [s.to_json() for s in self.route],
+            "cost": self.cost,
+            "guidance": self.guidance(),
             "graph": self.graph.to_json() if self.graph else None,
-            "solution": self.solution.to_json() if self.solution else None, "stages": self.stages,
+            "solution": self.solution.to_json() if self.solution else None,
+            "stages": self.stages,
         }
 
 
@@ -116,7 +129,9 @@ def plan(
     if m < 1:
         raise InputError(f"m (the number of plans to sample) must be >= 1; got {m}.")
     if model is None and None in (sampler, simulator, labeler):
-        raise InputError("plan() needs model= (e.g. connect('local:smollm2-135m')) or all of sampler, simulator and labeler.")
+        raise InputError(
+            "plan() needs model= (e.g. connect('local:smollm2-135m')) or all of sampler, simulator and labeler."
+        )
     task = PlanningTask.create(history, goal, budget)
     sampler = sampler or ModelPlanSampler(model, max_tokens=max_tokens)
     simulator = simulator or ModelStateSimulator(model, max_tokens=max_tokens)
@@ -137,8 +152,13 @@ def plan(
     for candidate in plans:
         steps = list(simulator.simulate(task, candidate))
         problem = _simulation_problem(task, candidate, steps)
-        record("simulate", simulator, {"plan": candidate.to_json()}, [s.to_json() for s in steps],
-               **({"dropped": problem} if problem else {}))
+        record(
+            "simulate",
+            simulator,
+            {"plan": candidate.to_json()},
+            [s.to_json() for s in steps],
+            **({"dropped": problem} if problem else {}),
+        )
         if not problem:
             simulated.append((candidate, steps))
     if not simulated:
@@ -148,26 +168,38 @@ def plan(
     states += [PredictedState(s.state, s.key) for _, steps in simulated for s in steps]
     groups = list(merger.merge(task, states))
     problem = _grouping_problem(groups, len(states))
-    record("merge", merger, {"states": [s.to_json() for s in states]}, groups,
-           **({"ignored": problem} if problem else {}))
+    record(
+        "merge", merger, {"states": [s.to_json() for s in states]}, groups, **({"ignored": problem} if problem else {})
+    )
     if problem:
         groups = list(range(len(states)))  # unmerged states are always safe
 
     graph, node_of = _build_graph(task, simulated, states, groups, horizon)
     representatives = sorted(set(groups))
     labels = list(labeler.label(task, [states[r] for r in representatives]))
-    problem = None if len(labels) == len(representatives) and all(x in (GOAL, NEUTRAL, DEAD_END) for x in labels) \
+    problem = (
+        None
+        if len(labels) == len(representatives) and all(x in (GOAL, NEUTRAL, DEAD_END) for x in labels)
         else f"expected {len(representatives)} labels in {{1, 0, -1}}, got {labels!r}; all set to 0"
-    record("label", labeler, {"states": [states[r].to_json() for r in representatives]}, labels,
-           **({"ignored": problem} if problem else {}))
+    )
+    record(
+        "label",
+        labeler,
+        {"states": [states[r].to_json() for r in representatives]},
+        labels,
+        **({"ignored": problem} if problem else {}),
+    )
     if problem:
         labels = [NEUTRAL] * len(representatives)
     _apply_labels(graph, [node_of[r] for r in representatives], labels)
 
     solution = solve(graph, solver=solver, model=model)
     if not solution.has_plan:
-        reason = ("no predicted state satisfies the goal" if not graph.goals()
-                  else "no sampled route reaches the goal within the remaining budget")
+        reason = (
+            "no predicted state satisfies the goal"
+            if not graph.goals()
+            else "no sampled route reaches the goal within the remaining budget"
+        )
         if solution.note:
             reason += f" ({solution.note})"
         return PlanningResult("no_route", task, graph=graph, solution=solution, stages=stages, reason=reason + ".")
@@ -186,7 +218,12 @@ def replay(record: Mapping[str, Any], *, solver: SolverName = "exact", horizon: 
         by_stage.setdefault(entry["stage"], []).append(entry)
     sample = by_stage["sample"][0]
     return plan(
-        task["history"], task["goal"], task["budget"], m=sample["input"]["m"], horizon=horizon, solver=solver,
+        task["history"],
+        task["goal"],
+        task["budget"],
+        m=sample["input"]["m"],
+        horizon=horizon,
+        solver=solver,
         start_key=by_stage["merge"][0]["input"]["states"][0]["key"] if "merge" in by_stage else None,
         sampler=_Recorded(lambda *_: [CandidatePlan(tuple(p)) for p in sample["output"]]),
         simulator=_Recorded(_lookup({tuple(e["input"]["plan"]): e["output"] for e in by_stage.get("simulate", [])})),
@@ -221,8 +258,9 @@ def _grouping_problem(groups: list[int], count: int) -> str | None:
     return None
 
 
-def _build_graph(task: PlanningTask, simulated, states: list[PredictedState], groups: list[int],
-                 horizon: int | None) -> tuple[PlanGraph, dict[int, str]]:
+def _build_graph(
+    task: PlanningTask, simulated, states: list[PredictedState], groups: list[int], horizon: int | None
+) -> tuple[PlanGraph, dict[int, str]]:
     graph = PlanGraph("s0", task.budget, limits=task.limits)
     node_of: dict[int, str] = {}
     for r in sorted(set(groups)):
@@ -232,7 +270,7 @@ def _build_graph(task: PlanningTask, simulated, states: list[PredictedState], gr
     index = 1  # states[0] is the current state; simulated steps follow in plan order
     for p, (candidate, steps) in enumerate(simulated, 1):
         at = node_of[groups[0]]
-        for s, (subplan, step) in enumerate(zip(candidate.subplans, steps), 1):
+        for s, (subplan, step) in enumerate(zip(candidate.subplans, steps, strict=False), 1):
             target = node_of[groups[index]]
             index += 1
             signature = (at, target, subplan, step.cost)
@@ -245,7 +283,7 @@ def _build_graph(task: PlanningTask, simulated, states: list[PredictedState], gr
 
 
 def _apply_labels(graph: PlanGraph, node_ids: list[str], labels: list[int]) -> None:
-    for node_id, label in zip(node_ids, labels):
+    for node_id, label in zip(node_ids, labels, strict=False):
         node = graph.node(node_id)
         goal = label == GOAL
         dead_end = label == DEAD_END or (not goal and graph.nx.out_degree(node_id) == 0)

@@ -4,7 +4,7 @@ Layout of the repository (the run directory is its working tree):
 
 - ``refs/tags/root``: the run's root commit (``run.json``: task, models, limits). Seeds are its children.
 - ``refs/tags/cNNN``: one commit per candidate, whose parent is the candidate it revises. The commit holds the
-  candidate's files (:func:`metaharness.store.record.files_of`); its message carries the scores as trailers.
+  candidate's files (:func:`files_of`); its message carries the scores as trailers.
 - ``refs/notes/metaharness``: a git note per candidate with its scores, so ``git log --notes=metaharness`` shows
   them (test-split results are added to the note at the end of a run).
 - ``refs/heads/best``: the best evaluated candidate; ``HEAD`` points at it, so the working tree holds the best
@@ -28,23 +28,17 @@ import git
 from git.objects.fun import tree_to_stream
 from gitdb import IStream, LooseObjectDB
 
+from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, id_number
 from metaharness.errors import InputError
+from metaharness.harness import HARNESS_FILE
 from metaharness.store.crash import crash_point
-from metaharness.store.record import (
-    CANDIDATE_ID,
-    EVALUATION_FILE,
-    METADATA_FILE,
-    CandidateRecord,
-    Evaluation,
-    files_of,
-    id_number,
-)
-from metaharness.proposal import HARNESS_FILE
 
 ROOT_REF = "refs/tags/root"
 BEST_REF = "refs/heads/best"
 NOTES_REF = "refs/notes/metaharness"
 CONFIG_FILE = "run.json"
+METADATA_FILE = "candidate.json"
+EVALUATION_FILE = "evaluation.json"
 ZERO_SHA = "0" * 40
 BLOB_MODE = 0o100644
 AUTHOR = git.Actor("metaharness", "metaharness@localhost")
@@ -54,19 +48,30 @@ EXCLUDES = ["/*", f"!/{HARNESS_FILE}", f"!/{METADATA_FILE}", f"!/{EVALUATION_FIL
 
 @dataclass
 class StoredCandidate:
-    """A committed candidate: its record, its commit and its note."""
+    """A committed candidate with its commit sha and its note."""
 
-    record: CandidateRecord
+    candidate: Candidate
     commit: str
     note: str = ""
 
 
-def render_note(record: CandidateRecord, test: Evaluation | None = None) -> str:
+def files_of(candidate: Candidate) -> dict[str, str]:
+    """The files of a candidate's commit, by name: the program, its metadata and (once evaluated) its evaluation."""
+    files = {
+        HARNESS_FILE: candidate.source,
+        METADATA_FILE: json.dumps(candidate.metadata(), indent=2, ensure_ascii=False, sort_keys=True) + "\n",
+    }
+    if candidate.evaluation is not None:
+        files[EVALUATION_FILE] = json.dumps(candidate.evaluation.to_dict(), indent=2, sort_keys=True) + "\n"
+    return files
+
+
+def render_note(candidate: Candidate, test: Evaluation | None = None) -> str:
     """The note git shows under a candidate's commit: scores first, then cost, then where it came from."""
-    if record.failed:
-        lines = [f"FAILED: {(record.error or 'unknown error').strip().splitlines()[0][:200]}"]
+    if candidate.failed:
+        lines = [f"FAILED: {(candidate.error or 'unknown error').strip().splitlines()[0][:200]}"]
     else:
-        ev = record.evaluation
+        ev = candidate.evaluation
         assert ev is not None
         others = "  ".join(f"{k} {v:.4f}" for k, v in sorted(ev.scores.items()) if k != "primary")
         lines = [
@@ -77,31 +82,33 @@ def render_note(record: CandidateRecord, test: Evaluation | None = None) -> str:
         ]
     if test is not None:
         lines.append(f"test {test.primary:.4f}  ({test.examples} test examples, {test.errors} with errors)")
-    lines.append(f"iteration {record.iteration}, parent {record.parent or 'root'}")
+    lines.append(f"iteration {candidate.iteration}, parent {candidate.parent or 'root'}")
     return "\n".join(lines) + "\n"
 
 
-def commit_message(record: CandidateRecord) -> str:
+def commit_message(candidate: Candidate) -> str:
     """Subject with the score (so ``--oneline`` shows it), the hypothesis, then the scores as git trailers."""
-    tag = "failed" if record.failed else f"{record.score:.3f}"
-    subject = (record.summary or "candidate").strip().splitlines()[0] if record.summary.strip() else "candidate"
+    tag = "failed" if candidate.failed else f"{candidate.score:.3f}"
+    subject = (candidate.summary or "candidate").strip().splitlines()[0] if candidate.summary.strip() else "candidate"
     trailers = [
-        ("Candidate", record.id),
-        ("Parent", record.parent or "root"),
-        ("Iteration", str(record.iteration)),
-        ("Status", record.status),
+        ("Candidate", candidate.id),
+        ("Parent", candidate.parent or "root"),
+        ("Iteration", str(candidate.iteration)),
+        ("Status", candidate.status),
     ]
-    if record.evaluation is not None:
-        trailers.append(("Score", f"{record.score:.4f}"))
-        trailers += [(f"Score-{k}", f"{v:.4f}") for k, v in sorted(record.evaluation.scores.items()) if k != "primary"]
-        trailers.append(("Context-Tokens", f"{record.evaluation.cost.get('context_tokens', 0):.0f}"))
-        trailers.append(("Cost-USD", f"{record.evaluation.cost.get('usd', 0):.6f}"))
-    if record.error:
-        trailers.append(("Error", record.error.strip().splitlines()[0][:200]))
-    if record.prediction and "score" in record.prediction:
-        trailers.append(("Predicted-Score", f"{float(record.prediction['score']):.4f}"))
-    body = record.hypothesis.strip()
-    parts = [f"{record.id} [{tag}] {subject[:72]}"]
+    if candidate.evaluation is not None:
+        trailers.append(("Score", f"{candidate.score:.4f}"))
+        trailers += [
+            (f"Score-{k}", f"{v:.4f}") for k, v in sorted(candidate.evaluation.scores.items()) if k != "primary"
+        ]
+        trailers.append(("Context-Tokens", f"{candidate.evaluation.cost.get('context_tokens', 0):.0f}"))
+        trailers.append(("Cost-USD", f"{candidate.evaluation.cost.get('usd', 0):.6f}"))
+    if candidate.error:
+        trailers.append(("Error", candidate.error.strip().splitlines()[0][:200]))
+    if candidate.prediction and "score" in candidate.prediction:
+        trailers.append(("Predicted-Score", f"{float(candidate.prediction['score']):.4f}"))
+    body = candidate.hypothesis.strip()
+    parts = [f"{candidate.id} [{tag}] {subject[:72]}"]
     if body:
         parts.append(body)
     parts.append("\n".join(f"{k}: {v}" for k, v in trailers))
@@ -116,7 +123,7 @@ class CandidateStore:
         self.path = Path(repo.working_tree_dir)
         # Blobs and trees are written in-process (temp file + rename, like git itself); reads go through git.
         self._objects = LooseObjectDB(str(Path(repo.git_dir) / "objects"))
-        self._cache: dict[str, CandidateRecord] = {}
+        self._cache: dict[str, Candidate] = {}
 
     # -- creating and opening -------------------------------------------------------------------------------
 
@@ -156,24 +163,24 @@ class CandidateStore:
 
     # -- writing ---------------------------------------------------------------------------------------------
 
-    def commit(self, record: CandidateRecord) -> str:
-        """Commit ``record`` atomically (candidate ref, note and best in one transaction); returns the sha."""
-        if not CANDIDATE_ID.match(record.id):
-            raise ValueError(f"bad candidate id {record.id!r}")
-        parent_ref = ROOT_REF if record.parent is None else f"refs/tags/{record.parent}"
+    def commit(self, candidate: Candidate) -> str:
+        """Commit ``candidate`` atomically (candidate ref, note and best in one transaction); returns the sha."""
+        if not CANDIDATE_ID.match(candidate.id):
+            raise ValueError(f"bad candidate id {candidate.id!r}")
+        parent_ref = ROOT_REF if candidate.parent is None else f"refs/tags/{candidate.parent}"
         parent = self._resolve(parent_ref)
         if parent is None:
-            raise ValueError(f"parent {record.parent!r} of {record.id} is not committed")
-        tree = self._write_tree(files_of(record))
-        sha = self._write_commit(tree, commit_message(record), [parent])
-        notes_old, notes_new = self._write_notes({sha: render_note(record)})
+            raise ValueError(f"parent {candidate.parent!r} of {candidate.id} is not committed")
+        tree = self._write_tree(files_of(candidate))
+        sha = self._write_commit(tree, commit_message(candidate), [parent])
+        notes_old, notes_new = self._write_notes({sha: render_note(candidate)})
         crash_point("commit:objects-written")
-        updates = [(f"refs/tags/{record.id}", sha, ZERO_SHA), (NOTES_REF, notes_new, notes_old)]
+        updates = [(f"refs/tags/{candidate.id}", sha, ZERO_SHA), (NOTES_REF, notes_new, notes_old)]
         best = self.best()
-        if not record.failed and (best is None or record.score > best.score):
+        if not candidate.failed and (best is None or candidate.score > best.score):
             updates.append((BEST_REF, sha, self._resolve(BEST_REF) or ZERO_SHA))
         self._update_refs(updates)
-        self._cache[sha] = record
+        self._cache[sha] = candidate
         crash_point("commit:refs-updated")
         self.sync_worktree()
         return sha
@@ -222,23 +229,23 @@ class CandidateStore:
             name, sha = line.split()
             if CANDIDATE_ID.match(name):
                 found.append(StoredCandidate(self._record(sha), sha, notes.get(sha, "")))
-        return sorted(found, key=lambda c: id_number(c.record.id))
+        return sorted(found, key=lambda c: id_number(c.candidate.id))
 
     def get(self, cid: str) -> StoredCandidate:
         sha = self._resolve(f"refs/tags/{cid}")
         if sha is None:
-            known = ", ".join(c.record.id for c in self.candidates()) or "none yet"
+            known = ", ".join(c.candidate.id for c in self.candidates()) or "none yet"
             raise InputError(f"No candidate '{cid}' in {self.path} (candidates: {known}).")
         return StoredCandidate(self._record(sha), sha, self._notes().get(sha, ""))
 
     def has(self, cid: str) -> bool:
         return self._resolve(f"refs/tags/{cid}") is not None
 
-    def best(self) -> CandidateRecord | None:
+    def best(self) -> Candidate | None:
         sha = self._resolve(BEST_REF)
         return self._record(sha) if sha else None
 
-    def _record(self, sha: str) -> CandidateRecord:
+    def _record(self, sha: str) -> Candidate:
         if sha not in self._cache:
             tree = self.repo.commit(sha).tree
             meta = json.loads(tree[METADATA_FILE].data_stream.read())
@@ -246,7 +253,7 @@ class CandidateStore:
             evaluation = None
             if EVALUATION_FILE in tree:
                 evaluation = json.loads(tree[EVALUATION_FILE].data_stream.read())
-            self._cache[sha] = CandidateRecord.from_dict({**meta, "source": source, "evaluation": evaluation})
+            self._cache[sha] = Candidate.from_dict({**meta, "source": source, "evaluation": evaluation})
         return self._cache[sha]
 
     # -- git plumbing ----------------------------------------------------------------------------------------
@@ -263,7 +270,11 @@ class CandidateStore:
     def _write_tree(self, files: dict[str, str | bytes]) -> str:
         """A flat tree of blobs; a ``bytes`` value is the binary sha of a blob that is already stored."""
         entries = [
-            (files[name] if isinstance(files[name], bytes) else self._write_blob(files[name].encode("utf-8")), BLOB_MODE, name)
+            (
+                files[name] if isinstance(files[name], bytes) else self._write_blob(files[name].encode("utf-8")),
+                BLOB_MODE,
+                name,
+            )
             for name in sorted(files)
         ]
         buffer = BytesIO()
@@ -288,7 +299,11 @@ class CandidateStore:
         sha = self._resolve(NOTES_REF)
         if sha is None:
             return {}
-        return {item.path.replace("/", ""): item.binsha for item in self.repo.commit(sha).tree.traverse() if item.type == "blob"}
+        return {
+            item.path.replace("/", ""): item.binsha
+            for item in self.repo.commit(sha).tree.traverse()
+            if item.type == "blob"
+        }
 
     def _notes(self) -> dict[str, str]:
         """Annotated commit sha -> note text."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from metaharness.candidate import Candidate
 from metaharness.store.files import atomic_write_json, clean_temporaries, read_json
-from metaharness.store.record import CandidateRecord
 
 
 class Journal:
@@ -43,11 +43,11 @@ class Journal:
     def drop_plan(self, iteration: int) -> None:
         self._plan_path(iteration).unlink(missing_ok=True)
 
-    def save_result(self, record: CandidateRecord) -> None:
-        atomic_write_json(self.folder / f"{record.id}.json", record.to_dict())
+    def save_result(self, candidate: Candidate) -> None:
+        atomic_write_json(self.folder / f"{candidate.id}.json", candidate.to_dict())
 
-    def results(self) -> list[CandidateRecord]:
-        return [CandidateRecord.from_dict(read_json(p)) for p in sorted(self.folder.glob("c*.json"))]
+    def results(self) -> list[Candidate]:
+        return [Candidate.from_dict(read_json(p)) for p in sorted(self.folder.glob("c*.json"))]
 
     def drop_result(self, cid: str) -> None:
         (self.folder / f"{cid}.json").unlink(missing_ok=True)

@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from metaharness.candidate import Candidate, Evaluation, candidate_id, id_number
 from metaharness.errors import InputError
-from metaharness.proposal import HARNESS_FILE
+from metaharness.harness import HARNESS_FILE
 from metaharness.store.crash import crash_point
 from metaharness.store.files import (
     append_jsonl,
@@ -34,7 +35,6 @@ from metaharness.store.files import (
 )
 from metaharness.store.git_store import CandidateStore, render_note
 from metaharness.store.journal import Journal
-from metaharness.store.record import CandidateRecord, Evaluation, candidate_id, id_number
 
 # Settings that make scores comparable: a run directory keeps them for its whole life.
 FIXED_SETTINGS = ("dataset", "task_model", "val_limit")
@@ -60,7 +60,9 @@ class RunDirectory:
         path = Path(path)
         exists = CandidateStore.exists(path)
         if not exists and config is None:
-            raise InputError(f"No run at {path} to resume; start one with: metaharness optimize --dataset NAME --run-dir {path}")
+            raise InputError(
+                f"No run at {path} to resume; start one with: metaharness optimize --dataset NAME --run-dir {path}"
+            )
         if not exists and path.is_dir() and any(path.iterdir()):
             raise InputError(f"{path} exists and is not a metaharness run; choose an empty or new --run-dir.")
         path.mkdir(parents=True, exist_ok=True)
@@ -69,7 +71,9 @@ class RunDirectory:
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(lock_fd)
-            raise InputError(f"Another metaharness process is running in {path}; wait for it or use another --run-dir.") from None
+            raise InputError(
+                f"Another metaharness process is running in {path}; wait for it or use another --run-dir."
+            ) from None
         store = CandidateStore.open(path) if exists else CandidateStore.init(path, config)
         if exists and config is not None:
             stored = store.config()
@@ -101,40 +105,58 @@ class RunDirectory:
         actions = self.store.clean_interrupted()
         for folder in (self.path, self.path / "evals"):
             actions += [f"removed unfinished write {p.name}" for p in clean_temporaries(folder)]
-        for record in self.journal.results():
-            if self.store.has(record.id):
-                self.journal.drop_result(record.id)
+        for candidate in self.journal.results():
+            if self.store.has(candidate.id):
+                self.journal.drop_result(candidate.id)
             else:
-                self.commit(record)
-                actions.append(f"committed {record.id} from the journal (evaluated before the run was stopped)")
+                self.commit(candidate)
+                actions.append(f"committed {candidate.id} from the journal (evaluated before the run was stopped)")
         return actions
 
     # -- candidates ------------------------------------------------------------------------------------------
 
-    def commit(self, record: CandidateRecord) -> None:
+    def candidates(self) -> list[Candidate]:
+        """Every committed candidate, in id order."""
+        return [c.candidate for c in self.store.candidates()]
+
+    def has(self, cid: str) -> bool:
+        return self.store.has(cid)
+
+    # -- iteration plans (journaled until the iteration is logged) ----------------------------------------
+
+    def plan(self, iteration: int) -> list[dict[str, Any]] | None:
+        return self.journal.plan(iteration)
+
+    def save_plan(self, iteration: int, plan: list[dict[str, Any]]) -> None:
+        self.journal.save_plan(iteration, plan)
+
+    def drop_plan(self, iteration: int) -> None:
+        self.journal.drop_plan(iteration)
+
+    def commit(self, candidate: Candidate) -> None:
         """Journal, commit and log one finished candidate; a kill at any point loses nothing."""
-        self.journal.save_result(record)
+        self.journal.save_result(candidate)
         crash_point("commit:journaled")
-        self.store.commit(record)
+        self.store.commit(candidate)
         self.log(
             {
                 "type": "candidate",
-                "id": record.id,
-                "parent": record.parent,
-                "iteration": record.iteration,
-                "status": record.status,
-                "score": record.score,
-                "evaluation": record.evaluation.to_dict() if record.evaluation else None,
-                "prediction": record.prediction,
-                "error": record.error,
-                "summary": record.summary,
+                "id": candidate.id,
+                "parent": candidate.parent,
+                "iteration": candidate.iteration,
+                "status": candidate.status,
+                "score": candidate.score,
+                "evaluation": candidate.evaluation.to_dict() if candidate.evaluation else None,
+                "prediction": candidate.prediction,
+                "error": candidate.error,
+                "summary": candidate.summary,
             }
         )
-        self.journal.drop_result(record.id)
+        self.journal.drop_result(candidate.id)
 
     def next_id(self) -> str:
         """A fresh candidate id, above every committed, journaled or planned one."""
-        used = [id_number(c.record.id) for c in self.store.candidates()]
+        used = [id_number(c.candidate.id) for c in self.store.candidates()]
         used += [id_number(r.id) for r in self.journal.results()]
         used += [id_number(p["id"]) for plan in self.journal.planned().values() for p in plan]
         return candidate_id(max(used, default=0) + 1)
@@ -161,13 +183,13 @@ class RunDirectory:
 
     def save_test_result(self, cid: str, evaluation: Evaluation) -> None:
         """Note first, file last: the file's presence means both are written (a rerun redoes a half-saved one)."""
-        self.store.annotate(cid, render_note(self.store.get(cid).record, evaluation))
+        self.store.annotate(cid, render_note(self.store.get(cid).candidate, evaluation))
         atomic_write_json(self.path / "evals" / f"{cid}.test.json", evaluation.to_dict())
 
     # -- the summary log -------------------------------------------------------------------------------------
 
-    def log(self, record: dict[str, Any]) -> None:
-        append_jsonl(self.summary_path, {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **record})
+    def log(self, entry: dict[str, Any]) -> None:
+        append_jsonl(self.summary_path, {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **entry})
 
     def log_records(self, kind: str | None = None) -> list[dict[str, Any]]:
         records = read_jsonl(self.summary_path)

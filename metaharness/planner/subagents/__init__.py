@@ -16,7 +16,7 @@ from metaharness.planner.subagents.labeler import DEAD_END, GOAL, NEUTRAL, Model
 from metaharness.planner.subagents.merger import KeyJudgeMerger, StateMerger
 from metaharness.planner.subagents.sampler import DEFAULT_PLANS, ModelPlanSampler, PlanSampler
 from metaharness.planner.subagents.simulator import ModelStateSimulator, StateSimulator
-from metaharness.planner.subagents.task import CandidatePlan, PlanningTask, PredictedState, SimulatedStep
+from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask, PredictedState, SimulatedStep
 
 __all__ = [
     "DEAD_END",

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from metaharness.planner.subagents.base import ModelStage
-from metaharness.planner.subagents.task import PlanningTask, PredictedState
+from metaharness.planner.subagents.model_stage import ModelStage
+from metaharness.planner.subagents.stage_io import PlanningTask, PredictedState
 
 GOAL, NEUTRAL, DEAD_END = 1, 0, -1
 
 SYSTEM = (
     "You are the reward labeler of a planning system. For each numbered state below, give +1 if the state satisfies "
     "the goal, -1 if it is a dead end (the goal can no longer be reached from it, or it breaks a rule), and 0 "
-    "otherwise. Reply with JSON only: {\"labels\": [one number per state, in order]}."
+    'otherwise. Reply with JSON only: {"labels": [one number per state, in order]}.'
 )
 
 

@@ -12,13 +12,13 @@ import difflib
 import re
 from typing import Any, Protocol, runtime_checkable
 
-from metaharness.planner.subagents.base import ModelStage
-from metaharness.planner.subagents.task import PlanningTask, PredictedState
+from metaharness.planner.subagents.model_stage import ModelStage
+from metaharness.planner.subagents.stage_io import PlanningTask, PredictedState
 
 SYSTEM = (
     "You are the state merger of a planning system. Two plans predicted the two states below. Decide whether they "
     "are exactly the same state: every detail that matters for what can happen next is equal. If anything differs "
-    "or you are unsure, answer false. Reply with JSON only: {\"same\": true} or {\"same\": false}."
+    'or you are unsure, answer false. Reply with JSON only: {"same": true} or {"same": false}.'
 )
 SCHEMA = {"type": "object", "properties": {"same": {"type": "boolean"}}, "required": ["same"]}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from metaharness.planner.subagents.base import ModelStage
-from metaharness.planner.subagents.task import CandidatePlan, PlanningTask
+from metaharness.planner.subagents.model_stage import ModelStage
+from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
 
 DEFAULT_PLANS = 4  # TPS/TAPE: M = 4 plans works best
 
@@ -28,8 +28,11 @@ class PlanSampler(Protocol):
 def sampler_schema(m: int, max_steps: int) -> dict[str, Any]:
     subplans = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"type": "string", "minLength": 1}}
     plan = {"type": "object", "properties": {"subplans": subplans}, "required": ["subplans"]}
-    return {"type": "object", "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": m, "items": plan}},
-            "required": ["plans"]}
+    return {
+        "type": "object",
+        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": m, "items": plan}},
+        "required": ["plans"],
+    }
 
 
 class ModelPlanSampler(ModelStage):
@@ -40,8 +43,12 @@ class ModelPlanSampler(ModelStage):
         self.max_steps = max_steps
 
     def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
-        answer = self.ask(SYSTEM.format(m=m, max_steps=self.max_steps), task.describe(),
-                          sampler_schema(m, self.max_steps), check=_has_a_plan)
+        answer = self.ask(
+            SYSTEM.format(m=m, max_steps=self.max_steps),
+            task.describe(),
+            sampler_schema(m, self.max_steps),
+            check=_has_a_plan,
+        )
         plans: list[CandidatePlan] = []
         for item in (answer or {}).get("plans", [])[:m]:
             subplans = tuple(s.strip() for s in item["subplans"] if s.strip())[: self.max_steps]

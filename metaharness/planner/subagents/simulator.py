@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from metaharness.planner.subagents.base import ModelStage
-from metaharness.planner.subagents.task import CandidatePlan, PlanningTask, SimulatedStep
+from metaharness.planner.subagents.model_stage import ModelStage
+from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask, SimulatedStep
 
 SYSTEM = (
     "You are the state simulator of a planning system. Given the current state and a plan, predict, step by step, "
@@ -30,10 +30,16 @@ class StateSimulator(Protocol):
 
 def simulator_schema(steps: int, limits: int) -> dict[str, Any]:
     cost = {"type": "array", "minItems": limits, "maxItems": limits, "items": {"type": "number", "minimum": 0}}
-    step = {"type": "object", "properties": {"state": {"type": "string", "minLength": 1}, "cost": cost},
-            "required": ["state", "cost"]}
-    return {"type": "object", "properties": {"steps": {"type": "array", "minItems": steps, "maxItems": steps,
-                                                        "items": step}}, "required": ["steps"]}
+    step = {
+        "type": "object",
+        "properties": {"state": {"type": "string", "minLength": 1}, "cost": cost},
+        "required": ["state", "cost"],
+    }
+    return {
+        "type": "object",
+        "properties": {"steps": {"type": "array", "minItems": steps, "maxItems": steps, "items": step}},
+        "required": ["steps"],
+    }
 
 
 class ModelStateSimulator(ModelStage):
@@ -49,13 +55,17 @@ class ModelStateSimulator(ModelStage):
         system = SYSTEM.format(limits=", ".join(task.limits) or "none", example=", ".join(["1"] * limits))
         listing = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(plan.subplans))
         check = _step_checker(len(plan.subplans), limits)
-        answer = self.ask(system, f"{task.describe()}\n\nPlan:\n{listing}", simulator_schema(len(plan.subplans), limits),
-                          check=check)
+        answer = self.ask(
+            system, f"{task.describe()}\n\nPlan:\n{listing}", simulator_schema(len(plan.subplans), limits), check=check
+        )
         if answer is None:
             return []
         return [
-            SimulatedStep(s["state"].strip(), tuple(float(c) for c in s["cost"]),
-                          self.canonical_key(s["state"]) if self.canonical_key else None)
+            SimulatedStep(
+                s["state"].strip(),
+                tuple(float(c) for c in s["cost"]),
+                self.canonical_key(s["state"]) if self.canonical_key else None,
+            )
             for s in answer["steps"]
         ]
 

@@ -1,0 +1,63 @@
+"""The ``metaharness`` command line: one module per command group, each a thin layer over the library.
+
+- :mod:`.search`: ``optimize`` (a search, with progress, Ctrl-C handling and the final table);
+- :mod:`.browse`: ``history``, ``show``, ``diff``, ``report`` (a run's candidates, with plain-git equivalents);
+- :mod:`.evaluate`: ``eval`` (one harness on one split);
+- :mod:`.plan`: ``plan solve`` and ``plan serve`` (the planner core);
+- :mod:`.bench`: ``bench sokoban``, ``bench blocksworld``, ``bench tools`` (agent benchmarks).
+
+Each module defines ``register(app)``. Command bodies import heavy libraries when they run, so that
+``metaharness --help`` stays fast. The library never imports this package.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from metaharness import __version__
+from metaharness.cli import bench, browse, evaluate, plan, search
+from metaharness.errors import MetaharnessError
+
+app = typer.Typer(
+    name="metaharness",
+    help="Optimise LLM harnesses with a proposer model, TPS plan graphs and a budgeted solver.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"metaharness {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Optimise LLM harnesses with a proposer model, TPS plan graphs and a budgeted solver."""
+
+
+for _group in (search, browse, evaluate, plan, bench):
+    _group.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user-facing errors become one clear message and an exit code, never a traceback.
+
+    Usage errors (unknown command, bad option) are reported by typer itself with exit code 2, and Ctrl-C
+    outside a command that handles it by typer's "Aborted!" with exit code 1.
+    """
+    err = Console(stderr=True)
+    try:
+        app(args=argv, prog_name="metaharness")
+    except MetaharnessError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(exc.exit_code)

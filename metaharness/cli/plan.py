@@ -1,0 +1,66 @@
+"""``metaharness plan``: solve a plan graph file, or serve the planning tool over MCP (stdio)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import typer
+
+from metaharness.errors import InputError
+from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+
+CLI_SOLVERS = ("exact", "ilp", "auto")
+
+
+def register(app: typer.Typer) -> None:
+    plan_app = typer.Typer(
+        help="Plan under a budget: solve plan graphs, serve the planning tool.", no_args_is_help=True
+    )
+
+    @plan_app.command("solve")
+    def solve_command(
+        file: str = typer.Argument(..., help="Plan graph JSON file (docs/plan-graph.md); '-' reads stdin."),
+        solver: str = typer.Option("exact", "--solver", help="exact (label-setting DP), ilp (SCIP) or auto."),
+        time_limit: float = typer.Option(None, "--time-limit", help="Seconds the ILP may take (default: no limit)."),
+    ) -> None:
+        """Print the best feasible plan (or status "infeasible") as JSON; bad files exit with code 2."""
+        from metaharness.planner.graph import PlanGraph
+        from metaharness.planner.solve import solve
+
+        if solver not in CLI_SOLVERS:
+            raise InputError(f"Unknown solver {solver!r}; use one of {', '.join(CLI_SOLVERS)}.")
+        if file == "-":
+            try:
+                data = json.loads(sys.stdin.read())
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    f"stdin is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})."
+                ) from None
+            graph = PlanGraph.from_json(data)
+        else:
+            graph = PlanGraph.load(Path(file))
+        result = solve(graph, solver=solver, time_limit=time_limit)  # type: ignore[arg-type]
+        typer.echo(json.dumps(result.to_json(), indent=2))
+
+    @plan_app.command("serve")
+    def serve_command(
+        model: str = typer.Option(DEFAULT_TASK_MODEL_SPEC, "--model", help="Model spec for the planning subagents."),
+        plans: int = typer.Option(4, "--plans", "-m", help="Candidate plans sampled per call (M)."),
+        solver: str = typer.Option("exact", "--solver", help="exact, ilp or auto."),
+        max_tokens: int = typer.Option(512, "--max-tokens", help="Answer length cap per subagent call."),
+    ) -> None:
+        """Run the MCP server (stdio) whose `plan` tool takes history, goal and remaining budget."""
+        from metaharness.models import connect
+        from metaharness.planner.tool import build_mcp_server
+
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per model request would flood stderr
+
+        if solver not in CLI_SOLVERS:
+            raise InputError(f"Unknown solver {solver!r}; use one of {', '.join(CLI_SOLVERS)}.")
+        server = build_mcp_server(connect(model), m=plans, solver=solver, max_tokens=max_tokens)
+        server.run("stdio")
+
+    app.add_typer(plan_app, name="plan")

@@ -1,0 +1,281 @@
+"""``metaharness optimize``: run or continue a search, with progress, Ctrl-C handling and the final table.
+
+The search itself is :func:`metaharness.optimize.optimize`; this module turns options into its settings (reusing
+a run's stored settings when it continues one), draws its events and prints where everything landed.
+"""
+
+from __future__ import annotations
+
+import _thread
+import json
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from metaharness.candidate import Candidate
+from metaharness.cli.browse import RUNS_ROOT, console, resolve_run
+from metaharness.errors import InputError
+from metaharness.loop import LoopEvents, Outcome, StopRequest
+from metaharness.optimize import DEFAULT_EVALS_PER_ITER
+
+
+def optimize(
+    dataset: str | None = typer.Option(None, "--dataset", help="Task to optimise: lawbench, symptom2disease or uspto."),
+    iters: int = typer.Option(12, "--iters", min=0, help="Total iterations of the run (a rerun continues up to this)."),
+    proposer: str | None = typer.Option(
+        None, "--proposer", help="offline (default without a key), base, tps, or a baseline."
+    ),
+    proposer_model: str | None = typer.Option(
+        None, "--proposer-model", help="Model spec of the proposer, e.g. anthropic:claude-sonnet-4-5."
+    ),
+    task_model: str | None = typer.Option(
+        None, "--task-model", help="Model spec the harnesses call (default: the embedded local model)."
+    ),
+    evals_per_iter: int | None = typer.Option(
+        None,
+        "--evals-per-iter",
+        min=1,
+        help=f"Candidate evaluations per iteration [default: {DEFAULT_EVALS_PER_ITER}, or the run's].",
+    ),
+    run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (default runs/<dataset>-<proposer>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an existing run (its settings are reused)."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the task's splits (else downloaded)."),
+    val_limit: int | None = typer.Option(
+        None, "--val-limit", min=1, help="Evaluate on the first N validation examples only."
+    ),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", min=0.0, help="Stop cleanly once this many USD are spent (whole run)."
+    ),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="Examples evaluated in parallel."),
+    test: bool = typer.Option(
+        True, "--test/--no-test", help="Evaluate the best and the frontier on the test split at the end."
+    ),
+    seeds: str | None = typer.Option(
+        None, "--seeds", help="Comma-separated seed harnesses to start from (default: all of the task's)."
+    ),
+    proposer_option: list[str] = typer.Option(
+        [], "--proposer-option", "-P", help="KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
+    ),
+) -> None:
+    """Search for a better harness: evaluate the seeds, then propose, evaluate and commit candidates each iteration."""
+    from metaharness.optimize import default_models, run_config
+    from metaharness.optimize import optimize as run_search
+    from metaharness.store import RunDirectory
+
+    out = console()
+    if resume and run_dir is None:
+        run_dir = resolve_run(None)
+    if run_dir is None and dataset is not None:
+        run_dir = RUNS_ROOT / f"{dataset}-{default_models(task_model, proposer, proposer_model)[1]}"
+    stored: dict[str, Any] = {}
+    if run_dir is not None and (run_dir / ".git").exists():
+        stored = RunDirectory.browse(run_dir).store.config()
+    elif resume:
+        raise InputError(
+            f"--resume: no run at {run_dir}; start one with: metaharness optimize --dataset NAME --run-dir {run_dir}"
+        )
+    dataset = dataset or stored.get("dataset")
+    if dataset is None or run_dir is None:
+        raise InputError("Name the task with --dataset (lawbench, symptom2disease or uspto), or --resume a run.")
+    task_model, proposer, proposer_model, notice = default_models(
+        task_model or stored.get("task_model"),
+        proposer or stored.get("proposer"),
+        proposer_model or stored.get("proposer_model"),
+    )
+    if stored and val_limit is None:
+        val_limit = stored.get("val_limit")
+    if notice:
+        out.print(f"[yellow]{notice}[/]")
+    config = run_config(
+        dataset,
+        task_model=task_model,
+        proposer=proposer,
+        proposer_model=proposer_model,
+        evals_per_iter=evals_per_iter or stored.get("evals_per_iter") or DEFAULT_EVALS_PER_ITER,
+        val_limit=val_limit,
+    )
+    options = parse_options(proposer_option)
+    seed_names = [s.strip() for s in seeds.split(",") if s.strip()] if seeds else None
+    stop = StopRequest()
+    # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
+    with StopOnCtrlC(stop, out), ProgressEvents(out, config) as events:
+        outcome = run_search(
+            run_dir,
+            config,
+            iterations=iters,
+            data_dir=data_dir,
+            max_cost=max_cost,
+            workers=workers,
+            test=test,
+            options=options,
+            seed_names=seed_names,
+            events=events,
+            stop=stop,
+        )
+    final_table(out, run_dir, outcome)
+    if outcome.stopped and outcome.stopped.startswith("interrupted"):
+        raise typer.Exit(130)
+
+
+def parse_options(pairs: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` strings to a dict; values are JSON when they parse (numbers, booleans), else text."""
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--proposer-option takes KEY=VALUE (e.g. probe_size=4), got '{pair}'.")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
+
+
+class StopOnCtrlC:
+    """First Ctrl-C: finish the current step, then stop. Second Ctrl-C: abort at once.
+
+    A terminal's Ctrl-C signals every process of the foreground group: the sandboxed harnesses, git's helper
+    processes and model servers would die mid-step. So SIGINT is blocked (a mask that threads and child processes
+    inherit) and a watcher thread takes it with ``sigwait``: only this process sees Ctrl-C, and the step under
+    way completes normally. Enter before any thread or child process is started.
+    """
+
+    def __init__(self, stop: StopRequest, console: Console) -> None:
+        self.stop, self.console = stop, console
+        self.closed = False
+        self.previous: set[signal.Signals] = set()
+        self.watcher = threading.Thread(target=self._watch, name="ctrl-c", daemon=True)
+
+    def _watch(self) -> None:
+        while True:
+            signal.sigwait({signal.SIGINT})
+            if self.closed:
+                return
+            if self.stop.requested:
+                _thread.interrupt_main()  # KeyboardInterrupt in the main thread: abort now
+                return
+            self.stop.requested = True
+            self.console.print(
+                "[yellow]Ctrl-C: finishing the current step, then stopping (press again to abort now)[/]"
+            )
+
+    def __enter__(self) -> StopOnCtrlC:
+        self.previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        self.watcher.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.closed = True
+        if self.watcher.is_alive() and self.watcher.ident is not None:
+            signal.pthread_kill(self.watcher.ident, signal.SIGINT)
+            self.watcher.join(timeout=5)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.previous)
+
+
+class ProgressEvents(LoopEvents):
+    """Draws the loop's events: a rich progress line (iteration, candidate, examples done, running cost)."""
+
+    def __init__(self, console: Console, config: dict[str, Any]) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = console
+        self.config = config
+        self.spent: Callable[[], dict[str, float]] = dict
+        self.iteration = ""
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[cost]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("starting", total=None, cost="")
+
+    def __enter__(self) -> ProgressEvents:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def _cost(self) -> str:
+        spent = self.spent()
+        return f"${spent.get('usd', 0):.4f}  {spent.get('tokens', 0):,} tok"
+
+    def run_started(self, path: Path, spent: Callable[[], dict[str, float]]) -> None:
+        self.spent = spent
+        cfg = self.config
+        self.progress.console.print(
+            f"run directory [bold]{path}[/] (task {cfg['dataset']}, task model {cfg['task_model']}, "
+            f"proposer {cfg['proposer']})"
+        )
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"[yellow]{text}[/]")
+
+    def iteration_started(self, iteration: int, total: int) -> None:
+        self.iteration = "seeds" if iteration == 0 else f"iteration {iteration}/{total}"
+        self.progress.console.rule(self.iteration)
+
+    def proposing(self, proposer: str) -> None:
+        description = f"{self.iteration} proposer {proposer} at work"
+        self.progress.reset(self.task, total=None, description=description, cost=self._cost())
+
+    def candidate_started(self, cid: str, split: str, summary: str) -> None:
+        self.progress.reset(self.task, total=None, description=f"{self.iteration} {cid} {split}", cost=self._cost())
+
+    def examples_done(self, done: int, total: int) -> None:
+        self.progress.update(self.task, completed=done, total=total, cost=self._cost())
+
+    def candidate_finished(self, candidate: Candidate) -> None:
+        c = candidate
+        if c.failed:
+            line = f"[red]{c.id} failed[/] ({c.parent or 'root'}): {(c.error or '').splitlines()[0][:160]}"
+        else:
+            line = f"{c.id} val [bold]{c.score:.3f}[/] ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
+        self.progress.console.print(line)
+
+
+def final_table(console: Console, run_dir: Path, outcome: Outcome) -> None:
+    """The best candidate and the Pareto front, then where the summaries are and how to browse with git."""
+    from rich.table import Table
+
+    from metaharness.report import RunView
+    from metaharness.store import RunDirectory
+
+    run = RunDirectory.browse(run_dir)
+    view = RunView.load(run)
+    table = Table(title=f"{run.path}: best and Pareto front (score vs. context vs. cost)")
+    for col in ("id", "iteration", "parent", "val", "test", "context tok", "USD", "summary"):
+        table.add_column(col)
+    shown = {c.id: c for c in [outcome.best, *outcome.frontier] if c is not None}
+    for c in shown.values():
+        test = view.test.get(c.id)
+        table.add_row(
+            c.id + (" (best)" if outcome.best and c.id == outcome.best.id else ""),
+            str(c.iteration),
+            c.parent or "root",
+            f"{c.score:.4f}",
+            f"{test.primary:.4f}" if test else "",
+            f"{c.cost.get('context_tokens', 0):.0f}",
+            f"{c.cost.get('usd', 0):.4f}",
+            c.summary[:60],
+        )
+    console.print(table)
+    console.print(
+        f"{len(view.records)} candidates, {outcome.iterations_done} iterations done"
+        + (f"; stopped: {outcome.stopped}" if outcome.stopped else "")
+    )
+    console.print(f"summary: {run.summary_md}  record: {run.summary_path}")
+    console.print(f"browse: git -C {run.path} log --graph --all --oneline --notes=metaharness")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(optimize)

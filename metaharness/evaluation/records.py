@@ -1,0 +1,111 @@
+"""What an evaluation produces: one record per example and the aggregate report.
+
+``EvalReport.to_json()`` is the summary (no records); ``EvalReport.write(folder)`` writes ``summary.json`` and
+``records.jsonl`` (one :class:`ExampleRecord` per line, in split order), the trace a proposer reads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ExampleRecord:
+    """One example: what went in, what came out, how it scored, every model call, and the error if any.
+
+    ``calls`` holds one dict per task-model call: ``messages``, ``options`` (``max_tokens``, ``temperature``,
+    ``stop``, ``json_schema`` as the harness passed them), ``response`` (text), ``parsed`` (JSON-schema calls),
+    ``input_tokens``, ``output_tokens``, ``latency_s``, ``cached``, ``usd``, ``error``.
+    A failed example has ``error`` set, ``prediction`` None and every score 0.
+    """
+
+    id: str
+    input: str
+    target: str
+    prediction: str | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(int(call.get("input_tokens") or 0) for call in self.calls)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class EvalReport:
+    """A harness on one split: mean ``scores`` (``"primary"`` first; errors count 0), per-example ``records``,
+    ``cost`` (``input_tokens``, ``output_tokens``, ``usd``, ``context_tokens`` = mean prompt tokens per example,
+    ``calls``, ``cached_calls``), number of ``errors``, wall ``seconds``. ``load_error`` is set when the harness
+    could not be loaded (its examples then failed with that error)."""
+
+    task: str
+    split: str
+    harness: str
+    harness_sha256: str
+    model: str
+    scores: dict[str, float]
+    records: list[ExampleRecord]
+    cost: dict[str, float]
+    errors: int
+    seconds: float
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    load_error: str | None = None
+
+    @property
+    def primary(self) -> float:
+        return self.scores.get("primary", 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as JSON data (records excluded: see :meth:`write`)."""
+        data = asdict(self)
+        data.pop("records")
+        data["examples"] = len(self.records)
+        return data
+
+    def write(self, folder: str | Path) -> tuple[Path, Path]:
+        """Write ``summary.json`` and ``records.jsonl`` into ``folder``; returns both paths."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        summary = folder / "summary.json"
+        summary.write_bytes(_utf8(json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"))
+        return summary, write_records(self.records, folder / "records.jsonl")
+
+
+def write_records(records: list[ExampleRecord], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        for record in records:
+            handle.write(_utf8(json.dumps(record.to_json(), ensure_ascii=False) + "\n"))
+    return path
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8, with any lone surrogate a harness produced replaced (``?``) rather than failing the write."""
+    return text.encode("utf-8", "replace")
+
+
+def mean_scores(records: list[ExampleRecord], metric_names: list[str]) -> dict[str, float]:
+    if not records:
+        return {name: 0.0 for name in metric_names}
+    return {name: sum(r.scores.get(name, 0.0) for r in records) / len(records) for name in metric_names}
+
+
+def total_cost(records: list[ExampleRecord]) -> dict[str, float]:
+    calls = [call for record in records for call in record.calls]
+    return {
+        "input_tokens": sum(int(c.get("input_tokens") or 0) for c in calls),
+        "output_tokens": sum(int(c.get("output_tokens") or 0) for c in calls),
+        "usd": sum(float(c.get("usd") or 0.0) for c in calls),
+        "context_tokens": sum(r.input_tokens for r in records) / len(records) if records else 0.0,
+        "calls": len(calls),
+        "cached_calls": sum(1 for c in calls if c.get("cached")),
+    }

@@ -1,0 +1,185 @@
+"""``optimize()``: a whole search from settings, the library entry point behind ``metaharness optimize``.
+
+It wires the parts the way the command line does: the task and its seed harnesses, the task and proposer models
+(one cost ledger for both, capped by ``max_cost`` over every session of the run), the sandboxed evaluator, the
+proposer, and the run directory (created, or reopened and repaired), then runs the
+:class:`~metaharness.loop.Optimizer` and keeps ``SUMMARY.md`` current.
+
+>>> from metaharness.optimize import optimize, run_config
+>>> config = run_config("symptom2disease", proposer="offline", val_limit=10)  # doctest: +SKIP
+>>> outcome = optimize("runs/s2d", config, iterations=2)  # doctest: +SKIP
+>>> outcome.best.id, outcome.best.score  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from metaharness import __version__
+from metaharness.errors import InputError
+from metaharness.loop import LoopEvents, LoopSettings, Optimizer, Outcome, Seed, StopRequest
+from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+from metaharness.store.run_dir import RunDirectory
+
+DEFAULT_EVALS_PER_ITER = 3
+# Hosted proposer models used when the matching key is set and no proposer model is named.
+HOSTED_PROPOSERS = (("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"), ("OPENAI_API_KEY", "openai:gpt-4.1"))
+MODEL_PROPOSERS = ("base", "tps")
+
+
+def default_models(
+    task_model: str | None, proposer: str | None, proposer_model: str | None
+) -> tuple[str, str, str | None, str | None]:
+    """Fill in what was not chosen: (task model, proposer, proposer model, a line explaining the choice or None).
+
+    With an API key in the environment the ``tps`` proposer drives the matching hosted model; without one, the
+    embedded task model and the ``offline`` proposer run with no network.
+    """
+    notice = None
+    if proposer_model is None and proposer in (None, *MODEL_PROPOSERS):
+        proposer_model = next((spec for key, spec in HOSTED_PROPOSERS if os.environ.get(key)), None)
+    if proposer is None:
+        proposer = "tps" if proposer_model else "offline"
+    if task_model is None:
+        task_model = DEFAULT_TASK_MODEL_SPEC
+        if proposer == "offline":
+            has_key = any(os.environ.get(key) for key, _ in HOSTED_PROPOSERS)
+            notice = (
+                f"{'No hosted proposer selected' if has_key else 'No API key configured'}: using the embedded task "
+                f"model {DEFAULT_TASK_MODEL_SPEC} and the offline proposer. "
+                "For hosted models set ANTHROPIC_API_KEY or OPENAI_API_KEY, or pass --task-model openai:MODEL@URL "
+                "--proposer tps --proposer-model anthropic:claude-sonnet-4-5."
+            )
+    return task_model, proposer, proposer_model, notice
+
+
+def run_config(
+    dataset: str,
+    *,
+    task_model: str | None = None,
+    proposer: str | None = None,
+    proposer_model: str | None = None,
+    evals_per_iter: int = DEFAULT_EVALS_PER_ITER,
+    val_limit: int | None = None,
+) -> dict[str, Any]:
+    """The settings a run directory keeps for its whole life (``run.json`` in its root commit), defaults filled in."""
+    task_model, proposer, proposer_model, _ = default_models(task_model, proposer, proposer_model)
+    return {
+        "dataset": dataset,
+        "task_model": task_model,
+        "proposer": proposer,
+        "proposer_model": proposer_model,
+        "evals_per_iter": evals_per_iter,
+        "val_limit": val_limit,
+        "metaharness": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def seeds_of(dataset: str, names: list[str] | None = None) -> list[Seed]:
+    """The task's seed harnesses (``candidates/<task>/*.py``), or the named ones, in name order."""
+    from metaharness.candidates import ROOT
+
+    available = {p.stem: p for p in sorted((ROOT / dataset).glob("*.py"))}
+    if not available:
+        raise InputError(f"No seed harnesses for {dataset} in {ROOT / dataset}.")
+    unknown = [n for n in names or [] if n not in available]
+    if unknown:
+        raise InputError(f"Unknown seed(s) {', '.join(unknown)} for {dataset}: choose from {', '.join(available)}.")
+    chosen = [available[n] for n in names] if names else list(available.values())
+    return [Seed(path.stem, path.read_text(encoding="utf-8")) for path in chosen]
+
+
+def spent_before(run: RunDirectory) -> dict[str, float]:
+    """What earlier sessions of this run spent (the last ``spent`` the run's log recorded)."""
+    for entry in reversed(run.log_records()):
+        if isinstance(entry.get("spent"), dict):
+            return entry["spent"]
+    return {}
+
+
+def optimize(
+    run_dir: str | Path,
+    config: dict[str, Any],
+    *,
+    iterations: int,
+    data_dir: str | Path | None = None,
+    max_cost: float | None = None,
+    workers: int | None = None,
+    test: bool = True,
+    options: dict[str, Any] | None = None,
+    seed_names: list[str] | None = None,
+    events: LoopEvents | None = None,
+    stop: StopRequest | None = None,
+) -> Outcome:
+    """Run (or continue) the search in ``run_dir`` with ``config`` (:func:`run_config`) up to ``iterations``.
+
+    ``max_cost`` caps the dollars of the whole run (earlier sessions included); ``options`` go to the proposer
+    (:func:`metaharness.proposers.get_proposer`); ``seed_names`` restrict the seeds; ``events`` receives progress;
+    setting ``stop.requested`` stops at the next safe point. Bad settings raise
+    :class:`~metaharness.errors.InputError`; another process running in ``run_dir`` too.
+    """
+    from metaharness.evaluation.candidate_evaluator import TaskEvaluator
+    from metaharness.models import Ledger, connect
+    from metaharness.proposers import get_proposer
+    from metaharness.report import write_summary_markdown
+    from metaharness.tasks import get_task
+
+    run_dir = Path(run_dir)
+    task = get_task(config["dataset"], data_dir=data_dir)
+    seeds = seeds_of(config["dataset"], seed_names)
+    run = RunDirectory.open(run_dir, config)
+    try:
+        previous = spent_before(run)
+        ledger = Ledger(max_dollars=None if max_cost is None else max(0.0, max_cost - previous.get("usd", 0.0)))
+        task_client = connect(config["task_model"], ledger=ledger)
+        proposer_client = connect(config["proposer_model"], ledger=ledger) if config.get("proposer_model") else None
+        evaluator = TaskEvaluator(task, task_client, val_limit=config["val_limit"], workers=workers)
+        proposer = get_proposer(
+            config["proposer"],
+            **{"workers": workers, **(options or {})},
+            task=task,
+            task_model=task_client,
+            model=proposer_client,
+            run_dir=run_dir,
+            data_dir=data_dir,
+        )
+
+        def spent() -> dict[str, float]:
+            return {
+                "usd": round(previous.get("usd", 0.0) + ledger.dollars, 6),
+                "tokens": previous.get("tokens", 0) + ledger.tokens,
+            }
+
+        def budget() -> dict[str, float]:
+            return {} if max_cost is None else {"usd": max(0.0, max_cost - spent()["usd"])}
+
+        run.log(
+            {
+                "type": "start",
+                "config": config,
+                "iterations": iterations,
+                "max_cost": max_cost,
+                "proposer_options": options or {},
+                "spent_before": previous,
+            }
+        )
+        settings = LoopSettings(config["dataset"], iterations, config["evals_per_iter"], test=test)
+        optimizer = Optimizer(
+            run,
+            settings,
+            proposer,
+            evaluator,
+            seeds,
+            events=events,
+            stop=stop,
+            budget=budget,
+            spent=spent,
+            write_summary=lambda: write_summary_markdown(run),
+        )
+        return optimizer.run()
+    finally:
+        run.close()

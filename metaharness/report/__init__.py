@@ -1,0 +1,10 @@
+"""What a run says about itself: ``SUMMARY.md`` (:mod:`.summary`) and a self-contained HTML page (:mod:`.page`).
+
+Both read a :class:`RunView` (:mod:`.view`); the page's charts are inline SVG (:mod:`.svg`).
+"""
+
+from metaharness.report.page import write_report
+from metaharness.report.summary import write_summary_markdown
+from metaharness.report.view import RunView
+
+__all__ = ["RunView", "write_report", "write_summary_markdown"]

@@ -1,0 +1,224 @@
+"""``report.html``: a self-contained page (inline SVG, a few lines of inline script) with a run's plots and tables.
+
+It has no external resources, so it opens from a file, offline, anywhere: score per iteration, the candidate tree
+coloured by score, predicted vs. actual score, and cost over time, then the tables.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from metaharness.candidate import Candidate
+from metaharness.report.svg import FAILED_COLOUR, Series, colour, svg_chart
+from metaharness.report.view import RunView, cost_of, val_text
+from metaharness.store.files import atomic_write_text
+from metaharness.store.run_dir import RunDirectory
+
+
+def score_chart(view: RunView) -> str:
+    done = [r for r in view.records if not r.failed]
+    points = [(float(r.iteration), r.score, f"{r.id}: {r.score:.3f} {r.summary}") for r in done]
+    best_line, running = [], None
+    for it in sorted({r.iteration for r in done}):
+        top = max(r.score for r in done if r.iteration == it)
+        running = top if running is None else max(running, top)
+        best_line.append((float(it), running, f"best after iteration {it}: {running:.3f}"))
+    failed = [(float(r.iteration), 0.0, f"{r.id} failed: {r.error or ''}") for r in view.records if r.failed]
+    series = [Series("candidate", points, "#21918c"), Series("best so far", best_line, "#440154", line=True)]
+    if failed:
+        series.append(Series("failed (scored 0)", failed, FAILED_COLOUR))
+    return svg_chart(series, x_label="iteration (0 = seeds)", y_label="validation score", y_base=(0.0, 1.0))
+
+
+def tree_svg(view: RunView) -> str:
+    """The candidate tree (root -> seeds -> revisions), left to right, nodes coloured by validation score."""
+    children: dict[str | None, list[Candidate]] = {}
+    for r in view.records:
+        children.setdefault(r.parent, []).append(r)
+    rows: dict[str | None, float] = {}
+    depth: dict[str | None, int] = {None: 0}
+    order = [0]
+
+    def place(node: str | None) -> float:
+        kids = children.get(node, [])
+        for kid in kids:
+            depth[kid.id] = depth[node] + 1
+        if not kids:
+            rows[node] = order[0]
+            order[0] += 1
+        else:
+            ys = [place(kid.id) for kid in kids]
+            rows[node] = sum(ys) / len(ys)
+        return rows[node]
+
+    place(None)
+    scores = [r.score for r in view.records if not r.failed]
+    low, high = (min(scores), max(scores)) if scores else (0.0, 1.0)
+    dx, dy, pad = 110, 28, 30
+    width = pad * 2 + dx * max(depth.values()) + 120
+    height = pad * 2 + dy * max(order[0] - 1, 0) + 10
+
+    def pos(node: str | None) -> tuple[float, float]:
+        return pad + dx * depth[node], pad + dy * rows[node]
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    for r in view.records:
+        (x0, y0), (x1, y1) = pos(r.parent), pos(r.id)
+        out.append(
+            f'<path d="M{x0:.1f},{y0:.1f} C{x0 + dx / 2:.1f},{y0:.1f} {x1 - dx / 2:.1f},{y1:.1f} {x1:.1f},{y1:.1f}" fill="none" stroke="#bbb"/>'
+        )
+    x, y = pos(None)
+    out.append(
+        f'<rect x="{x - 16}" y="{y - 9}" width="32" height="18" fill="#ddd"/><text x="{x}" y="{y + 4}" font-size="10" text-anchor="middle">root</text>'
+    )
+    best = view.best
+    for r in view.records:
+        x, y = pos(r.id)
+        fill = FAILED_COLOUR if r.failed else colour(r.score, low, high)
+        ring = ' stroke="#d62728" stroke-width="3"' if best and r.id == best.id else ' stroke="#333"'
+        tip = f"{r.id} (iteration {r.iteration}, parent {r.parent or 'root'}): {val_text(r)}\n{r.summary}" + (
+            f"\n{r.error}" if r.error else ""
+        )
+        out.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="9" fill="{fill}"{ring}><title>{html.escape(tip)}</title></circle>'
+        )
+        out.append(f'<text x="{x + 13:.1f}" y="{y + 4:.1f}" font-size="11">{r.id} {val_text(r)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def prediction_chart(view: RunView) -> str:
+    pairs = view.predicted()
+    if not pairs:
+        return (
+            "<p class='note'>No candidate of this run carries a predicted score (the proposer made no predictions).</p>"
+        )
+    points = [(pred, r.score, f"{r.id}: predicted {pred:.3f}, actual {r.score:.3f}") for r, pred in pairs]
+    return svg_chart(
+        [Series("candidate", points, "#21918c")],
+        x_label="predicted validation score",
+        y_label="actual validation score",
+        diagonal=True,
+        x_base=(0.0, 1.0),
+        y_base=(0.0, 1.0),
+    )
+
+
+def cost_chart(view: RunView) -> str:
+    tokens, total = [], 0.0
+    for n, r in enumerate(view.records, start=1):
+        total += cost_of(r, "input_tokens") + cost_of(r, "output_tokens")
+        tokens.append((float(n), total, f"after {r.id}: {total:.0f} evaluation tokens"))
+    charts = [
+        svg_chart(
+            [Series("task-model tokens (validation)", tokens, "#3b528b", line=True)],
+            x_label="candidates evaluated",
+            y_label="cumulative tokens",
+        )
+    ]
+    spent = [
+        (float(e["iteration"]), float(e.get("spent", {}).get("usd", 0.0)), f"iteration {e['iteration']}")
+        for e in view.log
+        if e.get("type") == "iteration"
+    ]
+    if any(y > 0 for _, y, _ in spent):
+        charts.append(
+            svg_chart(
+                [Series("USD, all roles", spent, "#5ec962", line=True)], x_label="iteration", y_label="cumulative USD"
+            )
+        )
+    else:
+        charts.append("<p class='note'>No dollar cost recorded (local or unpriced models).</p>")
+    return "".join(charts)
+
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px}
+table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left}
+th{background:#f0f0f0;cursor:pointer}.note{color:#666;font-size:13px}.grid{display:flex;flex-wrap:wrap;gap:18px}
+.tree{overflow-x:auto;border:1px solid #eee}
+"""
+
+# Click a header to sort a table; marks the page as rendered (tests check it from a headless browser).
+_SCRIPT = """
+document.querySelectorAll('table.sortable th').forEach(function (th, col) {
+  th.addEventListener('click', function () {
+    var body = th.closest('table').tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var asc = th.dataset.asc !== 'true'; th.dataset.asc = asc;
+    rows.sort(function (a, b) {
+      var x = a.cells[col].textContent, y = b.cells[col].textContent;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+      return asc ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
+});
+document.documentElement.setAttribute('data-rendered', 'yes');
+"""
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def render_html(view: RunView) -> str:
+    cfg = view.config
+    best = view.best
+    rows = []
+    for r in view.records:
+        pred = r.prediction.get("score") if r.prediction else None
+        rows.append(
+            [
+                r.id,
+                str(r.iteration),
+                r.parent or "root",
+                val_text(r),
+                f"{view.test[r.id].primary:.3f}" if r.id in view.test else "",
+                f"{pred:.3f}" if isinstance(pred, (int, float)) else "",
+                f"{cost_of(r, 'context_tokens'):.0f}",
+                f"{cost_of(r, 'usd'):.4f}",
+                (r.summary + (f" | {r.error}" if r.error else ""))[:300],
+            ]
+        )
+    front = [
+        [r.id, f"{r.score:.3f}", f"{cost_of(r, 'context_tokens'):.0f}", f"{cost_of(r, 'usd'):.4f}", r.summary]
+        for r in view.front
+    ]
+    headline = f"best {best.id}: val {best.score:.3f}" if best else "no evaluated candidate yet"
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>metaharness run {html.escape(str(cfg.get('dataset')))}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>metaharness run: {html.escape(str(cfg.get('dataset')))}</h1>",
+        f"<p>task model <code>{html.escape(str(cfg.get('task_model')))}</code>, proposer <code>{html.escape(str(cfg.get('proposer')))}</code>; "
+        f"{len(view.records)} candidates; {html.escape(headline)}</p>",
+        "".join(f"<p class='note'>{html.escape(n)}</p>" for n in view.notes()),
+        "<div class='grid'><div><h2>Validation score per iteration</h2>",
+        score_chart(view),
+        "</div><div><h2>Predicted vs. actual score</h2>",
+        prediction_chart(view),
+        "</div></div><h2>Candidate tree (colour = validation score, red ring = best, grey = failed)</h2><div class='tree'>",
+        tree_svg(view),
+        "</div><h2>Cost over time</h2><div class='grid'>",
+        cost_chart(view),
+        "</div><h2>Pareto front: score vs. context tokens vs. USD</h2>",
+        _table(["id", "val", "context tok", "USD", "summary"], front),
+        "<h2>Candidates</h2>",
+        _table(
+            ["id", "iteration", "parent", "val", "test", "predicted", "context tok", "USD", "summary / error"], rows
+        ),
+        f"<script>{_SCRIPT}</script>",
+        "</body></html>",
+    ]
+    return "".join(parts)
+
+
+def write_report(run: RunDirectory, out: Path | None = None) -> Path:
+    path = Path(out) if out else run.path / "report.html"
+    atomic_write_text(path, render_html(RunView.load(run)))
+    return path

@@ -1,0 +1,73 @@
+"""``SUMMARY.md``: the human-readable summary of a run, rewritten after every iteration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from metaharness.report.view import RunView, cost_of, val_text
+from metaharness.store.files import atomic_write_text
+from metaharness.store.run_dir import RunDirectory
+
+
+def render_markdown(view: RunView) -> str:
+    cfg = view.config
+    iterations = sorted({int(e["iteration"]) for e in view.log if e.get("type") == "iteration" and e["iteration"] > 0})
+    lines = [
+        f"# metaharness run: {cfg.get('dataset')}",
+        "",
+        f"- task model: `{cfg.get('task_model')}`; proposer: `{cfg.get('proposer')}`"
+        + (f" (`{cfg['proposer_model']}`)" if cfg.get("proposer_model") else ""),
+        f"- validation examples per candidate: {cfg.get('val_limit') or 'all'}; evaluations per iteration: {cfg.get('evals_per_iter')}",
+        f"- iterations done: {max(iterations, default=0)}; candidates: {len(view.records)} "
+        f"({sum(r.failed for r in view.records)} failed)",
+    ]
+    best = view.best
+    if best:
+        lines += ["", "## Best", "", f"`{best.id}` val {best.score:.4f}: {best.summary}  "]
+        if best.id in view.test:
+            lines.append(f"test {view.test[best.id].primary:.4f} on {view.test[best.id].examples} examples  ")
+        lines.append(f"Its program: `git -C {view.path} show best:harness.py`")
+    lines += ["", "## Pareto front (val score vs. context tokens per example vs. USD)", ""]
+    lines += ["| id | val | test | context tok | USD | summary |", "|---|---|---|---|---|---|"]
+    for r in view.front:
+        test = f"{view.test[r.id].primary:.4f}" if r.id in view.test else ""
+        lines.append(
+            f"| {r.id} | {r.score:.4f} | {test} | {cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | {_cell(r.summary)} |"
+        )
+    lines += ["", "## Candidates", ""]
+    lines += [
+        "| id | iteration | parent | val | predicted | context tok | USD | summary / error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in view.records:
+        predicted = (
+            f"{r.prediction['score']:.3f}"
+            if r.prediction and isinstance(r.prediction.get("score"), (int, float))
+            else ""
+        )
+        text = r.summary + (f" -- {r.error.splitlines()[0]}" if r.failed and r.error else "")
+        lines.append(
+            f"| {r.id} | {r.iteration} | {r.parent or 'root'} | {val_text(r)} | {predicted} | "
+            f"{cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | {_cell(text)} |"
+        )
+    if view.notes():
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in view.notes()]
+    lines += [
+        "",
+        "## Browse",
+        "",
+        f"- the search tree with scores: `git -C {view.path} log --graph --all --oneline --notes=metaharness`",
+        "- one candidate: `metaharness show cNNN`; a revision: `metaharness diff cAAA cBBB`; plots: `metaharness report`",
+        "- machine-readable record: `summary.jsonl`; per-example traces: `traces/`",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")[:120]
+
+
+def write_summary_markdown(run: RunDirectory) -> Path:
+    atomic_write_text(run.summary_md, render_markdown(RunView.load(run)))
+    return run.summary_md
