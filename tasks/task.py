@@ -45,8 +45,11 @@ class Example:
 class Task(Protocol):
     """A benchmark: splits of examples and a metric (the module docstring is the contract)."""
 
-    name: str
-    description: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
 
     def load(self, split: str) -> list[Example]: ...
 
