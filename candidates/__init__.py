@@ -1,4 +1,5 @@
-"""Seed harness programs, one folder per task; the first nodes of every search (installed as ``metaharness.candidates``).
+"""Seed harness programs, one folder per task: the first nodes of every search (installed as
+``metaharness.candidates``).
 
 The files are harness programs (the contract: :mod:`metaharness.harness`) that run in the sandbox by path, never
 imported here.

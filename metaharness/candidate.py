@@ -9,7 +9,7 @@ candidates were planned. The store writes a candidate into its commit (see :mod:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 CANDIDATE_ID = re.compile(r"^c\d{3,}$")
@@ -44,14 +44,7 @@ class Evaluation:
         return float(self.scores.get("primary", 0.0))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "split": self.split,
-            "scores": self.scores,
-            "cost": self.cost,
-            "examples": self.examples,
-            "errors": self.errors,
-            "seconds": round(self.seconds, 3),
-        }
+        return {**asdict(self), "seconds": round(self.seconds, 3)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Evaluation:
@@ -107,17 +100,8 @@ class Candidate:
         return dict(self.evaluation.cost) if self.evaluation else {}
 
     def metadata(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "parent": self.parent,
-            "iteration": self.iteration,
-            "status": self.status,
-            "summary": self.summary,
-            "hypothesis": self.hypothesis,
-            "prediction": self.prediction,
-            "error": self.error,
-            "trace": self.trace,
-        }
+        """Everything but the program and its evaluation (``candidate.json`` in the candidate's commit)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("source", "evaluation")}
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, as JSON (the journal's format for evaluated-but-uncommitted candidates)."""

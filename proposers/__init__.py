@@ -7,8 +7,8 @@
   chosen by the program-space ILP (:mod:`.offline`). ``offline-greedy``, ``offline-random``,
   ``offline-best-of-n``: the same with a baseline selection rule instead of the ILP.
 - ``base``: the Meta-Harness coding agent (:mod:`.coding`); needs a proposer model with tool calling.
-- ``tps``: the coding agent after TPS planning over program space (:mod:`.planned_coding`); ``tps-greedy``, ``tps-random``,
-  ``tps-best-of-n``: the same planning with a baseline selection rule.
+- ``tps``: the coding agent after TPS planning over program space (:mod:`.planned_coding`); ``tps-greedy``,
+  ``tps-random``, ``tps-best-of-n``: the same planning with a baseline selection rule.
 
 Config keys (what the optimize loop passes; unknown keys are ignored so callers can pass one dict to any proposer):
 
@@ -18,8 +18,9 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
   examples per probe; offline 8, tps 6, base 4), ``plans`` (revisions sampled per iteration; offline 6, tps 4),
   ``operators`` (offline: restrict the operator library to these names), ``probe_tokens`` / ``frontier`` /
-  ``extend`` (offline: probe token budget per iteration, parents revised, candidates extended), ``run_dir`` (offline: probe files go
-  under ``<run_dir>/proposer/probe``; base/tps: transcripts and planning records under ``<run_dir>/proposer``,
+  ``extend`` (offline: probe token budget per iteration, parents revised, candidates extended), ``max_steps`` /
+  ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``run_dir`` (offline: probe files
+  go under ``<run_dir>/proposer/probe``; base/tps: transcripts and planning records under ``<run_dir>/proposer``,
   else under the run directory the loop passes in ``RunState.run_dir``).
 """
 

@@ -181,7 +181,8 @@ class CodingProposer:
         best = frontier.best(state.candidates)
         brief = (
             f"Iteration {state.iteration}. Write {k} new candidate(s). The best so far is "
-            f"{best.id if best else 'none'} with score {best.score if best else 0:.3f}. Start with read_file summary.md."
+            f"{best.id if best else 'none'} with score {best.score if best else 0:.3f}. "
+            "Start with read_file summary.md."
         )
         self.write(state, workspace, brief, k)
         return [to_proposal(s) for s in submitted(workspace, k)]

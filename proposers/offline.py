@@ -136,7 +136,8 @@ class OfflineProposer:
             source=source,
             hypothesis=(
                 f"on {n} held-out training examples it gets {len(flips['gained'])} right that {base.id} missed and "
-                f"{len(flips['lost'])} wrong that {base.id} got right (probe {result.score:.2f} vs {base_probe.score:.2f})"
+                f"{len(flips['lost'])} wrong that {base.id} got right "
+                f"(probe {result.score:.2f} vs {base_probe.score:.2f})"
             ),
             details={
                 "base": base.id,
@@ -184,7 +185,7 @@ class OfflineProposer:
             return []
         rng = random.Random(self.seed * 1009 + state.iteration)
         known = {_digest(c.source) for c in state.candidates}
-        parents = []
+        parents: list[Candidate] = []
         for cand in evaluated:
             if len(parents) < self.frontier and all(_digest(cand.source) != _digest(p.source) for p in parents):
                 parents.append(cand)
@@ -222,24 +223,28 @@ class OfflineProposer:
         promising = sorted((p for p in predicted if p.details["probe"]["errors"] == 0), key=lambda p: -p.score)
         for first in promising[: self.extend]:
             base = next(c for c in parents if c.id == first.parent)
-            ops = [op for op in self._applicable(first.source) if op.name not in first.details["chain_ops"]]
+            source = first.source
+            if source is None:
+                continue
+            ops = [op for op in self._applicable(source) if op.name not in first.details["chain_ops"]]
             rng.shuffle(ops)
             added = 0
             for op in ops:
                 if added >= self.extensions or not self._afford(base, op):
                     continue
-                added += add(first.key, base, first.source, op, first.details["chain_ops"])
+                added += add(first.key, base, source, op, first.details["chain_ops"])
 
         predicted = self._merge(predicted, probes)
         for p in predicted:  # Stage 4: labels
             p.label = label(p.score, best, dead=p.details["probe"]["errors"] > p.details["probe"]["examples"] / 2)
         chosen = plan(state, predicted, self.selection, seed=self.seed * 1009 + state.iteration)
         proposals = []
-        for rank, (parent, chain) in enumerate(chosen.chains):
-            proposal = proposal_for(parent, chain, chosen, rank)
-            proposal.prediction["candidates_considered"] = len(predicted)
-            proposal.prediction["dead_ends"] = sum(1 for p in predicted if p.label == DEAD_END)
-            proposal.prediction["probe_tokens"] = {
+        for rank, (ancestor, chain) in enumerate(chosen.chains):
+            proposal = proposal_for(ancestor, chain, chosen, rank)
+            proposal.prediction = prediction = dict(proposal.prediction or {})
+            prediction["candidates_considered"] = len(predicted)
+            prediction["dead_ends"] = sum(1 for p in predicted if p.label == DEAD_END)
+            prediction["probe_tokens"] = {
                 "spent": round(self._spent),
                 "budget": self.probe_tokens,
                 "revisions_skipped": skipped,

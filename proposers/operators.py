@@ -32,6 +32,9 @@ from dataclasses import dataclass
 
 from metaharness.errors import InputError
 
+# Parsed statements and expressions: the nodes that carry source positions.
+Located = ast.stmt | ast.expr
+
 
 @dataclass(frozen=True)
 class Revision:
@@ -71,9 +74,9 @@ class SourceEditor:
     def _offset(self, line: int, col: int) -> int:
         return sum(len(text) for text in self.lines[: line - 1]) + _char_col(self.lines[line - 1], col)
 
-    def replace(self, node: ast.AST, text: str) -> str:
+    def replace(self, node: Located, text: str) -> str:
         start = self._offset(node.lineno, node.col_offset)
-        end = self._offset(node.end_lineno, node.end_col_offset)
+        end = self._offset(_end_line(node), node.end_col_offset or 0)
         return self.source[:start] + text + self.source[end:]
 
     def segment(self, node: ast.AST) -> str:
@@ -92,7 +95,22 @@ def _char_col(line: str, byte_col: int) -> int:
     return len(line.encode()[:byte_col].decode(errors="ignore"))
 
 
-def _indent_of(editor: SourceEditor, node: ast.AST) -> str:
+def module_constants(editor: SourceEditor) -> list[tuple[str, ast.expr]]:
+    """Module-level assignments of one name (``NAME = value``), in order: the seeds' tunable settings."""
+    return [
+        (node.targets[0].id, node.value)
+        for node in editor.tree.body
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+    ]
+
+
+def _end_line(node: Located) -> int:
+    """The last line of a parsed node (ast always sets it for parsed source; the type allows None)."""
+    assert node.end_lineno is not None
+    return node.end_lineno
+
+
+def _indent_of(editor: SourceEditor, node: Located) -> str:
     line = editor.lines[node.lineno - 1]
     return line[: len(line) - len(line.lstrip())]
 
@@ -123,7 +141,7 @@ def wrap_predict(source: str, tag: str, body: str) -> str:
     editor.lines[predict.lineno - 1] = renamed_line
     indent = _indent_of(editor, predict)
     method = f"\ndef predict(self, x):\n    answer = self.{inner}(x)\n" + _indent(body, "    ")
-    return SourceEditor("".join(editor.lines)).insert_lines(cls.end_lineno, _indent(method, indent))
+    return SourceEditor("".join(editor.lines)).insert_lines(_end_line(cls), _indent(method, indent))
 
 
 def prepend_to_init(source: str, code: str) -> str:
@@ -138,7 +156,7 @@ def prepend_to_init(source: str, code: str) -> str:
     anchor = init.body[1] if has_doc and len(init.body) > 1 else first
     indent = _indent_of(editor, anchor)
     if has_doc and len(init.body) == 1:
-        return editor.insert_lines(first.end_lineno, _indent(code, indent))
+        return editor.insert_lines(_end_line(first), _indent(code, indent))
     return editor.insert_lines(anchor.lineno - 1, _indent(code, indent))
 
 
@@ -264,15 +282,21 @@ class Operator:
         return Revision(new_source, summary, self.name)
 
 
+# Method-body prefix of the label post-processors: leave the answer alone when there are no labels to snap to;
+# else find the span of the answer that names the label.
+_LABELLED_ANSWER = (
+    "labels = self._label_set\n"
+    "if not labels or not isinstance(answer, str):\n"
+    "    return answer\n"
+    "start, end = _answer_span(answer)\n"
+)
+
+
 def _snap(source: str) -> tuple[str, str]:
     source = wrap_predict(
         source,
         "snap",
-        "labels = self._label_set\n"
-        "if not labels or not isinstance(answer, str):\n"
-        "    return answer\n"
-        "start, end = _answer_span(answer)\n"
-        "label = _snap_label(answer[start:end], labels) or _snap_label(answer, labels)\n"
+        _LABELLED_ANSWER + "label = _snap_label(answer[start:end], labels) or _snap_label(answer, labels)\n"
         "return _with_answer(answer, label) if label else answer\n",
     )
     source = prepend_to_init(source, "self._label_set = _known_labels(train)\n")
@@ -281,21 +305,25 @@ def _snap(source: str) -> tuple[str, str]:
     ), "snap the answer to the closest training label (normalised, then fuzzy match)"
 
 
+def _with_neighbours(source: str) -> str:
+    """Build the training labels and the neighbour index in ``__init__``, with the helpers they need."""
+    source = prepend_to_init(
+        source, "self._neighbours = _NeighbourIndex(train)\nself._label_set = _known_labels(train)\n"
+    )
+    return _append_helpers(source, {**LABEL_HELPERS, **NEIGHBOUR_HELPERS})
+
+
 def _vote(k: int, model_weight: float) -> Callable[[str], tuple[str, str]]:
     def apply(source: str) -> tuple[str, str]:
         tag = f"vote{k}"
         source = wrap_predict(
             source,
             tag,
-            "labels = self._label_set\n"
-            "if not labels or not isinstance(answer, str):\n"
-            "    return answer\n"
-            "from collections import Counter\n"
+            _LABELLED_ANSWER + "from collections import Counter\n"
             "\n"
             "votes = Counter()\n"
             f"for sim, target in self._neighbours.nearest(x, {k}):\n"
             "    votes[target] += sim\n"
-            "start, end = _answer_span(answer)\n"
             "said = _snap_label(answer[start:end], labels)\n"
             "if said:\n"
             f"    votes[said] += {model_weight} * max(votes.values(), default=1.0)\n"
@@ -303,10 +331,7 @@ def _vote(k: int, model_weight: float) -> Callable[[str], tuple[str, str]]:
             "    return answer\n"
             "return _with_answer(answer, votes.most_common(1)[0][0])\n",
         )
-        source = prepend_to_init(
-            source, "self._neighbours = _NeighbourIndex(train)\nself._label_set = _known_labels(train)\n"
-        )
-        source = _append_helpers(source, {**LABEL_HELPERS, **NEIGHBOUR_HELPERS})
+        source = _with_neighbours(source)
         return source, (
             f"vote between the model's answer (weight {model_weight} x the top vote) and the labels of the {k} most "
             "similar training examples (TF-IDF)"
@@ -319,19 +344,12 @@ def _neighbour_fallback(source: str) -> tuple[str, str]:
     source = wrap_predict(
         source,
         "fallback",
-        "labels = self._label_set\n"
-        "if not labels or not isinstance(answer, str):\n"
-        "    return answer\n"
-        "start, end = _answer_span(answer)\n"
-        "if _snap_label(answer[start:end], labels):\n"
+        _LABELLED_ANSWER + "if _snap_label(answer[start:end], labels):\n"
         "    return answer\n"
         "nearest = self._neighbours.nearest(x, 1)\n"
         "return _with_answer(answer, nearest[0][1]) if nearest else answer\n",
     )
-    source = prepend_to_init(
-        source, "self._neighbours = _NeighbourIndex(train)\nself._label_set = _known_labels(train)\n"
-    )
-    source = _append_helpers(source, {**LABEL_HELPERS, **NEIGHBOUR_HELPERS})
+    source = _with_neighbours(source)
     return source, "when the answer names no known label, answer with the label of the most similar training example"
 
 
@@ -341,15 +359,13 @@ FORMAT_SENTENCE = (
 )
 
 
-def _prompt_constants(editor: SourceEditor) -> list[ast.Assign]:
-    found = []
-    for node in editor.tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if PROMPT_CONSTANT.match(node.targets[0].id) and not isinstance(
-                node.value, (ast.List, ast.Dict, ast.Tuple)
-            ):
-                found.append(node)
-    return found
+def _prompt_constants(editor: SourceEditor) -> list[tuple[str, ast.expr]]:
+    """Module-level prompt text constants (``INSTRUCTION = "..."``): their names and value expressions."""
+    return [
+        (name, value)
+        for name, value in module_constants(editor)
+        if PROMPT_CONSTANT.match(name) and not isinstance(value, (ast.List, ast.Dict, ast.Tuple))
+    ]
 
 
 def _format_applies(editor: SourceEditor) -> bool:
@@ -358,9 +374,9 @@ def _format_applies(editor: SourceEditor) -> bool:
 
 def _format_instruction(source: str) -> tuple[str, str]:
     editor = SourceEditor(source)
-    node = _prompt_constants(editor)[0]
-    new = editor.replace(node.value, f"(\n    ({editor.segment(node.value)})\n    + {FORMAT_SENTENCE!r}\n)")
-    return new, f"append an answer-format instruction to {node.targets[0].id}: answer only, exact format"
+    name, value = _prompt_constants(editor)[0]
+    new = editor.replace(value, f"(\n    ({editor.segment(value)})\n    + {FORMAT_SENTENCE!r}\n)")
+    return new, f"append an answer-format instruction to {name}: answer only, exact format"
 
 
 def _label_hint(source: str) -> tuple[str, str]:
@@ -432,14 +448,11 @@ TOKENS_CONSTANT = re.compile(r"^(ANSWER_TOKENS|MAX_TOKENS|MAX_NEW_TOKENS)$")
 
 def _long_answer_settings(editor: SourceEditor) -> list[ast.Constant]:
     """Integer answer-length settings above the cap: ``max_tokens=N`` in calls and ``ANSWER_TOKENS = N``."""
-    found = []
+    found: list[ast.expr] = []
     for node in ast.walk(editor.tree):
         if isinstance(node, ast.Call):
             found += [kw.value for kw in node.keywords if kw.arg == "max_tokens"]
-    for node in editor.tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if TOKENS_CONSTANT.match(node.targets[0].id):
-                found.append(node.value)
+    found += [value for name, value in module_constants(editor) if TOKENS_CONSTANT.match(name)]
     return [v for v in found if isinstance(v, ast.Constant) and type(v.value) is int and v.value > ANSWER_CAP]
 
 
@@ -456,35 +469,38 @@ K_CONSTANT = re.compile(
 )
 
 
-def _k_constant(editor: SourceEditor) -> ast.Assign | None:
-    for node in editor.tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if K_CONSTANT.match(node.targets[0].id) and isinstance(node.value, ast.Constant):
-                if isinstance(node.value.value, int) and not isinstance(node.value.value, bool):
-                    return node
+def _k_constant(editor: SourceEditor) -> tuple[str, ast.Constant, int] | None:
+    """The module's retrieval-size constant (``TOP_K = 8``): its name, value node and value."""
+    for name, value in module_constants(editor):
+        if K_CONSTANT.match(name) and isinstance(value, ast.Constant):
+            k = value.value
+            if isinstance(k, int) and not isinstance(k, bool):
+                return name, value, k
     return None
 
 
 def _set_k(factor: float) -> Callable[[str], tuple[str, str]]:
     def apply(source: str) -> tuple[str, str]:
         editor = SourceEditor(source)
-        node = _k_constant(editor)
-        old = node.value.value
+        found = _k_constant(editor)
+        assert found is not None  # applies() checked it
+        name, value, old = found
         new = max(1, round(old * factor)) if factor > 0 else 0
         if new == old:
             new = old + 1 if factor > 1 else max(0, old - 1)
         verb = "retrieve" if new else "turn retrieval off:"
-        return editor.replace(node.value, str(new)), f"{verb} {node.targets[0].id} {old} -> {new} examples"
+        return editor.replace(value, str(new)), f"{verb} {name} {old} -> {new} examples"
 
     return apply
 
 
 def _k_applies(factor: float) -> Callable[[SourceEditor], bool]:
     def applies(editor: SourceEditor) -> bool:
-        node = _k_constant(editor)
-        if node is None:
+        found = _k_constant(editor)
+        if found is None:
             return False
-        return node.value.value > 0 if factor < 1 else node.value.value < 64
+        k = found[2]
+        return k > 0 if factor < 1 else k < 64
 
     return applies
 
@@ -493,38 +509,26 @@ def _no_wrap(tag: str) -> Callable[[SourceEditor], bool]:
     return lambda editor: f"_predict_before_{tag}" not in editor.source
 
 
+def _label_post_processor(name: str, description: str, tag: str, apply: Callable[[str], tuple[str, str]]) -> Operator:
+    """An operator that wraps ``predict`` (once, under ``tag``) to post-process answers with the training labels."""
+    return Operator(name, description, _no_wrap(tag), apply, needs_labels=True, post_processing=True)
+
+
 OPERATORS: tuple[Operator, ...] = (
-    Operator(
-        "snap_to_labels",
-        "output normalisation and fuzzy matching of the answer to a known label",
-        _no_wrap("snap"),
-        _snap,
-        needs_labels=True,
-        post_processing=True,
+    _label_post_processor(
+        "snap_to_labels", "output normalisation and fuzzy matching of the answer to a known label", "snap", _snap
     ),
-    Operator(
-        "neighbour_vote_3",
-        "vote with the labels of the 3 nearest training examples",
-        _no_wrap("vote3"),
-        _vote(3, 1.0),
-        needs_labels=True,
-        post_processing=True,
+    _label_post_processor(
+        "neighbour_vote_3", "vote with the labels of the 3 nearest training examples", "vote3", _vote(3, 1.0)
     ),
-    Operator(
-        "neighbour_vote_7",
-        "vote with the labels of the 7 nearest training examples",
-        _no_wrap("vote7"),
-        _vote(7, 0.5),
-        needs_labels=True,
-        post_processing=True,
+    _label_post_processor(
+        "neighbour_vote_7", "vote with the labels of the 7 nearest training examples", "vote7", _vote(7, 0.5)
     ),
-    Operator(
+    _label_post_processor(
         "neighbour_fallback",
         "nearest training example's label when the answer names no label",
-        _no_wrap("fallback"),
+        "fallback",
         _neighbour_fallback,
-        needs_labels=True,
-        post_processing=True,
     ),
     Operator("answer_format", "an answer-format instruction in the prompt", _format_applies, _format_instruction),
     Operator(

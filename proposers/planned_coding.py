@@ -147,7 +147,7 @@ class TPSProposer(CodingProposer):
         best = frontier[0].score
         predicted: dict[tuple[str, ...], Predicted] = {}
         for plan_index, entry in enumerate(plans):
-            parent = by_id.get(entry.get("parent"))
+            parent = by_id.get(str(entry.get("parent")))
             if parent is None:
                 continue
             probe = probes[parent.id]

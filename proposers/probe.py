@@ -100,8 +100,12 @@ class Prober:
         self.held_out = HeldOutTask(task, size, seed=seed)
         self.model = model
         self.workers = workers
-        self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="metaharness-probe-")
-        self.folder = Path(folder) if folder else Path(self._tmp.name)
+        # Without a folder the probe files live in a temporary one, removed with this object.
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if folder is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="metaharness-probe-")
+            folder = self._tmp.name
+        self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._memo: dict[str, ProbeResult] = {}
         self.runs = 0  # sources actually evaluated (not memoised)

@@ -58,11 +58,12 @@ def _fill(graph: nx.DiGraph, budget: dict[str, float], order: Iterable[str]) -> 
 
 
 def choose(
-    strategy: str, graph: nx.DiGraph, budget: dict[str, float], *, seed: int = 0, **ilp_options: float
+    strategy: str, graph: nx.DiGraph, budget: dict[str, float], *, seed: int = 0, correlation: float = 0.5
 ) -> Selection:
-    """Pick the candidates to evaluate with ``strategy`` (one of :data:`STRATEGIES`)."""
+    """Pick the candidates to evaluate with ``strategy`` (one of :data:`STRATEGIES`); ``correlation`` is the ILP's
+    assumed correlation of prediction errors along a revision chain."""
     if strategy == "ilp":
-        return select(graph, budget, seed=seed, **ilp_options)
+        return select(graph, budget, seed=seed, correlation=correlation)
     predicted = validate_graph(graph, budget)
     if strategy == "greedy":
         order = sorted(predicted, key=lambda n: -graph.nodes[n]["score"])

@@ -48,7 +48,7 @@ def _trace_lines(path: Path | None) -> list[str]:
     """The first records of a candidate's trace, each trimmed to the fields a proposer reads."""
     if path is None or not Path(path).is_file():
         return []
-    lines = []
+    lines: list[str] = []
     with open(path, encoding="utf-8") as handle:
         for raw in handle:
             if len(lines) >= TRACE_RECORDS:

@@ -107,12 +107,14 @@ def show(
 
     path = resolve_run(run)
     rd = RunDirectory.browse(path)
-    cid = rd.store.best().id if candidate == "best" and rd.store.best() else candidate
+    best = rd.store.best()
+    cid = best.id if candidate == "best" and best is not None else candidate
     stored = rd.store.get(cid)
     r = stored.candidate
     out = console()
     out.print(
-        f"[bold]{r.id}[/]  commit {stored.commit[:10]}  iteration {r.iteration}  parent {r.parent or 'root'}  {r.status}"
+        f"[bold]{r.id}[/]  commit {stored.commit[:10]}  iteration {r.iteration}  parent {r.parent or 'root'}  "
+        f"{r.status}"
     )
     out.print(f"summary: {r.summary}")
     if r.hypothesis:

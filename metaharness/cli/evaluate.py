@@ -73,9 +73,8 @@ def eval_command(
     console.print(table)
     if report.errors:
         first = next(r for r in report.records if r.error)
-        console.print(
-            f"[yellow]{report.errors} example(s) failed; first ({first.id}):[/] {first.error.splitlines()[0]}"
-        )
+        reason = (first.error or "").splitlines()[0]
+        console.print(f"[yellow]{report.errors} example(s) failed; first ({first.id}):[/] {reason}")
     folder = out or Path("runs") / "eval" / f"{task.name}-{split}-{harness.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     summary, records = report.write(folder)
     console.print(f"summary: {summary}\nrecords: {records}")

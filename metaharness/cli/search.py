@@ -148,7 +148,7 @@ class StopOnCtrlC:
     def __init__(self, stop: StopRequest, console: Console) -> None:
         self.stop, self.console = stop, console
         self.closed = False
-        self.previous: set[signal.Signals] = set()
+        self.previous: set[int | signal.Signals] = set()
         self.watcher = threading.Thread(target=self._watch, name="ctrl-c", daemon=True)
 
     def _watch(self) -> None:

@@ -66,11 +66,13 @@ def tree_svg(view: RunView) -> str:
     for r in view.records:
         (x0, y0), (x1, y1) = pos(r.parent), pos(r.id)
         out.append(
-            f'<path d="M{x0:.1f},{y0:.1f} C{x0 + dx / 2:.1f},{y0:.1f} {x1 - dx / 2:.1f},{y1:.1f} {x1:.1f},{y1:.1f}" fill="none" stroke="#bbb"/>'
+            f'<path d="M{x0:.1f},{y0:.1f} C{x0 + dx / 2:.1f},{y0:.1f} {x1 - dx / 2:.1f},{y1:.1f} {x1:.1f},{y1:.1f}" '
+            'fill="none" stroke="#bbb"/>'
         )
     x, y = pos(None)
     out.append(
-        f'<rect x="{x - 16}" y="{y - 9}" width="32" height="18" fill="#ddd"/><text x="{x}" y="{y + 4}" font-size="10" text-anchor="middle">root</text>'
+        f'<rect x="{x - 16}" y="{y - 9}" width="32" height="18" fill="#ddd"/>'
+        f'<text x="{x}" y="{y + 4}" font-size="10" text-anchor="middle">root</text>'
     )
     best = view.best
     for r in view.records:
@@ -195,14 +197,16 @@ def render_html(view: RunView) -> str:
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>metaharness run {html.escape(str(cfg.get('dataset')))}</title><style>{_STYLE}</style></head><body>",
         f"<h1>metaharness run: {html.escape(str(cfg.get('dataset')))}</h1>",
-        f"<p>task model <code>{html.escape(str(cfg.get('task_model')))}</code>, proposer <code>{html.escape(str(cfg.get('proposer')))}</code>; "
+        f"<p>task model <code>{html.escape(str(cfg.get('task_model')))}</code>, "
+        f"proposer <code>{html.escape(str(cfg.get('proposer')))}</code>; "
         f"{len(view.records)} candidates; {html.escape(headline)}</p>",
         "".join(f"<p class='note'>{html.escape(n)}</p>" for n in view.notes()),
         "<div class='grid'><div><h2>Validation score per iteration</h2>",
         score_chart(view),
         "</div><div><h2>Predicted vs. actual score</h2>",
         prediction_chart(view),
-        "</div></div><h2>Candidate tree (colour = validation score, red ring = best, grey = failed)</h2><div class='tree'>",
+        "</div></div><h2>Candidate tree (colour = validation score, red ring = best, grey = failed)</h2>",
+        "<div class='tree'>",
         tree_svg(view),
         "</div><h2>Cost over time</h2><div class='grid'>",
         cost_chart(view),

@@ -17,7 +17,8 @@ def render_markdown(view: RunView) -> str:
         "",
         f"- task model: `{cfg.get('task_model')}`; proposer: `{cfg.get('proposer')}`"
         + (f" (`{cfg['proposer_model']}`)" if cfg.get("proposer_model") else ""),
-        f"- validation examples per candidate: {cfg.get('val_limit') or 'all'}; evaluations per iteration: {cfg.get('evals_per_iter')}",
+        f"- validation examples per candidate: {cfg.get('val_limit') or 'all'}; "
+        f"evaluations per iteration: {cfg.get('evals_per_iter')}",
         f"- iterations done: {max(iterations, default=0)}; candidates: {len(view.records)} "
         f"({sum(r.failed for r in view.records)} failed)",
     ]
@@ -32,7 +33,8 @@ def render_markdown(view: RunView) -> str:
     for r in view.front:
         test = f"{view.test[r.id].primary:.4f}" if r.id in view.test else ""
         lines.append(
-            f"| {r.id} | {r.score:.4f} | {test} | {cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | {_cell(r.summary)} |"
+            f"| {r.id} | {r.score:.4f} | {test} | {cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | "
+            f"{_cell(r.summary)} |"
         )
     lines += ["", "## Candidates", ""]
     lines += [
@@ -57,7 +59,8 @@ def render_markdown(view: RunView) -> str:
         "## Browse",
         "",
         f"- the search tree with scores: `git -C {view.path} log --graph --all --oneline --notes=metaharness`",
-        "- one candidate: `metaharness show cNNN`; a revision: `metaharness diff cAAA cBBB`; plots: `metaharness report`",
+        "- one candidate: `metaharness show cNNN`; a revision: `metaharness diff cAAA cBBB`; "
+        "plots: `metaharness report`",
         "- machine-readable record: `summary.jsonl`; per-example traces: `traces/`",
         "",
     ]

@@ -78,12 +78,14 @@ def svg_chart(
         f'<text x="{left + pw / 2}" y="{height - 6}" font-size="12" text-anchor="middle">{html.escape(x_label)}</text>'
     )
     out.append(
-        f'<text transform="translate(14,{top + ph / 2}) rotate(-90)" font-size="12" text-anchor="middle">{html.escape(y_label)}</text>'
+        f'<text transform="translate(14,{top + ph / 2}) rotate(-90)" font-size="12" text-anchor="middle">'
+        f"{html.escape(y_label)}</text>"
     )
     if diagonal:
         lo, hi = max(x0, y0), min(x1, y1)
         out.append(
-            f'<line x1="{sx(lo):.1f}" y1="{sy(lo):.1f}" x2="{sx(hi):.1f}" y2="{sy(hi):.1f}" stroke="#999" stroke-dasharray="4 3"/>'
+            f'<line x1="{sx(lo):.1f}" y1="{sy(lo):.1f}" x2="{sx(hi):.1f}" y2="{sy(hi):.1f}" '
+            'stroke="#999" stroke-dasharray="4 3"/>'
         )
     for s in series:
         if s.line and len(s.points) > 1:
@@ -91,7 +93,8 @@ def svg_chart(
             out.append(f'<polyline points="{path}" fill="none" stroke="{s.colour}" stroke-width="2"/>')
         for x, y, tip in s.points:
             out.append(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="{3 if s.line else 5}" fill="{s.colour}" fill-opacity="0.8">'
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="{3 if s.line else 5}" fill="{s.colour}" '
+                'fill-opacity="0.8">'
                 f"<title>{html.escape(tip)}</title></circle>"
             )
     for i, s in enumerate(series):

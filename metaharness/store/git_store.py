@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 
 import git
 from git.objects.fun import tree_to_stream
@@ -76,7 +78,8 @@ def render_note(candidate: Candidate, test: Evaluation | None = None) -> str:
         others = "  ".join(f"{k} {v:.4f}" for k, v in sorted(ev.scores.items()) if k != "primary")
         lines = [
             f"val {ev.primary:.4f}" + (f"  ({others})" if others else ""),
-            f"context {ev.cost.get('context_tokens', 0):.0f} tok/example  tokens {ev.cost.get('input_tokens', 0):.0f} in "
+            f"context {ev.cost.get('context_tokens', 0):.0f} tok/example  "
+            f"tokens {ev.cost.get('input_tokens', 0):.0f} in "
             f"{ev.cost.get('output_tokens', 0):.0f} out  ${ev.cost.get('usd', 0):.4f}",
             f"{ev.examples} val examples, {ev.errors} with errors",
         ]
@@ -120,6 +123,8 @@ class CandidateStore:
 
     def __init__(self, repo: git.Repo) -> None:
         self.repo = repo
+        if repo.working_tree_dir is None:
+            raise InputError(f"{repo.git_dir} is a bare git repository, not a metaharness run directory.")
         self.path = Path(repo.working_tree_dir)
         # Blobs and trees are written in-process (temp file + rename, like git itself); reads go through git.
         self._objects = LooseObjectDB(str(Path(repo.git_dir) / "objects"))
@@ -128,7 +133,7 @@ class CandidateStore:
     # -- creating and opening -------------------------------------------------------------------------------
 
     @classmethod
-    def init(cls, path: Path, config: dict) -> CandidateStore:
+    def init(cls, path: Path, config: dict[str, Any]) -> CandidateStore:
         """Create the repository and its root commit holding ``run.json``."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -158,7 +163,7 @@ class CandidateStore:
     def exists(path: Path) -> bool:
         return (Path(path) / ".git").exists()
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         return json.loads(self.repo.commit(ROOT_REF).tree[CONFIG_FILE].data_stream.read())
 
     # -- writing ---------------------------------------------------------------------------------------------
@@ -267,16 +272,13 @@ class CandidateStore:
     def _write_blob(self, data: bytes) -> bytes:
         return self._objects.store(IStream("blob", len(data), BytesIO(data))).binsha
 
-    def _write_tree(self, files: dict[str, str | bytes]) -> str:
+    def _write_tree(self, files: Mapping[str, str | bytes]) -> str:
         """A flat tree of blobs; a ``bytes`` value is the binary sha of a blob that is already stored."""
-        entries = [
-            (
-                files[name] if isinstance(files[name], bytes) else self._write_blob(files[name].encode("utf-8")),
-                BLOB_MODE,
-                name,
-            )
-            for name in sorted(files)
-        ]
+        entries = []
+        for name in sorted(files):
+            content = files[name]
+            binsha = content if isinstance(content, bytes) else self._write_blob(content.encode("utf-8"))
+            entries.append((binsha, BLOB_MODE, name))
         buffer = BytesIO()
         tree_to_stream(entries, buffer.write)
         data = buffer.getvalue()
@@ -299,11 +301,8 @@ class CandidateStore:
         sha = self._resolve(NOTES_REF)
         if sha is None:
             return {}
-        return {
-            item.path.replace("/", ""): item.binsha
-            for item in self.repo.commit(sha).tree.traverse()
-            if item.type == "blob"
-        }
+        blobs = (item for item in self.repo.commit(sha).tree.traverse() if isinstance(item, git.Blob))
+        return {str(blob.path).replace("/", ""): blob.binsha for blob in blobs}
 
     def _notes(self) -> dict[str, str]:
         """Annotated commit sha -> note text."""

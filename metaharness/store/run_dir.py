@@ -74,7 +74,11 @@ class RunDirectory:
             raise InputError(
                 f"Another metaharness process is running in {path}; wait for it or use another --run-dir."
             ) from None
-        store = CandidateStore.open(path) if exists else CandidateStore.init(path, config)
+        if exists:
+            store = CandidateStore.open(path)
+        else:
+            assert config is not None  # a new run without settings was refused above
+            store = CandidateStore.init(path, config)
         if exists and config is not None:
             stored = store.config()
             for key in FIXED_SETTINGS:
@@ -84,7 +88,8 @@ class RunDirectory:
                     same = f"{flag} {stored[key]}" if stored.get(key) is not None else f"no {flag}"
                     raise InputError(
                         f"{path} is a run with {key}={stored.get(key)!r}, not {config.get(key)!r}; scores would not be "
-                        f"comparable. Use another --run-dir, or rerun with {same} (or --resume, which reuses the run's settings)."
+                        f"comparable. Use another --run-dir, or rerun with {same} (or --resume, which reuses the "
+                        "run's settings)."
                     )
         return cls(path, store, lock_fd)
 
