@@ -25,6 +25,7 @@ from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputE
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.probe import Prober
 from metaharness.proposers.workspace import Submission, Workspace
+from metaharness.tasks.task import Task
 
 SYSTEM = """You are the proposer in a harness-optimisation loop (Meta-Harness). A harness is the Python program
 around a fixed task model: how the prompt is built, which training examples are shown or retrieved, how the answer
@@ -118,8 +119,8 @@ class CodingProposer:
     def __init__(
         self,
         model: ModelClient | str,
-        task: Any,
-        task_model: Any = None,
+        task: Task,
+        task_model: ModelClient | str | None = None,
         *,
         run_dir: str | Path | None = None,
         probe_size: int = 4,

@@ -21,13 +21,14 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from typing import Any
 
 from metaharness.candidate import Candidate
+from metaharness.models.types import ModelClient
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.operators import Operator, applicable, label_set
 from metaharness.proposers.probe import Prober, ProbeResult
 from metaharness.proposers.program_plan import DEAD_END, Calibration, Predicted, calibrate, label, plan, proposal_for
+from metaharness.tasks.task import Task
 
 MIN_STD = 0.03  # a probe of a dozen examples never pins a score down better than this
 
@@ -51,8 +52,8 @@ class OfflineProposer:
 
     def __init__(
         self,
-        task: Any,
-        task_model: Any,
+        task: Task,
+        task_model: ModelClient | str,
         *,
         selection: str = "ilp",
         plans: int = 6,

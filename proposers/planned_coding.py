@@ -31,6 +31,7 @@ from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
 from metaharness.proposers.probe import ProbeResult
 from metaharness.proposers.program_plan import Predicted, label, plan, proposal_for
 from metaharness.proposers.workspace import clip, summary_table
+from metaharness.tasks.task import Example
 
 SAMPLING = """You are the plan-sampling subagent of a harness optimiser. A harness is the Python program around a
 fixed task model. From the candidates below, propose {m} different revision plans. Each plan names an existing
@@ -113,7 +114,7 @@ class TPSProposer(CodingProposer):
         return (value or {}).get("plans", [])
 
     def _simulate(
-        self, parent: Candidate, revision: str, behaviour: list[tuple[Any, bool, str | None]], log: list[Any]
+        self, parent: Candidate, revision: str, behaviour: list[tuple[Example, bool, str | None]], log: list[Any]
     ) -> dict[str, Any] | None:
         lines = [
             f"- example {i + 1}: input {clip(ex.input, 300)!r}; target {clip(ex.target, 100)!r}; current answer "

@@ -30,6 +30,7 @@ from metaharness.candidate import Candidate
 from metaharness.harness import HARNESS_FILE
 from metaharness.models.types import Tool
 from metaharness.proposal import RunState
+from metaharness.proposers.probe import ProbeResult
 
 TRACE_RECORDS = 40  # per candidate, in split order
 FIELD_CHARS = 600  # per text field of a trace record
@@ -115,7 +116,7 @@ class Workspace:
         state: RunState,
         *,
         task_description: str,
-        probe: Callable[[str], Any] | None,
+        probe: Callable[[str], ProbeResult] | None,
         check: Callable[[Path], str | None],
     ) -> None:
         self.root = Path(root)
