@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,15 @@ BUILTIN_PRICES: dict[str, Price] = {
 _SNAPSHOT = re.compile(r"-\d{4}-?\d{2}-?\d{2}$")
 
 
+def _read_toml(text: str, file: Path) -> Any:
+    """TOML price files need Python 3.11's ``tomllib``; on 3.10 the error says to use JSON instead."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib.loads(text)
+    raise ConfigurationError(f"The price file {file} is TOML, which needs Python 3.11 or later; use a JSON file.")
+
+
 class PriceTable:
     """Built-in prices, overridden by the file in ``$METAHARNESS_PRICES`` and by :meth:`load`/:meth:`set`."""
 
@@ -101,12 +111,7 @@ class PriceTable:
                 f"Cannot read the price file {file} (from {PRICES_ENV} or --prices): {exc}"
             ) from exc
         try:
-            if file.suffix == ".toml":
-                import tomllib
-
-                data: Any = tomllib.loads(text)
-            else:
-                data = json.loads(text)
+            data = _read_toml(text, file) if file.suffix == ".toml" else json.loads(text)
         except ValueError as exc:
             raise ConfigurationError(f"The price file {file} is not valid {file.suffix or 'JSON'}: {exc}") from exc
         if not isinstance(data, dict):
