@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from metaharness.errors import BudgetExceeded, ConfigurationError
@@ -35,17 +35,15 @@ class _Tally:
         self.cache_write_tokens += usage.cache_write_tokens
         self.dollars += dollars
 
+    @property
+    def tokens(self) -> int:
+        """What the token cap counts: input plus output."""
+        return self.input_tokens + self.output_tokens
+
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "cache_hits": self.cache_hits,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cached_tokens": self.cached_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "tokens": self.input_tokens + self.output_tokens,
-            "dollars": round(self.dollars, 6),
-        }
+        counts = asdict(self)
+        dollars = counts.pop("dollars")
+        return {**counts, "tokens": self.tokens, "dollars": round(dollars, 6)}
 
 
 class Ledger:
@@ -75,7 +73,7 @@ class Ledger:
                 f'{PRICES_ENV} (dollars per million tokens, e.g. {{"{spec}": {{"input": 1.0, "output": 4.0}}}}).'
             )
         with self._lock:
-            tokens = self._total.input_tokens + self._total.output_tokens
+            tokens = self._total.tokens
             if self.max_tokens is not None and tokens >= self.max_tokens:
                 raise BudgetExceeded(
                     f"Token cap reached: {tokens} of {self.max_tokens} tokens used. Raise the cap to continue."
@@ -111,7 +109,7 @@ class Ledger:
     @property
     def tokens(self) -> int:
         with self._lock:
-            return self._total.input_tokens + self._total.output_tokens
+            return self._total.tokens
 
     def totals(self) -> dict[str, Any]:
         """Everything as plain JSON-ready data, for run records."""
