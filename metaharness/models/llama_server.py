@@ -49,7 +49,7 @@ class LlamaServer:
             str(n_ctx),
         ]
         # The server logs every request; a file (not a pipe nobody reads) keeps it from ever blocking.
-        self.log = tempfile.TemporaryFile(mode="w+")
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server; stop() closes it
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 180.0) -> None:
@@ -57,7 +57,9 @@ class LlamaServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 self.log.seek(0)
-                raise RuntimeError(f"llama_cpp.server exited early: {self.log.read()[-2000:]}")
+                tail = self.log.read()[-2000:]
+                self.stop()
+                raise RuntimeError(f"llama_cpp.server exited early: {tail}")
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
                     if response.status == 200:

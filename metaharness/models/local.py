@@ -142,7 +142,7 @@ def _plain_messages(request: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _as_call_dict(call: Any) -> dict[str, Any]:
+def _as_call_dict(call: ToolCall | dict[str, Any]) -> dict[str, Any]:
     if isinstance(call, ToolCall):
         return {"name": call.name, "arguments": call.arguments}
     return {"name": call.get("name"), "arguments": call.get("arguments")}

@@ -33,7 +33,10 @@ def parse_spec(text: str) -> ModelSpec:
     >>> parse_spec("openai:qwen@http://127.0.0.1:8080/v1")
     ModelSpec(provider='openai', model='qwen', base_url='http://127.0.0.1:8080/v1')
     """
-    examples = "e.g. anthropic:claude-sonnet-4-5, openai:gpt-4.1-mini, openai:gpt-oss-20b@http://localhost:8000/v1, local:smollm2-135m"
+    examples = (
+        "e.g. anthropic:claude-sonnet-4-5, openai:gpt-4.1-mini, openai:gpt-oss-20b@http://localhost:8000/v1, "
+        "local:smollm2-135m"
+    )
     provider, sep, rest = text.strip().partition(":")
     if not sep or not rest:
         raise InputError(f"Model spec '{text}' is not PROVIDER:MODEL ({examples}).")
