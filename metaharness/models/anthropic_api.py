@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaharness.errors import ConfigurationError, InputError
-from metaharness.models.retry import RetryPolicy, Transient, backend_slots, retry_after_seconds
+from metaharness.models.retry import Transient, Transport, backend_slots, status_error
 from metaharness.models.spec import ModelSpec
 from metaharness.models.types import ChatRequest, ChatResult, Choice, ToolCall, UnsupportedFeature, Usage
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
 
 # Mark prompts at least this long (about 1k tokens, the smallest cacheable prefix) for prompt caching.
 CACHE_MIN_CHARS = 4000
@@ -32,7 +35,7 @@ def _text_blocks(text: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text}] if text else []
 
 
-def _tool_use(call: Any) -> dict[str, Any]:
+def _tool_use(call: ToolCall | dict[str, Any]) -> dict[str, Any]:
     if isinstance(call, ToolCall):
         return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
     if "function" in call:  # OpenAI's shape
@@ -83,16 +86,7 @@ def _respond_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 
 
 class AnthropicBackend:
-    def __init__(
-        self,
-        spec: ModelSpec,
-        *,
-        retry: RetryPolicy,
-        max_concurrency: int,
-        timeout: float,
-        http_client: Any = None,
-        api_key: str | None = None,
-    ):
+    def __init__(self, spec: ModelSpec, transport: Transport, *, api_key: str | None = None):
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key and not os.environ.get("ANTHROPIC_AUTH_TOKEN") and not os.environ.get("ANTHROPIC_PROFILE"):
             raise ConfigurationError(
@@ -101,13 +95,13 @@ class AnthropicBackend:
         import anthropic
 
         self.spec = spec
-        self.retry = retry
-        kwargs: dict[str, Any] = {"timeout": timeout, "max_retries": 0, "http_client": http_client}
-        if key:
-            kwargs["api_key"] = key
-        self.client = anthropic.Anthropic(**kwargs)
+        self.retry = transport.retry
+        # api_key=None lets the SDK find the token or profile the check above saw.
+        self.client = anthropic.Anthropic(
+            api_key=key, timeout=transport.timeout, max_retries=0, http_client=transport.http_client
+        )
         self.base_url = str(self.client.base_url).rstrip("/")
-        self.slots = backend_slots(f"anthropic@{self.base_url}", max_concurrency)
+        self.slots = backend_slots(f"anthropic@{self.base_url}", transport.max_concurrency)
 
     def _params(self, request: ChatRequest) -> tuple[dict[str, Any], bool]:
         system, messages = to_messages(request)
@@ -152,32 +146,29 @@ class AnthropicBackend:
             )
         start = time.perf_counter()
         params, wrapped = self._params(request)
-        choices: list[Choice] = []
+        replies = [
+            self.retry.run(lambda: self.client.messages.create(**params), classify=self._classify, slots=self.slots)
+            for _ in range(request.n)
+        ]
         usage = Usage()
-        first = None
-        for _ in range(request.n):
-            message = self.retry.run(
-                lambda: self.client.messages.create(**params), classify=self._classify, slots=self.slots
-            )
-            first = first or message
-            choices.append(self._choice(message, request, wrapped))
-            u = message.usage
-            read = u.cache_read_input_tokens or 0
-            write = u.cache_creation_input_tokens or 0
-            usage = usage + Usage(u.input_tokens + read + write, u.output_tokens, read, write)
+        for reply in replies:
+            read = reply.usage.cache_read_input_tokens or 0
+            write = reply.usage.cache_creation_input_tokens or 0
+            usage = usage + Usage(reply.usage.input_tokens + read + write, reply.usage.output_tokens, read, write)
         return ChatResult(
-            choices=choices,
+            choices=[self._choice(reply, request, wrapped) for reply in replies],
             usage=usage,
             latency_s=time.perf_counter() - start,
-            model=first.model,
-            raw_id=first.id,
+            model=replies[0].model,
+            raw_id=replies[0].id,
         )
 
     @staticmethod
-    def _choice(message: Any, request: ChatRequest, wrapped: bool) -> Choice:
+    def _choice(message: Message, request: ChatRequest, wrapped: bool) -> Choice:
         text = "".join(block.text for block in message.content if block.type == "text")
         calls = [ToolCall(b.id, b.name, dict(b.input)) for b in message.content if b.type == "tool_use"]
-        choice = Choice(text=text, finish_reason=_FINISH.get(message.stop_reason, message.stop_reason))
+        reason = message.stop_reason
+        choice = Choice(text=text, finish_reason=None if reason is None else _FINISH.get(reason, reason))
         if request.json_schema is not None:
             answer = next((c.arguments for c in calls if c.name == RESPOND_TOOL), None)
             if answer is not None:
@@ -199,18 +190,14 @@ class AnthropicBackend:
                 final=ConfigurationError(f"Cannot reach Anthropic's API at {self.base_url} ({exc.__cause__ or exc})."),
             )
         if isinstance(exc, anthropic.APIStatusError):
-            status = exc.status_code
-            detail = exc.message
-            if status in (408, 409, 429) or status >= 500:
-                return Transient(
-                    f"Anthropic's API answered HTTP {status}: {detail}",
-                    retry_after=retry_after_seconds(exc.response.headers),
-                )
-            if status in (401, 403):
-                return ConfigurationError(f"Anthropic's API refused the key (HTTP {status}). Check ANTHROPIC_API_KEY.")
-            if status == 404:
-                return ConfigurationError(f"Anthropic's API does not know the model '{self.spec.model}' ({detail}).")
-            return InputError(f"Anthropic's API rejected the request for {self.spec.model} (HTTP {status}): {detail}")
+            return status_error(
+                exc.status_code,
+                exc.message,
+                exc.response.headers,
+                server="Anthropic's API",
+                model=self.spec.model,
+                key_variable="ANTHROPIC_API_KEY",
+            )
         if isinstance(exc, getattr(anthropic, "CredentialsError", ())):
             return ConfigurationError(f"No usable Anthropic credentials ({exc}); set ANTHROPIC_API_KEY.")
         return exc

@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from metaharness.errors import InputError
 from metaharness.models.cache import ResponseCache, is_cacheable, request_key
 from metaharness.models.ledger import Ledger
-from metaharness.models.retry import RetryPolicy
+from metaharness.models.retry import RetryPolicy, Transport
 from metaharness.models.spec import ModelSpec, parse_spec
 from metaharness.models.structured import check_choice, repair_request
 from metaharness.models.types import ChatRequest, ChatResult, Role, StructuredOutputError
@@ -44,9 +44,10 @@ class Client:
     def complete(self, request: ChatRequest, *, role: Role = "task") -> ChatResult:
         _check_request(request)
         start = time.perf_counter()
-        key = request_key(self.spec, request) if self.cache is not None and is_cacheable(request) else None
-        if key is not None:
-            hit = self.cache.get(key)
+        cache = self.cache if is_cacheable(request) else None
+        key = request_key(self.spec, request) if cache is not None else ""
+        if cache is not None:
+            hit = cache.get(key)
             if hit is not None:
                 self.ledger.record_cache_hit(self.spec, role)
                 hit.cached = True
@@ -59,8 +60,8 @@ class Client:
         finally:
             self.ledger.record(self.spec, role, result.usage)
         result.latency_s = time.perf_counter() - start
-        if key is not None:
-            self.cache.put(key, self.spec, result)
+        if cache is not None:
+            cache.put(key, self.spec, result)
         return result
 
     def _check_structure(self, request: ChatRequest, result: ChatResult) -> None:
@@ -112,16 +113,17 @@ def connect(
     retry: RetryPolicy | None = None,
     max_concurrency: int | None = None,
     timeout: float = 300.0,
-    **options: object,
+    **options: Any,
 ) -> Client:
     """Build a client for a model spec (``anthropic:M``, ``openai:M``, ``openai:M@URL``, ``local:NAME``).
 
     ``cache``: True for the default cache file, a path or :class:`ResponseCache` for another, False/None for none.
     ``ledger``: the run's :class:`Ledger` (a fresh uncapped one when omitted; read it back as ``client.ledger``).
     ``retry``/``max_concurrency``/``timeout``: transient-failure policy, requests in flight per backend (default 8
-    for servers, 1 for the embedded model), seconds per request. Backend ``options``: ``http_client`` (openai,
-    anthropic), ``server`` (openai-compatible dialect: ``"openai"``, ``"llama-cpp-python"``, ``"llama.cpp"``,
-    ``"vllm"``, ``"ollama"``; detected when omitted), ``n_ctx`` (local).
+    for servers, 1 for the embedded model), seconds per request. Backend ``options``: ``http_client`` and
+    ``api_key`` (openai, anthropic; the key otherwise comes from the environment), ``server`` (openai-compatible
+    dialect: ``"openai"``, ``"llama-cpp-python"``, ``"llama.cpp"``, ``"vllm"``, ``"ollama"``; detected when
+    omitted), ``n_ctx`` (local).
     """
     parsed = parse_spec(spec) if isinstance(spec, str) else spec
     unknown = sorted(set(options) - BACKEND_OPTIONS[parsed.provider])
@@ -130,32 +132,23 @@ def connect(
             f"The {parsed.provider}: backend does not take the option(s) {', '.join(unknown)}; it takes "
             f"{', '.join(sorted(BACKEND_OPTIONS[parsed.provider]))}."
         )
-    retry = retry or RetryPolicy()
     backend: Backend
     if parsed.provider == "local":
         from metaharness.models.local import LocalBackend
 
-        backend = LocalBackend(parsed, **options)  # type: ignore[arg-type]
-    elif parsed.provider == "openai":
-        from metaharness.models.openai_api import OpenAIBackend
-
-        backend = OpenAIBackend(
-            parsed,
-            retry=retry,
-            max_concurrency=max_concurrency or 8,
-            timeout=timeout,
-            **options,  # type: ignore[arg-type]
-        )
+        backend = LocalBackend(parsed, **options)
     else:
-        from metaharness.models.anthropic_api import AnthropicBackend
-
-        backend = AnthropicBackend(
-            parsed,
-            retry=retry,
-            max_concurrency=max_concurrency or 8,
-            timeout=timeout,
-            **options,  # type: ignore[arg-type]
+        transport = Transport(
+            retry or RetryPolicy(), max_concurrency or 8, timeout, http_client=options.pop("http_client", None)
         )
+        if parsed.provider == "openai":
+            from metaharness.models.openai_api import OpenAIBackend
+
+            backend = OpenAIBackend(parsed, transport, **options)
+        else:
+            from metaharness.models.anthropic_api import AnthropicBackend
+
+            backend = AnthropicBackend(parsed, transport, **options)
     if cache is True:
         store: ResponseCache | None = ResponseCache()
     elif cache is False or cache is None:

@@ -21,10 +21,10 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaharness.errors import ConfigurationError, InputError
-from metaharness.models.retry import RetryPolicy, Transient, backend_slots, retry_after_seconds
+from metaharness.models.retry import Transient, Transport, backend_slots, status_error
 from metaharness.models.spec import ModelSpec
 from metaharness.models.structured import tool_call_from_text, tool_call_schema, tools_prompt
 from metaharness.models.types import (
@@ -37,14 +37,19 @@ from metaharness.models.types import (
     Usage,
 )
 
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletion
+    from openai.types.chat.chat_completion import Choice as CompletionChoice
+
 
 @dataclass(frozen=True)
 class Dialect:
     """How one kind of server wants a request: ``schema_format`` is ``"json_schema"`` (OpenAI's
     ``{"type": "json_schema", "json_schema": {...}}``) or ``"json_object"`` (``{"type": "json_object", "schema":
     ...}``); ``native_n`` says whether one request returns ``n`` samples; ``tool_required`` whether
-    ``tool_choice="required"`` is honoured (else it is emulated with a response format); ``temperature`` is False for models that
-    accept only their default temperature (OpenAI's reasoning models answer HTTP 400 to any other)."""
+    ``tool_choice="required"`` is honoured (else it is emulated with a response format); ``temperature`` is False
+    for models that accept only their default temperature (OpenAI's reasoning models answer HTTP 400 to any
+    other)."""
 
     name: str
     schema_format: str = "json_schema"
@@ -67,7 +72,7 @@ DIALECTS: dict[str, Dialect] = {
 _OWNED_BY = {"me": "llama-cpp-python", "llamacpp": "llama.cpp", "vllm": "vllm", "library": "ollama", "ollama": "ollama"}
 
 
-def tool_call_to_openai(call: Any) -> dict[str, Any]:
+def tool_call_to_openai(call: ToolCall | dict[str, Any]) -> dict[str, Any]:
     """A :class:`ToolCall` (or its dict form) as OpenAI's assistant ``tool_calls`` entry."""
     if isinstance(call, ToolCall):
         call = {"id": call.id, "name": call.name, "arguments": call.arguments}
@@ -108,19 +113,9 @@ def _with_system_note(messages: list[dict[str, Any]], note: str) -> list[dict[st
 
 
 class OpenAIBackend:
-    def __init__(
-        self,
-        spec: ModelSpec,
-        *,
-        retry: RetryPolicy,
-        max_concurrency: int,
-        timeout: float,
-        http_client: Any = None,
-        server: str | None = None,
-        api_key: str | None = None,
-    ):
+    def __init__(self, spec: ModelSpec, transport: Transport, *, server: str | None = None, api_key: str | None = None):
         self.spec = spec
-        self.retry = retry
+        self.retry = transport.retry
         base_url = spec.base_url or os.environ.get("OPENAI_BASE_URL") or None
         hosted = base_url is None or "api.openai.com" in base_url
         key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -136,14 +131,14 @@ class OpenAIBackend:
         self.client = openai.OpenAI(
             api_key=key or "no-key-needed",
             base_url=base_url,
-            timeout=timeout,
+            timeout=transport.timeout,
             max_retries=0,
-            http_client=http_client,
+            http_client=transport.http_client,
         )
         self.base_url = str(self.client.base_url).rstrip("/")
         self.dialect: Dialect | None = DIALECTS[server or "openai"] if (server or hosted) else None
         self._detect_lock = threading.Lock()
-        self.slots = backend_slots(f"openai@{self.base_url}", max_concurrency)
+        self.slots = backend_slots(f"openai@{self.base_url}", transport.max_concurrency)
 
     # -- server differences -------------------------------------------------------------------------------------
 
@@ -199,10 +194,10 @@ class OpenAIBackend:
                 params["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
         return params
 
-    def _send(self, request: ChatRequest, n: int, seed: int | None) -> Any:
+    def _send(self, request: ChatRequest, n: int, seed: int | None) -> ChatCompletion:
         import openai
 
-        def attempt() -> Any:
+        def attempt() -> ChatCompletion:
             dialect = self._current_dialect()
             try:
                 return self.client.chat.completions.create(**self._params(request, dialect, n, seed))
@@ -249,7 +244,7 @@ class OpenAIBackend:
             raw_id=responses[0].id,
         )
 
-    def _choice(self, raw: Any, request: ChatRequest, dialect: Dialect) -> Choice:
+    def _choice(self, raw: CompletionChoice, request: ChatRequest, dialect: Dialect) -> Choice:
         message = raw.message
         choice = Choice(text=message.content or "", finish_reason=raw.finish_reason)
         for call in message.tool_calls or []:
@@ -265,9 +260,9 @@ class OpenAIBackend:
             else:  # keep the broken arguments visible for the repair request
                 choice.text = choice.text or function.arguments or ""
         if _emulates_required_tool(request, dialect):
-            call = tool_call_from_text(choice.text, request)
-            if call is not None:
-                choice.tool_calls, choice.text, choice.finish_reason = [call], "", "tool_calls"
+            written = tool_call_from_text(choice.text, request)
+            if written is not None:
+                choice.tool_calls, choice.text, choice.finish_reason = [written], "", "tool_calls"
         if request.logprobs is not None:
             content = getattr(raw.logprobs, "content", None) if raw.logprobs is not None else None
             if content is None:
@@ -303,17 +298,12 @@ class OpenAIBackend:
                 ),
             )
         if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            if status in (408, 409, 429) or status >= 500:
-                return Transient(
-                    f"{where} answered HTTP {status}: {exc.message}",
-                    retry_after=retry_after_seconds(exc.response.headers),
-                )
-            if status in (401, 403):
-                return ConfigurationError(f"{where} refused the API key (HTTP {status}). Check OPENAI_API_KEY.")
-            if status == 404:
-                return ConfigurationError(
-                    f"{where} does not know the model '{self.spec.model}' (HTTP 404: {exc.message}). Check the spec."
-                )
-            return InputError(f"{where} rejected the request for {self.spec.model} (HTTP {status}): {exc.message}")
+            return status_error(
+                exc.status_code,
+                exc.message,
+                exc.response.headers,
+                server=where,
+                model=self.spec.model,
+                key_variable="OPENAI_API_KEY",
+            )
         return exc

@@ -3,7 +3,9 @@
 The SDKs' own retries are switched off (``max_retries=0``) so that one policy applies everywhere: exponential
 backoff with full jitter on rate limits (429, honouring ``retry-after``), overload (529), 5xx and timeouts, and a
 per-backend cap on requests in flight. A backend maps its SDK's exceptions to :class:`Transient` (retry) or to a
-:class:`~metaharness.errors.MetaharnessError` (stop) with a ``classify`` function.
+:class:`~metaharness.errors.MetaharnessError` (stop) with a ``classify`` function; :func:`status_error` is that
+mapping for an HTTP error status, the same for every provider. :class:`Transport` is what ``connect`` hands every
+network backend.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from metaharness.errors import MetaharnessError
+from metaharness.errors import ConfigurationError, InputError, MetaharnessError
 
 T = TypeVar("T")
 log = logging.getLogger("metaharness.models")
@@ -68,6 +70,18 @@ def retry_after_seconds(headers: object) -> float | None:
             return None
 
 
+def status_error(status: int, detail: str, headers: object, *, server: str, model: str, key_variable: str) -> Exception:
+    """What an HTTP error status from ``server`` means: retry (408, 409, 429, 5xx), a key or a model name to fix,
+    or a request the server will never accept."""
+    if status in (408, 409, 429) or status >= 500:
+        return Transient(f"{server} answered HTTP {status}: {detail}", retry_after=retry_after_seconds(headers))
+    if status in (401, 403):
+        return ConfigurationError(f"{server} refused the API key (HTTP {status}). Check {key_variable}.")
+    if status == 404:
+        return ConfigurationError(f"{server} does not know the model '{model}' (HTTP 404: {detail}). Check the spec.")
+    return InputError(f"{server} rejected the request for {model} (HTTP {status}): {detail}")
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Exponential backoff with full jitter: attempt k waits uniform(0, min(max_delay, base_delay * 2**k)),
@@ -113,6 +127,18 @@ class RetryPolicy:
                 log.warning("%s; retrying in %.1f s (attempt %d of %d)", error, wait, attempt + 2, allowed)
                 (sleep or time.sleep)(wait)
         raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How a network backend reaches its server: the retry policy, the requests in flight it allows per server,
+    seconds per request, and an HTTP client to send them through (None: the SDK's own)."""
+
+    retry: RetryPolicy
+    max_concurrency: int
+    timeout: float
+    # The SDK's client class: httpx.Client, or httpx2.Client in the SDK releases that moved to that fork.
+    http_client: Any = None
 
 
 _SLOTS: dict[str, threading.BoundedSemaphore] = {}
