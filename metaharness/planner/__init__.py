@@ -12,8 +12,8 @@ Solvers (:mod:`metaharness.planner.solve`)
     ``solve(graph, budget=None, *, solver="exact"|"ilp"|"lm"|"auto", horizon=None, discount=None, model=None,
     soft_targets=None, time_limit=None) -> PlanResult`` with ``status`` ("optimal"/"infeasible"; the lm baseline
     says "feasible"/"invalid"), ``path`` (edge ids), ``nodes`` (v0..vk), ``value``, ``cost``, ``solver``,
-    ``seconds``; ``PlanResult.to_json()`` is the output object of ``docs/plan-graph.md``. One module per family: ``exact``
-    (label-setting DP with Pareto sets, the default), ``ilp`` (time-expanded ILP in SCIP, also soft targets),
+    ``seconds``; ``PlanResult.to_json()`` is the output object of ``docs/plan-graph.md``. One module per family:
+    ``exact`` (label-setting DP with Pareto sets, the default), ``ilp`` (time-expanded ILP in SCIP, also soft targets),
     ``lm`` (the model picks a path; experiments only). ``SoftTargets(target, weight)`` (``problem``) keeps the hard
     budget and subtracts ``weight * excess`` over a preferred cost level.
 

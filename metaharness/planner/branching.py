@@ -131,7 +131,10 @@ def distribution_from_logprobs(
     if "".join(t.token for t in tokens) != text:
         raise ValueError("the tokens do not spell the generated text")
     targets = {c: text[:start] + c + terminator for c in candidates}
-    compatible = lambda s, target: s.startswith(target) or target.startswith(s)  # noqa: E731
+
+    def compatible(prefix: str, target: str) -> bool:
+        return prefix.startswith(target) or target.startswith(prefix)
+
     alive = set(candidates)
     mass: dict[str, float] = {}
     path, position = 0.0, 0

@@ -12,7 +12,8 @@ value (ignoring the budget) cannot beat the best plan found. This is exact for a
 >>> g = PlanGraph("s", [3])
 >>> for v in ("s", "a"): _ = g.add_node(v)
 >>> _ = g.add_node("g", 1, goal=True)
->>> _ = g.add_edge("direct", "s", "g", cost=[5]); _ = g.add_edge("e1", "s", "a", cost=[1]); _ = g.add_edge("e2", "a", "g", cost=[1])
+>>> _ = g.add_edge("direct", "s", "g", cost=[5])
+>>> _ = g.add_edge("e1", "s", "a", cost=[1]); _ = g.add_edge("e2", "a", "g", cost=[1])
 >>> solve_exact(prepare(g)).path
 ['e1', 'e2']
 """
@@ -101,8 +102,9 @@ def _search(
     frontier: dict[int, list[_Label]] = {p.start: [_Label(tuple(0.0 for _ in p.budget), 0.0, -1, None, 0)]}
     archive: dict[int, list[_Label]] = {}
 
-    def useful(bound: float, goal_step: int) -> bool:
-        """Could a plan with objective up to ``bound`` reaching a goal at ``goal_step`` replace the best one?"""
+    def useful(bound: float, goal_step: float) -> bool:
+        """Could a plan with objective up to ``bound`` reaching a goal at ``goal_step`` (at the earliest) replace the
+        best one?"""
         if best is None or _beats(bound, best_obj):
             return True
         return goal_step < best.step and not _beats(best_obj, bound)  # a tie in fewer steps

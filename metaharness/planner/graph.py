@@ -12,7 +12,8 @@ Required: ``start``, ``budget`` (one entry per limit, may be ``[]``), ``nodes`` 
 [0, 1], default 1), ``limits`` (a name per budget entry), node ``reward`` (default 0), ``goal``, ``dead_end``,
 ``state`` and ``key``, edge ``action``. Ids are strings or integers and are echoed back as given.
 
->>> g = PlanGraph.from_json({"start": "s", "budget": [2], "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
+>>> g = PlanGraph.from_json({"start": "s", "budget": [2],
+...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
 ...                          "edges": [{"id": "e", "source": "s", "target": "g", "action": "go", "cost": [1]}]})
 >>> [e.id for e in g.out_edges("s")]
 ['e']
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +79,7 @@ class Edge:
     cost: tuple[float, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "source": self.source,
-            "target": self.target,
-            "action": self.action,
-            "cost": list(self.cost),
-        }
+        return {**asdict(self), "cost": list(self.cost)}
 
 
 class PlanGraph:
@@ -232,7 +227,8 @@ class PlanGraph:
     # --- JSON -----------------------------------------------------------------------------------------------
     @classmethod
     def from_json(cls, data: Any) -> PlanGraph:
-        """Build and validate a graph from its JSON object (``docs/plan-graph.md``); raise :class:`InputError` when malformed."""
+        """Build and validate a graph from its JSON object (``docs/plan-graph.md``); raise :class:`InputError` when
+        malformed."""
         if not isinstance(data, Mapping):
             raise InputError(
                 f"A plan graph is a JSON object with start, budget, nodes and edges; got {type(data).__name__}."

@@ -18,7 +18,7 @@ from collections import defaultdict
 
 from metaharness.errors import MetaharnessError
 from metaharness.planner.problem import Problem
-from metaharness.planner.result import PlanResult
+from metaharness.planner.result import PlanResult, Status
 
 # SCIP's default feasibility tolerance (1e-6) would let a plan exceed the budget by that much.
 FEASIBILITY_TOLERANCE = 1e-9
@@ -31,7 +31,8 @@ def time_expanded_layers(problem: Problem) -> list[list[int]]:
     cheapest = {p.start: tuple(0.0 for _ in p.budget)}  # least cost per entry to stand at a node after t steps
     layers: list[list[int]] = []
     for t in range(p.horizon):
-        layer, reached = [], {}
+        layer: list[int] = []
+        reached: dict[int, tuple[float, ...]] = {}
         for v, base in cheapest.items():
             for e in p.out[v]:
                 w = p.dst[e]
@@ -107,15 +108,15 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None) -> PlanResul
     chosen = {(p.src[e], t): e for (e, t), var in x.items() if model.getVal(var) > 0.5}
     path, at = [], p.start
     for t in range(len(layers)):
-        e = chosen.get((at, t))
-        if e is None:
+        step = chosen.get((at, t))
+        if step is None:
             break
-        path.append(p.edge_ids[e])
-        at = p.dst[e]
+        path.append(p.edge_ids[step])
+        at = p.dst[step]
         if p.goal[at]:
             break
     walk = p.check_walk(path)
-    result_status = "optimal" if status == "optimal" else "feasible"
+    result_status: Status = "optimal" if status == "optimal" else "feasible"
     return PlanResult.from_walk(
         result_status, "ilp", walk, soft=p.soft is not None, seconds=time.perf_counter() - started
     )

@@ -1,9 +1,10 @@
 """The selection problem every solver answers, prepared once: indexed arrays, bounds, and the walk checker.
 
-The problem (``docs/plan-graph.md``): find a walk start = v0, e1, v1, ..., ek, vk with 1 <= k <= horizon, total cost within the
-budget in every entry, vk a goal and no goal among v1..v(k-1), maximising sum_i discount^(i-1) * reward(vi)
-(minus a soft-target penalty when :class:`SoftTargets` are given). :func:`prepare` validates the inputs and turns
-the graph into integer-indexed arrays; the bounds below are shared by the exact and ILP solvers for pruning.
+The problem (``docs/plan-graph.md``): find a walk start = v0, e1, v1, ..., ek, vk with 1 <= k <= horizon, total
+cost within the budget in every entry, vk a goal and no goal among v1..v(k-1), maximising
+sum_i discount^(i-1) * reward(vi) (minus a soft-target penalty when :class:`SoftTargets` are given).
+:func:`prepare` validates the inputs and turns the graph into integer-indexed arrays; the bounds below are shared
+by the exact and ILP solvers for pruning.
 """
 
 from __future__ import annotations
@@ -211,8 +212,8 @@ def prepare(
         raise InputError(f'"discount" must be between 0 and 1; got {discount!r}.')
     if soft is not None and len(soft.target) != len(chosen):
         raise InputError(f"Soft targets have {len(soft.target)} entries but the budget has {len(chosen)}.")
-    given = horizon is not None
-    return Problem(graph, chosen, horizon if given else implied_horizon(graph, chosen), given, discount, soft)
+    bound = horizon if horizon is not None else implied_horizon(graph, chosen)
+    return Problem(graph, chosen, bound, horizon is not None, discount, soft)
 
 
 def implied_horizon(graph: PlanGraph, budget: Sequence[float]) -> int:

@@ -1,7 +1,8 @@
 """``solve(graph, budget, solver=...)``: one entry point over every solver family.
 
 >>> from metaharness.planner.graph import PlanGraph
->>> g = PlanGraph.from_json({"start": "s", "budget": [1], "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
+>>> g = PlanGraph.from_json({"start": "s", "budget": [1],
+...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
 ...                          "edges": [{"id": "e", "source": "s", "target": "g", "cost": [1]}]})
 >>> solve(g).to_json()["path"]
 ['e']
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 from metaharness.errors import InputError
 from metaharness.models.types import ModelClient
@@ -23,7 +24,7 @@ from metaharness.planner.problem import SoftTargets, prepare
 from metaharness.planner.result import PlanResult
 
 SolverName = Literal["exact", "ilp", "lm", "auto"]
-SOLVERS: tuple[str, ...] = ("exact", "ilp", "lm", "auto")
+SOLVERS: tuple[SolverName, ...] = get_args(SolverName)
 # ``auto`` runs the exact programme unless its Pareto sets grow past this many labels, then hands over to the ILP.
 AUTO_LABEL_LIMIT = 200_000
 

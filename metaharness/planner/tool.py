@@ -14,14 +14,18 @@ The tool takes the history so far, the goal and the remaining budget per limit::
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
 from metaharness.errors import InputError
 from metaharness.models.types import ModelClient, Tool
 from metaharness.planner.tps import plan
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 PLAN_TOOL_NAME = "plan"
 PLAN_TOOL_DESCRIPTION = (
@@ -88,19 +92,23 @@ def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient, **option
     }
 
 
-def build_mcp_server(model: ModelClient, **options: Any):
+def build_mcp_server(model: ModelClient, **options: Any) -> MCPServer:
     """An MCP server whose ``plan`` tool runs :func:`call_plan_tool`; ``.run("stdio")`` serves it.
 
-    mcp 2.x calls the high-level server ``MCPServer`` (``mcp.server.mcpserver``); 1.x called it ``FastMCP``.
+    mcp 2.x calls the high-level server ``MCPServer`` (``mcp.server.mcpserver``); 1.x called it ``FastMCP``
+    (``mcp.server.fastmcp``), with the same ``tool`` decorator and ``run``.
     """
     import anyio
 
+    server_class: type[MCPServer]
     try:
-        from mcp.server.mcpserver import MCPServer
-    except ImportError:  # mcp 1.x
-        from mcp.server.fastmcp import FastMCP as MCPServer
+        from mcp.server import mcpserver
 
-    server = MCPServer("metaharness-planner")
+        server_class = mcpserver.MCPServer
+    except ImportError:  # mcp 1.x, looked up by name: mypy reads the installed 2.x, which has no FastMCP
+        server_class = importlib.import_module("mcp.server.fastmcp").FastMCP
+
+    server = server_class("metaharness-planner")
 
     @server.tool(name=PLAN_TOOL_NAME, description=PLAN_TOOL_DESCRIPTION)
     async def plan_tool(history: list[str], goal: str, budget: dict[str, float]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ Every stage's input and output (and each model exchange) is recorded in :attr:`P
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from metaharness.errors import InputError
@@ -52,13 +52,7 @@ class RouteStep:
     node: NodeId
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "state": self.state,
-            "cost": list(self.cost),
-            "edge": self.edge,
-            "node": self.node,
-        }
+        return {**asdict(self), "cost": list(self.cost)}
 
 
 @dataclass
@@ -128,19 +122,20 @@ def plan(
     """
     if m < 1:
         raise InputError(f"m (the number of plans to sample) must be >= 1; got {m}.")
-    if model is None and None in (sampler, simulator, labeler):
+    if model is not None:
+        sampler = sampler or ModelPlanSampler(model, max_tokens=max_tokens)
+        simulator = simulator or ModelStateSimulator(model, max_tokens=max_tokens)
+        labeler = labeler or ModelRewardLabeler(model, max_tokens=max_tokens)
+    elif sampler is None or simulator is None or labeler is None:
         raise InputError(
             "plan() needs model= (e.g. connect('local:smollm2-135m')) or all of sampler, simulator and labeler."
         )
-    task = PlanningTask.create(history, goal, budget)
-    sampler = sampler or ModelPlanSampler(model, max_tokens=max_tokens)
-    simulator = simulator or ModelStateSimulator(model, max_tokens=max_tokens)
     merger = merger or KeyJudgeMerger(model)
-    labeler = labeler or ModelRewardLabeler(model, max_tokens=max_tokens)
+    task = PlanningTask.create(history, goal, budget)
     stages: list[dict[str, Any]] = []
 
     def record(name: str, stage: Any, inputs: dict[str, Any], output: Any, **extra: Any) -> None:
-        take: Callable[[], list] | None = getattr(stage, "take_calls", None)
+        take: Callable[[], list[dict[str, Any]]] | None = getattr(stage, "take_calls", None)
         stages.append({"stage": name, "input": inputs, "output": output, **extra, "calls": take() if take else []})
 
     plans = list(sampler.sample(task, m))[:m]
@@ -259,7 +254,11 @@ def _grouping_problem(groups: list[int], count: int) -> str | None:
 
 
 def _build_graph(
-    task: PlanningTask, simulated, states: list[PredictedState], groups: list[int], horizon: int | None
+    task: PlanningTask,
+    simulated: list[tuple[CandidatePlan, list[SimulatedStep]]],
+    states: list[PredictedState],
+    groups: list[int],
+    horizon: int | None,
 ) -> tuple[PlanGraph, dict[int, str]]:
     graph = PlanGraph("s0", task.budget, limits=task.limits)
     node_of: dict[int, str] = {}

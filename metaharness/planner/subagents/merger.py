@@ -12,6 +12,7 @@ import difflib
 import re
 from typing import Any, Protocol, runtime_checkable
 
+from metaharness.models.types import ModelClient
 from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.subagents.stage_io import PlanningTask, PredictedState
 
@@ -38,10 +39,13 @@ def normalise(text: str) -> str:
 class KeyJudgeMerger:
     """Exact-key merge where states have a canonical form, a model judge (optional) otherwise."""
 
-    def __init__(self, model=None, *, similarity: float = 0.6, max_judge_calls: int = 32, **options: Any) -> None:
+    def __init__(
+        self, model: ModelClient | None = None, *, similarity: float = 0.6, max_judge_calls: int = 32, **options: Any
+    ) -> None:
         self.judge = ModelStage(model, max_tokens=16, **options) if model is not None else None
         self.similarity = similarity
         self.max_judge_calls = max_judge_calls
+        self._budget = max_judge_calls  # judge calls left in the current merge
 
     def merge(self, task: PlanningTask, states: list[PredictedState]) -> list[int]:
         groups: list[int] = []
@@ -68,8 +72,9 @@ class KeyJudgeMerger:
         if difflib.SequenceMatcher(None, left, right).ratio() < self.similarity:
             return False
         self._budget -= 2
-        return self._ask(a.state, b.state) and self._ask(b.state, a.state)
+        return _judged_same(self.judge, a.state, b.state) and _judged_same(self.judge, b.state, a.state)
 
-    def _ask(self, first: str, second: str) -> bool:
-        answer = self.judge.ask(SYSTEM, f"State A:\n{first}\n\nState B:\n{second}", SCHEMA)
-        return bool(answer and answer["same"] is True)
+
+def _judged_same(judge: ModelStage, first: str, second: str) -> bool:
+    answer = judge.ask(SYSTEM, f"State A:\n{first}\n\nState B:\n{second}", SCHEMA)
+    return bool(answer and answer["same"] is True)

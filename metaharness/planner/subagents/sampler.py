@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from metaharness.models.types import ModelClient
 from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
 
@@ -38,7 +39,7 @@ def sampler_schema(m: int, max_steps: int) -> dict[str, Any]:
 class ModelPlanSampler(ModelStage):
     """Asks the model for ``m`` plans in one answer (as TAPE does); duplicates are dropped."""
 
-    def __init__(self, model, *, max_steps: int = 8, **options) -> None:
+    def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Any) -> None:
         super().__init__(model, **options)
         self.max_steps = max_steps
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from metaharness.models.types import ModelClient
 from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask, SimulatedStep
 
@@ -46,7 +47,9 @@ class ModelStateSimulator(ModelStage):
     """Simulates each plan with one model call. ``canonical_key`` maps a state text to its canonical form (or
     None) when the domain has one, e.g. parsing positions out of a Sokoban observation."""
 
-    def __init__(self, model, *, canonical_key: Callable[[str], str | None] | None = None, **options) -> None:
+    def __init__(
+        self, model: ModelClient, *, canonical_key: Callable[[str], str | None] | None = None, **options: Any
+    ) -> None:
         super().__init__(model, **options)
         self.canonical_key = canonical_key
 

@@ -47,7 +47,10 @@ class PlanningTask:
         """The shared context every stage prompt starts with."""
         history = "\n".join(f"{i + 1}. {h}" for i, h in enumerate(self.history)) or "(empty)"
         budget = ", ".join(f"{n} = {b:g}" for n, b in zip(self.limits, self.budget, strict=False)) or "no limits"
-        return f"History (oldest first; the last entry is the current state):\n{history}\n\nGoal: {self.goal}\n\nRemaining budget: {budget}"
+        return (
+            f"History (oldest first; the last entry is the current state):\n{history}\n\n"
+            f"Goal: {self.goal}\n\nRemaining budget: {budget}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
