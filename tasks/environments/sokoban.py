@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import re
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from metaharness.errors import InputError
@@ -46,6 +47,12 @@ The puzzle is solved when every box is on a goal. You have a limited number of a
 class SokobanState:
     player: Pos
     boxes: frozenset[Pos]
+
+
+def _position(text: str) -> Pos:
+    """``"row,col"`` as a position; ValueError unless it is exactly two integers."""
+    row, col = text.split(",")
+    return (int(row), int(col))
 
 
 def _shift(pos: Pos, delta: Pos, times: int = 1) -> Pos:
@@ -81,7 +88,8 @@ class Sokoban:
             raise InputError(f"A Sokoban map needs exactly one player ('@' or '+'); this one has {len(players)}.")
         if not boxes or len(boxes) != len(goals):
             raise InputError(
-                f"A Sokoban map needs as many goals as boxes, at least one; got {len(boxes)} boxes and {len(goals)} goals."
+                f"A Sokoban map needs as many goals as boxes, at least one; got {len(boxes)} boxes and "
+                f"{len(goals)} goals."
             )
         self.walls = frozenset(walls)
         self.goals = frozenset(goals)
@@ -171,12 +179,10 @@ class Sokoban:
     def state_of(self, key: str) -> SokobanState:
         try:
             player, boxes = key.split("|")
-            pr, pc = (int(x) for x in player.split(","))
-            cells = frozenset(tuple(int(x) for x in b.split(",")) for b in boxes.split(";") if b)
+            state = SokobanState(_position(player), frozenset(_position(b) for b in boxes.split(";") if b))
         except ValueError as exc:
             raise InputError(f"Not a Sokoban state key: {key!r} (expected 'row,col|row,col;row,col').") from exc
-        state = SokobanState((pr, pc), cells)  # type: ignore[arg-type]
-        if len(cells) != len(self.start.boxes) or not all(self.free(p) for p in (state.player, *cells)):
+        if len(state.boxes) != len(self.start.boxes) or not all(self.free(p) for p in (state.player, *state.boxes)):
             raise InputError(f"State key {key!r} does not fit this map (wrong box count or a wall position).")
         return state
 
@@ -185,7 +191,7 @@ class Sokoban:
         return draw(self.height, self.width, self.walls, self.goals, state)
 
     def render(self, state: SokobanState) -> str:
-        def cells(ps) -> str:
+        def cells(ps: frozenset[Pos]) -> str:
             return ", ".join(f"({r}, {c})" for r, c in sorted(ps)) or "none"
 
         return (
@@ -240,7 +246,7 @@ def random_room(rng: random.Random, height: int, width: int, wall_prob: float) -
     return frozenset(walls) if seen == floor else None
 
 
-def draw(height: int, width: int, walls, goals, state: SokobanState) -> str:
+def draw(height: int, width: int, walls: Collection[Pos], goals: Collection[Pos], state: SokobanState) -> str:
     """Map text in the standard legend (trailing spaces of a row are dropped)."""
     rows = []
     for r in range(height):
