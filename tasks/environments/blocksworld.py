@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import re
 from collections import deque
+from collections.abc import Iterable, Sequence
 
 from metaharness.errors import InputError
 
@@ -34,7 +35,7 @@ does nothing but still uses up one action.
 The puzzle is solved when the stacks are exactly the goal stacks. You have a limited number of actions."""
 
 
-def canonical(stacks) -> Stacks:
+def canonical(stacks: Iterable[Sequence[str]]) -> Stacks:
     return tuple(sorted(tuple(s) for s in stacks if s))
 
 

@@ -55,18 +55,18 @@ class PuzzleEnv(Protocol[S]):
     def heuristic(self, state: S) -> float: ...
 
 
-def viable(env: PuzzleEnv, state, remaining: int) -> bool:
+def viable(env: PuzzleEnv[S], state: S, remaining: int) -> bool:
     """Whether a goal can still be reached from ``state`` with at most ``remaining`` actions."""
     d = env.distance(state)
     return d is not None and d <= remaining
 
 
-def viable_actions(env: PuzzleEnv, state, remaining: int) -> list[str]:
+def viable_actions(env: PuzzleEnv[S], state: S, remaining: int) -> list[str]:
     """Actions after which the goal is still reachable within the remaining ``remaining - 1`` actions."""
     return [a for a in env.actions(state) if viable(env, env.step(state, a), remaining - 1)]
 
 
-def optimal_actions(env: PuzzleEnv, state) -> list[str]:
+def optimal_actions(env: PuzzleEnv[S], state: S) -> list[str]:
     """Actions that lower the oracle distance by one (empty at a goal or in a dead end)."""
     d = env.distance(state)
     if not d:
@@ -74,7 +74,7 @@ def optimal_actions(env: PuzzleEnv, state) -> list[str]:
     return [a for a in env.actions(state) if env.distance(env.step(state, a)) == d - 1]
 
 
-def optimal_plan(env: PuzzleEnv, state) -> list[str] | None:
+def optimal_plan(env: PuzzleEnv[S], state: S) -> list[str] | None:
     """One shortest action sequence from ``state`` to a goal, or ``None`` when the goal is unreachable."""
     if env.distance(state) is None:
         return None

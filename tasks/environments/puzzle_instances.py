@@ -79,8 +79,11 @@ def _blocksworld_attempt(rng: random.Random, params: dict[str, Any]) -> tuple[di
     return None if made is None else ({"start": made[0][0], "goal": made[0][1]}, made[1])
 
 
-# env name -> (build an env from an instance spec, one generation attempt from an rng and the set's params)
-ENVIRONMENTS: dict[str, tuple[Callable[[dict[str, str]], PuzzleEnv], Callable]] = {
+# One generation attempt from an rng and a set's params: (instance spec, T*), or None when it failed.
+Attempt = Callable[[random.Random, dict[str, Any]], tuple[dict[str, str], int] | None]
+
+# env name -> (build an env from an instance spec, one generation attempt)
+ENVIRONMENTS: dict[str, tuple[Callable[[dict[str, str]], PuzzleEnv], Attempt]] = {
     "sokoban": (lambda spec: Sokoban(spec["map"]), _sokoban_attempt),
     "blocksworld": (lambda spec: BlocksWorld(spec["start"], spec["goal"]), _blocksworld_attempt),
 }
@@ -188,11 +191,8 @@ def load_instance_set(name_or_path: str) -> InstanceSet:
             raise InputError(f"Cannot read instance set {path}: {exc.strerror or exc}.") from None
     else:
         try:
-            text = (
-                resources.files("metaharness.tasks.environments")
-                .joinpath("instances", f"{name_or_path}.json")
-                .read_text()
-            )
+            shipped = resources.files("metaharness.tasks.environments") / "instances" / f"{name_or_path}.json"
+            text = shipped.read_text()
         except FileNotFoundError:
             raise InputError(
                 f"No shipped instance set {name_or_path!r}; shipped: {', '.join(SET_CONFIGS)} "

@@ -3,8 +3,9 @@
 A task is a plan of 10+ natural-language steps. Each step needs one tool; its arguments come from earlier steps'
 results (a chain of lookups such as order -> buyer -> cart -> top item, then an attribute such as a price, then
 calculators such as tax and currency conversion). Results come from the deterministic
-:class:`~metaharness.tasks.environments.toolworld_library.Simulator`, so the reference answer is exact. Several trajectories
-are valid: every step accepts each tool that computes the same function (the canonical tool and its alias).
+:class:`~metaharness.tasks.environments.toolworld_library.Simulator`, so the reference answer is exact. Several
+trajectories are valid: every step accepts each tool that computes the same function (the canonical tool and its
+alias).
 
 The agent sees a short candidate list per step from BM25 retrieval over the library, shown in a seeded random
 order so the retrieval rank does not give the answer away.
@@ -218,9 +219,13 @@ class _PlanBuilder:
         """Read a USD amount, apply a discount and/or a sales tax where the walk met a coupon/campaign or an
         address/warehouse/store (each needs a side step reading the percentage or country), then convert."""
         amount = self._attribute(*self.last, "amount")
-        extras = [kind for kind in ("percent", "country") if self._latest(kind) and self.rng.random() < 0.7]
-        for kind in extras:
-            side = self._attribute(*self._latest(kind), kind)
+        extras = [
+            (kind, owner)
+            for kind in ("percent", "country")
+            if (owner := self._latest(kind)) is not None and self.rng.random() < 0.7
+        ]
+        for kind, (entity, index) in extras:
+            side = self._attribute(entity, index, kind)
             if kind == "percent":
                 text = f"Reduce the amount from step {amount + 1} by the discount percentage from step {side + 1}."
                 amount = self._add("fn:apply_discount", text, {"amount": amount, "percent": side}, {})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from metaharness.errors import InputError
@@ -30,7 +30,7 @@ class TextTask:
     description: str
     metric: Callable[[str, str], dict[str, float]]
     to_example: Callable[[str, dict[str, Any]], Example]
-    data_dir: str | os.PathLike | None = None
+    data_dir: str | os.PathLike[str] | None = None
     splits: tuple[str, ...] = SPLITS
 
     def load(self, split: str) -> list[Example]:
@@ -102,32 +102,27 @@ SYMPTOM2DISEASE_LABELS = (
     "migraine",
 )
 
-_DEFINITIONS: dict[str, dict[str, Any]] = {
-    "lawbench": dict(
-        folder="crime_prediction",
-        description=LAWBENCH_DESCRIPTION,
-        metric=metrics.score_lawbench,
-        to_example=_lawbench_example,
-    ),
-    "symptom2disease": dict(
-        folder="symptom_diagnosis",
-        description=SYMPTOM2DISEASE_DESCRIPTION,
-        metric=metrics.score_symptom2disease,
-        to_example=_symptom_example,
-    ),
-    "uspto": dict(
-        folder="uspto",
-        description=USPTO_DESCRIPTION,
-        metric=metrics.score_uspto,
-        to_example=_uspto_example,
-    ),
+# The tasks as defined; ``get_text_task`` adds where their data lives.
+_DEFINITIONS: dict[str, TextTask] = {
+    task.name: task
+    for task in (
+        TextTask("lawbench", "crime_prediction", LAWBENCH_DESCRIPTION, metrics.score_lawbench, _lawbench_example),
+        TextTask(
+            "symptom2disease",
+            "symptom_diagnosis",
+            SYMPTOM2DISEASE_DESCRIPTION,
+            metrics.score_symptom2disease,
+            _symptom_example,
+        ),
+        TextTask("uspto", "uspto", USPTO_DESCRIPTION, metrics.score_uspto, _uspto_example),
+    )
 }
 
 TEXT_TASK_NAMES: tuple[str, ...] = tuple(_DEFINITIONS)
 
 
-def get_text_task(name: str, data_dir: str | os.PathLike | None = None) -> TextTask:
+def get_text_task(name: str, data_dir: str | os.PathLike[str] | None = None) -> TextTask:
     key = name.strip().lower()
     if key not in _DEFINITIONS:
         raise InputError(f"Unknown task '{name}': use one of {', '.join(TEXT_TASK_NAMES)}.")
-    return TextTask(name=key, data_dir=data_dir, **_DEFINITIONS[key])
+    return replace(_DEFINITIONS[key], data_dir=data_dir)

@@ -11,8 +11,8 @@ They follow the Meta-Harness reference scorer (stanford-iris-lab/meta-harness,
   of whitespace collapsed, trailing ``.!?`` stripped, must equal the normalised label;
 - USPTO: predicted and true SMILES split on ``.``, stripped and lower-cased, compared as sets; Jaccard reported.
 
-Charge names themselves contain ``、`` (``组织、强迫、引诱、容留、介绍卖淫``), so, like the reference, an answer is split
-on the first separator kind present in the order ``; ； , ， 、``, not on all of them.
+Charge names themselves contain ``、`` (``组织、强迫、引诱、容留、介绍卖淫``), so, like the reference, an answer is
+split on the first separator kind present in the order ``; ； , ， 、``, not on all of them.
 
 Every function returns ``{"primary": 0.0|1.0, ...secondary}``; higher is better.
 """

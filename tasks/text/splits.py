@@ -11,7 +11,8 @@ Order of sources for ``<folder>/<split>.jsonl``:
 
 Every train and val file is checked against the sha256 pinned in :data:`PINNED_SHA256`. The test splits were not
 available where this was written, so their sums could not be pinned: the first download records the sum in
-``SHA256SUMS`` beside the cached file and every later load is checked against that record (trust on first use). The rows are parsed by the ``datasets`` library.
+``SHA256SUMS`` beside the cached file and every later load is checked against that record (trust on first use).
+The rows are parsed by the ``datasets`` library.
 """
 
 from __future__ import annotations
