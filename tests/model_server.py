@@ -15,6 +15,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
+from fakes import send_json
+
 from metaharness.models import Tool
 
 # Requests the model tests send to every backend: a small JSON schema and a tool with integer arguments.
@@ -45,7 +47,7 @@ class FaultProxy:
         self.upstream_host, self.upstream_port = parsed.hostname, parsed.port
         self.counts: Counter[tuple[str, str]] = Counter()
         self.bodies: list[dict] = []
-        self._faults: list[tuple[int, dict[str, str], dict]] = []
+        self._faults: list[tuple[int, dict, dict[str, str]]] = []
         self._lock = threading.Lock()
         proxy = self
 
@@ -61,14 +63,7 @@ class FaultProxy:
                         proxy.bodies.append(json.loads(body))
                     fault = proxy._faults.pop(0) if proxy._faults and self.command == "POST" else None
                 if fault is not None:
-                    status, headers, payload = fault
-                    data = json.dumps(payload).encode()
-                    self.send_response(status)
-                    for name, value in {"content-type": "application/json", **headers}.items():
-                        self.send_header(name, value)
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    send_json(self, *fault)
                     return
                 upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=300)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
@@ -96,7 +91,7 @@ class FaultProxy:
         """Answer the next not-yet-faulted POST with ``status`` instead of forwarding it."""
         payload = {"error": {"message": message, "type": "injected", "code": status}}
         with self._lock:
-            self._faults.append((status, headers or {}, payload))
+            self._faults.append((status, payload, headers or {}))
 
     def posts(self, path: str = "/v1/chat/completions") -> int:
         with self._lock:

@@ -8,10 +8,11 @@ import math
 import re
 
 import pytest
+from fakes import Samples, ScriptedModel
 
 from metaharness.agents.tool_bench import run_task, summarize
 from metaharness.agents.tool_chooser import ModelToolChooser
-from metaharness.models.types import ChatResult, Choice, TokenLogprob, Usage
+from metaharness.models.types import Choice, TokenLogprob, Usage
 from metaharness.planner.branching import StepView
 from metaharness.tasks.environments.toolworld import ToolWorld
 
@@ -21,29 +22,26 @@ def task():
     return ToolWorld(seed=1).generate_tasks(1, seed=2, min_steps=6)[0]
 
 
-class ScriptedClient:
-    """Answers tool choices with ``pick(step, enum, sample)`` and argument fills with ``fill(step, name, enum)``
-    (default: the first allowed value)."""
+def first_option(step, name, enum):
+    return enum[0]
 
-    spec = "scripted:test"
 
-    def __init__(self, pick, fill=lambda step, name, enum: enum[0]):
-        self.pick, self.fill = pick, fill
-        self.requests = []
+def tool_model(pick, fill=first_option):
+    """A model that answers tool choices with ``pick(step, enum, sample)``, one per sample, and argument fills
+    with ``fill(step, name, enum)``; a reflection (no schema) gets a fixed sentence."""
 
-    def complete(self, request, *, role="task"):
-        self.requests.append(request)
+    def answer(request):
         schema = request.json_schema
-        if schema is None:  # a reflection
-            return ChatResult([Choice("Step 2 used the wrong tool.")], Usage(30, 6), 0.0, self.spec)
+        if schema is None:
+            return "Step 2 used the wrong tool."
         step = int(re.search(r"Current step (\d+):", request.messages[-1]["content"]).group(1)) - 1
-        if "tool" in schema["properties"]:
-            names = [self.pick(step, schema["properties"]["tool"]["enum"], i) for i in range(request.n)]
-            choices = [Choice(json.dumps({"tool": n}), parsed={"tool": n}) for n in names]
-        else:
-            value = {k: self.fill(step, k, v["enum"]) for k, v in schema["properties"].items()}
-            choices = [Choice(json.dumps(value), parsed=value)]
-        return ChatResult(choices, Usage(100 * request.n, 10 * request.n), 0.0, self.spec)
+        props = schema["properties"]
+        if "tool" not in props:
+            return {name: fill(step, name, option["enum"]) for name, option in props.items()}
+        thought = {"thought": "Step 2 needs the buyer."} if "thought" in props else {}
+        return Samples({**thought, "tool": pick(step, props["tool"]["enum"], i)} for i in range(request.n))
+
+    return ScriptedModel(answer, usage=Usage(100, 10))
 
 
 def _view(task, index=0):
@@ -51,7 +49,7 @@ def _view(task, index=0):
 
 
 def test_black_box_vote_is_one_request_with_n_samples_over_an_enum(task):
-    client = ScriptedClient(lambda step, enum, i: enum[i % 2])
+    client = tool_model(lambda step, enum, i: enum[i % 2])
     chooser = ModelToolChooser(client, temperature=0.7, seed=3)
     vote = chooser.vote(_view(task), 5)
     (request,) = client.requests
@@ -66,19 +64,13 @@ def test_white_box_vote_reads_the_tool_name_log_probabilities(task):
     names = [t.name for t in task.candidates(0)]
     first, second = names[0], names[1]
 
-    class LogprobClient(ScriptedClient):
-        def complete(self, request, *, role="task"):
-            self.requests.append(request)
-            prefix = '{"tool": "'
-            text = prefix + first + '"}'
-            tokens = [
-                TokenLogprob(prefix, 0.0, ((prefix, 0.0),)),
-                TokenLogprob(first, math.log(0.7), ((first, math.log(0.7)), (second, math.log(0.2)))),
-                TokenLogprob('"}', 0.0, (('"}', 0.0),)),
-            ]
-            return ChatResult([Choice(text, parsed={"tool": first}, logprobs=tokens)], Usage(90, 9), 0.0, self.spec)
-
-    client = LogprobClient(None)
+    prefix = '{"tool": "'
+    tokens = [
+        TokenLogprob(prefix, 0.0, ((prefix, 0.0),)),
+        TokenLogprob(first, math.log(0.7), ((first, math.log(0.7)), (second, math.log(0.2)))),
+        TokenLogprob('"}', 0.0, (('"}', 0.0),)),
+    ]
+    client = ScriptedModel(Choice(prefix + first + '"}', logprobs=tokens))
     chooser = ModelToolChooser(client, uncertainty="logprobs")
     vote = chooser.vote(_view(task), 5)
     (request,) = client.requests
@@ -88,7 +80,7 @@ def test_white_box_vote_reads_the_tool_name_log_probabilities(task):
 
 
 def test_fill_constrains_every_argument_to_its_options(task):
-    client = ScriptedClient(None)
+    client = tool_model(pick=None)
     chooser = ModelToolChooser(client)  # the default fill takes the first allowed value
     tool = task.candidates(0)[0]
     args = chooser.fill(_view(task), tool, {"a": ["X", "Y"], "b": [1.5]})
@@ -98,7 +90,7 @@ def test_fill_constrains_every_argument_to_its_options(task):
 
 
 def test_react_asks_for_a_thought_before_the_tool(task):
-    client = ScriptedClient(lambda step, enum, i: enum[0])
+    client = tool_model(lambda step, enum, i: enum[0])
     ModelToolChooser(client, thought=True, temperature=0.0).vote(_view(task), 1)
     schema = client.requests[0].json_schema
     assert list(schema["properties"]) == ["thought", "tool"] and client.requests[0].temperature == 0
@@ -116,7 +108,8 @@ def test_bench_records_metrics_for_every_agent(task, agent):
         wanted = task.steps[step].arguments.get(name)
         return wanted if wanted in enum else enum[0]
 
-    record = run_task(agent, task, ScriptedClient(right, fill), samples=5, branch_budget=2)
+    model = tool_model(right, fill)
+    record = run_task(agent, task, model, samples=5, branch_budget=2)
     assert record["agent"] == agent and record["steps"] == len(task.steps)
     assert record["calls"] >= 1 and record["samples"] >= len(task.steps)
     assert record["input_tokens"] > 0 and 0 <= record["tool_match"] <= 1
@@ -124,8 +117,11 @@ def test_bench_records_metrics_for_every_agent(task, agent):
     assert task.candidates(1)[0].name not in task.steps[1].accepted  # the script's wrong votes are wrong
     if agent == "egb":  # the branch at step 2 (the only uncertain one) repairs the run
         assert record["success"] and record["tool_match"] == 1.0 and record["branches"] == 1
-    elif agent in ("majority", "react"):
+    else:  # a majority of 3:2 for the wrong tool, or single samples (always the first, wrong one), fail at step 2
         assert not record["success"] and record["tool_match"] == pytest.approx(1 - 1 / len(task.steps))
+    reflections = sum(request.json_schema is None for request in model.requests)
+    assert reflections == (2 if agent == "reflexion" else 0)  # reflexion retries twice, each after a reflection
+    assert record["branches"] == {"egb": 1, "reflexion": 2}.get(agent, 0)
     summary = summarize([record])
     assert summary["success_rate"] == float(record["success"]) and summary["tasks"] == 1
 
@@ -158,6 +154,6 @@ def test_embedded_model_votes_over_the_candidate_enum(task):
 def test_white_box_vote_without_log_probabilities_is_a_structured_output_error(task):
     from metaharness.models.types import StructuredOutputError
 
-    client = ScriptedClient(lambda step, enum, i: enum[0])  # answers without log-probabilities
+    client = tool_model(lambda step, enum, i: enum[0])  # answers without log-probabilities
     with pytest.raises(StructuredOutputError, match="--uncertainty sample"):
         ModelToolChooser(client, uncertainty="logprobs").vote(_view(task), 5)

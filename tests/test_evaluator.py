@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import pickle
-import subprocess
-import sys
 import textwrap
 
 import pytest
-from test_sandbox import ScriptedClient
+from fakes import ScriptedModel
 
 from metaharness.candidates import seed_names, seed_path
 from metaharness.evaluation import EvalReport, evaluate
+from metaharness.evaluation.candidate_evaluator import CandidateFailed, TaskEvaluator
 from metaharness.evaluation.proxy import ModelRef
+from metaharness.tasks import get_task
 
 ECHO_HARNESS = """
 class Harness:
@@ -26,9 +26,11 @@ class Harness:
 """
 
 
+DENGUE = "[DIAGNOSIS]dengue[/DIAGNOSIS]"
+
+
 def answer_by_keyword(request):
-    prompt = request.messages[-1]["content"]
-    return "[DIAGNOSIS]dengue[/DIAGNOSIS]" if "fever" in prompt else "[DIAGNOSIS]allergy[/DIAGNOSIS]"
+    return DENGUE if "fever" in request.messages[-1]["content"] else "[DIAGNOSIS]allergy[/DIAGNOSIS]"
 
 
 @pytest.fixture
@@ -39,7 +41,7 @@ def echo(tmp_path):
 
 
 def test_report_records_scores_and_cost(echo, shared_data_dir, tmp_path):
-    client = ScriptedClient(answer_by_keyword)
+    client = ScriptedModel(answer_by_keyword)
     seen = []
     report = evaluate(
         echo,
@@ -72,7 +74,7 @@ def test_report_records_scores_and_cost(echo, shared_data_dir, tmp_path):
 
 
 def test_write_summary_and_records(echo, shared_data_dir, tmp_path):
-    report = evaluate(echo, "symptom2disease", "val", model=ScriptedClient(), limit=2, data_dir=shared_data_dir)
+    report = evaluate(echo, "symptom2disease", "val", model=ScriptedModel(DENGUE), limit=2, data_dir=shared_data_dir)
     summary, records = report.write(tmp_path / "out")
     data = json.loads(summary.read_text())
     assert data["scores"] == report.scores and data["examples"] == 2 and data["model"] == "scripted:test"
@@ -82,13 +84,13 @@ def test_write_summary_and_records(echo, shared_data_dir, tmp_path):
 
 def test_reevaluation_is_identical(echo, shared_data_dir):
     first = evaluate(
-        echo, "symptom2disease", "val", model=ScriptedClient(answer_by_keyword), limit=5, data_dir=shared_data_dir
+        echo, "symptom2disease", "val", model=ScriptedModel(answer_by_keyword), limit=5, data_dir=shared_data_dir
     )
     second = evaluate(
         echo,
         "symptom2disease",
         "val",
-        model=ScriptedClient(answer_by_keyword),
+        model=ScriptedModel(answer_by_keyword),
         limit=5,
         workers=1,
         data_dir=shared_data_dir,
@@ -116,7 +118,7 @@ def test_bad_model_calls_reach_the_harness_as_errors(tmp_path, shared_data_dir):
                         return first + " | " + str(error)
     """)
     )
-    report = evaluate(path, "symptom2disease", "val", model=ScriptedClient(), limit=1, data_dir=shared_data_dir)
+    report = evaluate(path, "symptom2disease", "val", model=ScriptedModel(DENGUE), limit=1, data_dir=shared_data_dir)
     prediction = report.records[0].prediction
     assert "max_tokens must be an integer" in prediction and "call limit reached" in prediction
     assert len(report.records[0].calls) == 32  # the bad call and 31 good ones; the 33rd never reached the model
@@ -124,57 +126,42 @@ def test_bad_model_calls_reach_the_harness_as_errors(tmp_path, shared_data_dir):
 
 @pytest.mark.parametrize("task", ["lawbench", "symptom2disease", "uspto"])
 def test_every_seed_loads_and_predicts(task, shared_data_dir):
-    answers = {"lawbench": "[罪名]盗窃<eoa>", "symptom2disease": "[DIAGNOSIS]dengue[/DIAGNOSIS]", "uspto": "CCO.CC"}
+    answers = {"lawbench": "[罪名]盗窃<eoa>", "symptom2disease": DENGUE, "uspto": "CCO.CC"}
     assert seed_names(task) == ["few_shot", "retrieval", "zero_shot"]
     for name in seed_names(task):
         report = evaluate(
-            seed_path(task, name), task, "val", model=ScriptedClient(answers[task]), limit=1, data_dir=shared_data_dir
+            seed_path(task, name), task, "val", model=ScriptedModel(answers[task]), limit=1, data_dir=shared_data_dir
         )
         assert report.errors == 0, report.records[0].error
         assert report.records[0].prediction and len(report.records[0].calls) == 1
 
 
 def test_model_ref_pickles_to_its_spec():
-    ref = pickle.loads(pickle.dumps(ModelRef(ScriptedClient())))
+    ref = pickle.loads(pickle.dumps(ModelRef(ScriptedModel())))
     assert ref.spec == "scripted:test" and ref._client is None
 
 
-def test_cli_rejects_unknown_dataset_and_seed():
-    for args in (["zero_shot", "--dataset", "mmlu"], ["no_such_seed", "--dataset", "uspto"]):
-        out = subprocess.run([sys.executable, "-m", "metaharness", "eval", *args], capture_output=True, text=True)
-        assert out.returncode == 2, out.stderr
-        assert "Traceback" not in out.stderr
+def test_task_evaluator_reports_a_harness_that_cannot_load_as_failed(tmp_path, shared_data_dir):
+    """The loop's real evaluator: a harness whose __init__ raises fails as a whole, with the harness's error."""
+    from metaharness.models import connect
 
-
-@pytest.mark.slow
-def test_seed_end_to_end_with_the_embedded_model(shared_data_dir, tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "metaharness",
-            "eval",
-            "retrieval",
-            "--dataset",
-            "symptom2disease",
-            "--split",
-            "val",
-            "--task-model",
-            "local:smollm2-135m",
-            "--limit",
-            "2",
-            "--data-dir",
-            str(shared_data_dir),
-            "--out",
-            str(tmp_path / "run"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    path = tmp_path / "harness.py"
+    path.write_text(
+        "class Harness:\n"
+        "    def __init__(self, lm, train):\n"
+        "        raise RuntimeError('no labels in the training split')\n"
+        "\n"
+        "    def predict(self, x):\n"
+        "        return x\n"
     )
-    assert out.returncode == 0, out.stderr
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["examples"] == 2 and summary["errors"] == 0 and summary["model"] == "local:smollm2-135m"
-    records = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
-    assert all(r["calls"] and r["calls"][0]["response"] is not None for r in records)
-    assert str(seed_path("symptom2disease", "retrieval")) in summary["harness"]
+    client = connect("local:smollm2-135m", cache=False)
+    evaluator = TaskEvaluator(get_task("symptom2disease", data_dir=shared_data_dir), client, val_limit=2)
+    trace = tmp_path / "trace.jsonl"
+    with pytest.raises(CandidateFailed, match="RuntimeError: no labels in the training split") as failed:
+        evaluator.evaluate(path, "val", trace_path=trace)
+    assert "failed to load" in str(failed.value) and "harness.py line 3" in str(failed.value)
+    assert "no labels in the training split" in evaluator.check(path)
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [r["id"] for r in records] == ["val-0000", "val-0001"]  # val_limit=2, each with the error
+    assert all(r["calls"] == [] and "no labels" in r["error"] for r in records)
+    assert client.ledger.totals()["calls"] == 0  # it failed before any model call

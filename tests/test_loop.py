@@ -2,78 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from fakes import FakeEvaluator, ScriptedProposer, program
 
-from metaharness import frontier
-from metaharness.candidate import Evaluation
-from metaharness.errors import BudgetExceeded
-from metaharness.evaluation.candidate_evaluator import CandidateFailed
 from metaharness.loop import LoopEvents, LoopSettings, Optimizer, Seed, StopRequest
-from metaharness.proposal import Proposal, RunState
+from metaharness.proposal import Proposal
 from metaharness.report import write_summary_markdown
 from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "scripted", "evals_per_iter": 2}
-
-
-def program(score: float, extra: str = "") -> str:
-    return f"# score={score}\nclass Harness:\n    def __init__(self, lm, train):\n        pass\n{extra}"
-
-
-class FakeEvaluator:
-    """Scores a program by the ``# score=`` comment it carries; ``broken`` programs fail the import check."""
-
-    def __init__(self) -> None:
-        self.evaluated: list[tuple[str, str]] = []
-        self.test_available = False
-
-    def check(self, harness: Path) -> str | None:
-        return "SyntaxError: broken on purpose" if "broken" in harness.read_text() else None
-
-    def evaluate(self, harness, split, *, trace_path, progress=None):
-        text = Path(harness).read_text()
-        if "crash" in text:
-            raise CandidateFailed("the harness could not start")
-        score = float(re.search(r"score=([0-9.]+)", text).group(1))
-        Path(trace_path).write_text('{"id": "1"}\n')
-        self.evaluated.append((Path(harness).parent.name, split))
-        if progress:
-            for done in range(1, 5):
-                progress(done, 4)
-        return Evaluation(
-            split, {"primary": score, "accuracy": score}, {"context_tokens": 100 * score, "input_tokens": 10}, 4
-        )
-
-    def split_unavailable(self, split):
-        return None if self.test_available else f"no {split} split offline"
-
-
-class ScriptedProposer:
-    """Each iteration revises the best candidate: +0.1, and a second proposal scripted per iteration."""
-
-    name = "scripted"
-
-    def __init__(self, extra: dict[int, list[Proposal]] | None = None, budget_at: int | None = None) -> None:
-        self.extra = extra or {}
-        self.budget_at = budget_at
-        self.states: list[RunState] = []
-
-    def propose(self, state: RunState) -> list[Proposal]:
-        self.states.append(state)
-        if state.iteration == self.budget_at:
-            raise BudgetExceeded("Dollar cap reached")
-        best = frontier.best(state.candidates)
-        better = Proposal(
-            parent=best.id,
-            source=program(round(best.score + 0.1, 3)),
-            summary=f"improve {best.id}",
-            hypothesis="more is better",
-            prediction={"score": best.score + 0.05},
-        )
-        return [better, *self.extra.get(state.iteration, [])]
 
 
 def make(tmp_path: Path, proposer, evaluator, iterations=2, stop=None, events=None):
@@ -130,12 +69,17 @@ def test_rerun_continues_at_next_iteration_without_reevaluating(tmp_path):
 
 
 def test_candidate_that_cannot_start_is_recorded_failed(tmp_path):
-    proposer = ScriptedProposer({1: [Proposal(parent="c009", source=program(0.9), summary="unknown parent")]})
-    run, opt = make(tmp_path, proposer, FakeEvaluator(), iterations=1)
-    opt.run()
+    extra = {
+        1: [Proposal(parent="c009", source=program(0.9), summary="unknown parent")],
+        2: [Proposal(parent="c001", source=program(0.9, "crash"), summary="fails to start")],
+    }
+    run, opt = make(tmp_path, ScriptedProposer(extra), FakeEvaluator(), iterations=2)
+    outcome = opt.run()
     run.close()
-    bad = run.store.get("c004").candidate
-    assert bad.failed and "c009" in bad.error
+    unknown, crashed = run.store.get("c004").candidate, run.store.get("c006").candidate
+    assert unknown.failed and "c009" in unknown.error
+    assert crashed.failed and crashed.error == "the harness could not start" and crashed.evaluation is None
+    assert outcome.best.id == "c005"  # neither 0.9 counts: only evaluated candidates compete
 
 
 def test_budget_exceeded_stops_cleanly_with_a_note(tmp_path):

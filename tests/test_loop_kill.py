@@ -16,12 +16,13 @@ from metaharness.store import RunDirectory
 
 TESTS = Path(__file__).resolve().parent
 
-# A run of the real loop and store with the scripted proposer and evaluator of test_loop.py, in its own process.
+# A run of the real loop and store with the scripted proposer and evaluator (tests/fakes.py), in its own process.
 DRIVER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from test_loop import CONFIG, FakeEvaluator, ScriptedProposer, program
+    from fakes import FakeEvaluator, ScriptedProposer, program
+    from test_loop import CONFIG
     from metaharness.loop import LoopSettings, Optimizer, Seed
     from metaharness.store import RunDirectory
 

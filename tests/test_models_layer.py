@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from fakes import ScriptedModel, in_order
 
 from metaharness.errors import BudgetExceeded, ConfigurationError, InputError
 from metaharness.models import (
@@ -35,18 +36,9 @@ from metaharness.models.retry import Transient, backend_slots, retry_after_secon
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
 
-class Scripted:
-    """A backend that answers with the given texts in order and records the requests it got."""
-
-    def __init__(self, *texts: str, usage: Usage = Usage(10, 5)):
-        self.texts = list(texts)
-        self.requests: list[ChatRequest] = []
-        self.usage = usage
-
-    def complete(self, request: ChatRequest) -> ChatResult:
-        self.requests.append(request)
-        choices = [Choice(text=self.texts.pop(0)) for _ in range(request.n)]
-        return ChatResult(choices, Usage(**vars(self.usage)), 0.01, "scripted", raw_id="r1")
+def backend(*texts: str | Choice) -> ScriptedModel:
+    """A backend (below the client layer, so its answers are unchecked) giving ``texts`` in order."""
+    return ScriptedModel(in_order(*texts), raw=True)
 
 
 def ask(text: str = "hi", **fields) -> ChatRequest:
@@ -57,12 +49,12 @@ def ask(text: str = "hi", **fields) -> ChatRequest:
 
 
 def test_invalid_json_gets_one_repair_request():
-    backend = Scripted("not json", '{"n": 3}')
-    client = Client("local:x", backend, cache=None, ledger=Ledger())
+    scripted = backend("not json", '{"n": 3}')
+    client = Client("local:x", scripted, cache=None, ledger=Ledger())
     result = client.complete(ask(json_schema=SCHEMA))
     assert result.parsed == {"n": 3}
-    assert len(backend.requests) == 2
-    repair = backend.requests[1]
+    assert len(scripted.requests) == 2
+    repair = scripted.requests[1]
     assert repair.messages[-2] == {"role": "assistant", "content": "not json"}
     assert "not valid JSON" in repair.messages[-1]["content"]
     assert result.usage == Usage(20, 10)  # the repair's tokens are counted
@@ -70,37 +62,30 @@ def test_invalid_json_gets_one_repair_request():
 
 
 def test_schema_mismatch_twice_raises_structured_output_error():
-    backend = Scripted('{"n": "three"}', '{"m": 1}')
-    client = Client("local:x", backend, cache=None, ledger=Ledger())
+    scripted = backend('{"n": "three"}', '{"m": 1}')
+    client = Client("local:x", scripted, cache=None, ledger=Ledger())
     with pytest.raises(StructuredOutputError, match="even after a repair"):
         client.complete(ask(json_schema=SCHEMA))
     assert client.ledger.totals()["calls"] == 1 and client.ledger.tokens == 30
 
 
 def test_fenced_json_is_accepted_without_repair():
-    backend = Scripted('```json\n{"n": 1}\n```')
-    result = Client("local:x", backend, cache=None, ledger=Ledger()).complete(ask(json_schema=SCHEMA))
-    assert result.parsed == {"n": 1} and len(backend.requests) == 1
+    scripted = backend('```json\n{"n": 1}\n```')
+    result = Client("local:x", scripted, cache=None, ledger=Ledger()).complete(ask(json_schema=SCHEMA))
+    assert result.parsed == {"n": 1} and len(scripted.requests) == 1
 
 
 def test_forced_tool_without_call_is_repaired():
     tool = Tool("f", "a function", SCHEMA)
 
-    class ToolBackend(Scripted):
-        def complete(self, request):
-            result = super().complete(request)
-            if len(self.requests) == 2:
-                result.choices[0].tool_calls = [ToolCall("c1", "f", {"n": 2})]
-            return result
-
-    backend = ToolBackend("I will not call it", "")
-    result = Client("local:x", backend, cache=None, ledger=Ledger()).complete(ask(tools=[tool], tool_choice="f"))
+    scripted = backend("I will not call it", Choice("", tool_calls=[ToolCall("c1", "f", {"n": 2})]))
+    result = Client("local:x", scripted, cache=None, ledger=Ledger()).complete(ask(tools=[tool], tool_choice="f"))
     assert result.tool_calls == [ToolCall("c1", "f", {"n": 2})]
-    assert "no call of the tool 'f'" in backend.requests[1].messages[-1]["content"]
+    assert "no call of the tool 'f'" in scripted.requests[1].messages[-1]["content"]
 
 
 def test_bad_requests_are_input_errors():
-    client = Client("local:x", Scripted(), cache=None, ledger=Ledger())
+    client = Client("local:x", backend("never asked"), cache=None, ledger=Ledger())
     with pytest.raises(InputError, match="not among the tools"):
         client.complete(ask(tools=[Tool("f", "", SCHEMA)], tool_choice="g"))
     with pytest.raises(InputError, match="n must be"):
@@ -143,13 +128,13 @@ def test_cache_round_trips_every_field(tmp_path):
 
 
 def test_only_deterministic_requests_are_cached(tmp_path):
-    backend = Scripted("a", "b", "c", "d")
-    client = Client("local:x", backend, cache=ResponseCache(tmp_path / "c.sqlite"), ledger=Ledger())
+    scripted = backend("a", "b", "c", "d")
+    client = Client("local:x", scripted, cache=ResponseCache(tmp_path / "c.sqlite"), ledger=Ledger())
     assert client.complete(ask()).text == "a"
     assert client.complete(ask()).cached
     assert client.complete(ask(temperature=0.9)).text == "b"
     assert client.complete(ask(temperature=0.9)).text == "c"
-    assert len(backend.requests) == 3
+    assert len(scripted.requests) == 3
 
 
 def test_cache_is_shared_by_threads_and_processes(tmp_path):
@@ -203,7 +188,9 @@ def test_dollar_cap_refuses_an_unpriced_model():
     ledger = Ledger(max_dollars=1.0)
     with pytest.raises(ConfigurationError, match="METAHARNESS_PRICES"):
         ledger.check("openai:some-future-model")
-    Ledger().record("openai:some-future-model", "task", Usage(1, 1))  # without a cap it is only listed
+    uncapped = Ledger()
+    uncapped.record("openai:some-future-model", "task", Usage(1, 1))  # without a cap it is only listed
+    assert uncapped.totals()["unpriced_models"] == ["openai:some-future-model"]
 
 
 def test_price_table_is_extended_from_json_toml_and_env(tmp_path, monkeypatch):

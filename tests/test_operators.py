@@ -6,13 +6,15 @@ code's logic (the evaluator's sandbox runs it for real in the proposer tests).
 
 from __future__ import annotations
 
+import re
 import types
 
 import pytest
+from fakes import ScriptedLM
 
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
-from metaharness.proposers.operators import OPERATORS, applicable, get_operator, label_set
+from metaharness.proposers.operators import ANSWER_CAP, FORMAT_SENTENCE, OPERATORS, applicable, get_operator, label_set
 
 SEED_FILES = sorted(SEEDS.glob("*/*.py"))
 LABELS = ["common cold", "dengue", "migraine"]
@@ -27,21 +29,12 @@ TRAIN = [
 ]
 
 
-class ScriptedLM:
-    """Answers every call with ``reply`` and records the calls (what the harness asked for)."""
-
-    context_window = 2048
-
-    def __init__(self, reply: str) -> None:
-        self.reply = reply
-        self.calls: list[dict] = []
-
-    def __call__(self, prompt, *, system=None, max_tokens=512, temperature=0.0, stop=None):
-        self.calls.append({"prompt": prompt, "system": system, "max_tokens": max_tokens})
-        return self.reply
+DENGUE = "[DIAGNOSIS]dengue[/DIAGNOSIS]"
+COLD = "[DIAGNOSIS]common cold[/DIAGNOSIS]"
 
 
 def load(source: str, reply: str, train=TRAIN):
+    """Run a harness file as a module; its Harness gets a scripted lm that answers every call with ``reply``."""
     module = types.ModuleType("harness_under_test")
     exec(compile(source, "harness.py", "exec"), module.__dict__)
     lm = ScriptedLM(reply)
@@ -62,14 +55,51 @@ def test_every_applicable_operator_keeps_a_valid_harness(path) -> None:
         assert revision.source != source and revision.summary and revision.operator == op.name
 
 
+# What each operator leaves in the program it edits (retrieval sizes and answer caps are checked by value).
+MARKERS = {
+    "snap_to_labels": "def _predict_before_snap(",
+    "neighbour_vote_3": "def _predict_before_vote3(",
+    "neighbour_vote_7": "def _predict_before_vote7(",
+    "neighbour_fallback": "def _predict_before_fallback(",
+    "answer_format": FORMAT_SENTENCE.strip(),
+    "label_list": "lm = _LabelHintLM(lm, _known_labels(train))",
+    "balanced_shots": "train = _label_round_robin(train)",
+}
+SETS_K = ("more_retrieved", "fewer_retrieved", "retrieval_off")
+
+
+def retrieval_k(source: str) -> int:
+    return int(re.search(r"^K = (\d+)$", source, re.MULTILINE).group(1))
+
+
+def shows(operator: str, before: str, after: str) -> bool:
+    """Whether ``after`` carries the edit ``operator`` made to ``before``."""
+    if operator in SETS_K:
+        old, new = retrieval_k(before), retrieval_k(after)
+        return {"more_retrieved": new > old, "fewer_retrieved": 0 < new < old, "retrieval_off": new == 0}[operator]
+    if operator == "shorter_answers":  # no answer-length setting above the cap is left
+        return get_operator(operator).applies(before) and not get_operator(operator).applies(after)
+    return MARKERS[operator] in after and MARKERS[operator] not in before
+
+
 @pytest.mark.parametrize("name", ["zero_shot", "few_shot", "retrieval"])
 def test_operator_pairs_compose(name) -> None:
-    """Revision chains of two: every applicable second operator still edits the first one's output."""
+    """Revision chains of two: every composed program is a working harness that carries both edits."""
     source = seed("symptom2disease", name)
-    for op in applicable(source):
-        revision = op.apply(source)
-        for second in applicable(revision.source):
-            second.apply(revision.source)
+    pairs = 0
+    for first in applicable(source):
+        revision = first.apply(source).source
+        for second in applicable(revision):
+            composed = second.apply(revision).source
+            chain = f"{name}: {first.name}, then {second.name}"
+            module, harness, _ = load(composed, DENGUE)  # valid Python; Harness(lm, train) constructs
+            assert isinstance(module.Harness, type) and isinstance(harness.predict(TRAIN[1]["input"]), str), chain
+            assert shows(second.name, revision, composed), chain
+            # two retrieval-size edits set the same constant: the second one decides its final value
+            kept_in = revision if first.name in SETS_K and second.name in SETS_K else composed
+            assert shows(first.name, source, kept_in), chain
+            pairs += 1
+    assert pairs >= 25
 
 
 @pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -82,26 +112,21 @@ def test_edits_keep_the_original_text(path) -> None:
     assert all(line in new_lines for line in kept)
 
 
-def test_snap_to_labels_repairs_a_misspelt_label() -> None:
-    revised = get_operator("snap_to_labels").apply(seed("symptom2disease", "few_shot")).source
-    _, harness, _ = load(revised, "Commn cold")
-    assert harness.predict("sneezing") == "[DIAGNOSIS]common cold[/DIAGNOSIS]"
-    _, harness, _ = load(revised, "the patient has DENGUE!")
-    assert harness.predict("fever") == "[DIAGNOSIS]dengue[/DIAGNOSIS]"
-
-
-def test_neighbour_vote_outvotes_a_wrong_answer_and_fallback_fills_a_blank() -> None:
-    voted = get_operator("neighbour_vote_3").apply(seed("symptom2disease", "few_shot")).source
-    _, harness, _ = load(voted, "migraine")
-    assert harness.predict("sneezing runny nose stuffy nose") == "[DIAGNOSIS]common cold[/DIAGNOSIS]"
-    _, harness, _ = load(voted, "dengue")  # the model agrees with one neighbour: its weight decides
-    assert harness.predict("fever rash joint pain headache") == "[DIAGNOSIS]dengue[/DIAGNOSIS]"
-
-    fallback = get_operator("neighbour_fallback").apply(seed("symptom2disease", "zero_shot")).source
-    _, harness, _ = load(fallback, "I am not sure.")
-    assert harness.predict("throbbing headache with aura") == "migraine"
-    _, harness, _ = load(fallback, "[DIAGNOSIS]dengue[/DIAGNOSIS]")
-    assert harness.predict("throbbing headache with aura") == "[DIAGNOSIS]dengue[/DIAGNOSIS]"
+@pytest.mark.parametrize(
+    ("operator", "seed_name", "reply", "question", "answer"),
+    [
+        ("snap_to_labels", "few_shot", "Commn cold", "sneezing", COLD),  # a misspelt label is repaired
+        ("snap_to_labels", "few_shot", "the patient has DENGUE!", "fever", DENGUE),
+        ("neighbour_vote_3", "few_shot", "migraine", "sneezing runny nose stuffy nose", COLD),  # outvoted
+        ("neighbour_vote_3", "few_shot", "dengue", "fever rash joint pain headache", DENGUE),  # its weight decides
+        ("neighbour_fallback", "zero_shot", "I am not sure.", "throbbing headache with aura", "migraine"),
+        ("neighbour_fallback", "zero_shot", DENGUE, "throbbing headache with aura", DENGUE),  # a label: kept
+    ],
+)
+def test_post_processors_change_answers_as_they_say(operator, seed_name, reply, question, answer) -> None:
+    revised = get_operator(operator).apply(seed("symptom2disease", seed_name)).source
+    _, harness, _ = load(revised, reply)
+    assert harness.predict(question) == answer
 
 
 def test_answer_format_appends_to_the_instruction_constant() -> None:
@@ -118,7 +143,8 @@ def test_label_list_reaches_the_system_prompt() -> None:
     revised = get_operator("label_list").apply(source).source
     _, harness, lm = load(revised, "[罪名]盗窃<eoa>")
     harness.predict("事实: ...")
-    assert "Possible answers: common cold; dengue; migraine." in lm.calls[0]["system"]
+    system = lm.requests[0].messages[0]
+    assert system["role"] == "system" and "Possible answers: common cold; dengue; migraine." in system["content"]
 
 
 def test_balanced_shots_reorders_training_examples_round_robin() -> None:
@@ -133,7 +159,7 @@ def test_answer_cap_and_retrieval_k() -> None:
     revised = get_operator("shorter_answers").apply(seed("symptom2disease", "zero_shot")).source
     _, harness, lm = load(revised, "dengue")
     harness.predict("fever")
-    assert lm.calls[0]["max_tokens"] == 48
+    assert lm.requests[0].max_tokens == ANSWER_CAP
 
     source = seed("symptom2disease", "retrieval")
     assert "K = 16" in get_operator("more_retrieved").apply(source).source
@@ -141,8 +167,8 @@ def test_answer_cap_and_retrieval_k() -> None:
     off = get_operator("retrieval_off").apply(source)
     assert "K = 0" in off.source and "retrieval off" in off.summary
     _, harness, lm = load(off.source, "dengue")
-    assert harness.predict("fever rash") == "[DIAGNOSIS]dengue[/DIAGNOSIS]"
-    assert "Symptoms: high fever" not in lm.calls[0]["prompt"]
+    assert harness.predict("fever rash") == DENGUE
+    assert not any("Symptoms: high fever" in m["content"] for m in lm.requests[0].messages)
     assert not get_operator("retrieval_off").applies(off.source)
 
 

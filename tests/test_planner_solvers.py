@@ -6,11 +6,11 @@ targets on 150 more; every graph is also solved by brute force (depth-first enum
 
 from __future__ import annotations
 
-import json
 import math
 import random
 
 import pytest
+from fakes import ScriptedModel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -89,34 +89,33 @@ def _agrees(graph: PlanGraph, solver: str, soft: SoftTargets | None = None) -> N
 SEEDS = st.integers(0, 2**64 - 1)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(SEEDS)
-def test_exact_matches_brute_force_on_3000_graphs(seed):
-    rng = random.Random(seed)
-    for _ in range(10):
-        _agrees(random_graph(rng), "exact")
+def _matches_brute_force(solvers: tuple[str, ...], seeds: int, graphs_per_seed: int, soft: bool = False):
+    """A test: on ``seeds`` x ``graphs_per_seed`` random graphs every solver agrees with the brute force."""
+
+    @settings(max_examples=seeds, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(SEEDS)
+    def test(seed):
+        rng = random.Random(seed)
+        for _ in range(graphs_per_seed):
+            graph = random_graph(rng)
+            targets = None
+            if soft:
+                limits = len(graph.budget)
+                targets = SoftTargets(
+                    tuple(rng.choice(HALVES) for _ in range(limits)),
+                    tuple(rng.choice([0.0, 0.25, 1.0]) for _ in range(limits)),
+                )
+            for solver in solvers:
+                _agrees(graph, solver, targets)
+
+    return test
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(SEEDS)
-def test_ilp_matches_brute_force_on_300_graphs(seed):
-    rng = random.Random(seed)
-    for _ in range(5):
-        _agrees(random_graph(rng), "ilp")
-
-
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(SEEDS)
-def test_soft_targets_match_brute_force_on_150_graphs(seed):
-    rng = random.Random(seed)
-    for _ in range(5):
-        graph = random_graph(rng)
-        limits = len(graph.budget)
-        soft = SoftTargets(
-            tuple(rng.choice(HALVES) for _ in range(limits)), tuple(rng.choice([0.0, 0.25, 1.0]) for _ in range(limits))
-        )
-        _agrees(graph, "exact", soft)
-        _agrees(graph, "ilp", soft)
+test_exact_matches_brute_force_on_3000_graphs = _matches_brute_force(("exact",), seeds=300, graphs_per_seed=10)
+test_ilp_matches_brute_force_on_300_graphs = _matches_brute_force(("ilp",), seeds=60, graphs_per_seed=5)
+test_soft_targets_match_brute_force_on_150_graphs = _matches_brute_force(
+    ("exact", "ilp"), seeds=30, graphs_per_seed=5, soft=True
+)
 
 
 def _hand_graph(**overrides) -> PlanGraph:
@@ -270,29 +269,13 @@ def test_real_valued_costs_fit_exactly():
         assert solve(graph, [0.19999], solver=solver).status == "infeasible"
 
 
-class _PathModel:
-    """A fake model client that always proposes the same path (the lm baseline's answer)."""
-
-    spec = "fake:path"
-
-    def __init__(self, path):
-        self.path = path
-        self.requests = []
-
-    def complete(self, request, *, role="task"):
-        from metaharness.models.types import ChatResult, Choice, Usage
-
-        self.requests.append(request)
-        return ChatResult([Choice(json.dumps({"path": self.path}))], Usage(), 0.0, self.spec)
-
-
 def test_lm_baseline_is_checked_like_any_plan():
     graph = _hand_graph()
-    good = solve(graph, solver="lm", model=_PathModel(["sb", "bg"]))
+    good = solve(graph, solver="lm", model=ScriptedModel({"path": ["sb", "bg"]}))
     assert (good.status, good.value, good.solver) == ("feasible", 0.0, "lm")
-    over = solve(graph, [2, 0.5], solver="lm", model=_PathModel(["sa", "ag"]))
+    over = solve(graph, [2, 0.5], solver="lm", model=ScriptedModel({"path": ["sa", "ag"]}))
     assert over.status == "invalid" and "over the budget" in over.note and over.path == ["sa", "ag"]
-    model = _PathModel(["sa"])
+    model = ScriptedModel({"path": ["sa"]})  # the lm baseline proposes a path
     short = solve(graph, solver="lm", model=model)
     assert short.status == "invalid" and "not a goal" in short.note
     assert '"budget": [3.0, 1.0]' in model.requests[0].messages[1]["content"]

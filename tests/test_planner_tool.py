@@ -1,5 +1,5 @@
 """The planning tool: OpenAI/Anthropic tool definitions, the Python call, and a real MCP client session against
-``metaharness plan serve`` backed by a scripted OpenAI-compatible model server the test controls."""
+``metaharness plan serve`` backed by a scripted model the test serves over OpenAI's HTTP API."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ import json
 import os
 import re
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 import jsonschema
 import pytest
+from fakes import ScriptedModel, ServedModel
 from pydantic import TypeAdapter
 
 from metaharness.errors import InputError
@@ -45,11 +44,11 @@ def test_tool_arguments_are_validated():
         call_plan_tool({"history": ["x"], "goal": "y", "budget": {"steps": -1}}, model=None)
 
 
-# --- a scripted OpenAI-compatible server: the model backend this test controls --------------------------------
+# --- a scripted model served over HTTP: the model backend this test controls -----------------------------------
 
 
-def _answer(messages: list[dict]) -> dict:
-    system, user = messages[0]["content"], messages[-1]["content"]
+def _answer(request) -> dict:
+    system, user = request.messages[0]["content"], request.messages[-1]["content"]
     if system.startswith("You are the plan sampler"):
         return {"plans": [{"subplans": ["take key", "open door"]}, {"subplans": ["kick door"]}]}
     if system.startswith("You are the state simulator"):
@@ -64,48 +63,11 @@ def _answer(messages: list[dict]) -> dict:
     raise AssertionError(f"unexpected prompt: {system[:60]}")
 
 
-class _ScriptedModel(BaseHTTPRequestHandler):
-    def _send(self, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        self._send(
-            {"object": "list", "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "test"}]}
-        )
-
-    def do_POST(self):
-        request = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        content = json.dumps(_answer(request["messages"]))
-        self._send(
-            {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "scripted",
-                "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
-                ],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
-            }
-        )
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def scripted_model_url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedModel)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    served = ServedModel(ScriptedModel(_answer))
+    yield served.base_url
+    served.close()
 
 
 def test_mcp_session_lists_and_calls_plan(scripted_model_url, tmp_path):

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 
 import pytest
+from fakes import ScriptedModel, in_order
 
 from metaharness.errors import InputError
-from metaharness.models.types import ChatRequest, ChatResult, Choice, StructuredOutputError, Usage
+from metaharness.models.types import StructuredOutputError
+from metaharness.planner import subagents
 from metaharness.planner.problem import prepare
-from metaharness.planner.subagents import (
-    CandidatePlan,
-    KeyJudgeMerger,
-    ModelPlanSampler,
-    ModelRewardLabeler,
-    ModelStateSimulator,
-    PlanningTask,
-    PredictedState,
-    SimulatedStep,
-)
+from metaharness.planner.subagents import CandidatePlan, PlanningTask, PredictedState, SimulatedStep
 from metaharness.planner.tps import plan, replay
 
 # --- a toy domain with a true environment: a corridor of cells 0..5, the goal is to stand on cell 3 ----------------
@@ -53,7 +45,7 @@ class CorridorLabeler:
 ORACLE = {
     "sampler": CorridorSampler([["right", "right", "right"], ["run right", "right"], ["left", "right"]]),
     "simulator": CorridorSimulator(),
-    "merger": KeyJudgeMerger(),
+    "merger": subagents.KeyJudgeMerger(),
     "labeler": CorridorLabeler(),
 }
 
@@ -117,30 +109,29 @@ def test_plan_needs_a_model_or_all_stages():
 # --- model-backed stages against scripted answers --------------------------------------------------------------
 
 
-class ScriptedClient:
-    """Answers each stage from a script keyed by the first words of the system prompt; records every request."""
+STAGES = ("plan sampler", "state simulator", "state merger", "reward labeler")
 
-    spec = "scripted:test"
 
-    def __init__(self, script):
-        self.script = {k: list(v) for k, v in script.items()}
-        self.requests = defaultdict(list)
+def stage_of(request) -> str:
+    return next(k for k in STAGES if request.messages[0]["content"].startswith(f"You are the {k}"))
 
-    def complete(self, request: ChatRequest, *, role="task") -> ChatResult:
-        stage = next(k for k in self.script if request.messages[0]["content"].startswith(f"You are the {k}"))
-        self.requests[stage].append(request)
-        answer = self.script[stage].pop(0) if len(self.script[stage]) > 1 else self.script[stage][0]
-        if isinstance(answer, Exception):
-            raise answer
-        text = answer if isinstance(answer, str) else json.dumps(answer)
-        return ChatResult([Choice(text)], Usage(), 0.0, self.spec)
+
+def by_stage(script: dict[str, list]) -> ScriptedModel:
+    """A model answering each stage (named by its system prompt) from its own list, in order (the last repeats).
+    Answers pass unchecked (``raw``), so the stages' own JSON and schema checks run."""
+    queues = {stage: in_order(*answers) for stage, answers in script.items()}
+    return ScriptedModel(lambda request: queues[stage_of(request)](request), raw=True)
+
+
+def asked(model: ScriptedModel, stage: str) -> list:
+    return [request for request in model.requests if stage_of(request) == stage]
 
 
 TASK = PlanningTask.create(["You are at the door; the key is on the table."], "open the door", {"steps": 4})
 
 
 def test_sampler_re_asks_after_malformed_json_and_drops_duplicates():
-    client = ScriptedClient(
+    client = by_stage(
         {
             "plan sampler": [
                 "Sure! Here are plans: 1) take key",
@@ -155,18 +146,18 @@ def test_sampler_re_asks_after_malformed_json_and_drops_duplicates():
             ]
         }
     )
-    sampler = ModelPlanSampler(client)
+    sampler = subagents.ModelPlanSampler(client)
     plans = sampler.sample(TASK, 4)
     assert [p.subplans for p in plans] == [("take key", "open door"), ("kick door",)]
     calls = sampler.take_calls()
     assert [a["error"] is None for a in calls[0]["attempts"]] == [False, False, True]
     # The re-ask names the problem.
-    assert "cannot be used" in client.requests["plan sampler"][1].messages[-1]["content"]
-    assert client.requests["plan sampler"][0].json_schema["properties"]["plans"]["maxItems"] == 4
+    assert "cannot be used" in asked(client, "plan sampler")[1].messages[-1]["content"]
+    assert asked(client, "plan sampler")[0].json_schema["properties"]["plans"]["maxItems"] == 4
 
 
 def test_simulator_checks_step_count_and_costs():
-    client = ScriptedClient(
+    client = by_stage(
         {
             "state simulator": [
                 {"steps": [{"state": "holding key", "cost": [1]}]},  # one step short
@@ -175,7 +166,7 @@ def test_simulator_checks_step_count_and_costs():
             ]
         }
     )
-    simulator = ModelStateSimulator(client, canonical_key=lambda s: s.upper())
+    simulator = subagents.ModelStateSimulator(client, canonical_key=lambda s: s.upper())
     steps = simulator.simulate(TASK, CandidatePlan(("take key", "open door")))
     assert steps == [
         SimulatedStep("holding key", (1.0,), "HOLDING KEY"),
@@ -185,13 +176,13 @@ def test_simulator_checks_step_count_and_costs():
 
 
 def test_simulator_gives_up_cleanly():
-    client = ScriptedClient({"state simulator": ["no idea"]})
-    assert ModelStateSimulator(client, attempts=2).simulate(TASK, CandidatePlan(("x",))) == []
+    client = by_stage({"state simulator": ["no idea"]})
+    assert subagents.ModelStateSimulator(client, attempts=2).simulate(TASK, CandidatePlan(("x",))) == []
 
 
 def test_merger_never_merges_on_a_single_yes_and_trusts_keys():
-    client = ScriptedClient({"state merger": [{"same": True}, {"same": False}, {"same": True}, {"same": True}]})
-    merger = KeyJudgeMerger(client)
+    client = by_stage({"state merger": [{"same": True}, {"same": False}, {"same": True}, {"same": True}]})
+    merger = subagents.KeyJudgeMerger(client)
     states = [
         PredictedState("door closed, key on table"),
         PredictedState("door closed, key on the table"),
@@ -205,17 +196,17 @@ def test_merger_never_merges_on_a_single_yes_and_trusts_keys():
     # 1: yes then no -> kept apart; 2: identical up to case/spacing -> merged without asking;
     # 3: yes and yes -> merged; 4/5: keys differ -> apart; 6: too dissimilar to ask.
     assert groups == [0, 1, 0, 0, 4, 5, 6]
-    assert len(client.requests["state merger"]) == 4
+    assert len(asked(client, "state merger")) == 4
 
 
 def test_labeler_falls_back_to_neutral():
-    client = ScriptedClient({"reward labeler": [{"labels": [1]}]})  # wrong count every time
-    labels = ModelRewardLabeler(client, attempts=2).label(TASK, [PredictedState("a"), PredictedState("b")])
+    client = by_stage({"reward labeler": [{"labels": [1]}]})  # wrong count every time
+    labels = subagents.ModelRewardLabeler(client, attempts=2).label(TASK, [PredictedState("a"), PredictedState("b")])
     assert labels == [0, 0]
 
 
 def test_plan_with_a_model_end_to_end_and_malformed_answers():
-    client = ScriptedClient(
+    client = by_stage(
         {
             "plan sampler": [
                 "{not json",
@@ -240,7 +231,7 @@ def test_plan_with_a_model_end_to_end_and_malformed_answers():
 
 
 def test_plan_with_a_model_that_never_answers_well_says_no_route():
-    client = ScriptedClient(
+    client = by_stage(
         {"plan sampler": ["nope"], "state simulator": ["nope"], "reward labeler": ["nope"], "state merger": ["nope"]}
     )
     result = plan("somewhere", "elsewhere", [3], model=client)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from test_proposers_offline import KeywordModel, _state
+from test_proposers_offline import _state, keyword_model
 
 from metaharness.errors import ConfigurationError
 from metaharness.models import RetryPolicy, connect
@@ -162,7 +162,7 @@ def test_tps_plans_predicts_selects_then_implements(anthropic, task, tmp_path) -
             ("submit", {"name": "plan1", "parent": "c1", "summary": "retrieve 4 examples"}),
         ]
     )
-    proposer = get_proposer("tps", model=client, task=task, task_model=KeywordModel(), run_dir=tmp_path, probe_size=3)
+    proposer = get_proposer("tps", model=client, task=task, task_model=keyword_model(), run_dir=tmp_path, probe_size=3)
     proposals = proposer.propose(_state(evals=1))
     assert len(proposals) == 1
     p = proposals[0]
@@ -178,7 +178,7 @@ def test_tps_plans_predicts_selects_then_implements(anthropic, task, tmp_path) -
 
 def test_coding_proposers_need_a_model(task) -> None:
     with pytest.raises(ConfigurationError, match="proposer-model"):
-        get_proposer("tps", task=task, task_model=KeywordModel())
+        get_proposer("tps", task=task, task_model=keyword_model())
 
 
 @pytest.mark.slow
@@ -197,7 +197,7 @@ def test_local_server_proposers_and_the_loop_go_on(local_openai_server, shared_d
         "tps",
         model=client,
         task=task,
-        task_model=KeywordModel(),
+        task_model=keyword_model(),
         run_dir=tmp_path / "tps",
         probe_size=2,
         plans=1,

@@ -7,31 +7,27 @@ the embedded model runs in the slow end-to-end test and in the optimize run repo
 from __future__ import annotations
 
 import pytest
+from fakes import ScriptedModel
 
 from metaharness.candidate import Candidate, Evaluation
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
-from metaharness.models.types import ChatRequest, ChatResult, Choice, Usage
 from metaharness.proposal import Proposer, RunState
 from metaharness.proposers import PROPOSER_NAMES, get_proposer
 from metaharness.proposers.probe import HeldOutTask
 from metaharness.tasks import get_task
 
 
-class KeywordModel:
-    """A deterministic stand-in task model: 'common cold' when the question mentions sneezing, else a
-    misspelt 'Dengu fever' (which label snapping repairs)."""
+def diagnose_by_keyword(request) -> str:
+    """'common cold' when the question mentions sneezing, else a misspelt 'Dengu fever' (which label snapping
+    repairs): operator revisions change what a harness answers in a known way."""
+    question = request.messages[-1]["content"].split("Symptoms:")[-1].lower()
+    return "common cold" if "sneez" in question else "Dengu fever"
 
-    spec = "scripted:keywords"
 
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def complete(self, request: ChatRequest, *, role: str = "task") -> ChatResult:
-        self.calls += 1
-        question = request.messages[-1]["content"].split("Symptoms:")[-1].lower()
-        text = "common cold" if "sneez" in question else "Dengu fever"
-        return ChatResult([Choice(text=text)], Usage(len(str(request.messages)) // 4, 3), 0.0, self.spec)
+def keyword_model() -> ScriptedModel:
+    """A deterministic stand-in task model (:func:`diagnose_by_keyword`)."""
+    return ScriptedModel(diagnose_by_keyword, spec="scripted:keywords")
 
 
 class NoValTask:
@@ -87,7 +83,7 @@ def test_held_out_probe_split_is_disjoint_from_the_harness_train(task) -> None:
 
 
 def test_offline_proposer_plans_probes_and_chooses(task, tmp_path) -> None:
-    model = KeywordModel()
+    model = keyword_model()
     proposer = get_proposer("offline", task=task, task_model=model, probe_size=6, plans=4, run_dir=tmp_path, seed=1)
     assert isinstance(proposer, Proposer) and proposer.name == "offline"
     state = _state()
@@ -103,7 +99,7 @@ def test_offline_proposer_plans_probes_and_chooses(task, tmp_path) -> None:
         assert pred["selection"] == "ilp" and pred["probe"]["examples"] == 6
         assert 0.0 <= pred["score"] <= 1.0 and pred["std"] > 0
         assert p.summary == "; then ".join(pred["chain"])
-    assert model.calls > 0 and (tmp_path / "proposer" / "probe").is_dir()
+    assert model.requests and (tmp_path / "proposer" / "probe").is_dir()
     # Probes are memoised by source: asking again costs no new sandbox runs for what was already probed.
     runs = proposer.prober.runs
     proposer.propose(state)
@@ -114,7 +110,7 @@ def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
     proposer = get_proposer(
         "offline-greedy",
         task=task,
-        task_model=KeywordModel(),
+        task_model=keyword_model(),
         probe_size=12,
         plans=2,
         operators=["snap_to_labels", "answer_format"],
@@ -131,9 +127,9 @@ def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
 def test_names_and_errors(task) -> None:
     assert {"offline", "offline-greedy", "offline-random", "offline-best-of-n"} <= set(PROPOSER_NAMES)
     with pytest.raises(InputError, match="Unknown proposer"):
-        get_proposer("oracle", task=task, task_model=KeywordModel())
+        get_proposer("oracle", task=task, task_model=keyword_model())
     assert (
-        get_proposer("offline", task=task, task_model=KeywordModel(), unknown_key=1).propose(
+        get_proposer("offline", task=task, task_model=keyword_model(), unknown_key=1).propose(
             RunState(task="symptom2disease", iteration=1, candidates=[], evals_left=3)
         )
         == []

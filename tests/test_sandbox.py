@@ -1,6 +1,6 @@
 """Hostile and broken harnesses are contained: each scores 0 with a clear error and the evaluation completes.
 
-The task model here is a scripted client (these tests check the sandbox and the evaluator's failure handling,
+The task model here is a scripted model (these tests check the sandbox and the evaluator's failure handling,
 not a model); every harness runs in the real sandbox process.
 """
 
@@ -8,38 +8,16 @@ from __future__ import annotations
 
 import os
 import textwrap
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from fakes import ScriptedModel
 
 from metaharness.evaluation import HarnessInvalid, SandboxLimits, check_harness, evaluate
 from metaharness.evaluation.confine import probe
-from metaharness.models.types import ChatRequest, ChatResult, Choice, Usage
 
 SECRET = "sk-test-secret-0123456789"
-
-
-class ScriptedClient:
-    """Answers every request with ``answer`` (or ``answer(request)``) after ``latency`` seconds; keeps requests."""
-
-    spec = "scripted:test"
-
-    def __init__(self, answer="[DIAGNOSIS]dengue[/DIAGNOSIS]", latency: float = 0.0):
-        self.answer = answer
-        self.latency = latency
-        self.requests: list[ChatRequest] = []
-        self._lock = threading.Lock()
-
-    def complete(self, request: ChatRequest, *, role: str = "task") -> ChatResult:
-        with self._lock:
-            self.requests.append(request)
-        if self.latency:
-            time.sleep(self.latency)
-        text = self.answer(request) if callable(self.answer) else self.answer
-        prompt_words = sum(len(m["content"].split()) for m in request.messages)
-        return ChatResult([Choice(text)], Usage(prompt_words, len(text.split())), self.latency, self.spec)
+DENGUE = "[DIAGNOSIS]dengue[/DIAGNOSIS]"
 
 
 def write_harness(tmp_path: Path, body: str, name: str = "harness.py") -> Path:
@@ -60,7 +38,7 @@ def run(path: Path, shared_data_dir: Path, *, limit: int = 3, limits: SandboxLim
         path,
         "symptom2disease",
         "val",
-        model=ScriptedClient(),
+        model=ScriptedModel(DENGUE),
         limit=limit,
         workers=3,
         data_dir=shared_data_dir,
@@ -81,7 +59,11 @@ def assert_contained(report, pattern: str, failing: set[str]):
 
 
 def test_this_machine_confines_writes():
-    assert probe()["write_barrier"] is not None
+    machine = probe()
+    # root drops its capabilities (or becomes nobody without Landlock); a normal user needs Landlock
+    expected = {"landlock+nocaps", "nobody"} if machine["uid"] == 0 else {"landlock"}
+    assert machine["write_barrier"] in expected, machine
+    assert machine["write_barrier"].startswith("landlock") == bool(machine["landlock_abi"])
 
 
 def test_harness_that_raises(tmp_path, shared_data_dir):
@@ -137,7 +119,7 @@ def test_model_time_does_not_count_against_the_wall_time(tmp_path, shared_data_d
         path,
         "symptom2disease",
         "val",
-        model=ScriptedClient(latency=0.8),
+        model=ScriptedModel(DENGUE, latency=0.8),
         limit=2,
         data_dir=shared_data_dir,
         limits=SandboxLimits(wall_seconds=1.0),
@@ -249,17 +231,7 @@ def test_harness_cannot_reach_the_network(tmp_path, shared_data_dir):
 
 
 def test_missing_import_fails_every_example_and_check_harness(tmp_path, shared_data_dir):
-    path = write_harness(
-        tmp_path,
-        """
-        import no_such_module_anywhere
-        class Harness:
-            def __init__(self, lm, train):
-                pass
-            def predict(self, x):
-                return ""
-    """,
-    )
+    path = predict_harness(tmp_path, 'return ""', "import no_such_module_anywhere")
     with pytest.raises(HarnessInvalid, match="No module named 'no_such_module_anywhere'"):
         check_harness(path, "symptom2disease", data_dir=shared_data_dir)
     report = run(path, shared_data_dir)
@@ -275,17 +247,7 @@ def test_check_harness_rejects_a_file_without_harness_class(tmp_path, shared_dat
 
 def test_sandbox_environment_holds_no_secrets(tmp_path, shared_data_dir, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET)
-    path = write_harness(
-        tmp_path,
-        """
-        import os
-        class Harness:
-            def __init__(self, lm, train):
-                pass
-            def predict(self, x):
-                return " ".join(sorted(os.environ))
-    """,
-    )
+    path = predict_harness(tmp_path, 'return " ".join(sorted(os.environ))', "import os")
     report = run(path, shared_data_dir, limit=1)
     names = set(report.records[0].prediction.split())
     assert names <= {

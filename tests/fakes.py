@@ -1,0 +1,316 @@
+"""Test doubles for the project's seams. Each implements the real protocol, so the code under test cannot tell it
+from the real thing; they are for unit tests of logic (real models run in the embedded-model and server tests).
+
+- :class:`ScriptedModel`: a :class:`~metaharness.models.types.ModelClient` that answers from a script: a fixed
+  answer, or a function of the request (:func:`in_order` gives answers one request at a time). It records every
+  request and role. It checks answers as the client layer does (schema, forced tool) unless ``raw=True``, which
+  stands for a backend below :class:`~metaharness.models.client.Client`, or a client that does not check.
+- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.harness.LM`) over a :class:`ScriptedModel`,
+  building requests the way the sandbox worker does.
+- :class:`ServedModel`: an OpenAI-compatible HTTP server on 127.0.0.1 answering with any model client, for code
+  that only connects by URL (a child process such as ``metaharness plan serve``).
+- :class:`FakeEvaluator`: a :class:`~metaharness.evaluation.candidate_evaluator.CandidateEvaluator` that scores a
+  program by the ``# score=`` comment :func:`program` writes into it.
+- :class:`ScriptedProposer`: a :class:`~metaharness.proposal.Proposer` that revises the best candidate each
+  iteration (+0.1), plus proposals scripted per iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from metaharness import frontier
+from metaharness.candidate import Evaluation
+from metaharness.errors import BudgetExceeded, MetaharnessError
+from metaharness.evaluation.candidate_evaluator import CandidateFailed, Progress
+from metaharness.evaluation.worker import LMError
+from metaharness.models.structured import check_choice
+from metaharness.models.types import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
+from metaharness.proposal import Proposal, RunState
+
+# ---------------------------------------------------------------- model clients
+
+
+class Samples(tuple):
+    """An answer per sampled choice, in order (as many as ``request.n``); any other answer serves every choice."""
+
+
+# One answer: text (a string), a JSON value (given as text and parsed), a whole Choice, an exception to raise, or
+# Samples of those. A script is an answer, or a function from the request to an answer.
+Script = Any
+
+
+def in_order(*answers: Any) -> Callable[[ChatRequest], Any]:
+    """A script that gives ``answers`` one request at a time; the last one repeats."""
+    if not answers:
+        raise ValueError("in_order needs at least one answer")
+    queue = list(answers)
+    lock = threading.Lock()
+
+    def next_answer(request: ChatRequest) -> Any:
+        with lock:
+            return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    return next_answer
+
+
+class ScriptedModel:
+    """A model client that answers from ``script`` (see the module docstring); ``usage`` (10 input and 5 output
+    tokens by default) is counted per choice and ``latency`` seconds pass before each answer. ``requests`` and
+    ``roles`` record the calls, in order."""
+
+    def __init__(
+        self,
+        script: Script = "",
+        *,
+        spec: str = "scripted:test",
+        usage: Usage | None = None,
+        latency: float = 0.0,
+        raw: bool = False,
+    ) -> None:
+        self.spec = spec
+        self.script = script
+        self.usage = usage or Usage(10, 5)
+        self.latency = latency
+        self.raw = raw
+        self.requests: list[ChatRequest] = []
+        self.roles: list[Role] = []
+        self._lock = threading.Lock()
+
+    def complete(self, request: ChatRequest, *, role: Role = "task") -> ChatResult:
+        with self._lock:
+            self.requests.append(request)
+            self.roles.append(role)
+        if self.latency:
+            time.sleep(self.latency)
+        answer = self.script(request) if callable(self.script) else self.script
+        answers = answer if isinstance(answer, Samples) else Samples([answer] * request.n)
+        if len(answers) != request.n:
+            raise AssertionError(f"the script gave {len(answers)} samples for a request of n={request.n}")
+        choices = [self._choice(request, a) for a in answers]
+        n = len(choices)
+        usage = Usage(self.usage.input_tokens * n, self.usage.output_tokens * n)
+        return ChatResult(choices, usage, self.latency, self.spec)
+
+    def _choice(self, request: ChatRequest, answer: Any) -> Choice:
+        if isinstance(answer, BaseException):
+            raise answer
+        if isinstance(answer, Choice):
+            choice = answer
+        elif isinstance(answer, str):
+            choice = Choice(answer)
+        else:
+            choice = Choice(json.dumps(answer), parsed=answer)
+        if not self.raw:
+            problem = check_choice(request, choice)
+            if problem is not None:
+                raise StructuredOutputError(f"{self.spec}: {problem}; answer {choice.text[:200]!r}")
+        return choice
+
+
+class ScriptedLM:
+    """A harness's ``lm`` over ``ScriptedModel(script)``: ``requests`` are the chat requests the harness made, and
+    a model error reaches the harness as ``lm.Error``, as in the sandbox."""
+
+    Error = LMError
+
+    def __init__(self, script: Script = "", *, context_window: int = 2048) -> None:
+        self.model = ScriptedModel(script)
+        self.context_window = context_window
+
+    @property
+    def requests(self) -> list[ChatRequest]:
+        return self.model.requests
+
+    def __call__(
+        self,
+        prompt_or_messages: str | list[dict[str, Any]],
+        *,
+        system: str | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+    ) -> str:
+        messages = _messages(prompt_or_messages, system)
+        return self._complete(ChatRequest(messages, temperature=temperature, max_tokens=max_tokens, stop=stop)).text
+
+    def json(
+        self,
+        prompt_or_messages: str | list[dict[str, Any]],
+        schema: dict[str, Any],
+        *,
+        system: str | None = None,
+        max_tokens: int = 512,
+    ) -> Any:
+        messages = _messages(prompt_or_messages, system)
+        return self._complete(ChatRequest(messages, max_tokens=max_tokens, json_schema=schema)).parsed
+
+    def _complete(self, request: ChatRequest) -> ChatResult:
+        try:
+            return self.model.complete(request)
+        except MetaharnessError as exc:
+            raise self.Error(str(exc)) from exc
+
+
+def _messages(prompt_or_messages: str | list[dict[str, Any]], system: str | None) -> list[dict[str, Any]]:
+    if isinstance(prompt_or_messages, str):
+        messages = [{"role": "user", "content": prompt_or_messages}]
+    else:
+        messages = [dict(m) for m in prompt_or_messages]
+    return ([{"role": "system", "content": system}] if system is not None else []) + messages
+
+
+# ---------------------------------------------------------------- over HTTP
+
+
+def send_json(
+    handler: BaseHTTPRequestHandler, status: int, payload: Any, headers: dict[str, str] | None = None
+) -> None:
+    """Answer the request ``handler`` is serving with ``payload`` as JSON."""
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    for name, value in {"content-type": "application/json", **(headers or {})}.items():
+        handler.send_header(name, value)
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema of an OpenAI ``response_format`` (either shape the client sends), or None."""
+    form = body.get("response_format") or {}
+    return form.get("json_schema", {}).get("schema") if form.get("type") == "json_schema" else form.get("schema")
+
+
+class ServedModel:
+    """``model`` behind ``GET /v1/models`` and ``POST /v1/chat/completions`` at :attr:`base_url` (text answers)."""
+
+    def __init__(self, model: Any, name: str = "scripted") -> None:
+        served = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                models = [{"id": name, "object": "model", "created": 0, "owned_by": "test"}]
+                send_json(self, 200, {"object": "list", "data": models})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                send_json(self, 200, served.answer(body))
+
+        self.model = model
+        self.name = name
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The chat completion for one request body, in OpenAI's response shape."""
+        request = ChatRequest(
+            body["messages"],
+            temperature=body.get("temperature", 0.0),
+            max_tokens=body.get("max_tokens") or body.get("max_completion_tokens") or 512,
+            n=body.get("n", 1),
+            stop=body.get("stop"),
+            json_schema=_schema_of(body),
+            seed=body.get("seed"),
+        )
+        result = self.model.complete(request)
+        choices = [
+            {"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": c.text}}
+            for i, c in enumerate(result.choices)
+        ]
+        usage = {
+            "prompt_tokens": result.usage.input_tokens,
+            "completion_tokens": result.usage.output_tokens,
+            "total_tokens": result.usage.input_tokens + result.usage.output_tokens,
+        }
+        return {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.name,
+            "choices": choices,
+            "usage": usage,
+        }
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ---------------------------------------------------------------- the loop's seams
+
+
+def program(score: float, extra: str = "") -> str:
+    """A harness program that :class:`FakeEvaluator` scores ``score``; ``extra`` may hold ``broken`` or ``crash``."""
+    return f"# score={score}\nclass Harness:\n    def __init__(self, lm, train):\n        pass\n{extra}"
+
+
+class FakeEvaluator:
+    """Scores a program by its ``# score=`` comment over 4 examples. A program holding ``broken`` fails the import
+    check, one holding ``crash`` cannot start (:class:`CandidateFailed`); the test split is available only when
+    ``test_available``. ``evaluated`` lists (candidate folder name, split) in order."""
+
+    def __init__(self) -> None:
+        self.evaluated: list[tuple[str, str]] = []
+        self.test_available = False
+
+    def check(self, harness: Path) -> str | None:
+        return "SyntaxError: broken on purpose" if "broken" in harness.read_text() else None
+
+    def evaluate(self, harness: Path, split: str, *, trace_path: Path, progress: Progress | None = None) -> Evaluation:
+        text = Path(harness).read_text()
+        if "crash" in text:
+            raise CandidateFailed("the harness could not start")
+        found = re.search(r"score=([0-9.]+)", text)
+        assert found is not None, "FakeEvaluator scores programs written by program()"
+        score = float(found.group(1))
+        Path(trace_path).write_text('{"id": "1"}\n')
+        self.evaluated.append((Path(harness).parent.name, split))
+        if progress:
+            for done in range(1, 5):
+                progress(done, 4)
+        return Evaluation(
+            split, {"primary": score, "accuracy": score}, {"context_tokens": 100 * score, "input_tokens": 10}, 4
+        )
+
+    def split_unavailable(self, split: str) -> str | None:
+        return None if self.test_available else f"no {split} split offline"
+
+
+class ScriptedProposer:
+    """Each iteration proposes the best candidate +0.1 (predicting +0.05), then ``extra[iteration]``; raises
+    :class:`BudgetExceeded` at iteration ``budget_at``. ``states`` keeps every :class:`RunState` it saw."""
+
+    name = "scripted"
+
+    def __init__(self, extra: dict[int, list[Proposal]] | None = None, budget_at: int | None = None) -> None:
+        self.extra = extra or {}
+        self.budget_at = budget_at
+        self.states: list[RunState] = []
+
+    def propose(self, state: RunState) -> list[Proposal]:
+        self.states.append(state)
+        if state.iteration == self.budget_at:
+            raise BudgetExceeded("Dollar cap reached")
+        best = frontier.best(state.candidates)
+        assert best is not None, "ScriptedProposer revises an evaluated candidate"
+        better = Proposal(
+            parent=best.id,
+            source=program(round(best.score + 0.1, 3)),
+            summary=f"improve {best.id}",
+            hypothesis="more is better",
+            prediction={"score": best.score + 0.05},
+        )
+        return [better, *self.extra.get(state.iteration, [])]
