@@ -103,7 +103,7 @@ def test_retry_after_injected_429_and_500(proxy):
     proxy.inject(500, message="server error")
     before = proxy.posts()
     result = client.complete(ask("Say hi.", max_tokens=4))
-    assert result.text is not None
+    assert result.usage.output_tokens > 0  # the model answered
     assert proxy.posts() - before == 3
 
 
@@ -126,10 +126,13 @@ def test_model_that_rejects_temperature_is_sent_none(proxy):
     client = client_for(proxy)
     proxy.inject(
         400,
-        message="Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value is supported.",
+        message=(
+            "Unsupported value: 'temperature' does not support 0.0 with this model. "
+            "Only the default (1) value is supported."
+        ),
     )
     result = client.complete(ask("Say hi.", max_tokens=4))
-    assert result.text is not None
+    assert result.usage.output_tokens > 0  # the model answered
     assert "temperature" in proxy.bodies[-2] and "temperature" not in proxy.bodies[-1]
     assert client.backend.dialect.temperature is False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -77,7 +78,7 @@ def test_solvers_and_infeasible(tmp_path, capsys, solver):
 
 
 def test_stdin(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "stdin", open(_write(tmp_path, GRAPH)))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(GRAPH)))
     assert _run(["plan", "solve", "-"]) == 0
     assert json.loads(capsys.readouterr().out)["path"] == ["e2", "e3"]
 

@@ -28,10 +28,10 @@ def _attempts(scratch: str, outside_dir: str, secret_file: str) -> dict[str, str
         except (OSError, ValueError) as error:
             results[name] = type(error).__name__
 
-    attempt("write_scratch", lambda: open(os.path.join(scratch, "ok.txt"), "w").write("x"))
-    attempt("write_outside", lambda: open(os.path.join(outside_dir, "escape.txt"), "w").write("x"))
+    attempt("write_scratch", lambda: Path(scratch, "ok.txt").write_text("x"))
+    attempt("write_outside", lambda: Path(outside_dir, "escape.txt").write_text("x"))
     attempt("mkdir_outside", lambda: os.mkdir(os.path.join(outside_dir, "escape-dir")))
-    attempt("read_outside", lambda: open(secret_file).read())
+    attempt("read_outside", lambda: Path(secret_file).read_text())
     attempt("tcp_connect", lambda: socket.create_connection(("127.0.0.1", 9), timeout=2))
     attempt("raise_memory_limit", lambda: __import__("resource").setrlimit(__import__("resource").RLIMIT_AS, (-1, -1)))
     results["uid"] = str(os.getuid())

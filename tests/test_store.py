@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from git.exc import GitCommandError
 
 from metaharness import frontier
 from metaharness.candidate import Candidate, Evaluation
@@ -87,7 +88,7 @@ def test_unknown_parent_and_duplicate_id_are_refused_without_trace(run):
     run.commit(record("c001", None, 0.4))
     with pytest.raises(ValueError):
         run.store.commit(record("c002", "c077", 0.5))
-    with pytest.raises(Exception):
+    with pytest.raises(GitCommandError, match="reference already exists"):
         run.store.commit(record("c001", None, 0.9))  # the ref transaction refuses to overwrite
     assert [c.candidate.id for c in run.store.candidates()] == ["c001"]
     assert run.store.best().id == "c001"

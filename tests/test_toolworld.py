@@ -95,8 +95,16 @@ def _replay(task, pick) -> object:
 
 def test_several_trajectories_are_valid_and_a_distractor_fails(world, tasks):
     task = tasks[0]
-    canonical = lambda i, step: min(step.accepted, key=lambda n: n.endswith("_lookup") or n.startswith("calc_"))
-    aliases = lambda i, step: max(step.accepted, key=lambda n: n.endswith("_lookup") or n.startswith("calc_"))
+
+    def is_alias(name):
+        return name.endswith("_lookup") or name.startswith("calc_")
+
+    def canonical(i, step):
+        return min(step.accepted, key=is_alias)
+
+    def aliases(i, step):
+        return max(step.accepted, key=is_alias)
+
     assert task.verify(_replay(task, canonical)) and task.verify(_replay(task, aliases))
     assert task.tool_match([aliases(i, s) for i, s in enumerate(task.steps)]) == 1.0
     wrong_at = 2
@@ -107,7 +115,10 @@ def test_several_trajectories_are_valid_and_a_distractor_fails(world, tasks):
         and s.name not in task.steps[wrong_at].accepted
         and s.role == "qualified"
     )
-    pick = lambda i, step: distractor if i == wrong_at else canonical(i, step)
+
+    def pick(i, step):
+        return distractor if i == wrong_at else canonical(i, step)
+
     assert not task.verify(_replay(task, pick))
     assert task.tool_match([pick(i, s) for i, s in enumerate(task.steps)]) == pytest.approx(1 - 1 / len(task.steps))
 
