@@ -191,27 +191,29 @@ class _PlanBuilder:
         self.start = start
         self.seen.append((entity, -1))
         index, previous = -1, None
-        amount_types = {e for e, _, kind, _ in ATTRIBUTES if kind == "amount"}
+        amount_types = {a.entity for a in ATTRIBUTES if a.value == "amount"}
         while hops > 0 or entity not in amount_types:
-            options = [r for r in RELATIONS if r[0] == entity and r[1] != previous] or [
-                r for r in RELATIONS if r[0] == entity
+            options = [r for r in RELATIONS if r.entity == entity and r.value != previous] or [
+                r for r in RELATIONS if r.entity == entity
             ]
-            source, target, slug, phrase = self.rng.choice(options)
-            text = self.rng.choice(RELATION_TEMPLATES).format(phrase=phrase, source=source, ref=self._ref(index))
-            index = self._add(f"rel:{source}.{slug}", text, {f"{source}_id": index}, {})
-            previous, entity = source, target
+            relation = self.rng.choice(options)
+            text = self.rng.choice(RELATION_TEMPLATES).format(
+                phrase=relation.phrase, source=entity, ref=self._ref(index)
+            )
+            index = self._add(relation.family, text, {f"{entity}_id": index}, {})
+            previous, entity = entity, relation.value
             self.seen.append((entity, index))
             hops -= 1
         self.last = (entity, index)
 
     def _attribute(self, entity: str, index: int, kind: str) -> int:
-        entity, slug, _, phrase = self.rng.choice([a for a in ATTRIBUTES if a[0] == entity and a[2] == kind])
-        text = self.rng.choice(ATTRIBUTE_TEMPLATES).format(phrase=phrase, source=entity, ref=self._ref(index))
-        return self._add(f"attr:{entity}.{slug}", text, {f"{entity}_id": index}, {})
+        attribute = self.rng.choice([a for a in ATTRIBUTES if a.entity == entity and a.value == kind])
+        text = self.rng.choice(ATTRIBUTE_TEMPLATES).format(phrase=attribute.phrase, source=entity, ref=self._ref(index))
+        return self._add(attribute.family, text, {f"{entity}_id": index}, {})
 
     def _latest(self, kind: str) -> tuple[str, int] | None:
         """The most recently seen entity that has an attribute of ``kind``."""
-        owners = {e for e, _, k, _ in ATTRIBUTES if k == kind}
+        owners = {a.entity for a in ATTRIBUTES if a.value == kind}
         found = [(e, i) for e, i in self.seen if e in owners]
         return found[-1] if found else None
 

@@ -22,7 +22,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 
@@ -52,64 +52,6 @@ ENTITIES: dict[str, str] = {
     "ticket": "TKT",
 }
 
-# (source, target, slug, phrase): the tool get_{source}_{slug} returns "the {phrase}" for a source id.
-RELATIONS: tuple[tuple[str, str, str, str], ...] = (
-    ("order", "customer", "buyer", "customer who placed the order"),
-    ("order", "product", "main_item", "main product bought in the order"),
-    ("order", "shipment", "shipment", "shipment that carries the order"),
-    ("order", "invoice", "invoice", "invoice issued for the order"),
-    ("order", "coupon", "coupon", "coupon redeemed at checkout of the order"),
-    ("order", "store", "storefront", "store where the order was placed"),
-    ("order", "address", "delivery_address", "delivery address of the order"),
-    ("customer", "address", "home_address", "default home address of the customer"),
-    ("customer", "cart", "cart", "active shopping cart of the customer"),
-    ("customer", "order", "latest_order", "most recent order of the customer"),
-    ("customer", "ticket", "open_ticket", "open support ticket of the customer"),
-    ("customer", "campaign", "acquisition_campaign", "marketing campaign that acquired the customer"),
-    ("cart", "product", "top_item", "most expensive product in the cart"),
-    ("cart", "coupon", "applied_coupon", "coupon applied to the cart"),
-    ("product", "seller", "seller", "seller that lists the product"),
-    ("product", "brand", "brand", "brand that makes the product"),
-    ("product", "category", "category", "catalogue category of the product"),
-    ("product", "supplier", "supplier", "supplier that delivers the product"),
-    ("product", "review", "top_review", "most helpful review of the product"),
-    ("product", "warehouse", "stock_warehouse", "warehouse holding most stock of the product"),
-    ("seller", "warehouse", "fulfilment_center", "fulfilment warehouse used by the seller"),
-    ("seller", "address", "business_address", "registered business address of the seller"),
-    ("seller", "product", "bestseller", "best selling product of the seller"),
-    ("seller", "store", "flagship_store", "flagship store run by the seller"),
-    ("brand", "supplier", "manufacturer", "supplier that manufactures for the brand"),
-    ("brand", "campaign", "running_campaign", "marketing campaign currently running for the brand"),
-    ("brand", "product", "hero_product", "hero product of the brand"),
-    ("category", "product", "top_product", "top ranked product in the category"),
-    ("category", "campaign", "category_campaign", "promotional campaign of the category"),
-    ("warehouse", "carrier", "preferred_carrier", "preferred carrier of the warehouse"),
-    ("warehouse", "address", "site_address", "street address of the warehouse site"),
-    ("warehouse", "product", "fastest_mover", "fastest moving product stored in the warehouse"),
-    ("shipment", "carrier", "carrier", "carrier that transports the shipment"),
-    ("shipment", "warehouse", "origin_warehouse", "warehouse the shipment left from"),
-    ("shipment", "address", "destination", "destination address of the shipment"),
-    ("shipment", "order", "packed_order", "order packed in the shipment"),
-    ("carrier", "warehouse", "hub", "main hub warehouse of the carrier"),
-    ("carrier", "invoice", "freight_invoice", "latest freight invoice sent by the carrier"),
-    ("invoice", "payment", "payment", "payment that settled the invoice"),
-    ("invoice", "customer", "billed_customer", "customer billed on the invoice"),
-    ("payment", "order", "paid_order", "order paid by the payment"),
-    ("coupon", "campaign", "issuing_campaign", "campaign that issued the coupon"),
-    ("campaign", "coupon", "campaign_coupon", "coupon code handed out by the campaign"),
-    ("campaign", "product", "featured_product", "product featured in the campaign"),
-    ("coupon", "category", "eligible_category", "category the coupon is valid for"),
-    ("review", "customer", "author", "customer who wrote the review"),
-    ("review", "product", "reviewed_product", "product the review is about"),
-    ("return", "order", "original_order", "original order of the return"),
-    ("return", "warehouse", "return_warehouse", "warehouse that receives the return"),
-    ("ticket", "order", "related_order", "order the support ticket is about"),
-    ("supplier", "warehouse", "inbound_warehouse", "warehouse that receives the supplier's deliveries"),
-    ("supplier", "product", "flagship_part", "best selling product made by the supplier"),
-    ("store", "seller", "operator", "seller that operates the store"),
-    ("address", "warehouse", "nearest_warehouse", "warehouse nearest to the address"),
-    ("address", "customer", "resident", "customer registered at the address"),
-)
 
 # Value kinds produced by attributes and consumed by transforms, with their argument schema.
 VALUE_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -122,22 +64,105 @@ COUNTRIES = ("US", "DE", "FR", "GB", "JP", "IN", "ES", "IT")
 SALES_TAX = {"US": 0.07, "DE": 0.19, "FR": 0.20, "GB": 0.20, "JP": 0.10, "IN": 0.18, "ES": 0.21, "IT": 0.22}
 CURRENCIES = {"USD": 1.0, "EUR": 0.92, "GBP": 0.79, "JPY": 151.3, "INR": 83.2}
 
-# (entity, slug, kind, phrase)
-ATTRIBUTES: tuple[tuple[str, str, str, str], ...] = (
-    ("product", "price", "amount", "current selling price of the product in USD"),
-    ("order", "total", "amount", "total amount charged for the order in USD"),
-    ("invoice", "amount_due", "amount", "amount due on the invoice in USD"),
-    ("payment", "amount", "amount", "amount captured by the payment in USD"),
-    ("cart", "subtotal", "amount", "subtotal of the cart in USD"),
-    ("return", "refund", "amount", "refund amount of the return in USD"),
-    ("coupon", "discount", "percent", "discount percentage granted by the coupon"),
-    ("campaign", "discount", "percent", "discount percentage offered by the campaign"),
-    ("address", "country", "country", "country code of the address"),
-    ("warehouse", "country", "country", "country code where the warehouse is located"),
-    ("store", "country", "country", "country code of the store's marketplace"),
-    ("shipment", "weight", "weight", "gross weight of the shipment in kilograms"),
-    ("product", "weight", "weight", "shipping weight of the product in kilograms"),
+
+class Field(NamedTuple):
+    """A field of an entity, read by the tool ``get_{entity}_{slug}`` ("the {phrase}"): a relation when ``value``
+    names an entity (the tool returns that entity's id), else an attribute with a value of that kind."""
+
+    entity: str
+    slug: str
+    value: str
+    phrase: str
+
+    @property
+    def is_relation(self) -> bool:
+        return self.value in ENTITIES
+
+    @property
+    def family(self) -> str:
+        """The function key of the field's canonical tool."""
+        return f"{'rel' if self.is_relation else 'attr'}:{self.entity}.{self.slug}"
+
+    @property
+    def output(self) -> str:
+        """What the getter returns, as a :class:`ToolSpec` output kind."""
+        return f"id:{self.value}" if self.is_relation else self.value
+
+
+# Relations first, then attributes: the library lists the tools in this order.
+FIELDS: tuple[Field, ...] = (
+    Field("order", "buyer", "customer", "customer who placed the order"),
+    Field("order", "main_item", "product", "main product bought in the order"),
+    Field("order", "shipment", "shipment", "shipment that carries the order"),
+    Field("order", "invoice", "invoice", "invoice issued for the order"),
+    Field("order", "coupon", "coupon", "coupon redeemed at checkout of the order"),
+    Field("order", "storefront", "store", "store where the order was placed"),
+    Field("order", "delivery_address", "address", "delivery address of the order"),
+    Field("customer", "home_address", "address", "default home address of the customer"),
+    Field("customer", "cart", "cart", "active shopping cart of the customer"),
+    Field("customer", "latest_order", "order", "most recent order of the customer"),
+    Field("customer", "open_ticket", "ticket", "open support ticket of the customer"),
+    Field("customer", "acquisition_campaign", "campaign", "marketing campaign that acquired the customer"),
+    Field("cart", "top_item", "product", "most expensive product in the cart"),
+    Field("cart", "applied_coupon", "coupon", "coupon applied to the cart"),
+    Field("product", "seller", "seller", "seller that lists the product"),
+    Field("product", "brand", "brand", "brand that makes the product"),
+    Field("product", "category", "category", "catalogue category of the product"),
+    Field("product", "supplier", "supplier", "supplier that delivers the product"),
+    Field("product", "top_review", "review", "most helpful review of the product"),
+    Field("product", "stock_warehouse", "warehouse", "warehouse holding most stock of the product"),
+    Field("seller", "fulfilment_center", "warehouse", "fulfilment warehouse used by the seller"),
+    Field("seller", "business_address", "address", "registered business address of the seller"),
+    Field("seller", "bestseller", "product", "best selling product of the seller"),
+    Field("seller", "flagship_store", "store", "flagship store run by the seller"),
+    Field("brand", "manufacturer", "supplier", "supplier that manufactures for the brand"),
+    Field("brand", "running_campaign", "campaign", "marketing campaign currently running for the brand"),
+    Field("brand", "hero_product", "product", "hero product of the brand"),
+    Field("category", "top_product", "product", "top ranked product in the category"),
+    Field("category", "category_campaign", "campaign", "promotional campaign of the category"),
+    Field("warehouse", "preferred_carrier", "carrier", "preferred carrier of the warehouse"),
+    Field("warehouse", "site_address", "address", "street address of the warehouse site"),
+    Field("warehouse", "fastest_mover", "product", "fastest moving product stored in the warehouse"),
+    Field("shipment", "carrier", "carrier", "carrier that transports the shipment"),
+    Field("shipment", "origin_warehouse", "warehouse", "warehouse the shipment left from"),
+    Field("shipment", "destination", "address", "destination address of the shipment"),
+    Field("shipment", "packed_order", "order", "order packed in the shipment"),
+    Field("carrier", "hub", "warehouse", "main hub warehouse of the carrier"),
+    Field("carrier", "freight_invoice", "invoice", "latest freight invoice sent by the carrier"),
+    Field("invoice", "payment", "payment", "payment that settled the invoice"),
+    Field("invoice", "billed_customer", "customer", "customer billed on the invoice"),
+    Field("payment", "paid_order", "order", "order paid by the payment"),
+    Field("coupon", "issuing_campaign", "campaign", "campaign that issued the coupon"),
+    Field("campaign", "campaign_coupon", "coupon", "coupon code handed out by the campaign"),
+    Field("campaign", "featured_product", "product", "product featured in the campaign"),
+    Field("coupon", "eligible_category", "category", "category the coupon is valid for"),
+    Field("review", "author", "customer", "customer who wrote the review"),
+    Field("review", "reviewed_product", "product", "product the review is about"),
+    Field("return", "original_order", "order", "original order of the return"),
+    Field("return", "return_warehouse", "warehouse", "warehouse that receives the return"),
+    Field("ticket", "related_order", "order", "order the support ticket is about"),
+    Field("supplier", "inbound_warehouse", "warehouse", "warehouse that receives the supplier's deliveries"),
+    Field("supplier", "flagship_part", "product", "best selling product made by the supplier"),
+    Field("store", "operator", "seller", "seller that operates the store"),
+    Field("address", "nearest_warehouse", "warehouse", "warehouse nearest to the address"),
+    Field("address", "resident", "customer", "customer registered at the address"),
+    Field("product", "price", "amount", "current selling price of the product in USD"),
+    Field("order", "total", "amount", "total amount charged for the order in USD"),
+    Field("invoice", "amount_due", "amount", "amount due on the invoice in USD"),
+    Field("payment", "amount", "amount", "amount captured by the payment in USD"),
+    Field("cart", "subtotal", "amount", "subtotal of the cart in USD"),
+    Field("return", "refund", "amount", "refund amount of the return in USD"),
+    Field("coupon", "discount", "percent", "discount percentage granted by the coupon"),
+    Field("campaign", "discount", "percent", "discount percentage offered by the campaign"),
+    Field("address", "country", "country", "country code of the address"),
+    Field("warehouse", "country", "country", "country code where the warehouse is located"),
+    Field("store", "country", "country", "country code of the store's marketplace"),
+    Field("shipment", "weight", "weight", "gross weight of the shipment in kilograms"),
+    Field("product", "weight", "weight", "shipping weight of the product in kilograms"),
 )
+RELATIONS = tuple(f for f in FIELDS if f.is_relation)
+ATTRIBUTES = tuple(f for f in FIELDS if not f.is_relation)
+
 
 # (name, phrase, inputs: param -> kind or 'currency' literal or 'id:<entity>')
 TRANSFORMS: tuple[tuple[str, str, dict[str, str]], ...] = (
@@ -226,7 +251,9 @@ class ToolSpec:
         return Tool(self.name, self.description, self.parameters)
 
 
-def _variants(family: str, base: str, source: str, phrase: str, inputs, output: str) -> list[ToolSpec]:
+def _variants(
+    family: str, base: str, source: str, phrase: str, inputs: tuple[tuple[str, str], ...], output: str
+) -> list[ToolSpec]:
     """The canonical tool of a concept plus its alias, qualified siblings, legacy and regional distractors."""
     specs = [
         ToolSpec(f"get_{base}", f"Return the {phrase}.", inputs, output, family, family, "canonical"),
@@ -271,33 +298,22 @@ def _variants(family: str, base: str, source: str, phrase: str, inputs, output: 
 def build_library() -> list[ToolSpec]:
     """All tools, in a fixed order (the library does not depend on the world seed)."""
     specs: list[ToolSpec] = []
-    for source, target, slug, phrase in RELATIONS:
-        family = f"rel:{source}.{slug}"
-        specs += _variants(
-            family, f"{source}_{slug}", source, phrase, ((f"{source}_id", f"id:{source}"),), f"id:{target}"
-        )
+    for f in FIELDS:
+        entity_id = (f"{f.entity}_id", f"id:{f.entity}")
+        specs += _variants(f.family, f"{f.entity}_{f.slug}", f.entity, f.phrase, (entity_id,), f.output)
+        # The maintenance tool that writes the field: a relation gets a new target id, an attribute a new value.
+        if f.is_relation:
+            name, verb, new_value = f"set_{f.entity}_{f.slug}", "Change", (f"{f.value}_id", f.output)
+        else:
+            name, verb, new_value = f"update_{f.entity}_{f.slug}", "Overwrite", ("value", f.value)
         specs.append(
             ToolSpec(
-                f"set_{source}_{slug}",
-                f"Change the {phrase}.",
-                ((f"{source}_id", f"id:{source}"), (f"{target}_id", f"id:{target}")),
+                name,
+                f"{verb} the {f.phrase}.",
+                (entity_id, new_value),
                 "ack",
-                f"set:{source}.{slug}",
-                family,
-                "maintenance",
-            )
-        )
-    for entity, slug, kind, phrase in ATTRIBUTES:
-        family = f"attr:{entity}.{slug}"
-        specs += _variants(family, f"{entity}_{slug}", entity, phrase, ((f"{entity}_id", f"id:{entity}"),), kind)
-        specs.append(
-            ToolSpec(
-                f"update_{entity}_{slug}",
-                f"Overwrite the {phrase}.",
-                ((f"{entity}_id", f"id:{entity}"), ("value", kind)),
-                "ack",
-                f"set:{entity}.{slug}",
-                family,
+                f"set:{f.entity}.{f.slug}",
+                f.family,
                 "maintenance",
             )
         )
