@@ -5,8 +5,8 @@ from the real thing; they are for unit tests of logic (real models run in the em
   answer, or a function of the request (:func:`in_order` gives answers one request at a time). It records every
   request and role. It checks answers as the client layer does (schema, forced tool) unless ``raw=True``, which
   stands for a backend below :class:`~metaharness.models.client.Client`, or a client that does not check.
-- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.harness.LM`) over a :class:`ScriptedModel`,
-  building requests the way the sandbox worker does.
+- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.harness.LM`): the sandbox worker's own,
+  wired straight to the evaluator's proxy over a :class:`ScriptedModel` (no sandbox process in between).
 - :class:`ServedModel`: an OpenAI-compatible HTTP server on 127.0.0.1 answering with any model client, for code
   that only connects by URL (a child process such as ``metaharness plan serve``).
 - :class:`FakeEvaluator`: a :class:`~metaharness.evaluation.candidate_evaluator.CandidateEvaluator` that scores a
@@ -28,9 +28,10 @@ from typing import Any
 
 from metaharness import frontier
 from metaharness.candidate import Evaluation
-from metaharness.errors import BudgetExceeded, MetaharnessError
+from metaharness.errors import BudgetExceeded
 from metaharness.evaluation.candidate_evaluator import CandidateFailed, Progress
-from metaharness.evaluation.worker import LMError
+from metaharness.evaluation.proxy import CallRecorder, ModelRef
+from metaharness.evaluation.worker import LM, LMError
 from metaharness.models.structured import check_choice
 from metaharness.models.types import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
 from metaharness.proposal import Proposal, RunState
@@ -115,56 +116,32 @@ class ScriptedModel:
         return choice
 
 
-class ScriptedLM:
-    """A harness's ``lm`` over ``ScriptedModel(script)``: ``requests`` are the chat requests the harness made, and
-    a model error reaches the harness as ``lm.Error``, as in the sandbox."""
+class _DirectChannel:
+    """The sandbox worker's pipe to the parent, replaced by a direct call of the parent's side (JSON in between)."""
 
-    Error = LMError
+    def __init__(self, recorder: CallRecorder) -> None:
+        self.recorder = recorder
+
+    def call(self, request: dict[str, Any]) -> dict[str, Any]:
+        reply = self.recorder(json.loads(json.dumps(request)))
+        if reply.get("error"):
+            raise LMError(reply["error"])
+        return reply
+
+
+class ScriptedLM(LM):
+    """The sandbox worker's own ``lm``, wired straight to the evaluator's proxy over ``ScriptedModel(script)``:
+    calls are built, checked and recorded as in an evaluation (``recorder.calls`` holds the trace records), and a
+    failed call raises ``lm.Error``. ``requests`` are the chat requests the model got."""
 
     def __init__(self, script: Script = "", *, context_window: int = 2048) -> None:
         self.model = ScriptedModel(script)
-        self.context_window = context_window
+        self.recorder = CallRecorder(ModelRef(self.model))
+        super().__init__(_DirectChannel(self.recorder), context_window)
 
     @property
     def requests(self) -> list[ChatRequest]:
         return self.model.requests
-
-    def __call__(
-        self,
-        prompt_or_messages: str | list[dict[str, Any]],
-        *,
-        system: str | None = None,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        stop: list[str] | None = None,
-    ) -> str:
-        messages = _messages(prompt_or_messages, system)
-        return self._complete(ChatRequest(messages, temperature=temperature, max_tokens=max_tokens, stop=stop)).text
-
-    def json(
-        self,
-        prompt_or_messages: str | list[dict[str, Any]],
-        schema: dict[str, Any],
-        *,
-        system: str | None = None,
-        max_tokens: int = 512,
-    ) -> Any:
-        messages = _messages(prompt_or_messages, system)
-        return self._complete(ChatRequest(messages, max_tokens=max_tokens, json_schema=schema)).parsed
-
-    def _complete(self, request: ChatRequest) -> ChatResult:
-        try:
-            return self.model.complete(request)
-        except MetaharnessError as exc:
-            raise self.Error(str(exc)) from exc
-
-
-def _messages(prompt_or_messages: str | list[dict[str, Any]], system: str | None) -> list[dict[str, Any]]:
-    if isinstance(prompt_or_messages, str):
-        messages = [{"role": "user", "content": prompt_or_messages}]
-    else:
-        messages = [dict(m) for m in prompt_or_messages]
-    return ([{"role": "system", "content": system}] if system is not None else []) + messages
 
 
 # ---------------------------------------------------------------- over HTTP

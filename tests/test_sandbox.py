@@ -66,46 +66,49 @@ def test_this_machine_confines_writes():
     assert machine["write_barrier"].startswith("landlock") == bool(machine["landlock_abi"])
 
 
-def test_harness_that_raises(tmp_path, shared_data_dir):
-    path = predict_harness(
-        tmp_path,
-        """
-        if "back" in x:
-            raise ValueError("cannot handle backs")
-        return self.lm(x)
-    """,
-    )
-    report = run(path, shared_data_dir)
-    assert_contained(report, "ValueError: cannot handle backs", {"val-0000"})
-    assert "harness.py line" in report.records[0].error
+# Harnesses that misbehave on the first validation example (the one about a back): what they do (a statement in
+# predict), what they import, the limits they run under, and what the error of that example must say.
+MISBEHAVIOUR = [
+    pytest.param(
+        'raise ValueError("cannot handle backs")',
+        "",
+        None,
+        "ValueError: cannot handle backs (harness.py line",  # the harness's line, for the proposer
+        id="raises",
+    ),
+    pytest.param(
+        "while True:\n    pass",
+        "",
+        SandboxLimits(cpu_seconds=2, wall_seconds=60),
+        "CPU-time limit of 2s",
+        id="loops forever",
+    ),
+    pytest.param(
+        "time.sleep(3600)", "import time", SandboxLimits(wall_seconds=1.5), "wall-time limit of 1.5s", id="sleeps"
+    ),
+    pytest.param(
+        "hoard = []\nwhile True:\n    hoard.append(bytearray(50_000_000))",
+        "",
+        SandboxLimits(memory_mb=600),
+        "MemoryError",
+        id="allocates too much memory",
+    ),
+    pytest.param("os._exit(3)", "import os", None, "exited with code 3", id="kills its process"),
+    pytest.param(
+        'socket.create_connection(("127.0.0.1", 9), timeout=2)',
+        "import socket",
+        None,
+        "PermissionError",
+        id="reaches for the network",
+    ),
+]
 
 
-def test_harness_that_loops_forever(tmp_path, shared_data_dir):
-    path = predict_harness(
-        tmp_path,
-        """
-        if "back" in x:
-            while True:
-                pass
-        return self.lm(x)
-    """,
-    )
-    report = run(path, shared_data_dir, limits=SandboxLimits(cpu_seconds=2, wall_seconds=60))
-    assert_contained(report, "CPU-time limit of 2s", {"val-0000"})
-
-
-def test_harness_that_sleeps_forever_hits_the_wall_time(tmp_path, shared_data_dir):
-    path = predict_harness(
-        tmp_path,
-        """
-        if "back" in x:
-            time.sleep(3600)
-        return self.lm(x)
-    """,
-        "import time",
-    )
-    report = run(path, shared_data_dir, limits=SandboxLimits(wall_seconds=1.5))
-    assert_contained(report, "wall-time limit of 1.5s", {"val-0000"})
+@pytest.mark.parametrize(("statement", "imports", "limits", "error"), MISBEHAVIOUR)
+def test_misbehaviour_fails_only_that_example(tmp_path, shared_data_dir, statement, imports, limits, error):
+    body = f'if "back" in x:\n{textwrap.indent(statement, "    ")}\nreturn self.lm(x)'
+    report = run(predict_harness(tmp_path, body, imports), shared_data_dir, limits=limits)
+    assert_contained(report, error, {"val-0000"})
 
 
 def test_model_time_does_not_count_against_the_wall_time(tmp_path, shared_data_dir):
@@ -125,21 +128,6 @@ def test_model_time_does_not_count_against_the_wall_time(tmp_path, shared_data_d
         limits=SandboxLimits(wall_seconds=1.0),
     )
     assert report.errors == 0
-
-
-def test_harness_that_allocates_too_much_memory(tmp_path, shared_data_dir):
-    path = predict_harness(
-        tmp_path,
-        """
-        if "back" in x:
-            hoard = []
-            while True:
-                hoard.append(bytearray(50_000_000))
-        return self.lm(x)
-    """,
-    )
-    report = run(path, shared_data_dir, limits=SandboxLimits(memory_mb=600))
-    assert_contained(report, "MemoryError", {"val-0000"})
 
 
 def test_harness_that_looks_for_keys(tmp_path, shared_data_dir, monkeypatch):
@@ -185,20 +173,6 @@ def test_harness_that_writes_outside_its_folder(tmp_path, shared_data_dir):
     assert not outside.exists() and not repo_file.exists()
 
 
-def test_harness_that_kills_its_process_is_restarted(tmp_path, shared_data_dir):
-    path = predict_harness(
-        tmp_path,
-        """
-        if "back" in x:
-            os._exit(3)
-        return self.lm(x)
-    """,
-        "import os",
-    )
-    report = run(path, shared_data_dir)
-    assert_contained(report, "exited with code 3", {"val-0000"})
-
-
 def test_harness_that_prints_garbage_and_returns_garbage(tmp_path, shared_data_dir):
     path = predict_harness(
         tmp_path,
@@ -214,20 +188,6 @@ def test_harness_that_prints_garbage_and_returns_garbage(tmp_path, shared_data_d
     report = run(path, shared_data_dir)
     assert_contained(report, "predict returned int, not str", {"val-0000"})
     assert report.records[1].scores["primary"] == 1.0  # val-0001 is dengue
-
-
-def test_harness_cannot_reach_the_network(tmp_path, shared_data_dir):
-    path = predict_harness(
-        tmp_path,
-        """
-        if "back" in x:
-            socket.create_connection(("127.0.0.1", 9), timeout=2)
-        return self.lm(x)
-    """,
-        "import socket",
-    )
-    report = run(path, shared_data_dir)
-    assert_contained(report, "PermissionError", {"val-0000"})
 
 
 def test_missing_import_fails_every_example_and_check_harness(tmp_path, shared_data_dir):
