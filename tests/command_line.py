@@ -32,13 +32,17 @@ def flags(**options: object) -> list[str]:
 def run_metaharness(
     *args: str | Path,
     cwd: Path | None = None,
-    env: dict[str, str] | None = None,
+    env: dict[str, str | None] | None = None,
     timeout: float = 600,
     **options: object,
 ) -> subprocess.CompletedProcess:
-    """``python -m metaharness ARGS --OPTIONS``; ``env`` adds to (or overrides) the child's environment."""
-    child_env = {k: v for k, v in os.environ.items() if k not in KEYS}
-    child_env.update({"COLUMNS": "200", **(env or {})})
+    """``python -m metaharness ARGS --OPTIONS``; ``env`` adds to the child's environment (None removes a name)."""
+    child_env = {k: v for k, v in os.environ.items() if k not in KEYS} | {"COLUMNS": "200"}
+    for name, value in (env or {}).items():
+        if value is None:
+            child_env.pop(name, None)
+        else:
+            child_env[name] = value
     argv = [sys.executable, "-m", "metaharness", *map(str, args), *flags(**options)]
     return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=child_env, timeout=timeout)
 
@@ -46,3 +50,32 @@ def run_metaharness(
 def error_lines(run: subprocess.CompletedProcess) -> list[str]:
     """The non-empty lines a command wrote to stderr."""
     return [line for line in run.stderr.splitlines() if line.strip()]
+
+
+def assert_fails_cleanly(run: subprocess.CompletedProcess, message: str) -> None:
+    """Exit code 2 and one line on stderr, ``error: ...`` holding ``message``: no traceback, no noise."""
+    assert run.returncode == 2, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
+    lines = error_lines(run)
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], run.stderr
+
+
+def assert_usage_error(run: subprocess.CompletedProcess, message: str) -> None:
+    """typer's usage error: exit code 2, the usage line and ``message`` (which names the option), no traceback."""
+    assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
+    assert run.stderr.startswith("Usage: metaharness") and message in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def optimize(run_dir: Path, iters: int, *, env: dict[str, str] | None = None, timeout: float = 1500, **options: object):
+    """``metaharness optimize`` on symptom2disease into ``run_dir``, one candidate evaluation per iteration (the
+    size of a CI run); ``options`` add flags."""
+    return run_metaharness(
+        "optimize",
+        env=env,
+        timeout=timeout,
+        dataset="symptom2disease",
+        iters=iters,
+        evals_per_iter=1,
+        run_dir=run_dir,
+        **options,
+    )

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# Helper modules of the tests: their asserts report values like the tests' own.
+pytest.register_assert_rewrite("command_line", "fakes")
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The paper's train/val splits are read from a folder beside the checkout (never copied into the repository);
 # METAHARNESS_TEST_DATA points elsewhere.

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from command_line import assert_fails_cleanly
+from command_line import run_metaharness as _cli
 
 from metaharness.candidate import Candidate, Evaluation
 from metaharness.store import RunDirectory
-
-
-def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "metaharness", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +57,15 @@ def test_history_lists_candidates_with_scores_and_the_git_graph(run_dir):
     assert "SyntaxError" in out.stdout
 
 
-def test_history_defaults_to_the_latest_run_under_runs(run_dir):
-    out = _cli("history", cwd=run_dir.parent.parent)
-    assert out.returncode == 2 and "No run found in runs/" in out.stderr  # cwd has no runs/ folder
+def test_history_defaults_to_the_latest_run_under_runs(run_dir, tmp_path):
+    assert_fails_cleanly(_cli("history", cwd=tmp_path), "No run found in runs/")  # no runs/ folder here
     out = _cli("history", cwd=run_dir)  # inside a run directory
     assert out.returncode == 0 and "c003" in out.stdout
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "toy").symlink_to(run_dir)
+    for args in ((), ("toy",)):  # the latest run under runs/, and a run named by its folder there
+        out = _cli("history", *args, cwd=tmp_path)
+        assert out.returncode == 0 and "c002 *" in out.stdout and "runs/toy" in out.stdout, out.stderr
 
 
 def test_show_prints_metadata_note_and_program(run_dir):
@@ -87,13 +81,31 @@ def test_show_prints_metadata_note_and_program(run_dir):
     ):
         assert text in out.stdout
     best = _cli("show", "best", "--run", str(run_dir), "--no-source")
-    assert "c002" in best.stdout and "label list\n" not in best.stdout.split("summary:")[0]
+    assert best.returncode == 0 and best.stdout.startswith("c002  commit ")
+    assert "add the label list" in best.stdout and "# label list" not in best.stdout  # no program
 
 
 def test_show_unknown_candidate_is_a_clear_error(run_dir):
     out = _cli("show", "c099", "--run", str(run_dir))
-    assert out.returncode == 2 and "No candidate 'c099'" in out.stderr and "c001, c002, c003" in out.stderr
-    assert "Traceback" not in out.stderr
+    assert_fails_cleanly(out, "No candidate 'c099'")
+    assert "c001, c002, c003" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["diff", "c001", "c099"], "No candidate 'c099'"),
+        (["show", "c001", "--run", "nowhere"], "No run at nowhere (nor runs/nowhere)"),
+        (["diff", "c001", "c002", "--run", "nowhere"], "No run at nowhere"),
+        (["report", "nowhere"], "No run at nowhere"),
+        (["history", "nowhere"], "No run at nowhere"),
+    ],
+    ids=["diff unknown candidate", "show in a missing run", "diff in a missing run", "report", "history"],
+)
+def test_browsing_what_is_not_there_fails_in_one_line(run_dir, tmp_path, args, message):
+    run = ["--run", str(run_dir)] if args[0] == "diff" and "--run" not in args else []
+    assert_fails_cleanly(_cli(*args, *run, cwd=tmp_path), message)
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_diff_shows_the_change_and_both_scores(run_dir):
@@ -101,11 +113,15 @@ def test_diff_shows_the_change_and_both_scores(run_dir):
     assert out.returncode == 0, out.stderr
     assert "c001 val 0.2500  ->  c002 val 0.5000  (+0.2500)" in out.stdout
     assert "+    # label list" in out.stdout
+    failed = _cli("diff", "c002", "c003", "--run", str(run_dir))  # a failed candidate has no score to compare
+    assert failed.returncode == 0 and "c002 val 0.5000  ->  c003 val failed\n" in failed.stdout
+    assert "+oops(" in failed.stdout
 
 
 def test_report_writes_the_html_page(run_dir, tmp_path):
     out = _cli("report", str(run_dir), "--out", str(tmp_path / "r.html"))
     assert out.returncode == 0, out.stderr
+    assert f"wrote {tmp_path / 'r.html'}" in out.stdout
     page = (tmp_path / "r.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "c002" in page
 

@@ -4,53 +4,30 @@ the git record it leaves, resume to one more iteration, and a SIGKILL in the mid
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
+from command_line import optimize
 
 pytestmark = pytest.mark.slow
 
 
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "METAHARNESS_CRASH_AT")
-    }
-    env.update({"METAHARNESS_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "160", **extra})
-    return env
-
-
-def _optimize(tmp_path: Path, data: Path, iters: int, *more: str, **env: str) -> subprocess.CompletedProcess:
+def _optimize(tmp_path: Path, data: Path, iters: int, crash_at: str | None = None, **more) -> CompletedProcess:
     # Kept small for CI: one seed, one validation example, one evaluation per iteration, a one-example probe.
-    cmd = [
-        sys.executable,
-        "-m",
-        "metaharness",
-        "optimize",
-        "--dataset",
-        "symptom2disease",
-        "--iters",
-        str(iters),
-        "--val-limit",
-        "1",
-        "--evals-per-iter",
-        "1",
-        "--seeds",
-        "retrieval",
-        "-P",
-        "probe_size=1",
-        "-P",
-        "plans=1",
-        "--data-dir",
-        str(data),
-        "--run-dir",
-        str(tmp_path / "run"),
-        *more,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_path, **env), timeout=1500)
+    env = {"METAHARNESS_CACHE_DIR": str(tmp_path / "cache")} | ({"METAHARNESS_CRASH_AT": crash_at} if crash_at else {})
+    return optimize(
+        tmp_path / "run",
+        iters,
+        env=env,
+        data_dir=data,
+        val_limit=1,
+        seeds="retrieval",
+        proposer_option=["probe_size=1", "plans=1"],
+        **more,
+    )
 
 
 def git(run: Path, *args: str) -> str:
@@ -65,7 +42,7 @@ def _candidates(run: Path) -> dict[str, str]:
 def test_optimize_killed_then_rerun_then_resumed(tmp_path, shared_data_dir):
     run = tmp_path / "run"
     # SIGKILL in the middle of the seed's evaluation: its example is done, the evaluation has not returned
-    killed = _optimize(tmp_path, shared_data_dir, 2, METAHARNESS_CRASH_AT="evaluation:example#1")
+    killed = _optimize(tmp_path, shared_data_dir, 2, crash_at="evaluation:example#1")
     assert killed.returncode == -signal.SIGKILL, killed.stdout[-3000:] + killed.stderr[-3000:]
     assert "No API key configured" in killed.stdout and "local:smollm2-135m" in killed.stdout
     subprocess.run(["git", "-C", str(run), "fsck", "--strict"], check=True, capture_output=True)
@@ -101,7 +78,7 @@ def test_optimize_killed_then_rerun_then_resumed(tmp_path, shared_data_dir):
     assert "## Best" in (run / "SUMMARY.md").read_text()
     assert "c001 [" in git(run, "log", "--graph", "--all", "--oneline", "--notes=metaharness")
 
-    resumed = _optimize(tmp_path, shared_data_dir, 3, "--resume")
+    resumed = _optimize(tmp_path, shared_data_dir, 3, resume=True)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     after = _candidates(run)
     assert {cid: after[cid] for cid in cands} == cands  # nothing re-done, nothing lost

@@ -12,11 +12,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from command_line import optimize
 from test_proposers_offline import _state, keyword_model
 
 from metaharness.errors import ConfigurationError
@@ -208,39 +206,17 @@ def test_local_server_proposers_and_the_loop_go_on(local_openai_server, shared_d
     assert (tmp_path / "tps" / "proposer" / "iter-1" / "planning.json").is_file()
 
     # The whole loop with the same proposer model: one iteration, whatever it writes is recorded and the run ends.
-    env = {**os.environ, "METAHARNESS_DATA_DIR": str(shared_data_dir)}
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "metaharness",
-            "optimize",
-            "--dataset",
-            "symptom2disease",
-            "--iters",
-            "1",
-            "--proposer",
-            "base",
-            "--proposer-model",
-            spec,
-            "--evals-per-iter",
-            "1",
-            "--val-limit",
-            "2",
-            "-P",
-            "max_steps=3",
-            "-P",
-            "max_tokens=160",
-            "--seeds",
-            "zero_shot",
-            "--run-dir",
-            str(tmp_path / "run"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
+    run = optimize(
+        tmp_path / "run",
+        1,
+        env={"METAHARNESS_DATA_DIR": str(shared_data_dir)},
         timeout=800,
+        proposer="base",
+        proposer_model=spec,
+        val_limit=2,
+        proposer_option=["max_steps=3", "max_tokens=160"],
+        seeds="zero_shot",
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    summary = (tmp_path / "run" / "summary.jsonl").read_text().splitlines()
-    assert len(summary) >= 2  # the seeds' iteration and iteration 1
+    log = [json.loads(line) for line in (tmp_path / "run" / "summary.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in log if r["type"] == "iteration"] == [0, 1]  # the seeds' iteration and one more
