@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import tomllib
 from conftest import REPO_ROOT
@@ -34,9 +35,20 @@ def test_every_package_folder_is_declared():
 
 
 def test_mapped_folders_import_under_namespace():
-    for name in MAPPED.values():
-        module = importlib.import_module(name)
-        assert module.__name__ == name
+    """Each installed name resolves to its folder at the top of the repository, from any working directory, and
+    so do its subpackages and the seed harnesses shipped as data."""
+    names = [*MAPPED.values(), "metaharness.tasks.text.metrics", "metaharness.proposers.operators"]
+    code = (
+        "import importlib, json, sys; from metaharness.candidates import ROOT; "
+        "print(json.dumps({'ROOT': str(ROOT), **{n: importlib.import_module(n).__file__ for n in sys.argv[1:]}}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *names], cwd="/", capture_output=True, text=True, check=True)
+    files = {name: Path(file).resolve() for name, file in json.loads(out.stdout).items()}
+    for top, name in MAPPED.items():
+        assert files[name] == REPO_ROOT / top / "__init__.py", name
+    assert files["metaharness.tasks.text.metrics"] == REPO_ROOT / "tasks" / "text" / "metrics.py"
+    assert files["metaharness.proposers.operators"] == REPO_ROOT / "proposers" / "operators.py"
+    assert files["ROOT"] == REPO_ROOT / "candidates" and (files["ROOT"] / "symptom2disease" / "zero_shot.py").is_file()
 
 
 def test_no_generic_top_level_names_installed():
