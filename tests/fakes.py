@@ -9,6 +9,8 @@ from the real thing; they are for unit tests of logic (real models run in the em
   wired straight to the evaluator's proxy over a :class:`ScriptedModel` (no sandbox process in between).
 - :class:`ServedModel`: an OpenAI-compatible HTTP server on 127.0.0.1 answering with any model client, for code
   that only connects by URL (a child process such as ``metaharness plan serve``).
+- :class:`MessagesAPI`: Anthropic's Messages API at the HTTP layer, under the real ``anthropic`` SDK, answering
+  with queued responses of the recorded shape.
 - :class:`FakeEvaluator`: a :class:`~metaharness.evaluation.candidate_evaluator.CandidateEvaluator` that scores a
   program by the ``# score=`` comment :func:`program` writes into it.
 - :class:`ScriptedProposer`: a :class:`~metaharness.proposal.Proposer` that revises the best candidate each
@@ -17,6 +19,8 @@ from the real thing; they are for unit tests of logic (real models run in the em
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import re
 import threading
@@ -32,6 +36,8 @@ from metaharness.errors import BudgetExceeded
 from metaharness.evaluation.candidate_evaluator import CandidateFailed, Progress
 from metaharness.evaluation.proxy import CallRecorder, ModelRef
 from metaharness.evaluation.worker import LM, LMError
+from metaharness.models import RetryPolicy, connect
+from metaharness.models.client import Client
 from metaharness.models.structured import check_choice
 from metaharness.models.types import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
 from metaharness.proposal import Proposal, RunState
@@ -224,6 +230,35 @@ class ServedModel:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# The anthropic SDK's HTTP library: httpx2 in current releases, httpx in older ones.
+http = importlib.import_module("httpx2" if importlib.util.find_spec("httpx2") else "httpx")
+
+
+class MessagesAPI:
+    """An ``httpx.MockTransport`` handler answering each ``POST /v1/messages`` with the next queued response: a
+    body (answered 200) or ``(status, body, headers)``. It checks the API key and version headers and keeps every
+    request body in ``requests``."""
+
+    def __init__(self, *responses: Any, key: str = "sk-ant-test") -> None:
+        self.responses = list(responses)
+        self.key = key
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(self, request: Any) -> Any:
+        assert request.url.path == "/v1/messages" and request.method == "POST"
+        auth = request.headers.get("x-api-key") or request.headers.get("authorization", "")
+        assert auth.endswith(self.key) and "anthropic-version" in request.headers
+        self.requests.append(json.loads(request.content))
+        answer = self.responses.pop(0)
+        status, body, headers = answer if isinstance(answer, tuple) else (200, answer, {"request-id": "req_1"})
+        return http.Response(status, json=body, headers=headers)
+
+    def client(self, model: str, *, retry: RetryPolicy | None = None) -> Client:
+        """The real client for ``anthropic:MODEL``, talking to this API (set ``ANTHROPIC_API_KEY`` to ``key``)."""
+        transport = http.Client(transport=http.MockTransport(self))
+        return connect(f"anthropic:{model}", cache=False, retry=retry, http_client=transport)
 
 
 # ---------------------------------------------------------------- the loop's seams

@@ -3,17 +3,13 @@ like the Messages API (content blocks, tool_use, prompt-cache usage fields, 429 
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 
 import pytest
+from fakes import MessagesAPI
 
 from metaharness.errors import ConfigurationError, InputError
-from metaharness.models import ChatRequest, RetryPolicy, Tool, ToolCall, UnsupportedFeature, Usage, connect
-
-# The SDK's HTTP library: httpx2 in current anthropic releases, httpx in older ones.
-http = importlib.import_module("httpx2" if importlib.util.find_spec("httpx2") else "httpx")
+from metaharness.models import ChatRequest, RetryPolicy, Tool, ToolCall, UnsupportedFeature, Usage
 
 MODEL = "claude-sonnet-4-6"
 WEATHER = Tool(
@@ -48,22 +44,6 @@ def error(kind: str, text: str) -> dict:
     return {"type": "error", "error": {"type": kind, "message": text}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"}
 
 
-class FakeAPI:
-    """Answers POST /v1/messages with queued (status, body, headers) and records the request bodies."""
-
-    def __init__(self, *responses: tuple[int, dict, dict]):
-        self.responses = list(responses)
-        self.requests: list[dict] = []
-
-    def __call__(self, request):
-        assert request.url.path == "/v1/messages" and request.method == "POST"
-        auth = request.headers.get("x-api-key") or request.headers.get("authorization", "")
-        assert auth.endswith("sk-ant-test") and "anthropic-version" in request.headers
-        self.requests.append(json.loads(request.content))
-        status, body, headers = self.responses.pop(0)
-        return http.Response(status, json=body, headers=headers)
-
-
 @pytest.fixture
 def api(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
@@ -72,20 +52,10 @@ def api(monkeypatch):
     monkeypatch.setattr("metaharness.models.retry.time.sleep", sleeps.append)
 
     def make(*responses):
-        fake = FakeAPI(*responses)
-        client = connect(
-            f"anthropic:{MODEL}",
-            cache=False,
-            retry=RetryPolicy(max_attempts=4, base_delay=0.5),
-            http_client=http.Client(transport=http.MockTransport(fake)),
-        )
-        return client, fake, sleeps
+        fake = MessagesAPI(*responses)
+        return fake.client(MODEL, retry=RetryPolicy(max_attempts=4, base_delay=0.5)), fake, sleeps
 
     return make
-
-
-def ok(body: dict) -> tuple[int, dict, dict]:
-    return 200, body, {"request-id": "req_1"}
 
 
 def test_text_completion_with_prompt_cache_usage(api):
@@ -97,7 +67,7 @@ def test_text_completion_with_prompt_cache_usage(api):
         "output_tokens": 9,
         "service_tier": "standard",
     }
-    client, fake, _ = api(ok(message([{"type": "text", "text": "Paris."}], usage=usage)))
+    client, fake, _ = api(message([{"type": "text", "text": "Paris."}], usage=usage))
     long_context = "Background. " * 500
     result = client.complete(
         ChatRequest(
@@ -120,7 +90,7 @@ def test_text_completion_with_prompt_cache_usage(api):
 
 
 def test_short_prompts_are_not_marked_for_caching(api):
-    client, fake, _ = api(ok(message([{"type": "text", "text": "Hi"}])))
+    client, fake, _ = api(message([{"type": "text", "text": "Hi"}]))
     client.complete(ChatRequest([{"role": "user", "content": "Hello"}], max_tokens=5))
     assert "cache_control" not in json.dumps(fake.requests[0]) and "system" not in fake.requests[0]
 
@@ -133,7 +103,7 @@ def test_forced_tool_use(api):
         "input": {"location": "Paris"},
     }
     body = message([{"type": "text", "text": "Let me check."}, tool_use], stop_reason="tool_use")
-    client, fake, _ = api(ok(body))
+    client, fake, _ = api(body)
     result = client.complete(
         ChatRequest([{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER], tool_choice="get_weather")
     )
@@ -147,7 +117,7 @@ def test_forced_tool_use(api):
 
 
 def test_tool_results_are_sent_as_tool_result_blocks(api):
-    client, fake, _ = api(ok(message([{"type": "text", "text": "It is sunny."}])))
+    client, fake, _ = api(message([{"type": "text", "text": "It is sunny."}]))
     client.complete(
         ChatRequest(
             [
@@ -175,7 +145,7 @@ def test_tool_results_are_sent_as_tool_result_blocks(api):
 def test_json_schema_through_a_forced_respond_tool(api):
     schema = {"type": "string", "enum": ["yes", "no"]}
     answer = {"type": "tool_use", "id": "toolu_2", "name": "respond", "input": {"value": "yes"}}
-    client, fake, _ = api(ok(message([answer], stop_reason="tool_use")))
+    client, fake, _ = api(message([answer], stop_reason="tool_use"))
     result = client.complete(ChatRequest([{"role": "user", "content": "Is water wet?"}], json_schema=schema))
     assert result.parsed == "yes" and result.text == '"yes"'
     assert fake.requests[0]["tool_choice"] == {"type": "tool", "name": "respond"}
@@ -190,7 +160,7 @@ def test_retries_429_with_retry_after_and_529_overloaded(api, caplog):
             {"retry-after": "7"},
         ),
         (529, error("overloaded_error", "Overloaded"), {}),
-        ok(message([{"type": "text", "text": "Done."}])),
+        message([{"type": "text", "text": "Done."}]),
     )
     result = client.complete(ChatRequest([{"role": "user", "content": "Hi"}]))
     assert result.text == "Done." and len(fake.requests) == 3
@@ -200,7 +170,7 @@ def test_retries_429_with_retry_after_and_529_overloaded(api, caplog):
 
 
 def test_n_samples_are_separate_requests(api):
-    client, fake, _ = api(*(ok(message([{"type": "text", "text": t}])) for t in ("A", "B")))
+    client, fake, _ = api(*(message([{"type": "text", "text": t}]) for t in ("A", "B")))
     result = client.complete(ChatRequest([{"role": "user", "content": "Letter?"}], n=2, temperature=1.0))
     assert [c.text for c in result.choices] == ["A", "B"] and len(fake.requests) == 2
     assert result.usage.output_tokens == 12

@@ -9,12 +9,11 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 
 import pytest
 from command_line import optimize
+from fakes import MessagesAPI
 from test_proposers_offline import _state, keyword_model
 
 from metaharness.errors import ConfigurationError
@@ -22,7 +21,6 @@ from metaharness.models import RetryPolicy, connect
 from metaharness.proposers import get_proposer
 from metaharness.tasks import get_task
 
-http = importlib.import_module("httpx2" if importlib.util.find_spec("httpx2") else "httpx")
 MODEL = "claude-sonnet-4-6"
 
 
@@ -50,27 +48,16 @@ def tool_use(name: str, arguments: dict, n: int) -> dict:
     }
 
 
-class MessagesAPI:
-    """Answers POST /v1/messages with the queued tool calls, recording every request body."""
-
-    def __init__(self, calls: list[tuple[str, dict]]) -> None:
-        self.responses = [tool_use(name, args, i) for i, (name, args) in enumerate(calls)]
-        self.requests: list[dict] = []
-
-    def __call__(self, request):
-        assert request.url.path == "/v1/messages"
-        self.requests.append(json.loads(request.content))
-        return http.Response(200, json=self.responses.pop(0), headers={"request-id": "req_1"})
-
-    def tool_results(self) -> list[str]:
-        return [
-            block["content"]
-            for body in self.requests
-            for message in body["messages"]
-            if message["role"] == "user" and isinstance(message["content"], list)
-            for block in message["content"]
-            if block.get("type") == "tool_result"
-        ]
+def tool_results(api: MessagesAPI) -> list[str]:
+    """What the proposer's tools answered, as the model saw it in later requests."""
+    return [
+        block["content"]
+        for body in api.requests
+        for message in body["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
 
 
 @pytest.fixture
@@ -79,14 +66,8 @@ def anthropic(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
 
     def make(calls):
-        api = MessagesAPI(calls)
-        client = connect(
-            f"anthropic:{MODEL}",
-            cache=False,
-            retry=RetryPolicy(max_attempts=1),
-            http_client=http.Client(transport=http.MockTransport(api)),
-        )
-        return client, api
+        api = MessagesAPI(*(tool_use(name, arguments, i) for i, (name, arguments) in enumerate(calls)))
+        return api.client(MODEL, retry=RetryPolicy(max_attempts=1)), api
 
     return make
 
@@ -114,7 +95,7 @@ def test_base_writes_checks_and_reports_a_failed_import(anthropic, task, tmp_pat
     assert [p.parent for p in proposals] == ["c1", "c0"]
     assert "K = 4" in proposals[0].source and proposals[0].summary == "retrieve 4 examples"
     assert proposals[1].source == "class Harness:\n    pass\n"  # failed the import check: the loop records it
-    results = api.tool_results()
+    results = tool_results(api)
     assert "# Run summary" in results[0] and "FAILED: boom" in results[0]  # the failed attempt is shown
     assert any("passed the import check" in r for r in results)
     assert any("outside the workspace" in r for r in results)
