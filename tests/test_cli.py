@@ -57,6 +57,7 @@ def test_an_error_stays_one_line_when_stderr_is_a_pipe():
         ({"dataset": "symptom2disease", "evals_per_iter": 0}, "Invalid value for '--evals-per-iter'"),
         ({"dataset": "symptom2disease", "val_limit": "many"}, "Invalid value for '--val-limit'"),
     ],
+    ids=["negative iterations", "no evaluations", "a word for a number"],
 )
 def test_optimize_bad_options_are_usage_errors(tmp_path, options, message):
     assert_usage_error(run_metaharness("optimize", cwd=tmp_path, **options), message)
