@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaharness.evaluation.confine import NOBODY, Limits, landlock_abi
+from metaharness.harness import TrainItem
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class Sandbox:
     def __init__(
         self,
         source: str,
-        train: list[dict[str, Any]],
+        train: list[TrainItem],
         limits: SandboxLimits,
         *,
         context_window: int,
@@ -87,7 +88,7 @@ class Sandbox:
         self.scratch = tempfile.mkdtemp(prefix="metaharness-sandbox-")
         if os.geteuid() == 0 and not landlock_abi():
             os.chown(self.scratch, NOBODY, NOBODY)  # the fallback barrier runs the harness as nobody
-        self._log = tempfile.TemporaryFile(prefix="metaharness-sandbox-log-")
+        self._log = tempfile.TemporaryFile(prefix="metaharness-sandbox-log-")  # noqa: SIM115 - close() closes it
         self._buffer = b""
         self.process = subprocess.Popen(
             [sys.executable, *_PYTHON_FLAGS, "-m", "metaharness.evaluation.worker"],
@@ -98,6 +99,9 @@ class Sandbox:
             env=clean_environment(self.scratch),
             start_new_session=True,
         )
+        # Both pipes exist: Popen was asked for them.
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._requests, self._replies = self.process.stdin, self.process.stdout
         try:
             self._send(
                 {
@@ -111,6 +115,7 @@ class Sandbox:
             )
             reply = self._wait_reply(("ready", "failed"), phase="loading the harness", seconds=limits.load_seconds)
         except SandboxFailure as failure:
+            self.close()
             raise SandboxFailure(f"{LOAD_FAILED}{failure}", fatal=True) from None
         if reply["type"] == "failed":
             self.close()
@@ -135,9 +140,8 @@ class Sandbox:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream:
-                stream.close()
+        self._requests.close()
+        self._replies.close()
         self._log.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -145,8 +149,8 @@ class Sandbox:
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
-            self.process.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
-            self.process.stdin.flush()  # type: ignore[union-attr]
+            self._requests.write(json.dumps(message).encode() + b"\n")
+            self._requests.flush()
         except (BrokenPipeError, OSError):
             raise SandboxFailure(self._death_message("before it could read its input"), fatal=True) from None
 
@@ -170,8 +174,7 @@ class Sandbox:
             self._send({"type": "response", **reply})
 
     def _read_message(self, deadline: float, phase: str, seconds: float) -> dict[str, Any]:
-        stdout = self.process.stdout
-        fd = stdout.fileno()  # type: ignore[union-attr]
+        fd = self._replies.fileno()
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
