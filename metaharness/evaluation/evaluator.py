@@ -30,8 +30,9 @@ from metaharness.errors import InputError, MetaharnessError
 from metaharness.evaluation.confine import probe
 from metaharness.evaluation.proxy import CallRecorder, ModelRef
 from metaharness.evaluation.records import EvalReport, ExampleRecord, mean_scores, total_cost, write_records
-from metaharness.evaluation.sandbox import LOAD_FAILED, Sandbox, SandboxFailure, SandboxLimits
+from metaharness.evaluation.sandbox import LOAD_FAILED, CallHandler, Sandbox, SandboxFailure, SandboxLimits
 from metaharness.evaluation.worker import MAX_EXAMPLES_PER_WORKER
+from metaharness.harness import TrainItem
 from metaharness.models.types import ModelClient
 from metaharness.tasks import Example, Task, get_task
 
@@ -49,7 +50,7 @@ class HarnessInvalid(MetaharnessError):
 class _Job:
     pool_key: str
     source: str
-    train: list[dict[str, Any]]
+    train: list[TrainItem]
     limits: SandboxLimits
     context_window: int
     model: ModelRef
@@ -200,7 +201,8 @@ def evaluate(
 
     >>> report = evaluate("candidates/symptom2disease/zero_shot.py", "symptom2disease", "val",
     ...                   model="local:smollm2-135m", limit=5)  # doctest: +SKIP
-    >>> report.scores["primary"], report.cost["context_tokens"], report.records[0].calls[0]["response"]  # doctest: +SKIP
+    >>> report.scores["primary"], report.cost["context_tokens"]  # doctest: +SKIP
+    >>> report.records[0].calls[0]["response"]  # doctest: +SKIP
     """
     from joblib import Parallel, delayed
 
@@ -255,6 +257,11 @@ def evaluate(
     )
 
 
+def _no_model(request: dict[str, Any]) -> dict[str, Any]:
+    """The answer to every model call a harness makes while ``check_harness`` has no model."""
+    return {"error": "no task model in check_harness"}
+
+
 def check_harness(
     harness_path: str | Path,
     task: str | Task,
@@ -269,9 +276,9 @@ def check_harness(
     task_obj = _resolve_task(task, data_dir)
     source = _read_source(harness_path)
     train = [example.as_train_item() for example in task_obj.load("train")]
+    on_call: CallHandler
     if model is None:
-        on_call: Callable[[dict[str, Any]], dict[str, Any]] = lambda _: {"error": "no task model in check_harness"}
-        window = DEFAULT_CONTEXT_WINDOW
+        on_call, window = _no_model, DEFAULT_CONTEXT_WINDOW
     else:
         client = _connect(model)
         on_call, window = CallRecorder(ModelRef(client)), _context_window(client)

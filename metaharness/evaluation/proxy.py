@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from metaharness.errors import BudgetExceeded, ConfigurationError
-from metaharness.models.types import ChatRequest, ModelClient
+from metaharness.models.types import ChatRequest, ChatResult, ModelClient
 
 MAX_TOKENS_CAP = 8192
 _SYSTEMIC = (BudgetExceeded, ConfigurationError)
@@ -49,7 +49,7 @@ class ModelRef:
         return self._client
 
 
-def _dollars(client: ModelClient, result: Any) -> float:
+def _dollars(client: ModelClient, result: ChatResult) -> float:
     if result.cached:
         return 0.0
     ledger = getattr(client, "ledger", None)

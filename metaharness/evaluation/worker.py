@@ -23,11 +23,11 @@ import resource
 import sys
 import threading
 import traceback
-from typing import Any
+from typing import IO, Any
 
 from metaharness.evaluation.confine import Limits, confine
+from metaharness.harness import HARNESS_FILE, Harness, TrainItem
 
-HARNESS_FILE = "harness.py"
 MAX_EXAMPLES_PER_WORKER = 64  # the CPU hard limit allows this many examples; the pool retires a worker sooner
 
 
@@ -80,7 +80,7 @@ class LM:
         return self._channel.call(request)["parsed"]
 
 
-def _request(prompt_or_messages: Any, system: str | None, **options: Any) -> dict[str, Any]:
+def _request(prompt_or_messages: object, system: str | None, **options: Any) -> dict[str, Any]:
     if isinstance(prompt_or_messages, str):
         messages = [{"role": "user", "content": prompt_or_messages}]
     elif isinstance(prompt_or_messages, list) and all(isinstance(m, dict) for m in prompt_or_messages):
@@ -95,7 +95,7 @@ def _request(prompt_or_messages: Any, system: str | None, **options: Any) -> dic
 class _Channel:
     """JSON lines to and from the parent; a lock pairs each call with its response when a harness uses threads."""
 
-    def __init__(self, reader: Any, writer: Any):
+    def __init__(self, reader: IO[bytes], writer: IO[bytes]):
         self._reader = reader
         self._writer = writer
         self._lock = threading.Lock()
@@ -130,14 +130,16 @@ def _error_text() -> str:
     return f"{kind.__name__ if kind else 'Error'}: {value}{where}\n{traceback.format_exc(limit=-8)}"
 
 
-def _load_harness(scratch: str, source: str, lm: LM, train: list[dict[str, Any]]) -> Any:
+def _load_harness(scratch: str, source: str, lm: LM, train: list[TrainItem]) -> Harness:
     path = os.path.join(scratch, HARNESS_FILE)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(source)
     spec = importlib.util.spec_from_file_location("harness", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
     sys.modules["harness"] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    spec.loader.exec_module(module)
     harness_class = getattr(module, "Harness", None)
     if not isinstance(harness_class, type):
         raise TypeError(
