@@ -56,10 +56,14 @@ def run_self_consistency(env: PlanEnvironment, chooser: ToolChooser, *, paths: i
         if not explored[-1].complete:
             break
     complete = [t for t in explored if t.complete] or explored
-    key = lambda t: json.dumps(t.final, sort_keys=True, default=str)  # noqa: E731
-    counts = Counter(key(t) for t in complete)
-    answer = max(complete, key=lambda t: counts[key(t)])  # max keeps the first of equals
+    counts = Counter(_final_key(t) for t in complete)
+    answer = max(complete, key=lambda t: counts[_final_key(t)])  # max keeps the first of equals
     return ExecutionResult(answer, answer.complete and env.verify(answer.final), explored, 0, chooser.meter)
+
+
+def _final_key(trajectory: Trajectory) -> str:
+    """A final result as text, so equal results count as one answer."""
+    return json.dumps(trajectory.final, sort_keys=True, default=str)
 
 
 def model_reflection(chooser: ModelToolChooser) -> Reflect:

@@ -13,11 +13,19 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from metaharness.errors import InputError
 
+if TYPE_CHECKING:
+    from metaharness.agents.tool_chooser import Uncertainty
+    from metaharness.models.types import ModelClient
+    from metaharness.planner.branching import Downstream, ExecutionResult
+    from metaharness.tasks.environments.toolworld import ToolTask
+
 AGENTS = ("egb", "majority", "react", "reflexion", "self-consistency")
+UNCERTAINTIES: tuple[Uncertainty, ...] = ("sample", "logprobs")
+DOWNSTREAMS: tuple[Downstream, ...] = ("reuse", "revote")
 METRICS = (
     "success_rate",
     "tool_match_rate",
@@ -31,13 +39,13 @@ METRICS = (
 
 def run_task(
     agent: str,
-    task,
-    client,
+    task: ToolTask,
+    client: ModelClient,
     *,
     samples: int,
     branch_budget: int,
-    uncertainty: str = "sample",
-    downstream: str = "reuse",
+    uncertainty: Uncertainty = "sample",
+    downstream: Downstream = "reuse",
     temperature: float = 0.7,
     seed: int = 0,
 ) -> dict[str, Any]:
@@ -55,7 +63,7 @@ def run_task(
         thought=greedy,
         seed=seed,
     )
-    runs: dict[str, Callable[[], Any]] = {
+    runs: dict[str, Callable[[], ExecutionResult]] = {
         "egb": lambda: run_egb(
             task, chooser, samples=samples, branch_budget=branch_budget, downstream=downstream, seed=seed
         ),
@@ -92,7 +100,10 @@ def run_task(
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Success rate, tool match rate, and mean model calls, samples, tokens and seconds per task."""
-    mean = lambda key: round(statistics.fmean(r[key] for r in records), 3)  # noqa: E731
+
+    def mean(key: str) -> float:
+        return round(statistics.fmean(r[key] for r in records), 3)
+
     return {
         "tasks": len(records),
         "success_rate": mean("success"),
@@ -103,6 +114,17 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "seconds_per_task": mean("seconds"),
         "errors": sum(1 for r in records if "error" in r),
     }
+
+
+Allowed = TypeVar("Allowed", bound=str)
+
+
+def _one_of(value: str, allowed: tuple[Allowed, ...], option: str) -> Allowed:
+    """``value`` as the one of ``allowed`` it equals; an unknown one is an InputError naming the ``option``."""
+    for choice in allowed:
+        if value == choice:
+            return choice
+    raise InputError(f"{option} must be {' or '.join(repr(a) for a in allowed)}, got '{value}'.")
 
 
 def _finished(out: Path, agent: str, model: str, task_ids: set[str]) -> list[dict[str, Any]]:
@@ -144,10 +166,8 @@ def run_bench(
 
     if agent not in AGENTS:
         raise InputError(f"Unknown agent '{agent}': use one of {', '.join(AGENTS)}.")
-    if uncertainty not in ("sample", "logprobs"):
-        raise InputError(f"--uncertainty must be 'sample' or 'logprobs', got '{uncertainty}'.")
-    if downstream not in ("reuse", "revote"):
-        raise InputError(f"--downstream must be 'reuse' or 'revote', got '{downstream}'.")
+    estimate = _one_of(uncertainty, UNCERTAINTIES, "--uncertainty")
+    branches = _one_of(downstream, DOWNSTREAMS, "--downstream")
     if tasks < 1 or samples < 1 or branch_budget < 0:
         raise InputError("--tasks and --samples must be at least 1 and --branch-budget at least 0.")
     client = connect(model)
@@ -163,8 +183,8 @@ def run_bench(
                 client,
                 samples=samples,
                 branch_budget=branch_budget,
-                uncertainty=uncertainty,
-                downstream=downstream,
+                uncertainty=estimate,
+                downstream=branches,
                 temperature=temperature,
                 seed=seed,
             )

@@ -17,7 +17,7 @@ import random
 import re
 from typing import Any, Literal
 
-from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError, Tool
+from metaharness.models.types import ChatRequest, ChatResult, ModelClient, StructuredOutputError, Tool
 from metaharness.planner.branching import (
     Meter,
     StepView,
@@ -79,7 +79,7 @@ class ModelToolChooser:
         # repeated questions within a run still get fresh samples.
         self.rng = random.Random(seed)
 
-    def _complete(self, request: ChatRequest):
+    def _complete(self, request: ChatRequest) -> ChatResult:
         if request.temperature > 0:
             request.seed = self.rng.randrange(2**31)
         result = self.client.complete(request, role="agent")
@@ -132,16 +132,18 @@ class ModelToolChooser:
 
     def fill(self, view: StepView, tool: Tool, options: dict[str, list[Any]]) -> dict[str, Any]:
         known = "\n".join(f"  {label}: {_short(value)}" for label, value in view.known)
-        schema = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
-        for name, values in options.items():
-            if values:
-                schema["properties"][name] = {"enum": values}
-                schema["required"].append(name)
+        properties = {name: {"enum": values} for name, values in options.items() if values}
         prompt = (
             f"Goal: {view.goal}\nKnown values:\n{known}\nCurrent step {view.index + 1}: {view.instruction}\n"
             f"Fill the arguments of {tool.name} ({tool.description}). Reply as JSON with keys "
-            f"{', '.join(schema['required'])}."
+            f"{', '.join(properties)}."
         )
+        schema = {
+            "type": "object",
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        }
         request = ChatRequest(
             messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
             temperature=0.0,

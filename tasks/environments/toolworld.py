@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -107,7 +108,7 @@ class ToolTask:
         """Exact match with the reference answer (type and value)."""
         return type(final) is type(self.answer) and final == self.answer
 
-    def tool_match(self, tools: list[str | None]) -> float:
+    def tool_match(self, tools: Sequence[str | None]) -> float:
         """Fraction of plan steps executed with an accepted tool (positions align with the plan)."""
         hits = sum(1 for step, tool in zip(self.steps, tools, strict=False) if tool in step.accepted)
         return hits / len(self.steps)
