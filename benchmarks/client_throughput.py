@@ -183,14 +183,17 @@ class StubServer:
 def report(title: str, record: dict) -> None:
     print(title)
     print(
-        f"  bare openai loop : {record['bare_openai_requests_per_s']:10.2f} requests/s ({record['requests_per_loop']} requests)"
+        f"  bare openai loop : {record['bare_openai_requests_per_s']:10.2f} requests/s "
+        f"({record['requests_per_loop']} requests)"
     )
     print(f"  metaharness layer: {record['layer_requests_per_s']:10.2f} requests/s")
     print(
-        f"  ratio layer/bare : {record['layer_to_bare_throughput_ratio']:10.4f}  (overhead {record['layer_overhead_percent']}%, target < 5%)"
+        f"  ratio layer/bare : {record['layer_to_bare_throughput_ratio']:10.4f}  "
+        f"(overhead {record['layer_overhead_percent']}%, target < 5%)"
     )
     print(
-        f"  pair time ratio  : {record['pair_time_ratio_layer_to_bare']:10.4f}  (layer / bare time of the same request, geometric mean)"
+        f"  pair time ratio  : {record['pair_time_ratio_layer_to_bare']:10.4f}  "
+        f"(layer / bare time of the same request, geometric mean)"
     )
     print(
         f"  client CPU       : {record['client_cpu_ms_per_request_bare']} ms/request bare, "
@@ -227,7 +230,8 @@ def main() -> None:
     report(f"llama-cpp-python server, embedded model, max_tokens={args.max_tokens}:", local)
     print(f"  identical answers: {local['identical_answers']}")
     print(
-        f"  warm cache       : {local['cache_warm_requests_per_s']:10.1f} requests/s, {local['cache_hit_speedup_vs_bare']}x the bare loop"
+        f"  warm cache       : {local['cache_warm_requests_per_s']:10.1f} requests/s, "
+        f"{local['cache_hit_speedup_vs_bare']}x the bare loop"
     )
     report("stub server answering at once (upper bound of the layer's cost):", instant)
     print(json.dumps({"max_tokens": args.max_tokens, "local_server": local, "stub_server": instant}))

@@ -283,7 +283,8 @@ def _report(console: Console, rows: list[dict], args) -> None:
         verdicts = [_agree(r) for r in rows]
         optimal = sum(v.startswith("optimal") or v == "both infeasible" for v in verdicts)
         console.print(
-            f"CP-SAT ({args.cpsat_limit:g} s limit, {args.cpsat_workers} workers): median {statistics.median(r['cpsat_s'] for r in rows):.2f} s; "
+            f"CP-SAT ({args.cpsat_limit:g} s limit, {args.cpsat_workers} workers): "
+            f"median {statistics.median(r['cpsat_s'] for r in rows):.2f} s; "
             f"optimal value on {optimal}/{len(rows)} graphs (proved on {verdicts.count('optimal (proved)')}), "
             f"no solution on {verdicts.count('no solution')}, invalid plan on {verdicts.count('invalid plan')}, "
             f"suboptimal on {sum(v.startswith('suboptimal') for v in verdicts)}."
