@@ -35,11 +35,6 @@ def test_unknown_command_is_a_usage_error():
     assert_usage_error(run_metaharness("no-such-command"), "No such command 'no-such-command'")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="metaharness/cli/__init__.py main(): Console(stderr=True) wraps the error at 80 columns when stderr is "
-    "not a terminal, so one message becomes several lines",
-)
 def test_an_error_stays_one_line_when_stderr_is_a_pipe():
     out = run_metaharness("optimize", env={"COLUMNS": None})
     assert error_lines(out) == [

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     Usage errors (unknown command, bad option) are reported by typer itself with exit code 2, and Ctrl-C
     outside a command that handles it by typer's "Aborted!" with exit code 1.
     """
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # one message, one line, even when stderr is a pipe
     try:
         app(args=argv, prog_name="metaharness")
     except MetaharnessError as exc:
