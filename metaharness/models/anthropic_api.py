@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from metaharness.errors import ConfigurationError, InputError
-from metaharness.models.retry import Transient, Transport, backend_slots, status_error
+from metaharness.models.retry import Transport, backend_slots, sdk_error
 from metaharness.models.spec import ModelSpec
 from metaharness.models.types import ChatRequest, ChatResult, Choice, ToolCall, UnsupportedFeature, Usage
 
@@ -181,23 +181,7 @@ class AnthropicBackend:
     def _classify(self, exc: Exception) -> Exception:
         import anthropic
 
-        if isinstance(exc, anthropic.APITimeoutError):
-            return Transient(f"Anthropic's API timed out for {self.spec.model}")
-        if isinstance(exc, anthropic.APIConnectionError):
-            return Transient(
-                f"cannot connect to {self.base_url}",
-                attempts=3,
-                final=ConfigurationError(f"Cannot reach Anthropic's API at {self.base_url} ({exc.__cause__ or exc})."),
-            )
-        if isinstance(exc, anthropic.APIStatusError):
-            return status_error(
-                exc.status_code,
-                exc.message,
-                exc.response.headers,
-                server="Anthropic's API",
-                model=self.spec.model,
-                key_variable="ANTHROPIC_API_KEY",
-            )
         if isinstance(exc, getattr(anthropic, "CredentialsError", ())):
             return ConfigurationError(f"No usable Anthropic credentials ({exc}); set ANTHROPIC_API_KEY.")
-        return exc
+        where = f"Anthropic's API at {self.base_url}"
+        return sdk_error(exc, anthropic, server=where, model=self.spec.model, key_variable="ANTHROPIC_API_KEY")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from metaharness.errors import ConfigurationError, InputError
-from metaharness.models.retry import Transient, Transport, backend_slots, status_error
+from metaharness.models.retry import Transport, backend_slots, sdk_error
 from metaharness.models.spec import ModelSpec
 from metaharness.models.structured import tool_call_from_text, tool_call_schema, tools_prompt
 from metaharness.models.types import (
@@ -286,24 +286,5 @@ class OpenAIBackend:
         import openai
 
         where = f"the model server at {self.base_url}"
-        if isinstance(exc, openai.APITimeoutError):
-            return Transient(f"{where} timed out")
-        if isinstance(exc, openai.APIConnectionError):
-            return Transient(
-                f"cannot connect to {where}",
-                attempts=3,
-                final=ConfigurationError(
-                    f"Cannot reach {where} ({exc.__cause__ or exc}). Is the server running, and is the URL in "
-                    f"'{self.spec}' right?"
-                ),
-            )
-        if isinstance(exc, openai.APIStatusError):
-            return status_error(
-                exc.status_code,
-                exc.message,
-                exc.response.headers,
-                server=where,
-                model=self.spec.model,
-                key_variable="OPENAI_API_KEY",
-            )
-        return exc
+        hint = f" Is the server running, and is the URL in '{self.spec}' right?"
+        return sdk_error(exc, openai, server=where, model=self.spec.model, key_variable="OPENAI_API_KEY", hint=hint)

@@ -3,8 +3,8 @@
 The SDKs' own retries are switched off (``max_retries=0``) so that one policy applies everywhere: exponential
 backoff with full jitter on rate limits (429, honouring ``retry-after``), overload (529), 5xx and timeouts, and a
 per-backend cap on requests in flight. A backend maps its SDK's exceptions to :class:`Transient` (retry) or to a
-:class:`~metaharness.errors.MetaharnessError` (stop) with a ``classify`` function; :func:`status_error` is that
-mapping for an HTTP error status, the same for every provider. :class:`Transport` is what ``connect`` hands every
+:class:`~metaharness.errors.MetaharnessError` (stop) with a ``classify`` function; :func:`sdk_error` is that
+mapping for the official SDKs, the same for every provider. :class:`Transport` is what ``connect`` hands every
 network backend.
 """
 
@@ -17,9 +17,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from metaharness.errors import ConfigurationError, InputError, MetaharnessError
+
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
 T = TypeVar("T")
 log = logging.getLogger("metaharness.models")
@@ -70,11 +75,33 @@ def retry_after_seconds(headers: object) -> float | None:
             return None
 
 
-def status_error(status: int, detail: str, headers: object, *, server: str, model: str, key_variable: str) -> Exception:
+def sdk_error(
+    exc: Exception, sdk: ModuleType, *, server: str, model: str, key_variable: str, hint: str = ""
+) -> Exception:
+    """What an exception from an official SDK (``openai`` or ``anthropic``, which share one generated exception
+    hierarchy) means to :meth:`RetryPolicy.run`: a :class:`Transient` for timeouts, connection failures (3
+    attempts, then a ConfigurationError followed by ``hint``) and the statuses worth retrying; an error to stop
+    with; or ``exc`` itself when the SDK did not raise it."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return Transient(f"{server} timed out")
+    if isinstance(exc, sdk.APIConnectionError):
+        unreachable = ConfigurationError(f"Cannot reach {server} ({exc.__cause__ or exc}).{hint}")
+        return Transient(f"cannot connect to {server}", attempts=3, final=unreachable)
+    if isinstance(exc, sdk.APIStatusError):
+        return _status_error(exc, server=server, model=model, key_variable=key_variable)
+    return exc
+
+
+def _status_error(
+    exc: openai.APIStatusError | anthropic.APIStatusError, *, server: str, model: str, key_variable: str
+) -> Exception:
     """What an HTTP error status from ``server`` means: retry (408, 409, 429, 5xx), a key or a model name to fix,
     or a request the server will never accept."""
+    status, detail = exc.status_code, exc.message
     if status in (408, 409, 429) or status >= 500:
-        return Transient(f"{server} answered HTTP {status}: {detail}", retry_after=retry_after_seconds(headers))
+        return Transient(
+            f"{server} answered HTTP {status}: {detail}", retry_after=retry_after_seconds(exc.response.headers)
+        )
     if status in (401, 403):
         return ConfigurationError(f"{server} refused the API key (HTTP {status}). Check {key_variable}.")
     if status == 404:
