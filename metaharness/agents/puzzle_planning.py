@@ -12,15 +12,20 @@ Two set-ups, chosen per run:
 
 :class:`PuzzlePlanner` makes one planning call from an agent's loop: history, goal, remaining step budget in;
 :class:`~metaharness.planner.tps.PlanningResult` (route steps with action, predicted state, cost) out.
+:class:`RouteFollower` is how the planning agents (TPS guidance, TAPE execution) use it: follow the route while
+the observed states are the predicted ones, plan again when one is not or the route is used up.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from metaharness.agents.puzzle_episode import Decision
 from metaharness.models.types import ModelClient
+from metaharness.planner.solve import SolverName
 from metaharness.planner.subagents import (
     DEAD_END,
     GOAL,
@@ -31,7 +36,9 @@ from metaharness.planner.subagents import (
     ModelStateSimulator,
     PlanningTask,
     PredictedState,
+    RewardLabeler,
     SimulatedStep,
+    StateSimulator,
 )
 from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.tps import PlanningResult, plan
@@ -93,7 +100,8 @@ class NoisyOracleSampler:
         steps = min(self.max_steps, int(task.budget[0]))
         plans: list[CandidatePlan] = []
         for _ in range(m):
-            state, actions = self.state, []
+            state = self.state
+            actions: list[str] = []
             while len(actions) < steps and not self.env.is_goal(state):
                 best = optimal_actions(self.env, state)
                 pool = best if best and self.rng.random() >= self.epsilon else self.env.actions(state)
@@ -130,6 +138,8 @@ class OracleLabeler:
     def label(self, task: PlanningTask, states: list[PredictedState]) -> list[int]:
         labels = []
         for predicted in states:
+            if predicted.key is None:
+                raise ValueError(f"the oracle labels states by canonical key; {predicted.state!r} has none")
             state = self.env.state_of(predicted.key)
             labels.append(
                 GOAL if self.env.is_goal(state) else DEAD_END if self.env.distance(state) is None else NEUTRAL
@@ -137,7 +147,7 @@ class OracleLabeler:
         return labels
 
 
-def _state_key(env: PuzzleEnv):
+def _state_key(env: PuzzleEnv) -> Callable[[str], str | None]:
     def key(text: str) -> str | None:
         state = env.parse_state(text)
         return None if state is None else env.key(state)
@@ -157,30 +167,33 @@ class PuzzlePlanner:
         m: int = 4,
         epsilon: float = 0.3,
         seed: int = 0,
-        solver: str = "exact",
+        solver: SolverName = "exact",
         describe: str = "render",
         max_tokens: int = 300,
         temperature: float = 0.0,
     ) -> None:
-        if model is None and not oracle:
-            raise ValueError("a planner without a model needs oracle stages")
         self.env, self.model, self.m, self.solver = env, model, m, solver
-        # ``temperature`` applies to plan sampling only: at 0 a small model tends to give one plan however many are asked.
+        self.simulator: StateSimulator
+        self.labeler: RewardLabeler
+        if oracle:
+            self.simulator = OracleSimulator(env, describe=describe)
+            self.merger = KeyJudgeMerger()
+            self.labeler = OracleLabeler(env)
+        elif model is not None:
+            self.simulator = ModelStateSimulator(model, canonical_key=_state_key(env), max_tokens=max_tokens)
+            self.merger = KeyJudgeMerger(model)
+            self.labeler = ModelRewardLabeler(model, max_tokens=max_tokens)
+        else:
+            raise ValueError("a planner without a model needs oracle stages")
+        # ``temperature`` applies to plan sampling only: at 0 a small model tends to give one plan however many are
+        # asked.
         self.sampler = (
             ActionPlanSampler(model, env, max_tokens=max_tokens, temperature=temperature)
             if model is not None
             else NoisyOracleSampler(env, epsilon=epsilon, seed=seed)
         )
-        if oracle:
-            self.simulator = OracleSimulator(env, describe=describe)
-            self.merger = KeyJudgeMerger()
-            self.labeler = OracleLabeler(env)
-        else:
-            self.simulator = ModelStateSimulator(model, canonical_key=_state_key(env), max_tokens=max_tokens)
-            self.merger = KeyJudgeMerger(model)
-            self.labeler = ModelRewardLabeler(model, max_tokens=max_tokens)
 
-    def plan(self, state, remaining: int, history: list[str]) -> PlanningResult:
+    def plan(self, state: Hashable, remaining: int, history: list[str]) -> PlanningResult:
         """Plan from ``state`` with ``remaining`` steps; ``history`` lists what happened (oldest first)."""
         self.sampler.state = state
         if isinstance(self.simulator, OracleSimulator):
@@ -229,8 +242,8 @@ def fallback_action(result: PlanningResult) -> str | None:
 
 def planning_record(result: PlanningResult) -> dict[str, Any]:
     """What a step trace keeps of one planning call (sampled plans, labels, route; not the prompts)."""
-    sampled = next((s["output"] for s in result.stages if s["stage"] == "sample"), [])
-    labels = next((s["output"] for s in result.stages if s["stage"] == "label"), [])
+    sampled: list[Any] = next((s["output"] for s in result.stages if s["stage"] == "sample"), [])
+    labels: list[Any] = next((s["output"] for s in result.stages if s["stage"] == "label"), [])
     graph = result.graph
     return {
         "stage": "plan",
@@ -241,3 +254,40 @@ def planning_record(result: PlanningResult) -> dict[str, Any]:
         "route": [s.action for s in result.route],
         "graph": {"nodes": graph.nx.number_of_nodes(), "edges": len(graph.edges)} if graph else None,
     }
+
+
+def history_lines(taken: list[str | None]) -> list[str]:
+    """The planning call's history: the actions taken so far (an unreadable one as "(none)")."""
+    return [f"actions taken so far: {', '.join(a or '(none)' for a in taken)}"] if taken else []
+
+
+class RouteFollower:
+    """An agent's current route: kept while each observed state is the one its last step predicted, replanned when
+    a state is not or the route is used up."""
+
+    def __init__(self, planner: PuzzlePlanner) -> None:
+        self.planner = planner
+        self.route: list[PlannedStep] = []
+        # The step handed out last: the next observed state is checked against its prediction.
+        self.pending: PlannedStep | None = None
+
+    def next_step(
+        self, state: Hashable, remaining: int, taken: list[str | None], decision: Decision
+    ) -> PlannedStep | PlanningResult:
+        """The route's step from ``state`` (its predicted key goes on ``decision``), or, when a new planning call
+        found no route, that call's result. Planning calls are recorded on ``decision``."""
+        if self.pending is not None:
+            on_route = self.route and self.planner.env.key(state) == self.pending.key
+            self.route = self.route[1:] if on_route else []
+        if not self.route:
+            result = self.planner.plan(state, remaining, history_lines(taken))
+            decision.plans += 1
+            decision.replanned = self.pending is not None
+            decision.calls.append(planning_record(result))
+            self.route = route_steps(result)
+            if not self.route:
+                self.pending = None
+                return result
+        self.pending = self.route[0]
+        decision.predicted = self.pending.key
+        return self.pending

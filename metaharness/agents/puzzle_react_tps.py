@@ -8,46 +8,34 @@ the next step should lead to, then writes its own ``Thought``/``Action`` as in R
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import Any
+
 from metaharness.agents.puzzle_episode import Decision
-from metaharness.agents.puzzle_planning import PlannedStep, PuzzlePlanner, planning_record, route_steps
+from metaharness.agents.puzzle_planning import PuzzlePlanner, RouteFollower
 from metaharness.agents.puzzle_react import ReActAgent
 from metaharness.models.types import ModelClient
+from metaharness.planner.tps import PlanningResult
 from metaharness.tasks.environments.puzzle import PuzzleEnv
-
-
-def history_lines(taken: list[str | None]) -> list[str]:
-    return [f"actions taken so far: {', '.join(a or '(none)' for a in taken)}"] if taken else []
 
 
 class TPSAgent(ReActAgent):
     name = "tps"
 
-    def __init__(self, model: ModelClient, planner: PuzzlePlanner, **options) -> None:
+    def __init__(self, model: ModelClient, planner: PuzzlePlanner, **options: Any) -> None:
         super().__init__(model, **options)
         self.planner = planner
 
     def reset(self, env: PuzzleEnv, budget: int) -> None:
         super().reset(env, budget)
-        self.route: list[PlannedStep] = []
-        self.offered: PlannedStep | None = None
+        self.follower = RouteFollower(self.planner)
 
-    def guidance(self, state, remaining: int, decision: Decision) -> str:
-        if self.offered is not None:
-            on_route = self.route and self.env.key(state) == self.offered.key
-            self.route = self.route[1:] if on_route else []
-        if not self.route:
-            result = self.planner.plan(state, remaining, history_lines(self.taken))
-            decision.plans += 1
-            decision.replanned = self.offered is not None
-            decision.calls.append(planning_record(result))
-            self.route = route_steps(result)
-            if not self.route:
-                self.offered = None
-                return f"Planning tool: {result.guidance()}"
-        self.offered = self.route[0]
-        decision.predicted = self.offered.key
+    def guidance(self, state: Hashable, remaining: int, decision: Decision) -> str:
+        step = self.follower.next_step(state, remaining, self.taken, decision)
+        if isinstance(step, PlanningResult):
+            return f"Planning tool: {step.guidance()}"
+        route = self.follower.route
         return (
-            f"Planning tool route (guidance; {len(self.route)} steps left): "
-            f"{', '.join(s.action for s in self.route)}\n"
-            f"Next step: {self.offered.action}; expected state after it:\n{self.offered.state}"
+            f"Planning tool route (guidance; {len(route)} steps left): {', '.join(s.action for s in route)}\n"
+            f"Next step: {step.action}; expected state after it:\n{step.state}"
         )

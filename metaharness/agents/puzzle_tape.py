@@ -10,17 +10,13 @@ none) and plans again next turn.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from metaharness.agents.puzzle_episode import Decision
-from metaharness.agents.puzzle_planning import (
-    PlannedStep,
-    PuzzlePlanner,
-    fallback_action,
-    planning_record,
-    route_steps,
-)
+from metaharness.agents.puzzle_planning import PuzzlePlanner, RouteFollower, fallback_action
 from metaharness.agents.puzzle_react import call_record
-from metaharness.agents.puzzle_react_tps import history_lines
 from metaharness.models.types import ChatRequest, ModelClient
+from metaharness.planner.tps import PlanningResult
 from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 EXECUTE = 'Execute the next planned action of your route. Reply with JSON only: {"action": ...}.'
@@ -28,46 +24,31 @@ EXECUTE = 'Execute the next planned action of your route. Reply with JSON only: 
 
 class TapeAgent:
     name = "tape"
+    env: PuzzleEnv  # the episode's, from reset()
 
     def __init__(self, planner: PuzzlePlanner, model: ModelClient | None = None) -> None:
         self.planner = planner
         self.model = model
-        self.env: PuzzleEnv | None = None
 
     def reset(self, env: PuzzleEnv, budget: int) -> None:
         self.env = env
-        self.route: list[PlannedStep] = []
-        self.pending: PlannedStep | None = None
+        self.follower = RouteFollower(self.planner)
         self.taken: list[str | None] = []
 
-    def act(self, state, remaining: int) -> Decision:
+    def act(self, state: Hashable, remaining: int) -> Decision:
         decision = Decision(None)
-        if self.pending is not None:
-            matched = self.route and self.env.key(state) == self.pending.key
-            self.route = self.route[1:] if matched else []
-        action = None
-        if not self.route:
-            result = self.planner.plan(state, remaining, history_lines(self.taken))
-            decision.plans += 1
-            decision.replanned = self.pending is not None
-            decision.calls.append(planning_record(result))
-            self.route = route_steps(result)
-            if not self.route:
-                action = fallback_action(result)
-        self.pending = self.route[0] if self.route else None
-        if self.pending is not None:
-            action = self.pending.action
-            decision.predicted = self.pending.key
+        step = self.follower.next_step(state, remaining, self.taken, decision)
+        action = fallback_action(step) if isinstance(step, PlanningResult) else step.action
         if action is not None and self.model is not None:
-            action = self.execute(state, remaining, action, decision)
+            action = self.execute(self.model, state, remaining, action, decision)
         decision.action = decision.intended = action
         self.taken.append(action)
         return decision
 
-    def execute(self, state, remaining: int, action: str, decision: Decision) -> str:
+    def execute(self, model: ModelClient, state: Hashable, remaining: int, action: str, decision: Decision) -> str:
         """Constrained execution: the model's answer can only be ``action``."""
         schema = {"type": "object", "properties": {"action": {"enum": [action]}}, "required": ["action"]}
-        route = ", ".join(s.action for s in self.route) or action
+        route = ", ".join(s.action for s in self.follower.route) or action
         messages = [
             {"role": "system", "content": f"{self.env.rules}\n\n{EXECUTE}"},
             {
@@ -75,6 +56,6 @@ class TapeAgent:
                 "content": f"Current state:\n{self.env.render(state)}\nActions left: {remaining}\nRoute: {route}",
             },
         ]
-        result = self.model.complete(ChatRequest(messages, max_tokens=32, json_schema=schema), role="agent")
+        result = model.complete(ChatRequest(messages, max_tokens=32, json_schema=schema), role="agent")
         decision.calls.append(call_record("execute", result))
         return result.parsed["action"]
