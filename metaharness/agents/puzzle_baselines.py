@@ -8,6 +8,7 @@ the dead ends a heuristic cannot see (a box pushed into a corner) and wastes mov
 from __future__ import annotations
 
 import random
+from collections.abc import Hashable
 
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.tasks.environments.puzzle import PuzzleEnv
@@ -15,35 +16,35 @@ from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 class RandomAgent:
     name = "random"
+    env: PuzzleEnv  # the episode's, from reset()
 
     def __init__(self, seed: int = 0):
         self.rng = random.Random(seed)
-        self.env: PuzzleEnv | None = None
 
     def reset(self, env: PuzzleEnv, budget: int) -> None:
         self.env = env
 
-    def act(self, state, remaining: int) -> Decision:
+    def act(self, state: Hashable, remaining: int) -> Decision:
         action = self.rng.choice(self.env.actions(state))
         return Decision(action, intended=action)
 
 
 class GreedyAgent:
     name = "greedy"
+    env: PuzzleEnv  # the episode's, from reset()
 
     def __init__(self, seed: int = 0):
         self.rng = random.Random(seed)
-        self.env: PuzzleEnv | None = None
-        self.visited: set = set()
+        self.visited: set[Hashable] = set()
 
     def reset(self, env: PuzzleEnv, budget: int) -> None:
         self.env = env
         self.visited = {env.start}
 
-    def act(self, state, remaining: int) -> Decision:
+    def act(self, state: Hashable, remaining: int) -> Decision:
         env = self.env
 
-        def score(action: str) -> tuple:
+        def score(action: str) -> tuple[float, bool, bool]:
             nxt = env.step(state, action)
             return (env.heuristic(nxt), nxt == state, nxt in self.visited)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaharness.agents.puzzle_baselines import GreedyAgent, RandomAgent
 from metaharness.agents.puzzle_episode import EpisodeRecord, PuzzleAgent, run_episode
@@ -21,67 +22,81 @@ from metaharness.agents.puzzle_react import ReActAgent
 from metaharness.agents.puzzle_react_tps import TPSAgent
 from metaharness.agents.puzzle_tape import TapeAgent
 from metaharness.errors import InputError
+from metaharness.models.ledger import Ledger
 from metaharness.models.types import ModelClient
 from metaharness.tasks.environments.puzzle import PuzzleEnv
 from metaharness.tasks.environments.puzzle_instances import PuzzleInstance, load_instance_set, make_env
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 AGENTS = ("react", "plan-act", "tps", "tape", "random", "greedy")
 MODEL_FREE = ("random", "greedy")
 
 
+@dataclass(frozen=True)
+class AgentSettings:
+    """What shapes an agent besides its model: the TPS stages (``oracle`` subagents, ``m`` plans, ``epsilon`` of
+    the model-free sampler), the ``seed``, ``free_text`` answers of ReAct-style agents (the seeds'
+    ``Thought:``/``Action:`` text instead of JSON) and the ``temperature`` of the model's plan sampling."""
+
+    oracle: bool = False
+    m: int = 4
+    epsilon: float = 0.3
+    seed: int = 0
+    free_text: bool = False
+    temperature: float = 0.0
+
+
 def build_agent(
-    name: str,
-    env: PuzzleEnv,
-    *,
-    model: ModelClient | None,
-    oracle: bool = False,
-    m: int = 4,
-    epsilon: float = 0.3,
-    seed: int = 0,
-    free_text: bool = False,
-    temperature: float = 0.0,
+    name: str, env: PuzzleEnv, *, model: ModelClient | None, settings: AgentSettings | None = None
 ) -> PuzzleAgent:
-    """An agent by benchmark name; model-based agents need ``model`` (TAPE with oracle subagents does not).
-    ``free_text``: ReAct-style agents answer in the seeds' ``Thought:``/``Action:`` text instead of JSON;
-    ``temperature``: of the model's plan sampling (tps, tape)."""
+    """An agent by benchmark name; model-based agents need ``model`` (TAPE with oracle subagents does not)."""
+    settings = settings or AgentSettings()
     if name not in AGENTS:
         raise InputError(f"Unknown agent {name!r}; use one of {', '.join(AGENTS)}.")
     if name == "random":
-        return RandomAgent(seed)
+        return RandomAgent(settings.seed)
     if name == "greedy":
-        return GreedyAgent(seed)
-    if model is None and not (name == "tape" and oracle):
+        return GreedyAgent(settings.seed)
+    if name == "tape" and (model is not None or settings.oracle):
+        return TapeAgent(_planner(env, model, settings), model)
+    if model is None:
         raise InputError(
             f"The {name} agent needs --model SPEC (e.g. local:smollm2-135m); only random, greedy and "
             f"tape with --oracle-subagents run without a model."
         )
     if name == "react":
-        return ReActAgent(model, free_text=free_text)
+        return ReActAgent(model, free_text=settings.free_text)
     if name == "plan-act":
-        return PlanActAgent(model, free_text=free_text)
-    planner = PuzzlePlanner(env, model=model, oracle=oracle, m=m, epsilon=epsilon, seed=seed, temperature=temperature)
-    return TPSAgent(model, planner, free_text=free_text) if name == "tps" else TapeAgent(planner, model)
+        return PlanActAgent(model, free_text=settings.free_text)
+    return TPSAgent(model, _planner(env, model, settings), free_text=settings.free_text)
 
 
-def _config(
-    agent: str,
-    model: str | None,
-    slack: int,
-    oracle: bool,
-    m: int,
-    epsilon: float | None,
-    free_text: bool,
-    temperature: float,
-) -> dict[str, Any]:
+def _planner(env: PuzzleEnv, model: ModelClient | None, settings: AgentSettings) -> PuzzlePlanner:
+    return PuzzlePlanner(
+        env,
+        model=model,
+        oracle=settings.oracle,
+        m=settings.m,
+        epsilon=settings.epsilon,
+        seed=settings.seed,
+        temperature=settings.temperature,
+    )
+
+
+def _config(agent: str, model: ModelClient | None, slack: int, settings: AgentSettings) -> dict[str, Any]:
+    """What identifies an episode's configuration in its row (a rerun skips the episodes it finds)."""
+    uses_sampler_noise = model is None and agent == "tape"
     return {
         "agent": agent,
-        "model": model,
+        "model": model.spec if model else None,
         "slack": slack,
-        "oracle_subagents": oracle,
-        "m": m,
-        "epsilon": epsilon,
-        "free_text": free_text,
-        "temperature": temperature,
+        "oracle_subagents": settings.oracle,
+        "m": settings.m,
+        "epsilon": settings.epsilon if uses_sampler_noise else None,
+        "free_text": settings.free_text,
+        "temperature": settings.temperature,
     }
 
 
@@ -96,6 +111,14 @@ def _done(out: Path | None, config: dict[str, Any]) -> dict[str, dict[str, Any]]
             if all(row.get(k) == v for k, v in config.items()):
                 found[row["instance"]] = row
     return found
+
+
+def _tokens(ledger: Ledger | None) -> tuple[int, int]:
+    """Input and output tokens spent so far (none without a ledger)."""
+    if ledger is None:
+        return 0, 0
+    totals = ledger.totals()
+    return totals["input_tokens"], totals["output_tokens"]
 
 
 def run_bench(
@@ -119,18 +142,11 @@ def run_bench(
     if slack < 0:
         raise InputError(f"--slack must be >= 0 (the budget is T* + slack); got {slack}.")
     chosen = load_instance_set(instance_set).select(bins, episodes)
-    uses_sampler_noise = model is None and agent == "tape"
-    config = _config(
-        agent,
-        model.spec if model else None,
-        slack,
-        oracle,
-        m,
-        epsilon if uses_sampler_noise else None,
-        free_text,
-        temperature,
-    )
+    settings = AgentSettings(oracle, m, epsilon, seed, free_text, temperature)
+    config = _config(agent, model, slack, settings)
     done = _done(out, config)
+    # Episode tokens are read off the client's ledger, where it has one (connect()'s clients do).
+    ledger: Ledger | None = getattr(model, "ledger", None)
     rows = []
     for instance in chosen:
         if instance.id in done:
@@ -139,25 +155,13 @@ def run_bench(
                 on_episode(instance, done[instance.id])
             continue
         env = make_env(instance)
-        player = build_agent(
-            agent,
-            env,
-            model=model,
-            oracle=oracle,
-            m=m,
-            epsilon=epsilon,
-            seed=seed,
-            free_text=free_text,
-            temperature=temperature,
-        )
-        before = model.ledger.totals() if model is not None and hasattr(model, "ledger") else None
+        player = build_agent(agent, env, model=model, settings=settings)
+        before = _tokens(ledger)
         record: EpisodeRecord = run_episode(
             env, player, slack=slack, instance=instance.id, bin=instance.bin, model=config["model"]
         )
-        if before is not None:
-            after = model.ledger.totals()
-            record.input_tokens = after["input_tokens"] - before["input_tokens"]
-            record.output_tokens = after["output_tokens"] - before["output_tokens"]
+        after = _tokens(ledger)
+        record.input_tokens, record.output_tokens = after[0] - before[0], after[1] - before[1]
         row = {"set": instance_set, **config, **record.to_json()}
         rows.append(row)
         if out is not None:
@@ -198,7 +202,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return lines
 
 
-def summary_table(rows: list[dict[str, Any]], title: str):
+def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     from rich.table import Table
 
     def pct(x: float | None) -> str:

@@ -22,6 +22,7 @@ Per step the runner records the oracle distance before and after and derives the
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -49,7 +50,7 @@ class PuzzleAgent(Protocol):
 
     def reset(self, env: PuzzleEnv, budget: int) -> None: ...
 
-    def act(self, state: Any, remaining: int) -> Decision: ...
+    def act(self, state: Hashable, remaining: int) -> Decision: ...
 
 
 @dataclass
@@ -106,7 +107,7 @@ class EpisodeRecord:
         return out
 
 
-def _planning_error(env: PuzzleEnv, state, intended: str | None, remaining: int) -> bool | None:
+def _planning_error(env: PuzzleEnv, state: Hashable, intended: str | None, remaining: int) -> bool | None:
     if not viable(env, state, remaining):
         return None
     if intended is None:

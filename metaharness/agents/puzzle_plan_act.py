@@ -8,6 +8,8 @@ the seeds compare against.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_react import ReActAgent, call_record
 from metaharness.models.types import ChatRequest, StructuredOutputError
@@ -24,7 +26,7 @@ class PlanActAgent(ReActAgent):
         super().reset(env, budget)
         self.plan: list[str] | None = None
 
-    def make_plan(self, state, remaining: int, decision: Decision) -> list[str]:
+    def make_plan(self, state: Hashable, remaining: int, decision: Decision) -> list[str]:
         schema = {
             "type": "object",
             "required": ["plan"],
@@ -53,7 +55,7 @@ class PlanActAgent(ReActAgent):
         decision.calls.append(call_record("plan", result))
         return list(result.parsed["plan"])
 
-    def guidance(self, state, remaining: int, decision: Decision) -> str:
+    def guidance(self, state: Hashable, remaining: int, decision: Decision) -> str:
         if self.plan is None:
             self.plan = self.make_plan(state, remaining, decision)
         if not self.plan:

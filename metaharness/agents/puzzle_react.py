@@ -12,6 +12,7 @@ route) through :meth:`ReActAgent.guidance`.
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from typing import Any
 
 from metaharness.agents.puzzle_episode import Decision
@@ -47,6 +48,7 @@ def split_thought_action(env: PuzzleEnv, text: str) -> tuple[str, str | None, st
 
 class ReActAgent:
     name = "react"
+    env: PuzzleEnv  # the episode's, from reset()
 
     def __init__(
         self,
@@ -62,7 +64,6 @@ class ReActAgent:
         self.window = window
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.env: PuzzleEnv | None = None
         self.turns: list[dict[str, Any]] = []
         self.taken: list[str | None] = []
 
@@ -76,11 +77,11 @@ class ReActAgent:
         answer = (TEXT_FORMAT if self.free_text else JSON_FORMAT).format(examples=examples)
         return f"{self.env.rules}\n\n{INSTRUCTIONS}{answer}"
 
-    def guidance(self, state, remaining: int, decision: Decision) -> str:
+    def guidance(self, state: Hashable, remaining: int, decision: Decision) -> str:
         """Extra text for this turn (none for plain ReAct); may plan and record it on ``decision``."""
         return ""
 
-    def act(self, state, remaining: int) -> Decision:
+    def act(self, state: Hashable, remaining: int) -> Decision:
         decision = Decision(None)
         extra = self.guidance(state, remaining, decision)
         user = f"Current state:\n{self.env.render(state)}\nActions left: {remaining}"
