@@ -2,8 +2,9 @@
 
 A harness is one Python file (stored as :data:`HARNESS_FILE` in a candidate's commit) that defines
 ``class Harness``. :data:`CONTRACT` is the contract in full, as the coding proposer's workspace shows it to a
-model; :class:`Harness` and :class:`LM` state it as protocols. The sandbox worker
-(:mod:`metaharness.evaluation.worker`) is the one implementation of :class:`LM`.
+model; :class:`Harness` states it as a protocol and :class:`LM` is the ``lm`` every harness receives (the sandbox
+worker, :mod:`metaharness.evaluation.worker`, only connects it to the evaluator). This module uses the standard
+library only, because the sandbox process imports it.
 
 Harness code is untrusted: it runs in a separate confined process with time, memory and call limits and no
 secrets (see :mod:`metaharness.evaluation`). An exception in ``__init__`` fails the candidate (the error is kept
@@ -14,6 +15,8 @@ during evaluation: a harness that wants memory builds it from ``train``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 HARNESS_FILE = "harness.py"
@@ -40,12 +43,28 @@ class TrainItem(TypedDict):
     target: str
 
 
-@runtime_checkable
-class LM(Protocol):
-    """The task model as a harness sees it (see :data:`CONTRACT`)."""
+class LMError(RuntimeError):
+    """A task-model call failed (bad arguments, context overflow, model error, call limit); a harness may catch it."""
 
-    context_window: int
-    Error: type[Exception]
+
+# How an LM reaches the task model: a JSON request {"messages", options...} in, {"text", "parsed"} or
+# {"error": text} out. The sandbox worker sends it to the evaluator's proxy over its pipe.
+Transport = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class LM:
+    """The task model as a harness sees it (the ``lm`` of :data:`CONTRACT`), over a :data:`Transport`.
+
+    This class is the whole harness-facing API; the sandbox worker (:mod:`metaharness.evaluation.worker`) only
+    supplies the transport, and the evaluator's proxy checks, runs and records every call. Temperature 0 is the
+    default and what the evaluation protocol uses; calls are cached, so a re-evaluation is free and identical.
+    """
+
+    Error = LMError
+
+    def __init__(self, transport: Transport, context_window: int) -> None:
+        self._transport = transport
+        self.context_window = context_window
 
     def __call__(
         self,
@@ -55,7 +74,10 @@ class LM(Protocol):
         max_tokens: int = 512,
         temperature: float = 0.0,
         stop: list[str] | None = None,
-    ) -> str: ...
+    ) -> str:
+        """One completion of a user prompt (str) or OpenAI-style messages (``[{"role", "content"}, ...]``)."""
+        request = _request(prompt_or_messages, system, max_tokens=max_tokens, temperature=temperature, stop=stop)
+        return str(self._send(request)["text"])
 
     def json(
         self,
@@ -64,7 +86,32 @@ class LM(Protocol):
         *,
         system: str | None = None,
         max_tokens: int = 512,
-    ) -> Any: ...
+    ) -> Any:
+        """Output constrained to the JSON ``schema``, returned parsed (validated by the model client)."""
+        request = _request(prompt_or_messages, system, max_tokens=max_tokens, json_schema=schema)
+        return self._send(request)["parsed"]
+
+    def _send(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            json.dumps(request)
+        except (TypeError, ValueError) as exc:
+            raise LMError(f"lm() arguments must be JSON data: {exc}") from None
+        reply = self._transport(request)
+        if reply.get("error"):
+            raise LMError(reply["error"])
+        return reply
+
+
+def _request(prompt_or_messages: object, system: str | None, **options: Any) -> dict[str, Any]:
+    if isinstance(prompt_or_messages, str):
+        messages = [{"role": "user", "content": prompt_or_messages}]
+    elif isinstance(prompt_or_messages, list) and all(isinstance(m, dict) for m in prompt_or_messages):
+        messages = [dict(m) for m in prompt_or_messages]
+    else:
+        raise LMError("lm() takes a prompt string or a list of {'role', 'content'} message dicts")
+    if system is not None:
+        messages.insert(0, {"role": "system", "content": system})
+    return {"messages": messages, **options}
 
 
 @runtime_checkable

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.candidate import Candidate
-from metaharness.harness import HARNESS_FILE
+from metaharness.harness import CONTRACT, HARNESS_FILE
 from metaharness.models.types import Tool
 from metaharness.proposal import RunState
 from metaharness.proposers.probe import ProbeResult
@@ -128,7 +128,7 @@ class Workspace:
         if self.root.exists():
             shutil.rmtree(self.root)
         (self.root / "new").mkdir(parents=True)
-        (self.root / "README.md").write_text(_README.format(task=task_description), encoding="utf-8")
+        (self.root / "README.md").write_text(_README.format(task=task_description, contract=CONTRACT), encoding="utf-8")
         (self.root / "summary.md").write_text(summary_table(state), encoding="utf-8")
         for cand in state.candidates:
             self._copy_candidate(cand)
@@ -360,10 +360,8 @@ You improve a *harness*: the Python program around a fixed task model. The task:
 
 {task}
 
-Harness contract: one file defining `class Harness` with `__init__(self, lm, train)` and `predict(self, x) -> str`.
-`train` is a list of {{"id", "input", "target"}} training examples; `lm(prompt_or_messages, *, system=None,
-max_tokens=512, temperature=0.0, stop=None) -> str` calls the task model, `lm.json(prompt, schema)` returns parsed
-JSON, `lm.context_window` is its context size. Only the standard library is available; the harness runs sandboxed.
+Harness contract:
+{contract}
 
 - summary.md: every candidate so far with its validation score; failed attempts and their errors.
 - candidates/<id>/harness.py, info.json, traces.jsonl: code, scores and raw per-example traces.

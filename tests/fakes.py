@@ -5,7 +5,7 @@ from the real thing; they are for unit tests of logic (real models run in the em
   answer, or a function of the request (:func:`in_order` gives answers one request at a time). It records every
   request and role. It checks answers as the client layer does (schema, forced tool) unless ``raw=True``, which
   stands for a backend below :class:`~metaharness.models.client.Client`, or a client that does not check.
-- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.harness.LM`): the sandbox worker's own,
+- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.harness.LM`, the real class), its transport
   wired straight to the evaluator's proxy over a :class:`ScriptedModel` (no sandbox process in between).
 - :class:`ServedModel`: an OpenAI-compatible HTTP server on 127.0.0.1 answering with any model client, for code
   that only connects by URL (a child process such as ``metaharness plan serve``).
@@ -35,7 +35,7 @@ from metaharness.candidate import Evaluation
 from metaharness.errors import BudgetExceeded
 from metaharness.evaluation.candidate_evaluator import CandidateFailed, Progress
 from metaharness.evaluation.proxy import CallRecorder, ModelRef
-from metaharness.evaluation.worker import LM, LMError
+from metaharness.harness import LM
 from metaharness.models import RetryPolicy, connect
 from metaharness.models.client import Client
 from metaharness.models.structured import check_choice
@@ -122,28 +122,15 @@ class ScriptedModel:
         return choice
 
 
-class _DirectChannel:
-    """The sandbox worker's pipe to the parent, replaced by a direct call of the parent's side (JSON in between)."""
-
-    def __init__(self, recorder: CallRecorder) -> None:
-        self.recorder = recorder
-
-    def call(self, request: dict[str, Any]) -> dict[str, Any]:
-        reply = self.recorder(json.loads(json.dumps(request)))
-        if reply.get("error"):
-            raise LMError(reply["error"])
-        return reply
-
-
 class ScriptedLM(LM):
-    """The sandbox worker's own ``lm``, wired straight to the evaluator's proxy over ``ScriptedModel(script)``:
+    """The harness's real ``lm``, its transport wired straight to the evaluator's proxy over ``ScriptedModel(script)``:
     calls are built, checked and recorded as in an evaluation (``recorder.calls`` holds the trace records), and a
     failed call raises ``lm.Error``. ``requests`` are the chat requests the model got."""
 
     def __init__(self, script: Script = "", *, context_window: int = 2048) -> None:
         self.model = ScriptedModel(script)
         self.recorder = CallRecorder(ModelRef(self.model))
-        super().__init__(_DirectChannel(self.recorder), context_window)
+        super().__init__(lambda request: self.recorder(json.loads(json.dumps(request))), context_window)
 
     @property
     def requests(self) -> list[ChatRequest]:

@@ -10,7 +10,7 @@ import re
 import pytest
 from fakes import Samples, ScriptedModel
 
-from metaharness.agents.tool_bench import run_task, summarize
+from metaharness.agents.tool_bench import ToolAgentSettings, run_task, summarize
 from metaharness.agents.tool_chooser import ModelToolChooser
 from metaharness.models.types import Choice, TokenLogprob, Usage
 from metaharness.planner.branching import StepView
@@ -109,7 +109,7 @@ def test_bench_records_metrics_for_every_agent(task, agent):
         return wanted if wanted in enum else enum[0]
 
     model = tool_model(right, fill)
-    record = run_task(agent, task, model, samples=5, branch_budget=2)
+    record = run_task(agent, task, model, ToolAgentSettings(samples=5, branch_budget=2))
     assert record["agent"] == agent and record["steps"] == len(task.steps)
     assert record["calls"] >= 1 and record["samples"] >= len(task.steps)
     assert record["input_tokens"] > 0 and 0 <= record["tool_match"] <= 1

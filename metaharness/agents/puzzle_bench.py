@@ -129,20 +129,18 @@ def run_bench(
     slack: int = 2,
     episodes: int | None = None,
     bins: list[str] | None = None,
-    oracle: bool = False,
-    m: int = 4,
-    epsilon: float = 0.3,
-    seed: int = 0,
-    free_text: bool = False,
-    temperature: float = 0.0,
+    settings: AgentSettings | None = None,
     out: Path | None = None,
     on_episode: Callable[[PuzzleInstance, dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Play ``episodes`` instances per bin (all when ``None``) and return every episode row, resumed ones included."""
+    """Play ``episodes`` instances per bin (all when ``None``) and return every episode row, resumed ones included.
+
+    ``settings`` shape the agent (default :class:`AgentSettings`); rows already in ``out`` for the same
+    configuration are kept and their episodes skipped."""
     if slack < 0:
         raise InputError(f"--slack must be >= 0 (the budget is T* + slack); got {slack}.")
     chosen = load_instance_set(instance_set).select(bins, episodes)
-    settings = AgentSettings(oracle, m, epsilon, seed, free_text, temperature)
+    settings = settings or AgentSettings()
     config = _config(agent, model, slack, settings)
     done = _done(out, config)
     # Episode tokens are read off the client's ledger, where it has one (connect()'s clients do).

@@ -12,6 +12,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,35 +38,52 @@ METRICS = (
 )
 
 
-def run_task(
-    agent: str,
-    task: ToolTask,
-    client: ModelClient,
-    *,
-    samples: int,
-    branch_budget: int,
-    uncertainty: Uncertainty = "sample",
-    downstream: Downstream = "reuse",
-    temperature: float = 0.7,
-    seed: int = 0,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ToolAgentSettings:
+    """How a tool agent runs: ``samples`` votes per step (egb, majority) or sampled paths (self-consistency),
+    ``branch_budget`` EGB branches or Reflexion retries, the vote's ``uncertainty`` estimate, EGB's ``downstream``
+    mode, the sampling ``temperature`` and the ``seed`` of every sampled choice."""
+
+    samples: int = 5
+    branch_budget: int = 3
+    uncertainty: Uncertainty = "sample"
+    downstream: Downstream = "reuse"
+    temperature: float = 0.7
+    seed: int = 0
+
+    @classmethod
+    def checked(
+        cls, samples: int, branch_budget: int, uncertainty: str, downstream: str, temperature: float, seed: int
+    ) -> ToolAgentSettings:
+        """Settings from user input (the fields in order); a value out of range is an InputError naming its
+        command-line option."""
+        if samples < 1 or branch_budget < 0:
+            raise InputError("--samples must be at least 1 and --branch-budget at least 0.")
+        estimate = _one_of(uncertainty, UNCERTAINTIES, "--uncertainty")
+        return cls(
+            samples, branch_budget, estimate, _one_of(downstream, DOWNSTREAMS, "--downstream"), temperature, seed
+        )
+
+
+def run_task(agent: str, task: ToolTask, client: ModelClient, settings: ToolAgentSettings) -> dict[str, Any]:
     """Run one agent on one :class:`~metaharness.tasks.environments.toolworld.ToolTask`; returns its record."""
     from metaharness.agents.tool_baselines import model_reflection, run_react, run_retries, run_self_consistency
     from metaharness.agents.tool_chooser import ModelToolChooser
     from metaharness.models.types import StructuredOutputError
     from metaharness.planner.branching import run_egb
 
+    samples, branch_budget, seed = settings.samples, settings.branch_budget, settings.seed
     greedy = agent in ("react", "reflexion")
     chooser = ModelToolChooser(
         client,
-        uncertainty=uncertainty if agent in ("egb", "majority") else "sample",
-        temperature=0.0 if greedy else temperature,
+        uncertainty=settings.uncertainty if agent in ("egb", "majority") else "sample",
+        temperature=0.0 if greedy else settings.temperature,
         thought=greedy,
         seed=seed,
     )
     runs: dict[str, Callable[[], ExecutionResult]] = {
         "egb": lambda: run_egb(
-            task, chooser, samples=samples, branch_budget=branch_budget, downstream=downstream, seed=seed
+            task, chooser, samples=samples, branch_budget=branch_budget, downstream=settings.downstream, seed=seed
         ),
         "majority": lambda: run_egb(task, chooser, samples=samples, branch_budget=0),
         "react": lambda: run_react(task, chooser),
@@ -145,20 +163,15 @@ def _finished(out: Path, agent: str, model: str, task_ids: set[str]) -> list[dic
 def run_bench(
     agent: str,
     model: str,
+    settings: ToolAgentSettings,
     *,
     tasks: int,
-    seed: int,
-    samples: int,
-    branch_budget: int,
     out: Path,
-    uncertainty: str = "sample",
-    downstream: str = "reuse",
-    temperature: float = 0.7,
     min_steps: int = 10,
     candidates: int = 8,
     on_task: Callable[[dict[str, Any], int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Generate ``tasks`` ToolWorld tasks from ``seed``, run ``agent`` on each, write records and summary.
+    """Generate ``tasks`` ToolWorld tasks from ``settings.seed``, run ``agent`` on each, write records and summary.
     Records already in ``out`` for the same agent, model and tasks are kept and their tasks skipped.
     ``on_task(record, done, total)`` is called after each task that runs."""
     from metaharness.models import connect
@@ -166,28 +179,17 @@ def run_bench(
 
     if agent not in AGENTS:
         raise InputError(f"Unknown agent '{agent}': use one of {', '.join(AGENTS)}.")
-    estimate = _one_of(uncertainty, UNCERTAINTIES, "--uncertainty")
-    branches = _one_of(downstream, DOWNSTREAMS, "--downstream")
-    if tasks < 1 or samples < 1 or branch_budget < 0:
-        raise InputError("--tasks and --samples must be at least 1 and --branch-budget at least 0.")
+    if tasks < 1:
+        raise InputError("--tasks must be at least 1.")
     client = connect(model)
+    seed = settings.seed
     world_tasks = ToolWorld(seed=seed).generate_tasks(tasks, seed=seed, min_steps=min_steps, candidates=candidates)
     out.parent.mkdir(parents=True, exist_ok=True)
     records = _finished(out, agent, model, {t.id for t in world_tasks})
     done = {r["task"] for r in records}
     with out.open("a") as handle:
         for task in (t for t in world_tasks if t.id not in done):
-            record = run_task(
-                agent,
-                task,
-                client,
-                samples=samples,
-                branch_budget=branch_budget,
-                uncertainty=estimate,
-                downstream=branches,
-                temperature=temperature,
-                seed=seed,
-            )
+            record = run_task(agent, task, client, settings)
             records.append(record)
             handle.write(json.dumps(record, default=str) + "\n")
             handle.flush()
@@ -196,11 +198,7 @@ def run_bench(
     summary = {
         "agent": agent,
         "model": model,
-        "seed": seed,
-        "samples": samples,
-        "branch_budget": branch_budget,
-        "uncertainty": uncertainty,
-        "downstream": downstream,
+        **asdict(settings),
         "min_steps": min_steps,
         "candidates": candidates,
         **summarize(records),

@@ -51,7 +51,7 @@ def _puzzle_command(env_name: str) -> Callable[..., None]:
         from rich.console import Console
         from rich.progress import Progress
 
-        from metaharness.agents.puzzle_bench import MODEL_FREE, run_bench, summary_table
+        from metaharness.agents.puzzle_bench import MODEL_FREE, AgentSettings, run_bench, summary_table
 
         client = None
         if model is not None and agent not in MODEL_FREE:
@@ -71,15 +71,10 @@ def _puzzle_command(env_name: str) -> Callable[..., None]:
                 instances,
                 agent=agent,
                 model=client,
+                settings=AgentSettings(oracle_subagents, m, epsilon, seed, free_text, temperature),
                 slack=slack,
                 episodes=episodes,
                 bins=bins.split(",") if bins else None,
-                oracle=oracle_subagents,
-                m=m,
-                epsilon=epsilon,
-                seed=seed,
-                free_text=free_text,
-                temperature=temperature,
                 out=out,
                 on_episode=tick,
             )
@@ -117,8 +112,9 @@ def tools(
     from rich.progress import Progress
     from rich.table import Table
 
-    from metaharness.agents.tool_bench import run_bench
+    from metaharness.agents.tool_bench import ToolAgentSettings, run_bench
 
+    settings = ToolAgentSettings.checked(samples, branch_budget, uncertainty, downstream, temperature, seed)
     path = out or Path("runs/tools") / f"{agent}-seed{seed}.jsonl"
     with Progress() as progress:
         bar = progress.add_task(f"{agent} on {model}", total=tasks)
@@ -130,19 +126,7 @@ def tools(
             progress.update(bar, completed=done, total=total, description=description)
 
         summary = run_bench(
-            agent,
-            model,
-            tasks=tasks,
-            seed=seed,
-            samples=samples,
-            branch_budget=branch_budget,
-            out=path,
-            uncertainty=uncertainty,
-            downstream=downstream,
-            temperature=temperature,
-            min_steps=min_steps,
-            candidates=candidates,
-            on_task=tick,
+            agent, model, settings, tasks=tasks, out=path, min_steps=min_steps, candidates=candidates, on_task=tick
         )
     table = Table(title=f"ToolWorld: {agent} on {model} ({summary['tasks']} tasks, seed {seed})")
     for key in TOOL_METRICS:

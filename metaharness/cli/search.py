@@ -100,7 +100,6 @@ def optimize(
         val_limit=val_limit,
     )
     options = parse_options(proposer_option)
-    seed_names = [s.strip() for s in seeds.split(",") if s.strip()] if seeds else None
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
     with StopOnCtrlC(stop, out), ProgressEvents(out, config) as events:
@@ -113,7 +112,7 @@ def optimize(
             workers=workers,
             test=test,
             options=options,
-            seed_names=seed_names,
+            seed_names=[s.strip() for s in seeds.split(",") if s.strip()] if seeds else None,
             events=events,
             stop=stop,
         )

@@ -10,7 +10,7 @@ Parent -> worker: ``{"type": "init", "scratch", "limits", "source", "train", "co
 model call. Worker -> parent: ``{"type": "ready", "barrier"}`` or ``{"type": "failed", "error"}`` after init,
 ``{"type": "call", "request"}`` per model call, ``{"type": "result", "prediction"|"error"}`` per example.
 
-The ``lm`` object a harness receives is :class:`LM`: the only way to reach the task model.
+The ``lm`` object a harness receives is :class:`metaharness.harness.LM`, whose model calls go over this pipe.
 """
 
 from __future__ import annotations
@@ -26,70 +26,9 @@ import traceback
 from typing import IO, Any
 
 from metaharness.evaluation.confine import Limits, confine
-from metaharness.harness import HARNESS_FILE, Harness, TrainItem
+from metaharness.harness import HARNESS_FILE, LM, Harness, TrainItem
 
 MAX_EXAMPLES_PER_WORKER = 64  # the CPU hard limit allows this many examples; the pool retires a worker sooner
-
-
-class LMError(RuntimeError):
-    """A task-model call failed (bad arguments, model error, call limit); the harness may catch it."""
-
-
-class LM:
-    """The task model as a harness sees it. Every call is made and recorded by the evaluator, outside the sandbox.
-
-    ``lm(prompt_or_messages, *, system=None, max_tokens=512, temperature=0.0, stop=None) -> str``
-        one completion; ``prompt_or_messages`` is a user prompt (str) or OpenAI-style messages
-        (``[{"role": "system"|"user"|"assistant", "content": str}, ...]``).
-    ``lm.json(prompt_or_messages, schema, *, system=None, max_tokens=512) -> Any``
-        output constrained to a JSON schema, returned parsed (validated by the model client).
-    ``lm.context_window``: the model's context size in tokens (prompt + answer must fit).
-    ``lm.Error``: the exception a failed call raises (:class:`LMError`), e.g. ``except lm.Error``.
-
-    Temperature 0 is the default and what the evaluation protocol uses; calls are cached, so a re-evaluation is
-    free and identical. A failed call raises :class:`LMError`.
-    """
-
-    Error = LMError
-
-    def __init__(self, channel: _Channel, context_window: int):
-        self._channel = channel
-        self.context_window = context_window
-
-    def __call__(
-        self,
-        prompt_or_messages: str | list[dict[str, Any]],
-        *,
-        system: str | None = None,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        stop: list[str] | None = None,
-    ) -> str:
-        request = _request(prompt_or_messages, system, max_tokens=max_tokens, temperature=temperature, stop=stop)
-        return str(self._channel.call(request)["text"])
-
-    def json(
-        self,
-        prompt_or_messages: str | list[dict[str, Any]],
-        schema: dict[str, Any],
-        *,
-        system: str | None = None,
-        max_tokens: int = 512,
-    ) -> Any:
-        request = _request(prompt_or_messages, system, max_tokens=max_tokens, json_schema=schema)
-        return self._channel.call(request)["parsed"]
-
-
-def _request(prompt_or_messages: object, system: str | None, **options: Any) -> dict[str, Any]:
-    if isinstance(prompt_or_messages, str):
-        messages = [{"role": "user", "content": prompt_or_messages}]
-    elif isinstance(prompt_or_messages, list) and all(isinstance(m, dict) for m in prompt_or_messages):
-        messages = [dict(m) for m in prompt_or_messages]
-    else:
-        raise LMError("lm() takes a prompt string or a list of {'role', 'content'} message dicts")
-    if system is not None:
-        messages.insert(0, {"role": "system", "content": system})
-    return {"messages": messages, **options}
 
 
 class _Channel:
@@ -111,16 +50,10 @@ class _Channel:
         return json.loads(line)
 
     def call(self, request: dict[str, Any]) -> dict[str, Any]:
-        try:
-            json.dumps(request)
-        except (TypeError, ValueError) as exc:
-            raise LMError(f"lm() arguments must be JSON data: {exc}") from None
+        """The :data:`~metaharness.harness.Transport` of the harness's ``lm``: one model call through the parent."""
         with self._lock:
             self.send({"type": "call", "request": request})
-            reply = self.receive()
-        if reply.get("error"):
-            raise LMError(reply["error"])
-        return reply
+            return self.receive()
 
 
 def _error_text() -> str:
@@ -177,7 +110,7 @@ def main() -> None:
     os.chdir(scratch)
     _allow_cpu(limits.cpu_seconds)
     try:
-        harness = _load_harness(scratch, init["source"], LM(channel, init["context_window"]), init["train"])
+        harness = _load_harness(scratch, init["source"], LM(channel.call, init["context_window"]), init["train"])
     except BaseException:  # noqa: BLE001 - any failure of untrusted code is reported, including SystemExit
         channel.send({"type": "failed", "error": _error_text()})
         return

@@ -77,30 +77,6 @@ USPTO_DESCRIPTION = """USPTO-50k single-step retrosynthesis. Input: the reaction
 ".", e.g. CC(=O)Cl.c1ccccc1O, either bare or as the "final_answer" field of a JSON object. Scored by equality of
 the lower-cased sets of SMILES (Jaccard reported too)."""
 
-SYMPTOM2DISEASE_LABELS = (
-    "drug reaction",
-    "allergy",
-    "chicken pox",
-    "diabetes",
-    "psoriasis",
-    "hypertension",
-    "cervical spondylosis",
-    "bronchial asthma",
-    "varicose veins",
-    "malaria",
-    "dengue",
-    "arthritis",
-    "impetigo",
-    "fungal infection",
-    "common cold",
-    "gastroesophageal reflux disease",
-    "urinary tract infection",
-    "typhoid",
-    "pneumonia",
-    "peptic ulcer disease",
-    "jaundice",
-    "migraine",
-)
 
 # The tasks as defined; ``get_text_task`` adds where their data lives.
 _DEFINITIONS: dict[str, TextTask] = {
