@@ -1,16 +1,8 @@
 """The plan graph: predicted states as nodes, actions (subplans) as edges with a cost vector, on networkx.
 
-A :class:`PlanGraph` is what the TPS subagents build and what every solver reads. Its JSON form is the contract of
-``docs/plan-graph.md`` (which also defines feasible plans, the output and the errors)::
-
-    {"start": "s0", "budget": [6, 2.5], "horizon": 20, "discount": 1.0,
-     "nodes": [{"id": "s0", "reward": 0}, {"id": "g", "reward": 1, "goal": true}],
-     "edges": [{"id": "e1", "source": "s0", "target": "g", "action": "R", "cost": [1, 0.5]}]}
-
-Required: ``start``, ``budget`` (one entry per limit, may be ``[]``), ``nodes`` (each with ``id``) and ``edges``
-(each with ``id``, ``source``, ``target`` and ``cost``). Optional: ``horizon`` (integer >= 1), ``discount`` (in
-[0, 1], default 1), ``limits`` (a name per budget entry), node ``reward`` (default 0), ``goal``, ``dead_end``,
-``state`` and ``key``, edge ``action``. Ids are strings or integers and are echoed back as given.
+A :class:`PlanGraph` is what the TPS subagents build and what every solver reads. Its JSON form (fields, defaults,
+feasible plans, the solver output and the errors) is specified once, in ``docs/plan-graph.md``;
+:meth:`PlanGraph.from_json` enforces it and :meth:`PlanGraph.to_json` writes it.
 
 >>> g = PlanGraph.from_json({"start": "s", "budget": [2],
 ...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
