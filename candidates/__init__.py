@@ -2,8 +2,7 @@
 ``metaharness.candidates``).
 
 The files are harness programs (the contract: :mod:`metaharness.harness`) that run in the sandbox by path, never
-imported here.
-Each task folder holds ``zero_shot.py``, ``few_shot.py`` (all training examples up to a context cap) and
+imported here. Each task folder holds ``zero_shot.py``, ``few_shot.py`` (all training examples up to a context cap) and
 ``retrieval.py`` (the most similar training examples by BM25).
 """
 
