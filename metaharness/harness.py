@@ -49,21 +49,21 @@ class LMError(RuntimeError):
 
 # How an LM reaches the task model: a JSON request {"messages", options...} in, {"text", "parsed"} or
 # {"error": text} out. The sandbox worker sends it to the evaluator's proxy over its pipe.
-Transport = Callable[[dict[str, Any]], dict[str, Any]]
+ModelCall = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class LM:
-    """The task model as a harness sees it (the ``lm`` of :data:`CONTRACT`), over a :data:`Transport`.
+    """The task model as a harness sees it (the ``lm`` of :data:`CONTRACT`), over a :data:`ModelCall`.
 
     This class is the whole harness-facing API; the sandbox worker (:mod:`metaharness.evaluation.worker`) only
-    supplies the transport, and the evaluator's proxy checks, runs and records every call. Temperature 0 is the
+    supplies the model call, and the evaluator's proxy checks, runs and records every call. Temperature 0 is the
     default and what the evaluation protocol uses; calls are cached, so a re-evaluation is free and identical.
     """
 
     Error = LMError
 
-    def __init__(self, transport: Transport, context_window: int) -> None:
-        self._transport = transport
+    def __init__(self, call_model: ModelCall, context_window: int) -> None:
+        self._call_model = call_model
         self.context_window = context_window
 
     def __call__(
@@ -96,7 +96,7 @@ class LM:
             json.dumps(request)
         except (TypeError, ValueError) as exc:
             raise LMError(f"lm() arguments must be JSON data: {exc}") from None
-        reply = self._transport(request)
+        reply = self._call_model(request)
         if reply.get("error"):
             raise LMError(reply["error"])
         return reply

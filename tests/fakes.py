@@ -5,7 +5,7 @@ from the real thing; they are for unit tests of logic (real models run in the em
   answer, or a function of the request (:func:`in_order` gives answers one request at a time). It records every
   request and role. It checks answers as the client layer does (schema, forced tool) unless ``raw=True``, which
   stands for a backend below :class:`~metaharness.models.client.Client`, or a client that does not check.
-- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.harness.LM`, the real class), its transport
+- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.harness.LM`, the real class), its model call
   wired straight to the evaluator's proxy over a :class:`ScriptedModel` (no sandbox process in between).
 - :class:`ServedModel`: an OpenAI-compatible HTTP server on 127.0.0.1 answering with any model client, for code
   that only connects by URL (a child process such as ``metaharness plan serve``).
@@ -123,7 +123,7 @@ class ScriptedModel:
 
 
 class ScriptedLM(LM):
-    """The harness's real ``lm``, its transport wired straight to the evaluator's proxy over ``ScriptedModel(script)``:
+    """The harness's real ``lm``, its model call wired straight to the evaluator's proxy over ``ScriptedModel(script)``:
     calls are built, checked and recorded as in an evaluation (``recorder.calls`` holds the trace records), and a
     failed call raises ``lm.Error``. ``requests`` are the chat requests the model got."""
 

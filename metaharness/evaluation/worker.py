@@ -50,7 +50,7 @@ class _Channel:
         return json.loads(line)
 
     def call(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The :data:`~metaharness.harness.Transport` of the harness's ``lm``: one model call through the parent."""
+        """The :data:`~metaharness.harness.ModelCall` of the harness's ``lm``: one model call through the parent."""
         with self._lock:
             self.send({"type": "call", "request": request})
             return self.receive()
