@@ -182,12 +182,8 @@ class Meter:
             self.usage = self.usage + usage
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "calls": self.calls,
-            "samples": self.samples,
-            "input_tokens": self.usage.input_tokens,
-            "output_tokens": self.usage.output_tokens,
-        }
+        tokens = {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens}
+        return {"calls": self.calls, "samples": self.samples, **tokens}
 
 
 @dataclass
