@@ -25,13 +25,14 @@ import re
 from typing import Any
 
 from metaharness.candidate import Candidate
+from metaharness.models.types import ModelClient
 from metaharness.planner.asking import ask_json
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
 from metaharness.proposers.probe import ProbeResult
 from metaharness.proposers.program_plan import Predicted, label, plan, proposal_for
 from metaharness.proposers.workspace import clip, summary_table
-from metaharness.tasks.task import Example
+from metaharness.tasks.task import Example, Task
 
 SAMPLING = """You are the plan-sampling subagent of a harness optimiser. A harness is the Python program around a
 fixed task model. From the candidates below, propose {m} different revision plans. Each plan names an existing
@@ -87,9 +88,19 @@ def _norm(text: str) -> str:
 class TPSProposer(CodingProposer):
     """The ``tps`` proposer (and, with ``selection`` != ``ilp``, its greedy / random / best-of-N baselines)."""
 
-    def __init__(self, *args: Any, selection: str = "ilp", plans: int = 4, **kwargs: Any) -> None:
-        kwargs.setdefault("probe_size", 6)
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        model: ModelClient | str,
+        task: Task,
+        task_model: ModelClient | str | None = None,
+        *,
+        selection: str = "ilp",
+        plans: int = 4,
+        probe_size: int = 6,
+        **agent: Any,
+    ) -> None:
+        """``agent``: the coding agent's settings (:class:`~metaharness.proposers.coding.CodingProposer`)."""
+        super().__init__(model, task, task_model, probe_size=probe_size, **agent)
         self.selection = selection
         self.plans = plans
         self.name = "tps" if selection == "ilp" else f"tps-{selection.replace('_', '-')}"
