@@ -13,6 +13,11 @@ A rerun finds the journal and continues: it commits journaled results, finishes 
 next one. A :class:`StopRequest` (Ctrl-C in the CLI) lets the step under way finish (an evaluation is completed and
 committed), then stops; the rest of the iteration's plan stays in the journal for the next run.
 :class:`~metaharness.errors.BudgetExceeded` from the model layer stops the run with a note in the summary.
+
+A proposer that raises (a context overflow, a model unreachable after retries, a malformed tool call: any exception
+but :class:`~metaharness.errors.BudgetExceeded`) fails its iteration only: the iteration's line records the error
+(``proposer_error``) and the next iteration asks again. After ``max_proposer_failures`` failed iterations in a row
+the run logs a stop and raises :class:`ProposerFailed`.
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ class Seed:
     source: str
 
 
+DEFAULT_MAX_PROPOSER_FAILURES = 3
+
+
 @dataclass
 class LoopSettings:
     """What the loop does: ``iterations`` after the seeds, ``evals_per_iter`` candidate evaluations each."""
@@ -76,6 +84,14 @@ class LoopSettings:
     evals_per_iter: int = 3
     # Evaluate the best and the frontier on the test split at the end (when the split is available).
     test: bool = True
+    # Stop the run (ProposerFailed) once this many iterations in a row failed because the proposer raised.
+    max_proposer_failures: int = DEFAULT_MAX_PROPOSER_FAILURES
+
+
+class ProposerFailed(MetaharnessError):
+    """The proposer failed in ``max_proposer_failures`` consecutive iterations; the run stopped (exit code 4)."""
+
+    exit_code = 4
 
 
 @dataclass
@@ -91,6 +107,14 @@ class Outcome:
 
 class _Stopped(Exception):
     """Internal: unwind to :meth:`Optimizer.run` at a safe point."""
+
+
+class _ProposerError(Exception):
+    """Internal: the proposer raised ``error`` while planning an iteration."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class Optimizer:
@@ -129,7 +153,9 @@ class Optimizer:
     # -- the run ---------------------------------------------------------------------------------------------
 
     def run(self) -> Outcome:
+        """Run to the last iteration (and the test split); raises :class:`ProposerFailed` after logging a stop."""
         stopped = None
+        failure: ProposerFailed | None = None
         test: dict[str, Evaluation] = {}
         self.events.run_started(self.store.path, self.spent)
         for action in self.store.recover():
@@ -146,10 +172,14 @@ class Optimizer:
             stopped = f"cost cap reached: {exc}"
         except _Stopped:
             stopped = "interrupted by the user (Ctrl-C); rerun the same command to continue"
+        except ProposerFailed as exc:
+            stopped, failure = str(exc), exc
         if stopped:
             self.store.log({"type": "stop", "reason": stopped, "spent": self.spent()})
             self.events.note(f"stopped: {stopped}")
         self._write_summary()
+        if failure is not None:
+            raise failure
         candidates = self.store.candidates()
         done = self.store.completed_iterations()
         return Outcome(
@@ -169,7 +199,12 @@ class Optimizer:
         self.events.iteration_started(iteration, self.settings.iterations)
         plan = self.store.plan(iteration)
         if plan is None:
-            plan = self._plan(iteration)
+            try:
+                plan = self._plan(iteration)
+            except _ProposerError as failed:
+                self._proposer_failed(iteration, failed.error, started)
+                return
+            crash_point("iteration:proposed")
             self.store.save_plan(iteration, plan)
             crash_point("iteration:planned")
         for entry in plan:
@@ -193,8 +228,52 @@ class Optimizer:
                 "seconds": round(time.monotonic() - started, 3),
             }
         )
+        crash_point("iteration:logged")
         self.store.drop_plan(iteration)
         self._write_summary()
+
+    def _proposer_failed(self, iteration: int, error: BaseException, started: float) -> None:
+        """Log the iteration as failed by the proposer; raise :class:`ProposerFailed` after too many in a row."""
+        message = f"{type(error).__name__}: {error}".strip()
+        details = "".join(traceback.format_exception(error))
+        candidates = self.store.candidates()
+        best = frontier.best(candidates)
+        self.store.log(
+            {
+                "type": "iteration",
+                "iteration": iteration,
+                "candidates": [],
+                "evaluated": 0,
+                "failed": 0,
+                "best": best.id if best else None,
+                "best_score": best.score if best else None,
+                "frontier": [r.id for r in frontier.pareto_front(candidates)],
+                "proposer_error": message[:2000],
+                "proposer_traceback": details[-8000:],
+                "spent": self.spent(),
+                "seconds": round(time.monotonic() - started, 3),
+            }
+        )
+        self.events.note(f"iteration {iteration}: the proposer {self.proposer.name} failed: {message[:300]}")
+        self._write_summary()
+        failed = self._failed_in_a_row(iteration)
+        limit = max(1, self.settings.max_proposer_failures)
+        if len(failed) >= limit:
+            raise ProposerFailed(
+                f"the proposer {self.proposer.name} failed in {len(failed)} iterations in a row "
+                f"({', '.join(map(str, failed))}); last error: {message[:500]}. Fix the cause (the errors are in "
+                "summary.jsonl and SUMMARY.md), then rerun the same command to continue"
+            )
+
+    def _failed_in_a_row(self, iteration: int) -> list[int]:
+        """The iterations up to ``iteration`` whose proposer failed, counting back to the last one that did not."""
+        lines = {int(r["iteration"]): r for r in self.store.log_records("iteration")}
+        failed: list[int] = []
+        for it in range(iteration, 0, -1):
+            if it not in lines or not lines[it].get("proposer_error"):
+                break
+            failed.insert(0, it)
+        return failed
 
     def _plan(self, iteration: int) -> list[dict[str, Any]]:
         """The candidates of an iteration, with fresh ids: the seeds first, then what the proposer returns."""
@@ -203,7 +282,12 @@ class Optimizer:
         else:
             state = self.state(iteration)
             self.events.proposing(self.proposer.name)
-            proposals = list(self.proposer.propose(state))
+            try:
+                proposals = [_checked(p) for p in self.proposer.propose(state)]
+            except BudgetExceeded:
+                raise
+            except Exception as exc:  # a proposer failure fails its iteration, not the run
+                raise _ProposerError(exc) from exc
             if len(proposals) > state.evals_left:
                 self.events.note(
                     f"proposer {self.proposer.name} returned {len(proposals)} proposals for {state.evals_left} "
@@ -308,11 +392,23 @@ class Optimizer:
             harness = self.store.work_file(candidate.id, candidate.source)
             trace = self.store.trace_path(candidate.id, "test")
             evaluation = self.evaluator.evaluate(harness, "test", trace_path=trace, progress=self._progress)
+            crash_point("test:evaluated")
             self.store.save_test_result(candidate.id, evaluation)
-            self.store.log({"type": "test", "id": candidate.id, "evaluation": evaluation.to_dict()})
             results[candidate.id] = evaluation
         return {cid: ev for cid, ev in results.items() if ev is not None}
 
     def _write_summary(self) -> None:
         if self.write_summary is not None:
             self.write_summary()
+
+
+def _checked(proposal: object) -> Proposal:
+    """``proposal`` if it is a :class:`Proposal` with a source text; a proposer bug raises here, in its iteration."""
+    if not isinstance(proposal, Proposal):
+        raise TypeError(f"the proposer returned {type(proposal).__name__}, not a Proposal: {str(proposal)[:200]!r}")
+    if not isinstance(proposal.source, str) or not isinstance(proposal.parent, (str, type(None))):
+        raise TypeError(
+            f"the proposer returned a Proposal with parent {proposal.parent!r} and a {type(proposal.source).__name__} "
+            "source (expected a candidate id or None, and the program's text)"
+        )
+    return proposal

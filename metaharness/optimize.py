@@ -1,9 +1,10 @@
 """``optimize()``: a whole search from settings, the library entry point behind ``metaharness optimize``.
 
 It wires the parts the way the command line does: the task and its seed harnesses, the task and proposer models
-(one cost ledger for both, capped by ``max_cost`` over every session of the run), the sandboxed evaluator, the
-proposer, and the run directory (created, or reopened and repaired), then runs the
-:class:`~metaharness.loop.Optimizer` and keeps ``SUMMARY.md`` current.
+(one cost ledger for both, :func:`run_ledger`: every call journaled in the run's ``spend.jsonl`` as it is counted,
+capped by ``max_cost`` / ``max_tokens`` over every session of the run), the sandboxed evaluator, the proposer, and
+the run directory (created, or reopened and repaired), then runs the :class:`~metaharness.loop.Optimizer` and keeps
+``SUMMARY.md`` current.
 
 >>> from metaharness.optimize import optimize, run_config
 >>> config = run_config("symptom2disease", proposer="offline", val_limit=10)  # doctest: +SKIP
@@ -15,13 +16,24 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from metaharness import __version__
 from metaharness.errors import InputError
-from metaharness.loop import LoopEvents, LoopSettings, Optimizer, Outcome, Seed, StopRequest
+from metaharness.loop import (
+    DEFAULT_MAX_PROPOSER_FAILURES,
+    LoopEvents,
+    LoopSettings,
+    Optimizer,
+    Outcome,
+    Seed,
+    StopRequest,
+)
+from metaharness.models.ledger import Charge, Ledger
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+from metaharness.models.prices import PriceTable
 from metaharness.store.run_dir import RunDirectory
 
 DEFAULT_EVALS_PER_ITER = 3
@@ -94,11 +106,72 @@ def seeds_of(dataset: str, names: list[str] | None = None) -> list[Seed]:
 
 
 def spent_before(run: RunDirectory) -> dict[str, float]:
-    """What earlier sessions of this run spent (the last ``spent`` the run's log recorded)."""
-    for entry in reversed(run.log_records()):
-        if isinstance(entry.get("spent"), dict):
-            return entry["spent"]
-    return {}
+    """What earlier sessions of this run spent: every call in its spend journal (``spend.jsonl``)."""
+    totals = run.spent()
+    return {"usd": totals["usd"], "tokens": totals["tokens"]}
+
+
+@dataclass
+class RunLedger:
+    """The ledger of one session of a run, journaling into the run's ``spend.jsonl``, with the run's caps.
+
+    ``previous`` is what earlier sessions spent; the ledger's own caps are what the run's caps leave of it, so a
+    resumed run stops where one uninterrupted session would have.
+    """
+
+    ledger: Ledger
+    previous: dict[str, float]
+    max_cost: float | None = None
+    max_tokens: int | None = None
+
+    def spent(self) -> dict[str, float]:
+        """The whole run's spend so far (earlier sessions and this one)."""
+        return {
+            "usd": round(self.previous.get("usd", 0.0) + self.ledger.dollars, 6),
+            "tokens": int(self.previous.get("tokens", 0)) + self.ledger.tokens,
+        }
+
+    def budget(self) -> dict[str, float]:
+        """The caps left for the run (what a proposer may still spend): ``usd`` and ``tokens`` when capped."""
+        spent, left = self.spent(), {}
+        if self.max_cost is not None:
+            left["usd"] = max(0.0, self.max_cost - spent["usd"])
+        if self.max_tokens is not None:
+            left["tokens"] = max(0, self.max_tokens - spent["tokens"])
+        return left
+
+
+def run_ledger(
+    run: RunDirectory,
+    *,
+    max_cost: float | None = None,
+    max_tokens: int | None = None,
+    prices: PriceTable | None = None,
+) -> RunLedger:
+    """A ledger for this session of ``run``: every call it counts is journaled (fsynced) in ``spend.jsonl``
+    before the call returns, and its caps are ``max_cost`` dollars and ``max_tokens`` tokens minus what the
+    journal holds from earlier sessions (a session killed mid-iteration included)."""
+    previous = spent_before(run)
+    ledger = Ledger(
+        max_dollars=None if max_cost is None else max(0.0, max_cost - previous["usd"]),
+        max_tokens=None if max_tokens is None else max(0, max_tokens - int(previous["tokens"])),
+        prices=prices,
+    )
+
+    def journal(charge: Charge) -> None:
+        usage = charge.usage
+        run.record_spend(
+            charge.model,
+            charge.role,
+            charge.dollars,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
+
+    ledger.add_listener(journal)
+    return RunLedger(ledger, previous, max_cost, max_tokens)
 
 
 def optimize(
@@ -108,33 +181,43 @@ def optimize(
     iterations: int,
     data_dir: str | Path | None = None,
     max_cost: float | None = None,
+    max_tokens: int | None = None,
     workers: int | None = None,
     test: bool = True,
     options: dict[str, Any] | None = None,
     seed_names: list[str] | None = None,
     events: LoopEvents | None = None,
     stop: StopRequest | None = None,
+    max_proposer_failures: int = DEFAULT_MAX_PROPOSER_FAILURES,
 ) -> Outcome:
     """Run (or continue) the search in ``run_dir`` with ``config`` (:func:`run_config`) up to ``iterations``.
 
-    ``max_cost`` caps the dollars of the whole run (earlier sessions included); ``options`` go to the proposer
+    ``max_cost`` caps the dollars and ``max_tokens`` the tokens (input + output) of the whole run, earlier sessions
+    included (a reached cap stops cleanly); ``options`` go to the proposer
     (:func:`metaharness.proposers.get_proposer`); ``seed_names`` restrict the seeds; ``events`` receives progress;
-    setting ``stop.requested`` stops at the next safe point. Bad settings raise
-    :class:`~metaharness.errors.InputError`; another process running in ``run_dir`` too.
+    setting ``stop.requested`` stops at the next safe point. A proposer failure fails its iteration only; after
+    ``max_proposer_failures`` failed iterations in a row :class:`~metaharness.loop.ProposerFailed` is raised. Bad
+    settings raise :class:`~metaharness.errors.InputError`; another process running in ``run_dir`` too.
     """
     from metaharness.evaluation.candidate_evaluator import TaskEvaluator
-    from metaharness.models import Ledger, connect
+    from metaharness.models import connect
     from metaharness.proposers import get_proposer
     from metaharness.report import write_summary_markdown
     from metaharness.tasks import get_task
 
+    if max_proposer_failures < 1:
+        raise InputError(f"max_proposer_failures must be at least 1, got {max_proposer_failures}.")
+    if max_cost is not None and max_cost < 0:
+        raise InputError(f"max_cost must be at least 0 USD, got {max_cost}.")
+    if max_tokens is not None and max_tokens < 0:
+        raise InputError(f"max_tokens must be at least 0, got {max_tokens}.")
     run_dir = Path(run_dir)
     task = get_task(config["dataset"], data_dir=data_dir)
     seeds = seeds_of(config["dataset"], seed_names)
     run = RunDirectory.open(run_dir, config)
     try:
-        previous = spent_before(run)
-        ledger = Ledger(max_dollars=None if max_cost is None else max(0.0, max_cost - previous.get("usd", 0.0)))
+        costs = run_ledger(run, max_cost=max_cost, max_tokens=max_tokens)
+        ledger = costs.ledger
         task_client = connect(config["task_model"], ledger=ledger)
         proposer_client = connect(config["proposer_model"], ledger=ledger) if config.get("proposer_model") else None
         evaluator = TaskEvaluator(task, task_client, val_limit=config["val_limit"], workers=workers)
@@ -148,26 +231,24 @@ def optimize(
             data_dir=data_dir,
         )
 
-        def spent() -> dict[str, float]:
-            return {
-                "usd": round(previous.get("usd", 0.0) + ledger.dollars, 6),
-                "tokens": previous.get("tokens", 0) + ledger.tokens,
-            }
-
-        def budget() -> dict[str, float]:
-            return {} if max_cost is None else {"usd": max(0.0, max_cost - spent()["usd"])}
-
         run.log(
             {
                 "type": "start",
                 "config": config,
                 "iterations": iterations,
                 "max_cost": max_cost,
+                "max_tokens": max_tokens,
                 "proposer_options": options or {},
-                "spent_before": previous,
+                "spent_before": costs.previous,
             }
         )
-        settings = LoopSettings(config["dataset"], iterations, config["evals_per_iter"], test=test)
+        settings = LoopSettings(
+            config["dataset"],
+            iterations,
+            config["evals_per_iter"],
+            test=test,
+            max_proposer_failures=max_proposer_failures,
+        )
         optimizer = Optimizer(
             run,
             settings,
@@ -176,8 +257,8 @@ def optimize(
             seeds,
             events=events,
             stop=stop,
-            budget=budget,
-            spent=spent,
+            budget=costs.budget,
+            spent=costs.spent,
             write_summary=lambda: write_summary_markdown(run),
         )
         return optimizer.run()

@@ -7,17 +7,22 @@ from pathlib import Path
 import pytest
 from fakes import FakeEvaluator, ScriptedProposer, program
 
-from metaharness.loop import LoopEvents, LoopSettings, Optimizer, Seed, StopRequest
+from metaharness.errors import ConfigurationError, MetaharnessError
+from metaharness.loop import LoopEvents, LoopSettings, Optimizer, ProposerFailed, Seed, StopRequest
+from metaharness.models.types import StructuredOutputError
 from metaharness.proposal import Proposal
-from metaharness.report import write_summary_markdown
+from metaharness.report import RunView, write_summary_markdown
+from metaharness.report.page import render_html
 from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "scripted", "evals_per_iter": 2}
 
 
-def make(tmp_path: Path, proposer, evaluator, iterations=2, stop=None, events=None):
+def make(tmp_path: Path, proposer, evaluator, iterations=2, stop=None, events=None, max_proposer_failures=3):
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    settings = LoopSettings(task="toy", iterations=iterations, evals_per_iter=2)
+    settings = LoopSettings(
+        task="toy", iterations=iterations, evals_per_iter=2, max_proposer_failures=max_proposer_failures
+    )
     seeds = [Seed("zero", program(0.2)), Seed("few", program(0.3))]
     return run, Optimizer(
         run,
@@ -144,3 +149,87 @@ def test_events_report_progress(tmp_path):
     opt.run()
     run.close()
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4), "c001", (1, 4), (2, 4), (3, 4), (4, 4), "c002"]
+
+
+class FailingProposer(ScriptedProposer):
+    """ScriptedProposer that raises ``failures[iteration]`` (or returns it, when it is not an exception)."""
+
+    def __init__(self, failures):
+        super().__init__()
+        self.failures = failures
+
+    def propose(self, state):
+        if state.iteration in self.failures:
+            self.states.append(state)
+            failure = self.failures[state.iteration]
+            if isinstance(failure, BaseException):
+                raise failure
+            return failure
+        return super().propose(state)
+
+
+@pytest.mark.parametrize(
+    "failure, shown",
+    [
+        (RuntimeError("This model's maximum context length is 8192 tokens"), "RuntimeError: This model's maximum"),
+        (ConfigurationError("proposer model unreachable after 5 retries"), "ConfigurationError: proposer model"),
+        (StructuredOutputError("malformed tool call: no 'path'"), "StructuredOutputError: malformed tool call"),
+        ("not a list of proposals", "TypeError: the proposer returned str, not a Proposal"),
+        ([Proposal(parent=None, source=None, summary="no source")], "TypeError: the proposer returned a Proposal"),
+    ],
+)
+def test_a_proposer_failure_fails_its_iteration_and_the_next_one_tries_again(tmp_path, failure, shown):
+    proposer = FailingProposer({1: failure})
+    run, opt = make(tmp_path, proposer, FakeEvaluator(), iterations=2)
+    outcome = opt.run()
+    run.close()
+    assert outcome.stopped is None and outcome.iterations_done == 2
+    lines = {r["iteration"]: r for r in run.log_records("iteration")}
+    assert lines[1]["proposer_error"].startswith(shown) and lines[1]["candidates"] == []
+    assert "Traceback" in lines[1]["proposer_traceback"] and "proposer_error" not in lines[2]
+    assert [s.iteration for s in proposer.states] == [1, 2]  # asked again in iteration 2...
+    assert [(c.id, c.iteration) for c in run.candidates()][-1] == ("c003", 2)  # ...which made a candidate
+    assert not list(run.journal.folder.iterdir())
+    summary = run.summary_md.read_text()
+    assert "(1 failed: the proposer raised)" in summary and f"- iteration 1: {shown}" in summary
+    page = render_html(RunView.load(run))
+    assert "Proposer failures" in page and shown.split(":")[0] in page
+
+
+def test_consecutive_proposer_failures_stop_the_run_with_an_error_and_a_rerun_continues(tmp_path):
+    boom = RuntimeError("proposer model unreachable")
+    # Failures 1, 3 and 4 are not three in a row: the run goes on.
+    run, opt = make(tmp_path, FailingProposer({1: boom, 3: boom, 4: boom}), FakeEvaluator(), iterations=5)
+    assert opt.run().iterations_done == 5
+    run.close()
+    assert run.log_records("stop") == []
+    tmp = tmp_path / "second"
+    run, opt = make(tmp, FailingProposer({i: boom for i in range(1, 9)}), FakeEvaluator(), iterations=8)
+    with pytest.raises(ProposerFailed) as raised:
+        opt.run()
+    run.close()
+    assert isinstance(raised.value, MetaharnessError) and raised.value.exit_code == 4
+    message = str(raised.value)
+    assert "failed in 3 iterations in a row (1, 2, 3)" in message and "proposer model unreachable" in message
+    assert run.completed_iterations() == {0, 1, 2, 3}  # stopped after the third: 4..8 never started
+    assert run.log_records("stop")[-1]["reason"] == message
+    assert "stopped: the proposer scripted failed in 3 iterations" in run.summary_md.read_text()
+    # Fixed: the rerun asks the proposer again and continues where the run stopped.
+    run, opt = make(tmp, ScriptedProposer(), FakeEvaluator(), iterations=5)
+    outcome = opt.run()
+    run.close()
+    assert outcome.stopped is None and outcome.iterations_done == 5
+    assert [c.iteration for c in run.candidates()] == [0, 0, 4, 5]
+
+
+def test_the_failure_limit_is_a_setting_and_budget_exceeded_is_no_failure(tmp_path):
+    boom = RuntimeError("boom")
+    run, opt = make(tmp_path, FailingProposer({1: boom}), FakeEvaluator(), iterations=3, max_proposer_failures=1)
+    with pytest.raises(ProposerFailed, match=r"failed in 1 iterations in a row \(1\)"):
+        opt.run()
+    run.close()
+    run, opt = make(tmp_path / "b", ScriptedProposer(budget_at=1), FakeEvaluator(), max_proposer_failures=1)
+    outcome = opt.run()  # a reached cap stops cleanly, as before
+    run.close()
+    assert outcome.stopped.startswith("cost cap reached")
+    assert not any("proposer_error" in r for r in run.log_records("iteration"))

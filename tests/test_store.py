@@ -12,7 +12,7 @@ from metaharness import frontier
 from metaharness.candidate import Candidate, Evaluation
 from metaharness.errors import InputError
 from metaharness.store import BEST_REF, RunDirectory
-from metaharness.store.files import append_jsonl, read_jsonl
+from metaharness.store.files import append_jsonl, atomic_write_json, read_jsonl
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 3}
 
@@ -159,3 +159,44 @@ def test_pareto_front_of_score_context_and_cost():
     assert frontier.best([a, b, c, d, e]).id == "c002"
     assert frontier.best([d]) is None
     assert BEST_REF == "refs/heads/best"
+
+
+def test_recover_logs_a_candidate_committed_just_before_a_kill(run):
+    run.commit(record("c001", None, 0.4))
+    late = record("c002", "c001", 0.6)
+    run.journal.save_result(late)
+    run.store.commit(late)  # committed; the kill came before its summary.jsonl line
+    assert [r["id"] for r in run.log_records("candidate")] == ["c001"]
+    actions = run.recover()
+    assert any("logged c002" in a for a in actions)
+    line = run.log_records("candidate")[-1]
+    assert line["id"] == "c002" and line["score"] == 0.6 and line["parent"] == "c001"
+    assert not list(run.journal.folder.glob("c*.json"))
+    assert run.recover() == [] and [r["id"] for r in run.log_records("candidate")] == ["c001", "c002"]
+
+
+def test_recover_drops_the_plan_of_a_finished_iteration_only(run):
+    run.commit(record("c001", None, 0.4))
+    run.journal.save_plan(1, [{"id": "c002"}])
+    run.log({"type": "iteration", "iteration": 1})  # logged; the kill came before the plan's removal
+    run.journal.save_plan(2, [{"id": "c003"}])  # an open iteration: kept for the resumed run
+    actions = run.recover()
+    assert any("plan of iteration 1" in a for a in actions)
+    assert run.plan(1) is None and run.plan(2) == [{"id": "c003"}]
+    assert run.next_id() == "c004"
+
+
+def test_recover_logs_a_test_result_saved_just_before_a_kill(run):
+    run.commit(record("c001", None, 0.4))
+    run.save_test_result("c001", Evaluation("test", {"primary": 0.35}, {}, 100))
+    assert [r["id"] for r in run.log_records("test")] == ["c001"]  # saving logs the line...
+    run.commit(record("c002", "c001", 0.5))
+    evaluation = Evaluation("test", {"primary": 0.45}, {}, 100)
+    atomic_write_json(run.path / "evals" / "c002.test.json", evaluation.to_dict())  # ...a kill came before it
+    actions = run.recover()
+    assert any("test result of c002" in a for a in actions)
+    assert [(r["id"], r["evaluation"]["scores"]["primary"]) for r in run.log_records("test")] == [
+        ("c001", 0.35),
+        ("c002", 0.45),
+    ]
+    assert run.recover() == []

@@ -3,12 +3,15 @@
 One :class:`Ledger` is shared by every client of a run (``connect(spec, ledger=run_ledger)``). Each call is
 checked against the caps *before* it is sent, so a run stops cleanly with
 :class:`~metaharness.errors.BudgetExceeded` instead of overspending; :meth:`Ledger.totals` goes into run records.
+Listeners (:meth:`Ledger.add_listener`) receive every recorded call as a :class:`Charge`, e.g. to journal spend as
+it happens (a run directory's ``spend.jsonl``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,6 +49,21 @@ class _Tally:
         return {**counts, "tokens": self.tokens, "dollars": round(dollars, 6)}
 
 
+@dataclass(frozen=True)
+class Charge:
+    """One recorded model call, as :meth:`Ledger.add_listener` listeners receive it."""
+
+    model: str
+    role: str
+    usage: Usage
+    dollars: float
+
+    @property
+    def tokens(self) -> int:
+        """What the token cap counts: input plus output."""
+        return self.usage.input_tokens + self.usage.output_tokens
+
+
 class Ledger:
     """Thread-safe running totals. ``max_dollars``/``max_tokens`` (input + output) are hard caps; None = no cap."""
 
@@ -64,6 +82,16 @@ class Ledger:
         self._by_model: dict[str, _Tally] = defaultdict(_Tally)
         self._by_role: dict[str, _Tally] = defaultdict(_Tally)
         self._unpriced: set[str] = set()
+        self._listeners: list[Callable[[Charge], None]] = []
+
+    def add_listener(self, listener: Callable[[Charge], None]) -> None:
+        """Call ``listener(charge)`` after every recorded call (not cache hits, which cost nothing).
+
+        It runs in the thread that made the call, after the totals are updated and outside the ledger's lock, so
+        calls from several threads may reach it at once; an exception it raises propagates to that model call.
+        """
+        with self._lock:
+            self._listeners.append(listener)
 
     def check(self, spec: str) -> None:
         """Raise before a call that the caps no longer allow (or that a dollar cap cannot account for)."""
@@ -93,6 +121,11 @@ class Ledger:
                 self._unpriced.add(spec)
             for tally in (self._total, self._by_model[spec], self._by_role[role]):
                 tally.add(usage, dollars)
+            listeners = list(self._listeners)
+        if listeners:
+            charge = Charge(spec, role, usage, dollars)
+            for listener in listeners:
+                listener(charge)
         return dollars
 
     def record_cache_hit(self, spec: str, role: str) -> None:

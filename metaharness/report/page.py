@@ -10,6 +10,7 @@ import html
 from pathlib import Path
 
 from metaharness.candidate import Candidate
+from metaharness.report.summary import failed_iterations
 from metaharness.report.svg import FAILED_COLOUR, Series, colour, svg_chart
 from metaharness.report.view import RunView, cost_of, val_text
 from metaharness.store.files import atomic_write_text
@@ -193,6 +194,7 @@ def render_html(view: RunView) -> str:
         for r in view.front
     ]
     headline = f"best {best.id}: val {best.score:.3f}" if best else "no evaluated candidate yet"
+    failed = [[str(it), error[:500]] for it, error in sorted(failed_iterations(view).items())]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>metaharness run {html.escape(str(cfg.get('dataset')))}</title><style>{_STYLE}</style></head><body>",
@@ -215,6 +217,11 @@ def render_html(view: RunView) -> str:
         "<h2>Candidates</h2>",
         _table(
             ["id", "iteration", "parent", "val", "test", "predicted", "context tok", "USD", "summary / error"], rows
+        ),
+        (
+            "<h2>Proposer failures (iterations without candidates)</h2>" + _table(["iteration", "error"], failed)
+            if failed
+            else ""
         ),
         f"<script>{_SCRIPT}</script>",
         "</body></html>",

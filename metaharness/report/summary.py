@@ -9,9 +9,19 @@ from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
 
 
+def failed_iterations(view: RunView) -> dict[int, str]:
+    """Iterations whose proposer raised (``proposer_error`` in their ``summary.jsonl`` line), with the error."""
+    return {
+        int(e["iteration"]): str(e["proposer_error"])
+        for e in view.log
+        if e.get("type") == "iteration" and e.get("proposer_error")
+    }
+
+
 def render_markdown(view: RunView) -> str:
     cfg = view.config
     iterations = sorted({int(e["iteration"]) for e in view.log if e.get("type") == "iteration" and e["iteration"] > 0})
+    failed = failed_iterations(view)
     lines = [
         f"# metaharness run: {cfg.get('dataset')}",
         "",
@@ -19,8 +29,9 @@ def render_markdown(view: RunView) -> str:
         + (f" (`{cfg['proposer_model']}`)" if cfg.get("proposer_model") else ""),
         f"- validation examples per candidate: {cfg.get('val_limit') or 'all'}; "
         f"evaluations per iteration: {cfg.get('evals_per_iter')}",
-        f"- iterations done: {max(iterations, default=0)}; candidates: {len(view.records)} "
-        f"({sum(r.failed for r in view.records)} failed)",
+        f"- iterations done: {max(iterations, default=0)}"
+        + (f" ({len(failed)} failed: the proposer raised)" if failed else "")
+        + f"; candidates: {len(view.records)} ({sum(r.failed for r in view.records)} failed)",
     ]
     best = view.best
     if best:
@@ -52,6 +63,10 @@ def render_markdown(view: RunView) -> str:
             f"| {r.id} | {r.iteration} | {r.parent or 'root'} | {val_text(r)} | {predicted} | "
             f"{cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | {_cell(text)} |"
         )
+    if failed:
+        lines += ["", "## Proposer failures (no candidates in these iterations)", ""]
+        lines += [f"- iteration {it}: {_cell(error, 300)}" for it, error in sorted(failed.items())]
+        lines.append("  (the tracebacks: `proposer_traceback` in the iteration's line of `summary.jsonl`)")
     if view.notes():
         lines += ["", "## Notes", ""] + [f"- {n}" for n in view.notes()]
     lines += [
@@ -67,8 +82,8 @@ def render_markdown(view: RunView) -> str:
     return "\n".join(lines)
 
 
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")[:120]
+def _cell(text: str, width: int = 120) -> str:
+    return " ".join(text.split()).replace("|", "\\|")[:width]
 
 
 def write_summary_markdown(run: RunDirectory) -> Path:

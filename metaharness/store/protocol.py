@@ -3,8 +3,10 @@
 :class:`~metaharness.store.run_dir.RunDirectory` (a git repository plus a journal beside it, see
 ``docs/run-directory.md``) is the implementation. The whole contract of a :class:`RunStore`:
 
-- ``recover() -> list[str]``: repair what an interrupted run left behind and commit every candidate that was
-  evaluated but not yet committed; returns one line per action, for the user. Called once before a run.
+- ``recover() -> list[str]``: repair what an interrupted run left behind: commit every candidate that was
+  evaluated but not yet committed, log the line of every committed candidate and saved test result that has none,
+  drop the plan of every iteration whose line is logged; returns one line per action, for the user. Called once
+  before a run.
 - ``candidates() -> list[Candidate]``: every committed candidate, in id order; ``has(id)`` whether one is.
 - ``next_id() -> str``: a fresh id above every committed, journaled or planned one.
 - ``save_plan(iteration, plan)`` before any of an iteration's candidates is evaluated; ``plan(iteration)`` returns
@@ -16,7 +18,8 @@
   candidate's ``parent`` must be committed already (or ``None``). Committing the same id twice is an error.
 - ``log(entry)`` appends one line to the machine-readable record; ``log_records(kind)`` reads them back;
   ``completed_iterations()`` are the iterations whose ``"iteration"`` line was logged.
-- ``test_result(id)`` / ``save_test_result(id, evaluation)``: test-split results, saved at most once per id.
+- ``test_result(id)`` / ``save_test_result(id, evaluation)``: test-split results, saved (and logged as a
+  ``"test"`` line) at most once per id.
 Errors a user can act on (a run directory in use, settings that do not match) are
 :class:`~metaharness.errors.InputError`; anything else is a bug and raises.
 """

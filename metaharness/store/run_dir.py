@@ -6,11 +6,13 @@
         journal/                    decided or evaluated work not yet committed (see journal.py)
         work/<id>/harness.py        the file a candidate is checked and evaluated from
         summary.jsonl               machine-readable log: one line per candidate, iteration, stop and test result
+        spend.jsonl                 one fsynced line per model call: the run's spend over all sessions (spend.py)
         SUMMARY.md                  human-readable summary, rewritten after every iteration
         run.lock                    held (flock) while a run is active
 
-Only one process may run in a directory at a time (the lock). Opening for a run repairs what a kill left behind
-and commits every evaluated candidate found in the journal.
+Only one process may run in a directory at a time (the lock). Opening for a run repairs what a kill left behind:
+it commits every evaluated candidate found in the journal, writes the ``summary.jsonl`` lines a kill kept from
+being written, and drops the plans of finished iterations.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from metaharness.store.files import (
 )
 from metaharness.store.git_store import CandidateStore, render_note
 from metaharness.store.journal import Journal
+from metaharness.store.spend import SPEND_FILE, SpendJournal
 
 # Settings that make scores comparable: a run directory keeps them for its whole life.
 FIXED_SETTINGS = ("dataset", "task_model", "val_limit")
@@ -49,6 +52,7 @@ class RunDirectory:
         self.journal = Journal(self.path / "journal")
         self.summary_path = self.path / "summary.jsonl"
         self.summary_md = self.path / "SUMMARY.md"
+        self.spend = SpendJournal(self.path / SPEND_FILE)
         self._lock_fd = lock_fd
 
     @classmethod
@@ -91,7 +95,18 @@ class RunDirectory:
                         f"comparable. Use another --run-dir, or rerun with {same} (or --resume, which reuses the "
                         "run's settings)."
                     )
-        return cls(path, store, lock_fd)
+        run = cls(path, store, lock_fd)
+        if exists and not run.spend.exists():
+            run._carry_logged_spend()
+        return run
+
+    def _carry_logged_spend(self) -> None:
+        """A run from before the spend journal: start the journal at the last ``spent`` its log recorded."""
+        for entry in reversed(self.log_records()):
+            spent = entry.get("spent")
+            if isinstance(spent, dict):
+                self.spend.carry(float(spent.get("usd", 0.0)), int(spent.get("tokens", 0)))
+                return
 
     @classmethod
     def browse(cls, path: Path) -> RunDirectory:
@@ -106,7 +121,12 @@ class RunDirectory:
     # -- recovery --------------------------------------------------------------------------------------------
 
     def recover(self) -> list[str]:
-        """Repair an interrupted run and commit every evaluated-but-uncommitted candidate; say what was done."""
+        """Repair an interrupted run; say what was done.
+
+        Commits every evaluated-but-uncommitted candidate of the journal, logs the ``summary.jsonl`` line of every
+        committed candidate and saved test result that has none (a kill between the commit and its line), and
+        drops the journaled plan of every iteration whose line was logged (a kill before the plan's removal).
+        """
         actions = self.store.clean_interrupted()
         for folder in (self.path, self.path / "evals"):
             actions += [f"removed unfinished write {p.name}" for p in clean_temporaries(folder)]
@@ -116,6 +136,22 @@ class RunDirectory:
             else:
                 self.commit(candidate)
                 actions.append(f"committed {candidate.id} from the journal (evaluated before the run was stopped)")
+        logged = {r.get("id") for r in self.log_records("candidate")}
+        for candidate in self.candidates():
+            if candidate.id not in logged:
+                self._log_candidate(candidate)
+                actions.append(f"logged {candidate.id} in summary.jsonl (committed just before the run was stopped)")
+        tested = {r.get("id") for r in self.log_records("test")}
+        for path in sorted((self.path / "evals").glob("c*.test.json")):
+            cid = path.name.split(".")[0]
+            if cid not in tested:
+                self._log_test(cid, Evaluation.from_dict(read_json(path)))
+                actions.append(f"logged the test result of {cid} in summary.jsonl (saved just before the stop)")
+        done = self.completed_iterations()
+        for iteration in sorted(self.journal.planned()):
+            if iteration in done:
+                self.journal.drop_plan(iteration)
+                actions.append(f"dropped the plan of iteration {iteration}, which had finished")
         return actions
 
     # -- candidates ------------------------------------------------------------------------------------------
@@ -143,6 +179,11 @@ class RunDirectory:
         self.journal.save_result(candidate)
         crash_point("commit:journaled")
         self.store.commit(candidate)
+        self._log_candidate(candidate)
+        crash_point("commit:logged")
+        self.journal.drop_result(candidate.id)
+
+    def _log_candidate(self, candidate: Candidate) -> None:
         self.log(
             {
                 "type": "candidate",
@@ -157,7 +198,6 @@ class RunDirectory:
                 "summary": candidate.summary,
             }
         )
-        self.journal.drop_result(candidate.id)
 
     def next_id(self) -> str:
         """A fresh candidate id, above every committed, journaled or planned one."""
@@ -187,9 +227,15 @@ class RunDirectory:
         return Evaluation.from_dict(read_json(path)) if path.exists() else None
 
     def save_test_result(self, cid: str, evaluation: Evaluation) -> None:
-        """Note first, file last: the file's presence means both are written (a rerun redoes a half-saved one)."""
+        """Note, file, then the log line: the file's presence means the note is written (a rerun redoes a
+        half-saved one), and :meth:`recover` logs a saved result whose line a kill prevented."""
         self.store.annotate(cid, render_note(self.store.get(cid).candidate, evaluation))
         atomic_write_json(self.path / "evals" / f"{cid}.test.json", evaluation.to_dict())
+        crash_point("test:saved")
+        self._log_test(cid, evaluation)
+
+    def _log_test(self, cid: str, evaluation: Evaluation) -> None:
+        self.log({"type": "test", "id": cid, "evaluation": evaluation.to_dict()})
 
     # -- the summary log -------------------------------------------------------------------------------------
 
@@ -202,3 +248,13 @@ class RunDirectory:
 
     def completed_iterations(self) -> set[int]:
         return {int(r["iteration"]) for r in self.log_records("iteration")}
+
+    # -- spend -----------------------------------------------------------------------------------------------
+
+    def spent(self) -> dict[str, float]:
+        """Everything the run has spent over all its sessions (``spend.jsonl``): ``{"usd", "tokens", "calls"}``."""
+        return self.spend.totals()
+
+    def record_spend(self, model: str, role: str, usd: float, **tokens: int) -> None:
+        """Journal one model call's cost (appended and fsynced before this returns)."""
+        self.spend.record(model, role, usd, **tokens)
