@@ -1,0 +1,130 @@
+"""A whole run in its own process, for the kill tests: the real loop, store and spend journal (the wiring of
+:func:`metaharness.optimize.run_ledger`), with the scripted proposer and evaluator of tests/fakes.py making priced
+model calls through real clients on the run's ledger.
+
+    python tests/loop_driver.py RUN_DIR [MAX_COST]
+
+Every model call costs $0.001 (10 input tokens at $100 per million, 5 output tokens free). The evaluator makes one
+task-model call per example (4 per evaluation); the proposer makes a planning call and two probe calls before it
+proposes. Each answered call adds a line to ``calls.log`` beside the run directory, written by the model itself
+(before the ledger counts it), so a test can tell what was really spent from what the run journaled. A crash point
+(``METAHARNESS_CRASH_AT``) SIGKILLs this process itself. The outcome is printed as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, program
+
+from metaharness.candidate import Evaluation
+from metaharness.loop import LoopSettings, Optimizer, Seed
+from metaharness.models.client import Client
+from metaharness.models.ledger import Ledger
+from metaharness.models.prices import Price, PriceTable
+from metaharness.models.types import ChatRequest, ChatResult, Role
+from metaharness.optimize import run_ledger
+from metaharness.proposal import Proposal, RunState
+from metaharness.report import write_summary_markdown
+from metaharness.store import RunDirectory
+
+CONFIG = {"dataset": "toy", "task_model": "openai:fake-task", "val_limit": 4, "proposer": "scripted"}
+TASK, PROPOSER = "openai:fake-task", "openai:fake-proposer"
+PRICES = PriceTable({TASK: Price(100.0, 0.0), PROPOSER: Price(100.0, 0.0)}, use_env=False)
+CALL_USD = 0.001
+ITERATIONS = 2
+EVALS_PER_ITER = 2
+
+
+class CountedModel(ScriptedModel):
+    """A scripted backend that appends its role to ``log`` for every answered call."""
+
+    def __init__(self, log: Path) -> None:
+        super().__init__("ok")
+        self.log = log
+
+    def complete(self, request: ChatRequest, *, role: Role = "task") -> ChatResult:
+        result = super().complete(request, role=role)
+        with open(self.log, "a") as handle:
+            handle.write(f"{role}\n")
+        return result
+
+
+def ask(client: Client, role: Role, text: str) -> None:
+    client.complete(ChatRequest([{"role": "user", "content": text}]), role=role)
+
+
+class PricedEvaluator(FakeEvaluator):
+    """FakeEvaluator whose every example calls the task model."""
+
+    def __init__(self, task_model: Client) -> None:
+        super().__init__()
+        self.task_model = task_model
+
+    def evaluate(self, harness: Path, split: str, *, trace_path: Path, progress: Any = None) -> Evaluation:
+        def example_done(done: int, total: int) -> None:
+            ask(self.task_model, "task", f"{split} example {done}")
+            if progress:
+                progress(done, total)
+
+        return super().evaluate(harness, split, trace_path=trace_path, progress=example_done)
+
+
+class PricedProposer(ScriptedProposer):
+    """ScriptedProposer that plans with the proposer model and probes with the task model before proposing."""
+
+    def __init__(self, model: Client, task_model: Client) -> None:
+        super().__init__()
+        self.model, self.task_model = model, task_model
+
+    def propose(self, state: RunState) -> list[Proposal]:
+        ask(self.model, "proposer", f"plan iteration {state.iteration}")
+        ask(self.task_model, "task", "probe 1")
+        ask(self.task_model, "task", "probe 2")
+        return super().propose(state)
+
+
+def main(argv: list[str]) -> None:
+    run_dir = Path(argv[0])
+    max_cost = float(argv[1]) if len(argv) > 1 else None
+    calls = run_dir.parent / "calls.log"
+    run = RunDirectory.open(run_dir, CONFIG)
+    try:
+        costs = run_ledger(run, max_cost=max_cost, prices=PRICES)
+        ledger: Ledger = costs.ledger
+        task_model = Client(TASK, CountedModel(calls), cache=None, ledger=ledger)
+        proposer_model = Client(PROPOSER, CountedModel(calls), cache=None, ledger=ledger)
+        evaluator = PricedEvaluator(task_model)
+        evaluator.test_available = True
+        optimizer = Optimizer(
+            run,
+            LoopSettings("toy", ITERATIONS, EVALS_PER_ITER),
+            PricedProposer(proposer_model, task_model),
+            evaluator,
+            [Seed("zero", program(0.2)), Seed("few", program(0.3))],
+            budget=costs.budget,
+            spent=costs.spent,
+            write_summary=lambda: write_summary_markdown(run),
+        )
+        outcome = optimizer.run()
+    finally:
+        run.close()
+    totals = ledger.totals()
+    print(
+        json.dumps(
+            {
+                "best": outcome.best.id if outcome.best else None,
+                "iterations": outcome.iterations_done,
+                "stopped": outcome.stopped,
+                "calls": totals["calls"],
+                "usd": totals["dollars"],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
