@@ -136,9 +136,19 @@ def test_every_seed_loads_and_predicts(task, shared_data_dir):
         assert report.records[0].prediction and len(report.records[0].calls) == 1
 
 
-def test_model_ref_pickles_to_its_spec():
-    ref = pickle.loads(pickle.dumps(ModelRef(ScriptedModel())))
-    assert ref.spec == "scripted:test" and ref._client is None
+def test_model_ref_pickles_to_its_spec_and_the_parents_proxy():
+    """A copy sent to another process (joblib's Dask or Ray backends) holds no client; its calls come back here
+    (the whole path on a real Dask cluster: test_evaluation_cluster.py)."""
+    model = ScriptedModel(DENGUE)
+    ref = ModelRef(model)
+    copy = pickle.loads(pickle.dumps(ref))
+    try:
+        assert copy.spec == "scripted:test" and copy.remote and not ref.remote
+        recorder = copy.recorder()
+        assert recorder({"messages": [{"role": "user", "content": "fever"}]}) == {"text": DENGUE, "parsed": None}
+        assert len(model.requests) == 1 and recorder.calls[0]["response"] == DENGUE
+    finally:
+        ref.close()
 
 
 def test_task_evaluator_reports_a_harness_that_cannot_load_as_failed(tmp_path, shared_data_dir):

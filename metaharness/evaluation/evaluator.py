@@ -4,8 +4,11 @@ Each example is one joblib job. A job borrows a sandbox (:class:`~metaharness.ev
 holding an instance of the harness from a pool kept per evaluation, runs ``predict`` on its input while the proxy
 answers the harness's model calls, and returns the example's record; the parent scores it with the task's metric.
 Locally the jobs run on threads (``workers`` in flight, default 8), so the model endpoint is kept busy while the CPU
-mostly waits. Under ``joblib.parallel_config(backend="dask")`` (or ``"ray"``) the same jobs run on a cluster: each
-remote process keeps its own sandbox pool and connects to the model from its spec.
+mostly waits. Under ``joblib.parallel_config(backend="dask")`` (or ``"ray"``, or any process-based backend) the same
+jobs run on a cluster: each remote process keeps its own sandbox pools (the most recent :data:`MAX_POOLS`
+evaluations), and its harnesses' model calls come back to this process through the proxy's TCP server
+(:class:`~metaharness.evaluation.proxy.ProxyServer`), so the keys stay here and the run's ledger and caps count
+every call. The records are the same as a local run's.
 
 Failure rule (as in GEPA's adapter contract): one example's failure never raises. A harness that does not load,
 raises, hangs, exhausts its memory or CPU, or returns something other than a string scores 0 on the affected
@@ -28,7 +31,7 @@ from typing import Any
 
 from metaharness.errors import InputError, MetaharnessError
 from metaharness.evaluation.confine import probe
-from metaharness.evaluation.proxy import CallRecorder, ModelRef
+from metaharness.evaluation.proxy import CallRecorder, ModelRef, RemoteRecorder
 from metaharness.evaluation.records import EvalReport, ExampleRecord, mean_scores, total_cost, write_records
 from metaharness.evaluation.sandbox import LOAD_FAILED, CallHandler, Sandbox, SandboxFailure, SandboxLimits
 from metaharness.evaluation.worker import MAX_EXAMPLES_PER_WORKER
@@ -38,6 +41,8 @@ from metaharness.tasks import Example, Task, get_task
 
 DEFAULT_WORKERS = 8
 DEFAULT_CONTEXT_WINDOW = 8192
+# Sandbox pools a process keeps: a remote worker never sees an evaluation end, so older pools are closed.
+MAX_POOLS = 4
 
 ProgressCallback = Callable[[ExampleRecord, int, int], None]
 
@@ -64,9 +69,10 @@ class _Pool:
         self.job = job
         self.idle: list[Sandbox] = []
         self.load_error: str | None = None
+        self.closed = False
         self.lock = threading.Lock()
 
-    def acquire(self, recorder: CallRecorder) -> Sandbox:
+    def acquire(self, recorder: CallRecorder | RemoteRecorder) -> Sandbox:
         with self.lock:
             if self.load_error is not None:
                 raise SandboxFailure(self.load_error, fatal=True)
@@ -88,14 +94,15 @@ class _Pool:
         return sandbox
 
     def release(self, sandbox: Sandbox) -> None:
-        if sandbox.alive and sandbox.examples_run < MAX_EXAMPLES_PER_WORKER:
-            with self.lock:
+        with self.lock:
+            if not self.closed and sandbox.alive and sandbox.examples_run < MAX_EXAMPLES_PER_WORKER:
                 self.idle.append(sandbox)
-        else:
-            sandbox.close()
+                return
+        sandbox.close()
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             idle, self.idle = self.idle, []
         for sandbox in idle:
             sandbox.close()
@@ -106,10 +113,16 @@ _POOLS_LOCK = threading.Lock()
 
 
 def _pool_for(job: _Job) -> _Pool:
+    """The pool of ``job``'s evaluation in this process (most recently used last; beyond MAX_POOLS the oldest go)."""
+    retired = []
     with _POOLS_LOCK:
-        if job.pool_key not in _POOLS:
-            _POOLS[job.pool_key] = _Pool(job)
-        return _POOLS[job.pool_key]
+        pool = _POOLS.pop(job.pool_key, None) or _Pool(job)
+        _POOLS[job.pool_key] = pool
+        while len(_POOLS) > MAX_POOLS:
+            retired.append(_POOLS.pop(next(iter(_POOLS))))
+    for old in retired:
+        old.close()  # sandboxes still running an example are closed when they are released
+    return pool
 
 
 def _close_pool(key: str) -> None:
@@ -130,7 +143,7 @@ def _run_example(job: _Job) -> ExampleRecord:
     """One example in a sandbox (the joblib job). Never raises for the harness's failures."""
     example = job.example
     record = ExampleRecord(id=example.id, input=example.input, target=example.target)
-    recorder = CallRecorder(job.model)
+    recorder = job.model.recorder()
     started = time.perf_counter()
     pool = _pool_for(job)
     sandbox = None
@@ -150,6 +163,17 @@ def _run_example(job: _Job) -> ExampleRecord:
     record.calls = recorder.calls
     record.seconds = round(time.perf_counter() - started, 4)
     return record
+
+
+def _parallel(parallel: Any, n_jobs: int) -> Any:
+    """joblib's Parallel yielding records as they finish; a backend without result generators (Ray's) returns
+    them all at the end, so progress then comes at once."""
+    try:
+        return parallel(n_jobs=n_jobs, prefer="threads", return_as="generator_unordered")
+    except ValueError as exc:
+        if "return_as" not in str(exc):
+            raise
+        return parallel(n_jobs=n_jobs, prefer="threads")
 
 
 def _resolve_task(task: str | Task, data_dir: str | Path | None) -> Task:
@@ -225,9 +249,7 @@ def evaluate(
     by_id: dict[str, ExampleRecord] = {}
     examples_by_id = {example.id: example for example in examples}
     try:
-        results = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator_unordered")(
-            delayed(_run_example)(job) for job in jobs
-        )
+        results = _parallel(Parallel, n_jobs)(delayed(_run_example)(job) for job in jobs)
         for done, record in zip(itertools.count(1), results):
             if record.error is None and record.prediction is not None:
                 record.scores = task_obj.score(record.prediction, examples_by_id[record.id])
@@ -238,6 +260,7 @@ def evaluate(
                 progress(record, done, len(jobs))
     finally:
         _close_pool(pool_key)
+        model_ref.close()
     records = [by_id[example.id] for example in examples]
     if trace_path is not None:
         write_records(records, trace_path)

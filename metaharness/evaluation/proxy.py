@@ -6,47 +6,108 @@ JSON requests through its pipe. Each call is checked (messages, ``max_tokens``, 
 one call (bad arguments, context overflow, invalid structured output) goes back to the harness as an error it may
 catch; failures of the whole run (a reached budget cap, a missing key, an unreachable server) are raised so the
 evaluation stops with a clear message.
+
+Jobs that run in other processes (joblib's Dask, Ray or loky backends) reach the same client through
+:class:`ProxyServer`: a pickled :class:`ModelRef` carries no client and no key, only the address of a TCP server
+in the parent and a per-evaluation token, and every call of a remote job is made by the parent's client, so the
+run's ledger counts it and its caps hold. Wire format, one JSON line each way per connection: ``{"token",
+"request"}`` in, ``{"reply", "record"}`` (the reply for the harness, the call's trace record) or ``{"failure":
+{"kind", "message"}}`` out (a systemic failure, raised again in the remote job as the same error class).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hmac
+import json
+import os
+import secrets
+import socket
+import socketserver
 import threading
+from dataclasses import dataclass
 from typing import Any
 
-from metaharness.errors import BudgetExceeded, ConfigurationError
+from metaharness.errors import BudgetExceeded, ConfigurationError, MetaharnessError
 from metaharness.models.types import ChatRequest, ChatResult, ModelClient
 
 MAX_TOKENS_CAP = 8192
 _SYSTEMIC = (BudgetExceeded, ConfigurationError)
+# Where the parent's proxy listens, and the host remote workers are told to connect to: 127.0.0.1 unless set
+# (a cluster on other machines needs an address they can reach, e.g. the parent's LAN address).
+PROXY_HOST_ENV = "METAHARNESS_PROXY_HOST"
+PROXY_PORT_ENV = "METAHARNESS_PROXY_PORT"
+# A remote call waits this long for the parent (model time included: retries of a slow server can take minutes).
+REMOTE_CALL_SECONDS = 1800.0
+MAX_LINE = 64 << 20
+
+
+@dataclass(frozen=True)
+class ProxyAddress:
+    """Where a remote job sends its model calls: the parent's :class:`ProxyServer` and its per-evaluation token."""
+
+    host: str
+    port: int
+    token: str
 
 
 class ModelRef:
-    """A model for evaluation jobs: a live client here, or its spec string rebuilt once per remote process.
+    """The task model of an evaluation's jobs: the live client in this process, the parent's proxy elsewhere.
 
-    joblib's Dask or Ray backends pickle jobs to other machines; an in-process model cannot travel, so pickling
-    keeps only the spec and the receiving process connects to it itself (``connect(spec)``).
+    joblib's Dask, Ray or loky backends pickle jobs to other processes. The client never travels (it holds the
+    key and the run's ledger): pickling a ref starts the parent's :class:`ProxyServer` once and keeps only the
+    spec and the server's :class:`ProxyAddress`, so a remote job's calls are made here. :meth:`close` stops the
+    server (the evaluation's end); a remote call after that fails with a clear error.
     """
 
-    _connected: dict[str, ModelClient] = {}
-    _lock = threading.Lock()
-
-    def __init__(self, model: ModelClient | str):
-        self.spec = model if isinstance(model, str) else model.spec
-        self._client = None if isinstance(model, str) else model
+    def __init__(self, model: ModelClient):
+        self.spec = model.spec
+        self._client: ModelClient | None = model
+        self._remote: ProxyAddress | None = None
+        self._server: ProxyServer | None = None
+        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"spec": self.spec, "_client": None}
+        return {"spec": self.spec, "remote": self.serve()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.spec = state["spec"]
+        self._client, self._remote, self._server = None, state["remote"], None
+        self._lock = threading.Lock()
 
     @property
     def client(self) -> ModelClient:
         if self._client is None:
-            with ModelRef._lock:
-                if self.spec not in ModelRef._connected:
-                    from metaharness.models import connect
-
-                    ModelRef._connected[self.spec] = connect(self.spec)
-                self._client = ModelRef._connected[self.spec]
+            raise ConfigurationError(f"The client of {self.spec} lives in the parent process; use recorder().")
         return self._client
+
+    @property
+    def remote(self) -> bool:
+        """True in a process the ref was sent to: calls go to the parent's proxy."""
+        return self._client is None
+
+    def serve(self) -> ProxyAddress:
+        """The parent's proxy for remote copies of this ref (started on first use); in a copy, its address."""
+        with self._lock:
+            if self._client is None:
+                assert self._remote is not None, "an unpickled ModelRef always has its proxy's address"
+                return self._remote
+            if self._server is None:
+                self._server = ProxyServer(self)
+            return self._server.address
+
+    def recorder(self) -> CallRecorder | RemoteRecorder:
+        """A fresh recorder for one example's calls: direct here, through the parent's proxy in a remote copy."""
+        if self._client is None:
+            assert self._remote is not None
+            return RemoteRecorder(self._remote)
+        return CallRecorder(self)
+
+    def close(self) -> None:
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.close()
 
 
 def _dollars(client: ModelClient, result: ChatResult) -> float:
@@ -132,3 +193,99 @@ class CallRecorder:
             usd=_dollars(client, result),
         )
         return {"text": result.text, "parsed": result.parsed}
+
+
+class ProxyServer:
+    """The parent's end of remote jobs' model calls: a threaded TCP server answering with ``model``'s client.
+
+    Listens on ``METAHARNESS_PROXY_HOST`` (default 127.0.0.1) and ``METAHARNESS_PROXY_PORT`` (default: any free
+    port); a request without this server's token is refused. Each connection carries one call.
+    """
+
+    def __init__(self, model: ModelRef, host: str | None = None, port: int | None = None):
+        host = host or os.environ.get(PROXY_HOST_ENV) or "127.0.0.1"
+        port = port if port is not None else int(os.environ.get(PROXY_PORT_ENV) or 0)
+        token = secrets.token_urlsafe(32)
+        proxy = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            timeout = 60.0  # to send the request line; the model call itself has no limit here
+
+            def handle(self) -> None:
+                line = self.rfile.readline(MAX_LINE)
+                try:
+                    message = json.loads(line)
+                    authorised = isinstance(message, dict) and hmac.compare_digest(str(message.get("token", "")), token)
+                except (ValueError, UnicodeDecodeError):
+                    message, authorised = None, False
+                if not authorised:
+                    answer = {"failure": {"kind": "ConfigurationError", "message": "refused: not this run's token"}}
+                else:
+                    answer = proxy.answer(message.get("request") or {})
+                with contextlib.suppress(OSError):  # the job is gone (its worker died): nobody to answer
+                    self.wfile.write(json.dumps(answer).encode() + b"\n")
+
+        class Server(socketserver.ThreadingTCPServer):
+            # close() waits for the calls in flight, so the ledger is complete when an evaluation returns.
+            daemon_threads = False
+            block_on_close = True
+            allow_reuse_address = True
+
+        self.model = model
+        self.server = Server((host, port), Handler)
+        self.address = ProxyAddress(host, self.server.server_address[1], token)
+        self._thread = threading.Thread(target=self.server.serve_forever, name="model-proxy", daemon=True)
+        self._thread.start()
+
+    def answer(self, payload: dict[str, Any]) -> dict[str, Any]:
+        recorder = CallRecorder(self.model)
+        try:
+            reply = recorder(payload)
+        except MetaharnessError as exc:  # systemic: the remote job raises it again, the evaluation stops
+            return {"failure": {"kind": type(exc).__name__, "message": str(exc)}}
+        return {"reply": reply, "record": recorder.calls[0]}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=5)
+
+
+_FAILURES: dict[str, type[MetaharnessError]] = {
+    "BudgetExceeded": BudgetExceeded,
+    "ConfigurationError": ConfigurationError,
+}
+
+
+class RemoteRecorder:
+    """:class:`CallRecorder`'s twin in a remote process: each call goes to the parent's :class:`ProxyServer`,
+    which makes it and returns the reply with its record (kept in ``calls``, as locally)."""
+
+    def __init__(self, address: ProxyAddress):
+        self.address = address
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
+        where = f"{self.address.host}:{self.address.port}"
+        message = json.dumps({"token": self.address.token, "request": payload}).encode() + b"\n"
+        try:
+            with socket.create_connection((self.address.host, self.address.port), timeout=REMOTE_CALL_SECONDS) as s:
+                s.sendall(message)
+                with s.makefile("rb") as replies:
+                    line = replies.readline(MAX_LINE)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"This worker cannot reach the evaluation's model proxy at {where} ({exc}). Workers on other "
+                f"machines need an address of the parent they can reach: set {PROXY_HOST_ENV} (and "
+                f"{PROXY_PORT_ENV} for a fixed port) in the parent."
+            ) from None
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            raise ConfigurationError(f"The model proxy at {where} closed the connection without an answer.") from None
+        failure = answer.get("failure")
+        if failure is not None:
+            kind = _FAILURES.get(failure.get("kind"), ConfigurationError)
+            raise kind(failure.get("message") or "the model proxy failed")
+        self.calls.append(answer["record"])
+        return answer["reply"]
