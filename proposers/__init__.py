@@ -19,9 +19,11 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
   examples per probe; offline 8, tps 6, base 4), ``plans`` (revisions sampled per iteration; offline 6, tps 4),
   ``operators`` (offline: restrict the operator library to these names), ``probe_tokens`` / ``frontier`` /
   ``extend`` (offline: probe token budget per iteration, parents revised, candidates extended), ``max_steps`` /
-  ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``run_dir`` (offline: probe files
-  go under ``<run_dir>/proposer/probe``; base/tps: transcripts and planning records under ``<run_dir>/proposer``,
-  else under the run directory the loop passes in ``RunState.run_dir``).
+  ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``context_tokens`` (base/tps: the
+  proposer model's context window, which the agent's transcript is compacted to fit; default the client's, else
+  32768), ``run_dir`` (offline: probe files go under ``<run_dir>/proposer/probe``; base/tps: transcripts and
+  planning records under ``<run_dir>/proposer``, else under the run directory the loop passes in
+  ``RunState.run_dir``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,11 @@ OPTION_KEYS = (
     "extend",
     "max_steps",
     "max_tokens",
+    "context_tokens",
 )
+# The settings each family takes (``tps`` also takes ``plans``).
+OFFLINE_KEYS = ("seed", "workers", "probe_size", "plans", "operators", "probe_tokens", "frontier", "extend")
+CODING_KEYS = ("seed", "workers", "probe_size", "max_steps", "max_tokens", "context_tokens")
 PROPOSER_NAMES: tuple[str, ...] = ("offline", "base", "tps") + tuple(
     f"{family}{suffix}" for family in _FAMILIES for suffix in _SELECTIONS if suffix
 )
@@ -87,7 +93,7 @@ def get_proposer(name: str, **config: Any) -> Proposer:
         if task_model is None:
             raise ConfigurationError("The offline proposer probes with the task model: pass task_model=.")
         probe_dir = str(Path(run_dir) / "proposer" / "probe") if run_dir else None
-        offline = {k: v for k, v in options.items() if k not in ("max_steps", "max_tokens")}
+        offline = {k: v for k, v in options.items() if k in OFFLINE_KEYS}
         return OfflineProposer(task, task_model, selection=selection, probe_dir=probe_dir, **offline)
     model = config.get("model")
     if model is None:
@@ -96,7 +102,7 @@ def get_proposer(name: str, **config: Any) -> Proposer:
             "--proposer-model (e.g. anthropic:claude-sonnet-4-5, or openai:MODEL@http://host:port/v1), or use "
             "--proposer offline, which needs no hosted model."
         )
-    coding = {k: options[k] for k in ("seed", "workers", "probe_size", "max_steps", "max_tokens") if k in options}
+    coding = {k: options[k] for k in CODING_KEYS if k in options}
     if family == "base":
         from metaharness.proposers.coding import CodingProposer
 

@@ -10,18 +10,26 @@ OpenAI-compatible alike), with ``tool_choice="required"`` so every turn is an ac
 Valid submissions become proposals; when fewer than ``K`` pass the import check, failing ones are returned too, so
 the loop records the failure with its error and the next iteration's workspace shows it. The transcript of every
 iteration is written to ``<run_dir>/proposer/iter-<n>/`` when a run directory is known.
+
+The conversation sent to the model stays within its context window (:class:`Transcript`): the system prompt, the
+task and the last :data:`KEEP_TURNS` turns are sent whole; when the estimate passes the budget (the window less the
+answer's ``max_tokens``), older tool results become a one-line stub (``[compacted: 5400 chars of read_file
+candidates/c1/traces.jsonl]``) and long arguments of older tool calls (whole files given to ``write_file``) a stub
+of their length, oldest first, so a long session never overflows. The transcript file keeps everything whole.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from metaharness import frontier
-from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError
+from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError, Tool
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.probe import Prober
 from metaharness.proposers.workspace import Submission, Workspace
@@ -47,6 +55,111 @@ When {k} candidate(s) are submitted, call finish."""
 
 MAX_STEPS = 40
 MAX_BAD_TURNS = 3
+# The proposer model's context window when the client does not know it (hosted models have more).
+DEFAULT_CONTEXT_TOKENS = 32768
+KEEP_TURNS = 6  # the latest turns (a model reply with its tool results) always sent whole
+# Tokens are estimated from the characters of the request as OpenAI's wire format spells it (tool-call arguments are
+# JSON inside JSON): about 4 characters make a token in English, 3 in code and JSON, so 3 overestimates.
+CHARS_PER_TOKEN = 3
+LOW_WATER = 0.6  # compacting goes on to this share of the budget, so the sent prefix changes seldom
+STUB_ARGUMENT = 160  # tool-call arguments longer than this are stubbed in compacted turns
+
+
+def context_window(model: ModelClient) -> int | None:
+    """The model's context window in tokens when its client knows it (``context_window`` or ``n_ctx``)."""
+    for owner in (model, getattr(model, "backend", None)):
+        for name in ("context_window", "n_ctx"):
+            value = getattr(owner, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+def estimate_tokens(messages: list[dict[str, Any]], tools: list[Tool] | None = None) -> int:
+    """A conservative token count of a request: its messages and tools as OpenAI's wire format spells them (JSON,
+    non-ASCII escaped), in characters over CHARS_PER_TOKEN."""
+    from metaharness.models.openai_api import tool_call_to_openai
+
+    wire = []
+    for message in messages:
+        item = {k: message[k] for k in ("role", "content", "tool_call_id") if k in message}
+        if message.get("tool_calls"):
+            item["tool_calls"] = [tool_call_to_openai(call) for call in message["tool_calls"]]
+        wire.append(item)
+    functions = [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in tools or []
+    ]
+    return math.ceil((len(json.dumps(wire)) + len(json.dumps(functions))) / CHARS_PER_TOKEN)
+
+
+def _describe(call: dict[str, Any]) -> str:
+    arguments = call.get("arguments") or {}
+    target = next((str(arguments[k]) for k in ("path", "name", "pattern", "candidate_id") if arguments.get(k)), "")
+    return f"{call.get('name', 'a tool')} {target}".strip()
+
+
+class Transcript:
+    """The agent's conversation: ``full`` (every message whole, for the transcript file) and ``sent`` (what the
+    next request carries), compacted to ``budget`` tokens as the module docstring describes."""
+
+    def __init__(
+        self, system: str, task: str, *, budget: int, tools: list[Tool] | None = None, keep_turns: int = KEEP_TURNS
+    ) -> None:
+        self.full: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+        self.sent = copy.deepcopy(self.full)
+        self.budget = budget
+        self.tools = tools
+        self.keep_turns = keep_turns
+        self.compacted = 0  # messages stubbed so far
+        self._calls: dict[str, dict[str, Any]] = {}  # tool call id -> the call, to describe its result
+        self._done: set[int] = set()  # indices of sent messages already stubbed
+
+    def append(self, message: dict[str, Any]) -> None:
+        self.full.append(message)
+        self.sent.append(copy.deepcopy(message))
+        for call in message.get("tool_calls") or []:
+            self._calls[call["id"]] = call
+
+    def tokens(self) -> int:
+        return estimate_tokens(self.sent, self.tools)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The messages for the next request, within the budget whenever stubbing the older turns can get there."""
+        if self.tokens() > self.budget:
+            turns = [i for i, m in enumerate(self.sent) if m["role"] == "assistant"]
+            for keep in (self.keep_turns, 1):
+                # Everything before the last ``keep`` turns may be stubbed (never the system prompt and the task).
+                limit = turns[-keep] if len(turns) >= keep else 2
+                if self._compact(range(2, limit), target=int(self.budget * LOW_WATER)):
+                    break
+        return self.sent
+
+    def _compact(self, indices: range, *, target: int) -> bool:
+        for index in indices:
+            if self.tokens() <= target:
+                return True
+            if index in self._done:
+                continue
+            message = self.sent[index]
+            if message["role"] == "tool":
+                size = len(message.get("content") or "")
+                call = self._calls.get(message.get("tool_call_id") or "", {})
+                message["content"] = f"[compacted: {size} chars of {_describe(call)}]"
+            else:
+                content = message.get("content") or ""
+                if len(content) > STUB_ARGUMENT:
+                    message["content"] = f"[compacted: {len(content)} chars]"
+                for call in message.get("tool_calls") or []:
+                    call["arguments"] = {
+                        key: f"[compacted: {len(value)} chars]"
+                        if isinstance(value, str) and len(value) > STUB_ARGUMENT
+                        else value
+                        for key, value in (call.get("arguments") or {}).items()
+                    }
+            self._done.add(index)
+            self.compacted += 1
+        return self.tokens() <= self.budget
 
 
 def run_agent(
@@ -58,19 +171,24 @@ def run_agent(
     k: int,
     max_steps: int = MAX_STEPS,
     max_tokens: int = 4096,
+    context_tokens: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Drive the tool-calling loop until ``k`` valid submissions, ``finish``, or ``max_steps``; return the messages."""
+    """Drive the tool-calling loop until ``k`` valid submissions, ``finish``, or ``max_steps``; return the whole
+    messages. Each request fits ``context_tokens`` (default: the model's window, else DEFAULT_CONTEXT_TOKENS)
+    with room for ``max_tokens`` of answer (:class:`Transcript`)."""
     tools = workspace.tools()
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    schemas = [tool for tool, _ in tools.values()]
+    window = context_tokens or context_window(model) or DEFAULT_CONTEXT_TOKENS
+    transcript = Transcript(system, task, budget=max(window - max_tokens, 1), tools=schemas)
     bad_turns = 0
     for _ in range(max_steps):
         if workspace.finished or len(workspace.valid()) >= k:
             break
         request = ChatRequest(
-            messages,
+            transcript.messages(),
             temperature=0.0,
             max_tokens=max_tokens,
-            tools=[tool for tool, _ in tools.values()],
+            tools=schemas,
             tool_choice="required",
         )
         try:
@@ -81,22 +199,22 @@ def run_agent(
             calls, text = [], f"(invalid tool call: {exc})"
         if not calls:
             bad_turns += 1
-            messages += [
-                {"role": "assistant", "content": text or "(no tool call)"},
+            transcript.append({"role": "assistant", "content": text or "(no tool call)"})
+            transcript.append(
                 {
                     "role": "user",
                     "content": "Reply with a tool call (for example read_file or submit); call finish when done.",
-                },
-            ]
+                }
+            )
             if bad_turns >= MAX_BAD_TURNS:
                 break
             continue
         bad_turns = 0
-        messages.append({"role": "assistant", "content": text, "tool_calls": [asdict(c) for c in calls]})
+        transcript.append({"role": "assistant", "content": text, "tool_calls": [asdict(c) for c in calls]})
         for call in calls:
             output = workspace.call(call.name, call.arguments)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
-    return messages
+            transcript.append({"role": "tool", "tool_call_id": call.id, "content": output})
+    return transcript.full
 
 
 def submitted(workspace: Workspace, k: int) -> list[Submission]:
@@ -128,6 +246,7 @@ class CodingProposer:
         workers: int | None = None,
         max_steps: int = MAX_STEPS,
         max_tokens: int = 4096,
+        context_tokens: int | None = None,
     ) -> None:
         if isinstance(model, str):
             from metaharness.models import connect
@@ -138,6 +257,7 @@ class CodingProposer:
         self.run_dir = Path(run_dir) if run_dir else None
         self.max_steps = max_steps
         self.max_tokens = max_tokens  # per agent turn: room for a whole harness file in one write_file call
+        self.context_tokens = context_tokens  # the proposer model's window (None: the client's, else a default)
         self._tmp = tempfile.TemporaryDirectory(prefix="metaharness-proposer-")
         self.prober = Prober(task, task_model, size=probe_size, seed=seed, workers=workers) if task_model else None
 
@@ -168,7 +288,14 @@ class CodingProposer:
     def write(self, state: RunState, workspace: Workspace, brief: str, k: int) -> list[dict[str, Any]]:
         """Run the agent with ``brief`` as its task message and keep the transcript beside the workspace."""
         messages = run_agent(
-            self.model, workspace, SYSTEM.format(k=k), brief, k=k, max_steps=self.max_steps, max_tokens=self.max_tokens
+            self.model,
+            workspace,
+            SYSTEM.format(k=k),
+            brief,
+            k=k,
+            max_steps=self.max_steps,
+            max_tokens=self.max_tokens,
+            context_tokens=self.context_tokens,
         )
         transcript = workspace.root.parent / "transcript.json"
         transcript.write_text(json.dumps(messages, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
