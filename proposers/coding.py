@@ -82,7 +82,7 @@ def estimate_tokens(messages: list[dict[str, Any]], tools: list[Tool] | None = N
 
     wire = []
     for message in messages:
-        item = {k: message[k] for k in ("role", "content", "tool_call_id") if k in message}
+        item: dict[str, Any] = {k: message[k] for k in ("role", "content", "tool_call_id") if k in message}
         if message.get("tool_calls"):
             item["tool_calls"] = [tool_call_to_openai(call) for call in message["tool_calls"]]
         wire.append(item)
