@@ -7,7 +7,8 @@ One iteration, as the four TPS stages plus the solver:
 2. state simulation, by execution: each predicted candidate runs on a few held-out training examples with the task
    model (:mod:`.probe`); its predicted validation score is its parent's measured score plus the probe difference,
    its uncertainty grows with the number of probe examples that flip, its cost is scaled from the parent's
-   measured cost. The most promising predicted candidates are extended by one further revision (chains of two);
+   measured cost. The most promising predicted candidates are extended level by level, one revision at a time,
+   into chains of up to ``depth`` revisions (default 3);
 3. merging: candidates with identical predictions on every probe example are one node;
 4. labels: +1 predicted to beat the best score, -1 dead end (the probe mostly errors), 0 otherwise.
 
@@ -25,7 +26,7 @@ import random
 from metaharness.candidate import Candidate
 from metaharness.models.types import ModelClient
 from metaharness.proposal import Proposal, RunState
-from metaharness.proposers.operators import Operator, applicable, label_set
+from metaharness.proposers.operators import Operator, answer_profile, applicable
 from metaharness.proposers.probe import Prober, ProbeResult
 from metaharness.proposers.program_plan import DEAD_END, Calibration, Predicted, calibrate, label, plan, proposal_for
 from metaharness.tasks.task import Task
@@ -42,12 +43,13 @@ class OfflineProposer:
 
     ``task``: the :class:`~metaharness.tasks.Task`; ``task_model``: a ModelClient or spec string (the fixed task
     model, used for the probe); ``selection``: ``ilp`` | ``greedy`` | ``random`` | ``best_of_n``; ``plans``: depth-1
-    revisions sampled per iteration (M); ``extend``: how many of the best are extended by a second revision
-    (``extensions`` each); ``frontier``: how many top candidates are revised; ``probe_size``: held-out training
-    examples per probe; ``operators``: restrict the library to these operator names; ``probe_tokens``: the
-    iteration's budget of task-model prompt tokens for probing (a revision that changes the prompt costs about
-    ``probe_size`` x its parent's prompt size; one that only post-processes answers reuses its parent's cached
-    calls and costs nothing). The defaults keep an iteration small enough for CPU-only runs of the embedded model.
+    revisions sampled per iteration (M); ``extend``: how many of the best are extended at each level
+    (``extensions`` each); ``depth``: the longest revision chain; ``frontier``: how many top candidates are
+    revised; ``probe_size``: held-out training examples per probe; ``operators``: restrict the library to these
+    operator names; ``probe_tokens``: the iteration's budget of task-model prompt tokens for probing (a revision
+    that changes the prompt costs about ``probe_size`` x its parent's prompt size; one that only post-processes
+    answers reuses its parent's cached calls and costs nothing). The defaults keep an iteration small enough for
+    CPU-only runs of the embedded model.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class OfflineProposer:
         plans: int = 6,
         extend: int = 2,
         extensions: int = 1,
+        depth: int = 3,
         frontier: int = 2,
         probe_size: int = 8,
         operators: list[str] | None = None,
@@ -71,9 +74,10 @@ class OfflineProposer:
         self.task = task
         self.selection = selection
         self.plans, self.extend, self.extensions, self.frontier = plans, extend, extensions, frontier
+        self.depth = max(1, depth)
         self.seed = seed
         self.prober = Prober(task, task_model, size=probe_size, seed=seed, workers=workers, folder=probe_dir)
-        self.labelled = bool(label_set([ex.target for ex in self.prober.held_out.rest]))
+        self.profile = answer_profile(self.prober.held_out.rest)
         self.operators = set(operators) if operators else None
         self.probe_tokens = probe_tokens
         self._spent = 0.0
@@ -91,7 +95,7 @@ class OfflineProposer:
         return True
 
     def _applicable(self, source: str) -> list[Operator]:
-        ops = applicable(source, labelled=self.labelled)
+        ops = applicable(source, self.profile)
         return [op for op in ops if self.operators is None or op.name in self.operators]
 
     # ------------------------------------------------------------------ stages
@@ -220,20 +224,25 @@ class OfflineProposer:
                 continue
             add(parent.id, parent, parent.source, op, [])
 
-        # Stage 2b: extend the most promising predicted candidates by a further revision.
-        promising = sorted((p for p in predicted if p.details["probe"]["errors"] == 0), key=lambda p: -p.score)
-        for first in promising[: self.extend]:
-            base = next(c for c in parents if c.id == first.parent)
-            source = first.source
-            if source is None:
-                continue
-            ops = [op for op in self._applicable(source) if op.name not in first.details["chain_ops"]]
-            rng.shuffle(ops)
-            added = 0
-            for op in ops:
-                if added >= self.extensions or not self._afford(base, op):
+        # Stage 2b: extend the most promising predicted candidates, level by level, up to ``depth`` revisions.
+        level = list(predicted)
+        for _ in range(self.depth - 1):
+            promising = sorted((p for p in level if p.details["probe"]["errors"] == 0), key=lambda p: -p.score)
+            level = []
+            for first in promising[: self.extend]:
+                base = next(c for c in parents if c.id == first.details["base"])
+                source = first.source
+                if source is None:
                     continue
-                added += add(first.key, base, source, op, first.details["chain_ops"])
+                ops = [op for op in self._applicable(source) if op.name not in first.details["chain_ops"]]
+                rng.shuffle(ops)
+                added = 0
+                for op in ops:
+                    if added >= self.extensions or not self._afford(base, op):
+                        continue
+                    if add(first.key, base, source, op, first.details["chain_ops"]):
+                        added += 1
+                        level.append(predicted[-1])
 
         predicted = self._merge(predicted, probes)
         for p in predicted:  # Stage 4: labels

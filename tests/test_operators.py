@@ -1,7 +1,10 @@
-"""The harness transformations: they apply to the seeds, keep the file valid, and change behaviour as they say.
+"""The harness transformations: they apply to the seeds of all three tasks, compose into chains of depth 3 that stay
+working programs, and change behaviour as they say.
 
 Transformed harnesses are executed here with a scripted stand-in for the task model; that tests the generated
-code's logic (the evaluator's sandbox runs it for real in the proposer tests).
+code's logic (the evaluator's sandbox runs it for real in the proposer tests). Each task gets a small training set
+in its own answer shape: single labels (Symptom2Disease), Chinese cases with charge sets (LawBench), reaction
+questions with SMILES (USPTO).
 """
 
 from __future__ import annotations
@@ -14,119 +17,214 @@ from fakes import ScriptedLM
 
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
-from metaharness.proposers.operators import ANSWER_CAP, FORMAT_SENTENCE, OPERATORS, applicable, get_operator, label_set
+from metaharness.proposers.operators import (
+    OPERATOR_NAMES,
+    OPERATORS,
+    AnswerProfile,
+    answer_profile,
+    applicable,
+    get_operator,
+)
+from metaharness.proposers.operators.prompts import ANSWER_CAP, FORMAT_SENTENCE
 
-SEED_FILES = sorted(SEEDS.glob("*/*.py"))
-LABELS = ["common cold", "dengue", "migraine"]
-TRAIN = [
-    {"id": "t0", "input": "runny nose sneezing sore throat", "target": "common cold"},
-    {"id": "t1", "input": "high fever joint pain rash behind eyes", "target": "dengue"},
-    {"id": "t2", "input": "throbbing headache light hurts nausea", "target": "migraine"},
-    {"id": "t3", "input": "sneezing blocked nose mild cough", "target": "common cold"},
-    {"id": "t4", "input": "fever rash severe joint pain", "target": "dengue"},
-    {"id": "t5", "input": "one sided headache with aura", "target": "migraine"},
-    {"id": "t6", "input": "stuffy nose sneezing tired", "target": "common cold"},
-]
-
-
+TRAIN = {
+    "symptom2disease": [
+        {"id": "t0", "input": "runny nose sneezing sore throat", "target": "common cold"},
+        {"id": "t1", "input": "high fever joint pain rash behind eyes", "target": "dengue"},
+        {"id": "t2", "input": "throbbing headache light hurts nausea", "target": "migraine"},
+        {"id": "t3", "input": "sneezing blocked nose mild cough", "target": "common cold"},
+        {"id": "t4", "input": "fever rash severe joint pain", "target": "dengue"},
+        {"id": "t5", "input": "one sided headache with aura", "target": "migraine"},
+        {"id": "t6", "input": "stuffy nose sneezing tired", "target": "common cold"},
+    ],
+    "lawbench": [
+        {"id": "l0", "input": "事实:被告人在超市盗窃手机一部，价值三千元。", "target": "盗窃"},
+        {"id": "l1", "input": "事实:被告人持刀故意伤害被害人，致其轻伤。", "target": "故意伤害"},
+        {"id": "l2", "input": "事实:被告人盗窃电动车后又持刀伤害失主。", "target": "盗窃;故意伤害"},
+        {"id": "l3", "input": "事实:被告人在商场盗窃钱包，价值两千元。", "target": "盗窃"},
+        {"id": "l4", "input": "事实:被告人冒充公司员工诈骗他人钱财。", "target": "诈骗"},
+        {"id": "l5", "input": "事实:被告人盗窃并诈骗被害人财物。", "target": "盗窃;诈骗"},
+        {"id": "l6", "input": "事实:被告人组织、容留他人卖淫。", "target": "组织、强迫、引诱、容留、介绍卖淫"},
+        {"id": "l7", "input": "事实:被告人殴打他人，故意伤害致其轻伤。", "target": "故意伤害"},
+    ],
+    "uspto": [
+        {
+            "id": "u0",
+            "input": "Context: The reaction type is Protections.\nInput: CC(C)(C)OC(=O)NCCc1ccc(N)cc1\nAnswer: ",
+            "target": "CC(C)(C)OC(=O)OC(=O)OC(C)(C)C.NCCc1ccc(N)cc1",
+        },
+        {
+            "id": "u1",
+            "input": "Context: The reaction type is Oxidations.\nInput: Cc1cc(C=O)cc(C(F)(F)F)c1\nAnswer: ",
+            "target": "Cc1cc(CO)cc(C(F)(F)F)c1",
+        },
+        {
+            "id": "u2",
+            "input": "Context: The reaction type is Reductions.\nInput: COc1cc(N)ccc1Oc1ccc(Cl)c(Cl)c1\nAnswer: ",
+            "target": "COc1cc([N+](=O)[O-])ccc1Oc1ccc(Cl)c(Cl)c1",
+        },
+        {
+            "id": "u3",
+            "input": "Context: The reaction type is C-C bond formation.\nInput: Clc1ncncc1C#Cc1ccccc1\nAnswer: ",
+            "target": "C#Cc1ccccc1.Clc1ncncc1I",
+        },
+    ],
+}
+PROFILE = {task: answer_profile(rows) for task, rows in TRAIN.items()}
+REPLY = {"symptom2disease": "[DIAGNOSIS]dengue[/DIAGNOSIS]", "lawbench": "[罪名]盗窃<eoa>", "uspto": "CCO.CC"}
+SEED_CASES = [(task, path) for task in TRAIN for path in sorted((SEEDS / task).glob("*.py"))]
 DENGUE = "[DIAGNOSIS]dengue[/DIAGNOSIS]"
 COLD = "[DIAGNOSIS]common cold[/DIAGNOSIS]"
 
 
-def load(source: str, reply: str, train=TRAIN):
+def load(source: str, reply: str, train: list[dict] | None = None):
     """Run a harness file as a module; its Harness gets a scripted lm that answers every call with ``reply``."""
     module = types.ModuleType("harness_under_test")
     exec(compile(source, "harness.py", "exec"), module.__dict__)
-    lm = ScriptedLM(reply)
-    return module, module.Harness(lm, train), lm
+    lm = ScriptedLM(reply, context_window=4096)
+    return module, module.Harness(lm, train or TRAIN["symptom2disease"]), lm
 
 
 def seed(task: str, name: str) -> str:
     return (SEEDS / task / f"{name}.py").read_text()
 
 
-@pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_every_applicable_operator_keeps_a_valid_harness(path) -> None:
+def revise(source: str, *names: str) -> str:
+    for name in names:
+        source = get_operator(name).apply(source).source
+    return source
+
+
+def test_answer_profiles_read_the_training_answers() -> None:
+    assert PROFILE["symptom2disease"] == AnswerProfile(labels=3)
+    assert PROFILE["lawbench"].labelled and PROFILE["lawbench"].multi_label and PROFILE["lawbench"].cjk
+    assert PROFILE["lawbench"].labels == 4  # 盗窃, 故意伤害, 诈骗 and the charge whose name holds 、
+    assert PROFILE["uspto"].smiles and not PROFILE["uspto"].labelled
+    free_text = [{"input": f"q{i}", "target": f"a long free answer number {i}"} for i in range(20)]
+    assert not answer_profile(free_text).labelled
+    # Any number of labels: 150 labels, each seen twice.
+    many = [{"input": f"case {i}", "target": f"label {i % 150}"} for i in range(300)]
+    assert answer_profile(many).labels == 150
+
+
+@pytest.mark.parametrize(("task", "path"), SEED_CASES, ids=lambda c: getattr(c, "stem", c))
+def test_every_applicable_operator_keeps_a_valid_harness(task, path) -> None:
     source = path.read_text()
-    ops = applicable(source)
-    assert {"snap_to_labels", "answer_format"} <= {op.name for op in ops}
+    ops = applicable(source, PROFILE[task])
+    assert "answer_format" in {op.name for op in ops}
+    if task != "uspto":
+        assert {"snap_to_labels", "neighbour_vote", "neighbour_fallback"} <= {op.name for op in ops}
+    else:
+        assert {"canonical_smiles", "retro_rules", "retro_rules_fallback"} <= {op.name for op in ops}
     for op in ops:
         revision = op.apply(source)  # compiles, or apply raises
         assert revision.source != source and revision.summary and revision.operator == op.name
+        _, harness, _ = load(revision.source, REPLY[task], TRAIN[task])
+        assert isinstance(harness.predict(TRAIN[task][0]["input"]), str), op.name
 
 
-# What each operator leaves in the program it edits (retrieval sizes and answer caps are checked by value).
-MARKERS = {
-    "snap_to_labels": "def _predict_before_snap(",
-    "neighbour_vote_3": "def _predict_before_vote3(",
-    "neighbour_vote_7": "def _predict_before_vote7(",
-    "neighbour_fallback": "def _predict_before_fallback(",
-    "answer_format": FORMAT_SENTENCE.strip(),
-    "label_list": "lm = _LabelHintLM(lm, _known_labels(train))",
-    "balanced_shots": "train = _label_round_robin(train)",
-}
-SETS_K = ("more_retrieved", "fewer_retrieved", "retrieval_off")
+@pytest.mark.parametrize("task", list(TRAIN))
+def test_chains_of_depth_three_are_working_programs_and_give_36_candidates(task: str) -> None:
+    """Every chain of up to three applicable operators from the retrieval seed, and of up to two from the others,
+    imports, instantiates and answers a training example; the distinct programs are enough for 12 iterations of
+    three evaluations."""
+    profile, train = PROFILE[task], TRAIN[task]
+    frontier = [(seed(task, name), (), depth) for name, depth in (("zero_shot", 2), ("few_shot", 2), ("retrieval", 3))]
+    seen = {source for source, _, _ in frontier}
+    deepest = 0
+    while frontier:
+        source, chain, depth = frontier.pop()
+        if len(chain) == depth:
+            continue
+        for op in applicable(source, profile):
+            new = op.apply(source).source
+            if new in seen:
+                continue
+            seen.add(new)
+            module, harness, _ = load(new, REPLY[task], train)
+            answer = harness.predict(train[-1]["input"])
+            assert isinstance(module.Harness, type) and isinstance(answer, str), (*chain, op.name)
+            deepest = max(deepest, len(chain) + 1)
+            frontier.append((new, (*chain, op.name), depth))
+    assert deepest == 3 and len(seen) - 3 >= 36, len(seen) - 3
 
 
-def retrieval_k(source: str) -> int:
-    return int(re.search(r"^K = (\d+)$", source, re.MULTILINE).group(1))
-
-
-def shows(operator: str, before: str, after: str) -> bool:
-    """Whether ``after`` carries the edit ``operator`` made to ``before``."""
-    if operator in SETS_K:
-        old, new = retrieval_k(before), retrieval_k(after)
-        return {"more_retrieved": new > old, "fewer_retrieved": 0 < new < old, "retrieval_off": new == 0}[operator]
-    if operator == "shorter_answers":  # no answer-length setting above the cap is left
-        return get_operator(operator).applies(before) and not get_operator(operator).applies(after)
-    return MARKERS[operator] in after and MARKERS[operator] not in before
-
-
-@pytest.mark.parametrize("name", ["zero_shot", "few_shot", "retrieval"])
-def test_operator_pairs_compose(name) -> None:
-    """Revision chains of two: every composed program is a working harness that carries both edits."""
-    source = seed("symptom2disease", name)
-    pairs = 0
-    for first in applicable(source):
-        revision = first.apply(source).source
-        for second in applicable(revision):
-            composed = second.apply(revision).source
-            chain = f"{name}: {first.name}, then {second.name}"
-            module, harness, _ = load(composed, DENGUE)  # valid Python; Harness(lm, train) constructs
-            assert isinstance(module.Harness, type) and isinstance(harness.predict(TRAIN[1]["input"]), str), chain
-            assert shows(second.name, revision, composed), chain
-            # two retrieval-size edits set the same constant: the second one decides its final value
-            kept_in = revision if first.name in SETS_K and second.name in SETS_K else composed
-            assert shows(first.name, source, kept_in), chain
-            pairs += 1
-    assert pairs >= 25
-
-
-@pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_edits_keep_the_original_text(path) -> None:
-    """Splicing, not regenerating: every original line except the renamed ``def predict`` survives verbatim."""
+@pytest.mark.parametrize(("task", "path"), SEED_CASES, ids=lambda c: getattr(c, "stem", c))
+def test_edits_keep_the_original_text(task, path) -> None:
+    """Splicing, not regenerating: every original line (comments included) except the renamed ``def predict``
+    survives verbatim, and added settings come with a comment."""
     source = path.read_text()
-    revised = get_operator("snap_to_labels").apply(source).source
+    name = "neighbour_vote" if task != "uspto" else "retro_rules"
+    revised = get_operator(name).apply(source).source
     kept = [line for line in source.splitlines() if "def predict(" not in line]
     new_lines = revised.splitlines()
     assert all(line in new_lines for line in kept)
+    if name == "neighbour_vote":
+        assert re.search(r"^# Neighbour vote: .*\nVOTE_K = 5\n", revised, re.MULTILINE)
 
 
 @pytest.mark.parametrize(
-    ("operator", "seed_name", "reply", "question", "answer"),
+    ("operators", "seed_name", "reply", "question", "answer"),
     [
-        ("snap_to_labels", "few_shot", "Commn cold", "sneezing", COLD),  # a misspelt label is repaired
-        ("snap_to_labels", "few_shot", "the patient has DENGUE!", "fever", DENGUE),
-        ("neighbour_vote_3", "few_shot", "migraine", "sneezing runny nose stuffy nose", COLD),  # outvoted
-        ("neighbour_vote_3", "few_shot", "dengue", "fever rash joint pain headache", DENGUE),  # its weight decides
-        ("neighbour_fallback", "zero_shot", "I am not sure.", "throbbing headache with aura", "migraine"),
-        ("neighbour_fallback", "zero_shot", DENGUE, "throbbing headache with aura", DENGUE),  # a label: kept
+        (["snap_to_labels"], "few_shot", "Commn cold", "sneezing", COLD),  # a misspelt label is repaired
+        (["snap_to_labels"], "few_shot", "the patient has DENGUE!", "fever", DENGUE),
+        (["neighbour_vote"], "few_shot", "migraine", "sneezing runny nose stuffy nose", COLD),  # outvoted
+        (["neighbour_vote", "trust_model"], "few_shot", "dengue", "fever rash joint pain headache", DENGUE),
+        (["neighbour_vote", "model_free_vote"], "few_shot", "dengue", "stuffy nose sneezing", COLD),
+        (["neighbour_fallback"], "zero_shot", "I am not sure.", "throbbing headache with aura", "migraine"),
+        (["neighbour_fallback"], "zero_shot", DENGUE, "throbbing headache with aura", DENGUE),  # a label: kept
     ],
 )
-def test_post_processors_change_answers_as_they_say(operator, seed_name, reply, question, answer) -> None:
-    revised = get_operator(operator).apply(seed("symptom2disease", seed_name)).source
-    _, harness, _ = load(revised, reply)
+def test_label_post_processors_change_answers_as_they_say(operators, seed_name, reply, question, answer) -> None:
+    _, harness, _ = load(revise(seed("symptom2disease", seed_name), *operators), reply)
     assert harness.predict(question) == answer
+
+
+def test_multi_label_answers_snap_and_vote_per_label_in_the_metric_format() -> None:
+    train = TRAIN["lawbench"]
+    snapped = revise(seed("lawbench", "zero_shot"), "snap_to_labels")
+    _, harness, _ = load(snapped, "分析……[罪名]盗窃罪;故意伤害罪<eoa>", train)
+    assert harness.predict("事实:……") == "分析……[罪名]盗窃;故意伤害<eoa>"  # each charge snapped, tags kept
+
+    # A model-free vote that keeps every charge with half the top vote answers with a charge set.
+    voted = revise(seed("lawbench", "retrieval"), "neighbour_vote", "model_free_vote", "label_sets", "char_2grams")
+    assert "INDEX_NGRAM = 2" in voted and "VOTE_SHARE = 0.5" in voted and "VOTE_MODEL_WEIGHT = 0.0" in voted
+    _, harness, _ = load(voted, "[罪名]诈骗<eoa>", train)
+    answer = harness.predict("事实:被告人盗窃财物后持刀伤害失主。")
+    assert set(re.search(r"\[罪名\](.*)<eoa>", answer).group(1).split(";")) == {"盗窃", "故意伤害"}
+
+    # A charge whose name contains 、 stays one label.
+    _, harness, _ = load(revise(seed("lawbench", "zero_shot"), "neighbour_fallback"), "不知道", train)
+    assert harness.predict("事实:被告人组织、容留他人卖淫。") == "组织、强迫、引诱、容留、介绍卖淫"
+
+
+def test_character_ngrams_change_what_the_neighbour_index_sees() -> None:
+    voted = revise(seed("lawbench", "zero_shot"), "neighbour_vote")
+    module, harness, _ = load(voted, "x", TRAIN["lawbench"])
+    assert harness._neighbours.tokens("盗窃手机")[:2] == ["盗", "窃"]
+    module, harness, _ = load(revise(voted, "char_3grams"), "x", TRAIN["lawbench"])
+    assert harness._neighbours.tokens("盗窃手机") == ["盗窃手", "窃手机"]
+    assert "more_voters" in {op.name for op in applicable(voted, PROFILE["lawbench"])}
+    assert "VOTE_K = 10" in revise(voted, "more_voters") and "VOTE_K = 2" in revise(voted, "fewer_voters")
+
+
+def test_smiles_clean_up_and_retro_rules() -> None:
+    train = TRAIN["uspto"]
+    protection = train[0]["input"]
+    _, harness, _ = load(revise(seed("uspto", "zero_shot"), "canonical_smiles"), "C(C)O.OCC.notsmiles", train)
+    assert harness.predict(protection) == "CCO"  # canonical, duplicates and invalid parts dropped
+
+    _, harness, _ = load(revise(seed("uspto", "zero_shot"), "retro_rules"), "CCO", train)
+    assert set(harness.predict(protection).split(".")) == set(train[0]["target"].split("."))  # Boc protection
+    assert harness.predict(train[1]["input"]) == train[1]["target"]  # aldehyde <- primary alcohol
+    assert harness.predict(train[3]["input"]) == "CCO"  # no rule for this type: the model's answer stays
+
+    fallback = revise(seed("uspto", "zero_shot"), "retro_rules_fallback")
+    _, harness, _ = load(fallback, "CCO", train)
+    assert harness.predict(protection) == "CCO"  # a valid answer is kept
+    _, harness, _ = load(fallback, "((((", train)
+    assert harness.predict(train[2]["input"]) == train[2]["target"]  # aromatic amine <- nitro
+    assert not get_operator("retro_rules").applies(fallback)  # one rule wrapper per program
 
 
 def test_answer_format_appends_to_the_instruction_constant() -> None:
@@ -134,25 +232,27 @@ def test_answer_format_appends_to_the_instruction_constant() -> None:
     module, _, _ = load(get_operator("answer_format").apply(source).source, "x")
     original, _, _ = load(source, "x")
     assert module.INSTRUCTION.startswith(original.INSTRUCTION)
-    assert module.INSTRUCTION.endswith("no explanation before or after it.")
+    assert module.INSTRUCTION.endswith(FORMAT_SENTENCE.strip())
     assert not get_operator("answer_format").applies(get_operator("answer_format").apply(source).source)
 
 
-def test_label_list_reaches_the_system_prompt() -> None:
+def test_label_list_reaches_the_system_prompt_for_small_vocabularies_only() -> None:
     source = seed("lawbench", "zero_shot")  # no LABELS constant in this seed
     revised = get_operator("label_list").apply(source).source
     _, harness, lm = load(revised, "[罪名]盗窃<eoa>")
     harness.predict("事实: ...")
     system = lm.requests[0].messages[0]
     assert system["role"] == "system" and "Possible answers: common cold; dengue; migraine." in system["content"]
+    assert get_operator("label_list").applies(source, AnswerProfile(labels=20))
+    assert not get_operator("label_list").applies(source, AnswerProfile(labels=134, multi_label=True))
 
 
 def test_balanced_shots_reorders_training_examples_round_robin() -> None:
     revised = get_operator("balanced_shots").apply(seed("symptom2disease", "few_shot")).source
     module, harness, _ = load(revised, "dengue")
-    order = [item["target"] for item in module._label_round_robin(TRAIN)]
+    order = [item["target"] for item in module._label_round_robin(TRAIN["symptom2disease"])]
     assert order[:3] == ["common cold", "dengue", "migraine"]
-    assert sorted(order) == sorted(item["target"] for item in TRAIN)
+    assert sorted(order) == sorted(item["target"] for item in TRAIN["symptom2disease"])
 
 
 def test_answer_cap_and_retrieval_k() -> None:
@@ -172,6 +272,17 @@ def test_answer_cap_and_retrieval_k() -> None:
     assert not get_operator("retrieval_off").applies(off.source)
 
 
+def test_more_retrieved_lawbench_shots_still_fit_the_context_window() -> None:
+    """Doubling the shots of the LawBench retrieval seed never sends a prompt past the model's window."""
+    long_train = [{"id": f"x{i}", "input": "事实:" + "被告人盗窃财物。" * 300, "target": "盗窃"} for i in range(12)]
+    source = revise(seed("lawbench", "retrieval"), "more_retrieved", "more_retrieved")
+    _, harness, lm = load(source, "[罪名]盗窃<eoa>", long_train)
+    harness.predict("事实:" + "被告人盗窃财物。" * 400)
+    prompt = "".join(m["content"] for m in lm.requests[0].messages)
+    estimate = sum(0.3 if ord(ch) < 128 else 2.2 for ch in prompt)
+    assert estimate <= 4096 * 0.9
+
+
 def test_operators_refuse_what_they_cannot_edit() -> None:
     with pytest.raises(InputError, match="does not apply"):
         get_operator("more_retrieved").apply(seed("symptom2disease", "zero_shot"))
@@ -180,11 +291,8 @@ def test_operators_refuse_what_they_cannot_edit() -> None:
     assert applicable("this is not python(") == []
     with pytest.raises(InputError, match="Unknown operator"):
         get_operator("rewrite_everything")
-
-
-def test_label_set_and_unlabelled_filter() -> None:
-    assert label_set([i["target"] for i in TRAIN]) == LABELS
-    assert label_set([f"answer {i}" for i in range(20)]) == []  # every answer distinct: not a label set
-    names = {op.name for op in applicable(seed("uspto", "retrieval"), labelled=False)}
+    names = {op.name for op in applicable(seed("uspto", "retrieval"), PROFILE["uspto"])}
     assert "snap_to_labels" not in names and "more_retrieved" in names
-    assert len({op.name for op in OPERATORS}) == len(OPERATORS)
+    names = {op.name for op in applicable(seed("lawbench", "retrieval"), PROFILE["lawbench"])}
+    assert "retro_rules" not in names and "balanced_shots" not in names
+    assert len(set(OPERATOR_NAMES)) == len(OPERATORS)

@@ -48,7 +48,7 @@ def test_mapped_folders_import_under_namespace():
     for top, name in MAPPED.items():
         assert files[name] == REPO_ROOT / top / "__init__.py", name
     assert files["metaharness.tasks.text.metrics"] == REPO_ROOT / "tasks" / "text" / "metrics.py"
-    assert files["metaharness.proposers.operators"] == REPO_ROOT / "proposers" / "operators.py"
+    assert files["metaharness.proposers.operators"] == REPO_ROOT / "proposers" / "operators" / "__init__.py"
     assert files["ROOT"] == REPO_ROOT / "candidates" and (files["ROOT"] / "symptom2disease" / "zero_shot.py").is_file()
 
 

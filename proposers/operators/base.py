@@ -1,0 +1,101 @@
+"""What an operator is, and the profile of a task's answers that decides which operators make sense for it."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from metaharness.errors import InputError
+from metaharness.proposers.operators.editing import SourceEditor, harness_editor
+
+# The list separators of multi-label answers, in the order the LawBench metric tries them. ``、`` is not one of
+# them here: charge names contain it (``组织、强迫、引诱、容留、介绍卖淫``).
+LIST_SEPARATORS = (";", "；", ",", "，")
+_SMILES = re.compile(r"^[A-Za-z0-9@+\-\[\]()=#$%/\\.:*]+$")
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A transformed harness: the complete new source and what changed, in one line."""
+
+    source: str
+    summary: str
+    operator: str
+
+
+@dataclass(frozen=True)
+class AnswerProfile:
+    """What a task's training answers and inputs look like, read off the training split alone.
+
+    ``labels``: distinct labels in the answers when they are labels (answers repeat; a multi-label answer counts
+    each of its labels), else 0; ``multi_label``: answers often name several labels; ``smiles``: the answers are
+    molecules (SMILES strings); ``cjk``: the inputs are mostly Chinese/Japanese characters (no spaces between
+    words, so retrieval wants character n-grams).
+    """
+
+    labels: int = 0
+    multi_label: bool = False
+    smiles: bool = False
+    cjk: bool = False
+
+    @property
+    def labelled(self) -> bool:
+        return self.labels > 1
+
+
+def label_atoms(answer: str) -> list[str]:
+    """The labels one answer names: split on the first list separator present, stripped (the metric's rule)."""
+    text = str(answer).strip()
+    separator = next((s for s in LIST_SEPARATORS if s in text), None)
+    return [p.strip() for p in (text.split(separator) if separator else [text]) if p.strip()]
+
+
+def answer_profile(examples: Iterable[object]) -> AnswerProfile:
+    """The :class:`AnswerProfile` of training examples (objects with ``input`` and ``target``, or such dicts)."""
+    rows = [(str(_field(e, "input")), str(_field(e, "target")).strip()) for e in examples]
+    targets = [t for _, t in rows if t]
+    if not targets:
+        return AnswerProfile()
+    cjk = sum(1 for x, _ in rows if len(_CJK.findall(x)) > len(x) / 3) > len(rows) / 2
+    if all(_SMILES.match(t) and " " not in t for t in targets) and sum("." in t for t in targets) > len(targets) / 4:
+        return AnswerProfile(smiles=True, cjk=cjk)
+    atoms = [a for t in targets for a in label_atoms(t)]
+    counts = Counter(atoms)
+    multi = sum(len(label_atoms(t)) > 1 for t in targets) >= max(2, len(targets) // 10)
+    repeated = sum(c for c in counts.values() if c > 1)
+    # Labels repeat: at least a third of the mentions are of a label seen more than once (free text never does).
+    labels = len(counts) if len(counts) > 1 and repeated >= len(atoms) / 3 else 0
+    return AnswerProfile(labels=labels, multi_label=multi and labels > 0, smiles=False, cjk=cjk)
+
+
+def _field(example: object, name: str) -> object:
+    return example[name] if isinstance(example, dict) else getattr(example, name)
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A named transformation: ``applies(source, profile)`` says whether it can edit this harness for a task with
+    these answers, ``apply(source)`` does it (the new source always compiles)."""
+
+    name: str
+    description: str
+    _applies: Callable[[SourceEditor], bool]
+    _apply: Callable[[str], tuple[str, str]]
+    # For which tasks the revision means something (by their training answers); default: every task.
+    fits: Callable[[AnswerProfile], bool] = lambda profile: True
+    # Changes only what happens after the model answers: the model calls are the parent's (served from the cache).
+    post_processing: bool = False
+
+    def applies(self, source: str, profile: AnswerProfile | None = None) -> bool:
+        editor = harness_editor(source)
+        return editor is not None and self._applies(editor) and (profile is None or self.fits(profile))
+
+    def apply(self, source: str) -> Revision:
+        if not self.applies(source):
+            raise InputError(f"Operator '{self.name}' does not apply to this harness source.")
+        new_source, summary = self._apply(source)
+        compile(new_source, "<harness>", "exec")  # an operator must never produce a syntax error
+        return Revision(new_source, summary, self.name)
