@@ -190,3 +190,23 @@ def test_tape_with_model_subagents_keys_predicted_states():
     record = run_episode(env, TapeAgent(PuzzlePlanner(env, model=model), model), slack=0)
     assert record.success and record.plan_calls == 1 and record.mismatches == 0
     assert record.steps[0].predicted == env.key(env.step(env.start, "R"))
+
+
+def test_tape_through_the_planning_session_solves_the_same_levels_as_before():
+    """TAPE follows its route through PlanningSession; with oracle subagents it solves exactly the levels the
+    replanning code it replaced solved (recorded in tests/data/tape_oracle_levels.json by that code). With the solver
+    of that time it also took the same actions and made the same planning calls; among routes of equal value the
+    solver may pick another, so the actions are not pinned here."""
+    from conftest import REPO_ROOT
+
+    recorded = json.loads((REPO_ROOT / "tests" / "data" / "tape_oracle_levels.json").read_text())["runs"]
+    for name, expected in recorded.items():
+        env_name, eps, m = re.fullmatch(r"(\w+) eps=([\d.]+) m=(\d+)", name).groups()
+        solved = []
+        for inst in load_instance_set(f"{env_name}_v1").select(None, None):
+            env = make_env(inst)
+            planner = PuzzlePlanner(env, oracle=True, m=int(m), epsilon=float(eps), seed=0)
+            if run_episode(env, TapeAgent(planner), slack=2).success:
+                solved.append(inst.id)
+        assert solved == expected["solved"], name
+    assert len(recorded["sokoban eps=0.3 m=4"]["solved"]) == 60  # the README's 20/20/20

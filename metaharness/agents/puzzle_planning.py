@@ -12,19 +12,20 @@ Two set-ups, chosen per run:
 
 :class:`PuzzlePlanner` makes one planning call from an agent's loop: history, goal, remaining step budget in;
 :class:`~metaharness.planner.tps.PlanningResult` (route steps with action, predicted state, cost) out.
-:class:`RouteFollower` is how the planning agents (TPS guidance, TAPE execution) use it: follow the route while
-the observed states are the predicted ones, plan again when one is not or the route is used up.
+:class:`RouteFollower` is how the planning agents (TPS guidance, TAPE execution) use it, through a
+:class:`~metaharness.planner.session.PlanningSession`: follow the route while the observed states are the predicted
+ones, plan again when one is not or the route is used up.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any
 
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.models.types import ModelClient
+from metaharness.planner.session import PlanningSession
 from metaharness.planner.solve import SolverName
 from metaharness.planner.subagents import (
     DEAD_END,
@@ -41,7 +42,7 @@ from metaharness.planner.subagents import (
     StateSimulator,
 )
 from metaharness.planner.subagents.model_stage import ModelStage
-from metaharness.planner.tps import PlanningResult, plan
+from metaharness.planner.tps import PlanningResult, RouteStep, plan
 from metaharness.tasks.environments.puzzle import PuzzleEnv, optimal_actions
 
 SAMPLER_SYSTEM = (
@@ -193,11 +194,32 @@ class PuzzlePlanner:
             else NoisyOracleSampler(env, epsilon=epsilon, seed=seed)
         )
 
-    def plan(self, state: Hashable, remaining: int, history: list[str]) -> PlanningResult:
-        """Plan from ``state`` with ``remaining`` steps; ``history`` lists what happened (oldest first)."""
+    def at(self, state: Hashable) -> None:
+        """Point the stages that read the true state (legal actions, oracle simulation) at ``state``."""
         self.sampler.state = state
         if isinstance(self.simulator, OracleSimulator):
             self.simulator.state = state
+
+    def session(self, budget: int) -> PlanningSession:
+        """A planning session over an episode with ``budget`` steps, with these stages (call :meth:`at` with the
+        current state before each of its calls)."""
+        return PlanningSession(
+            self.env.goal,
+            {"steps": budget},
+            model=self.model,
+            m=self.m,
+            horizon=lambda left: max(1, int(left["steps"])),
+            sampler=self.sampler,
+            simulator=self.simulator,
+            merger=self.merger,
+            labeler=self.labeler,
+            solver=self.solver,
+        )
+
+    def plan(self, state: Hashable, remaining: int, history: list[str]) -> PlanningResult:
+        """One planning call from ``state`` with ``remaining`` steps; ``history`` lists what happened (oldest
+        first)."""
+        self.at(state)
         return plan(
             [*history, self.env.render(state)],
             self.env.goal,
@@ -212,21 +234,6 @@ class PuzzlePlanner:
             solver=self.solver,
             start_key=self.env.key(state),
         )
-
-
-@dataclass(frozen=True)
-class PlannedStep:
-    """A route step as an agent follows it: the action, the state it should lead to and that state's key."""
-
-    action: str
-    state: str
-    key: str | None
-
-
-def route_steps(result: PlanningResult) -> list[PlannedStep]:
-    if result.status != "route" or result.graph is None:
-        return []
-    return [PlannedStep(s.action, s.state, result.graph.node(s.node).key) for s in result.route]
 
 
 def fallback_action(result: PlanningResult) -> str | None:
@@ -262,32 +269,47 @@ def history_lines(taken: list[str | None]) -> list[str]:
 
 
 class RouteFollower:
-    """An agent's current route: kept while each observed state is the one its last step predicted, replanned when
-    a state is not or the route is used up."""
+    """An agent's :class:`~metaharness.planner.session.PlanningSession` over one episode: every turn after the first
+    reports the step just taken (one step of budget, the observed state with its canonical key), so the session
+    keeps the route while each observed state is the predicted one and replans when one is not, when the route is
+    done, or when there was no route."""
 
-    def __init__(self, planner: PuzzlePlanner) -> None:
+    def __init__(self, planner: PuzzlePlanner, budget: int) -> None:
         self.planner = planner
-        self.route: list[PlannedStep] = []
-        # The step handed out last: the next observed state is checked against its prediction.
-        self.pending: PlannedStep | None = None
+        self.session = planner.session(budget)
+
+    @property
+    def route(self) -> list[RouteStep]:
+        """The route's steps not yet confirmed; the first is the one handed out last."""
+        return self.session.route
 
     def next_step(
         self, state: Hashable, remaining: int, taken: list[str | None], decision: Decision
-    ) -> PlannedStep | PlanningResult:
+    ) -> RouteStep | PlanningResult:
         """The route's step from ``state`` (its predicted key goes on ``decision``), or, when a new planning call
         found no route, that call's result. Planning calls are recorded on ``decision``."""
-        if self.pending is not None:
-            on_route = self.route and self.planner.env.key(state) == self.pending.key
-            self.route = self.route[1:] if on_route else []
-        if not self.route:
-            result = self.planner.plan(state, remaining, history_lines(taken))
+        env, session = self.planner.env, self.session
+        self.planner.at(state)
+        history = [*history_lines(taken), env.render(state)]
+        key = env.key(state)
+        result: PlanningResult | None = None
+        if session.result is None:
+            result = session.plan(history, key=key)
+        else:
+            seen = session.observe(env.render(state), {"steps": 1}, key=key, history=history)
+            decision.calls.extend(seen.calls)
+            result = seen.planning if seen.status == "replanned" else None
+            if seen.status == "done":  # a predicted goal the environment does not confirm: plan again
+                result = session.plan(history, key=key)
+            decision.replanned = seen.checked is not None and result is not None
+        if session.remaining["steps"] != remaining:
+            raise RuntimeError(f"the session counts {session.remaining['steps']:g} steps left, the episode {remaining}")
+        if result is not None:
             decision.plans += 1
-            decision.replanned = self.pending is not None
             decision.calls.append(planning_record(result))
-            self.route = route_steps(result)
-            if not self.route:
-                self.pending = None
-                return result
-        self.pending = self.route[0]
-        decision.predicted = self.pending.key
-        return self.pending
+        step = session.step
+        if step is None:
+            assert session.result is not None
+            return session.result
+        decision.predicted = step.key
+        return step

@@ -28,7 +28,7 @@ class TPSAgent(ReActAgent):
 
     def reset(self, env: PuzzleEnv, budget: int) -> None:
         super().reset(env, budget)
-        self.follower = RouteFollower(self.planner)
+        self.follower = RouteFollower(self.planner, budget)
 
     def guidance(self, state: Hashable, remaining: int, decision: Decision) -> str:
         step = self.follower.next_step(state, remaining, self.taken, decision)

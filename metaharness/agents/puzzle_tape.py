@@ -32,7 +32,7 @@ class TapeAgent:
 
     def reset(self, env: PuzzleEnv, budget: int) -> None:
         self.env = env
-        self.follower = RouteFollower(self.planner)
+        self.follower = RouteFollower(self.planner, budget)
         self.taken: list[str | None] = []
 
     def act(self, state: Hashable, remaining: int) -> Decision:

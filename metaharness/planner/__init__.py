@@ -25,14 +25,30 @@ Subagents (:mod:`metaharness.planner.subagents`)
 
 Planning call (:mod:`metaharness.planner.tps`)
     ``plan(history, goal, budget, *, model, m=4, horizon=None, sampler=None, simulator=None, merger=None,
-    labeler=None, solver="exact", start_key=None, max_tokens=512) -> PlanningResult`` with ``status``
-    ("route"/"no_route"), ``route`` (steps: action, predicted state, cost), ``graph``, ``solution``, ``stages``
-    (every stage's input, output and model exchanges; JSON) and ``guidance()``; ``replay(record)`` rebuilds it.
+    labeler=None, solver="exact", start_key=None, max_tokens=512, tools=None) -> PlanningResult`` with ``status``
+    ("route"/"no_route"), ``route`` (steps: action, predicted state and key, cost, and ``call`` in a tool plan),
+    ``graph``, ``solution``, ``stages`` (every stage's input, output and model exchanges; JSON) and
+    ``guidance()``; ``replay(record)`` rebuilds it. With ``tools`` (the harness's tools: names, descriptions,
+    JSON schemas; :class:`ToolSpec`) every step is a tool call ``{"tool", "arguments"}`` validated with
+    jsonschema.
 
-Tool (:mod:`metaharness.planner.tool`)
-    ``openai_tool()``, ``anthropic_tool()``, ``PLAN_TOOL`` (metaharness ``Tool``), ``call_plan_tool(arguments, *,
-    model, **options)`` and ``build_mcp_server(model)``; ``metaharness plan serve --model SPEC`` serves it over
-    stdio, ``metaharness plan solve FILE.json`` solves a plan graph file.
+Session (:mod:`metaharness.planner.session`)
+    ``PlanningSession(goal, budget, *, model, m, horizon, solver, tools, ...)`` for an agent loop: ``plan(history)``
+    returns the route (``session.step`` is the next step); ``observe(state, spent)`` checks the observed state and
+    the step's cost against the prediction and answers an :class:`Observation` ("continue", "done", or
+    "replanned" with the new route); ``aplan`` / ``aobserve`` for asyncio servers.
+
+Tools (:mod:`metaharness.planner.tool`)
+    ``plan`` (history, goal, remaining budget; per call also ``plans``, ``horizon``, ``solver``, ``tools``) and
+    ``solve`` (a plan graph): ``openai_tool(name)``, ``anthropic_tool(name)``, ``openai_tools()``,
+    ``anthropic_tools()``, ``PLAN_TOOL`` / ``SOLVE_TOOL`` (metaharness ``Tool``), ``call_plan_tool``,
+    ``call_solve_tool``, ``call_tool(name, arguments, *, model, **options)`` and ``build_mcp_server(model)``;
+    ``metaharness plan serve --model SPEC`` serves both over stdio, ``metaharness plan solve FILE.json`` solves a
+    plan graph file.
+
+The contracts: ``docs/plan-graph.md`` (graphs and results) and ``docs/planning-session.md`` (session, tool plans,
+tools). The planner needs no C build: ``pip install metaharness``; only ``local:`` models need
+``metaharness[local]``.
 """
 
 from __future__ import annotations
@@ -53,16 +69,22 @@ _EXPORTS = {
     "RouteStep": "tps",
     "plan": "tps",
     "replay": "tps",
+    "Observation": "session",
+    "PlanningSession": "session",
+    "ToolSpec": "subagents",
 }
 __all__ = [
     "SOLVERS",
     "Edge",
     "Node",
+    "Observation",
     "PlanGraph",
     "PlanResult",
     "PlanningResult",
+    "PlanningSession",
     "RouteStep",
     "SoftTargets",
+    "ToolSpec",
     "plan",
     "replay",
     "solve",

@@ -4,7 +4,13 @@
 subplan; 3. the merger decides which predicted states (and the current state) are the same node; 4. the labeler marks
 goals (+1) and dead ends (-1), and every non-goal node without a way out becomes a dead end. The solver then picks
 the best walk to a goal within the budget, returned as guidance: the agent keeps its own loop, compares what it
-observes with the predicted states and replans when they differ.
+observes with the predicted states and replans when they differ (:class:`metaharness.planner.session.PlanningSession`
+does that bookkeeping).
+
+With ``tools`` (the harness's tools: names, descriptions, JSON schemas of the arguments), every subplan is one tool
+call: the sampler is :class:`~metaharness.planner.subagents.ToolCallPlanSampler` unless one is given, a sampled plan
+with a call that does not validate against its tool's schema is dropped (the ``sample`` record says why), and each
+route step carries its call (:attr:`RouteStep.call`, ``{"tool": NAME, "arguments": {...}}``) to execute as it is.
 
 Every stage's input and output (and each model exchange) is recorded in :attr:`PlanningResult.stages`;
 :func:`replay` rebuilds the graph and the route from such a record without a model.
@@ -38,18 +44,25 @@ from metaharness.planner.subagents import (
     SimulatedStep,
     StateMerger,
     StateSimulator,
+    ToolCallPlanSampler,
+    check_call,
 )
+from metaharness.planner.subagents.tool_calls import parse_call
 
 
 @dataclass(frozen=True)
 class RouteStep:
-    """One step of the route: the subplan to carry out, the state it should lead to, and its predicted cost."""
+    """One step of the route: the subplan to carry out, the state it should lead to (its text and canonical key,
+    when the simulator gave one), and its predicted cost; in a tool plan also the tool call, ``{"tool": NAME,
+    "arguments": {...}}``, validated against the tool's schema."""
 
     action: str
     state: str
     cost: tuple[float, ...]
     edge: NodeId
     node: NodeId
+    key: str | None = None
+    call: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "cost": list(self.cost)}
@@ -113,17 +126,23 @@ def plan(
     solver: SolverName = "exact",
     start_key: str | None = None,
     max_tokens: int = 512,
+    tools: Sequence[Any] | None = None,
 ) -> PlanningResult:
     """Run the four TPS stages and the solver; see the module docstring.
 
     ``model`` serves every stage not given explicitly (the same model for all, as in TPS). ``start_key`` is the
     canonical form of the current state when the domain has one. ``horizon`` defaults to the number of nodes (enough
-    for any simple path; with rewards <= 0 before the goal an optimal plan never repeats a node).
+    for any simple path; with rewards <= 0 before the goal an optimal plan never repeats a node). ``tools`` makes it
+    a tool plan (module docstring).
     """
     if m < 1:
         raise InputError(f"m (the number of plans to sample) must be >= 1; got {m}.")
+    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1):
+        raise InputError(f"horizon (the most steps a route may take) must be an integer >= 1; got {horizon!r}.")
+    task = PlanningTask.create(history, goal, budget, tools)
     if model is not None:
-        sampler = sampler or ModelPlanSampler(model, max_tokens=max_tokens)
+        default_sampler = ToolCallPlanSampler if task.tools else ModelPlanSampler
+        sampler = sampler or default_sampler(model, max_tokens=max_tokens)
         simulator = simulator or ModelStateSimulator(model, max_tokens=max_tokens)
         labeler = labeler or ModelRewardLabeler(model, max_tokens=max_tokens)
     elif sampler is None or simulator is None or labeler is None:
@@ -131,17 +150,18 @@ def plan(
             "plan() needs model= (e.g. connect('local:smollm2-135m')) or all of sampler, simulator and labeler."
         )
     merger = merger or KeyJudgeMerger(model)
-    task = PlanningTask.create(history, goal, budget)
     stages: list[dict[str, Any]] = []
 
     def record(name: str, stage: Any, inputs: dict[str, Any], output: Any, **extra: Any) -> None:
         take: Callable[[], list[dict[str, Any]]] | None = getattr(stage, "take_calls", None)
         stages.append({"stage": name, "input": inputs, "output": output, **extra, "calls": take() if take else []})
 
-    plans = list(sampler.sample(task, m))[:m]
-    record("sample", sampler, {"m": m}, [p.to_json() for p in plans])
+    sampled = list(sampler.sample(task, m))[:m]
+    plans, dropped = _valid_plans(task, sampled)
+    record("sample", sampler, {"m": m}, [p.to_json() for p in sampled], **({"dropped": dropped} if dropped else {}))
     if not plans:
-        return PlanningResult("no_route", task, stages=stages, reason="the plan sampler produced no plan.")
+        reason = "the plan sampler produced no plan" + (" whose tool calls all validate" if dropped else "")
+        return PlanningResult("no_route", task, stages=stages, reason=reason + ".")
 
     simulated: list[tuple[CandidatePlan, list[SimulatedStep]]] = []
     for candidate in plans:
@@ -201,8 +221,24 @@ def plan(
     route = []
     for edge_id in solution.path:
         edge = graph.edge(edge_id)
-        route.append(RouteStep(edge.action, graph.node(edge.target).state, edge.cost, edge.id, edge.target))
+        target = graph.node(edge.target)
+        call = parse_call(edge.action) if task.tools else None
+        route.append(RouteStep(edge.action, target.state, edge.cost, edge.id, edge.target, target.key, call))
     return PlanningResult("route", task, route, graph, solution, stages)
+
+
+def _valid_plans(task: PlanningTask, sampled: list[CandidatePlan]) -> tuple[list[CandidatePlan], list[str]]:
+    """The sampled plans to simulate, and why the others were dropped (tool plans: every call must validate)."""
+    if not task.tools:
+        return sampled, []
+    plans, dropped = [], []
+    for i, candidate in enumerate(sampled, 1):
+        problem = next(filter(None, (check_call(s, task.tools) for s in candidate.subplans)), None)
+        if problem:
+            dropped.append(f"plan {i}: {problem}")
+        else:
+            plans.append(candidate)
+    return plans, dropped
 
 
 def replay(record: Mapping[str, Any], *, solver: SolverName = "exact", horizon: int | None = None) -> PlanningResult:
@@ -216,6 +252,7 @@ def replay(record: Mapping[str, Any], *, solver: SolverName = "exact", horizon: 
         task["history"],
         task["goal"],
         task["budget"],
+        tools=task.get("tools"),
         m=sample["input"]["m"],
         horizon=horizon,
         solver=solver,

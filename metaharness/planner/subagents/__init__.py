@@ -7,6 +7,9 @@
    conservative model judge).
 4. :class:`RewardLabeler` — +1 goal, -1 dead end, 0 otherwise (:class:`ModelRewardLabeler`).
 
+With the harness's tools (:class:`ToolSpec`, :mod:`.tool_calls`), every subplan is one tool call and stage 1 is
+:class:`ToolCallPlanSampler`.
+
 Each stage can be called alone, and each protocol can be implemented by something other than a model (a benchmark
 may plug in an oracle simulator or labeler that uses the true environment). Model-backed stages never raise for a
 malformed answer: they re-ask with the problem named and fall back to an empty or neutral result.
@@ -17,6 +20,7 @@ from metaharness.planner.subagents.merger import KeyJudgeMerger, StateMerger
 from metaharness.planner.subagents.sampler import DEFAULT_PLANS, ModelPlanSampler, PlanSampler
 from metaharness.planner.subagents.simulator import ModelStateSimulator, StateSimulator
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask, PredictedState, SimulatedStep
+from metaharness.planner.subagents.tool_calls import ToolCallPlanSampler, ToolSpec, check_call, tool_specs
 
 __all__ = [
     "DEAD_END",
@@ -35,4 +39,8 @@ __all__ = [
     "SimulatedStep",
     "StateMerger",
     "StateSimulator",
+    "ToolCallPlanSampler",
+    "ToolSpec",
+    "check_call",
+    "tool_specs",
 ]

@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from metaharness.errors import InputError
+from metaharness.planner.subagents.tool_calls import CALL_FORMAT, ToolSpec, tool_specs
 
 
 @dataclass(frozen=True)
 class PlanningTask:
     """The planning call's input: history h (oldest first, the last entry describes the current state), goal g
-    and remaining budget b, one entry per named limit (e.g. ``steps``, ``usd``)."""
+    and remaining budget b, one entry per named limit (e.g. ``steps``, ``usd``). With ``tools`` (the harness's
+    tools), every subplan is one tool call, written as :data:`~metaharness.planner.subagents.tool_calls.CALL_FORMAT`
+    says."""
 
     history: tuple[str, ...]
     goal: str
     budget: tuple[float, ...]
     limits: tuple[str, ...]
+    tools: tuple[ToolSpec, ...] = ()
 
     @classmethod
     def create(
-        cls, history: str | Sequence[str], goal: str, budget: Mapping[str, float] | Sequence[float]
+        cls,
+        history: str | Sequence[str],
+        goal: str,
+        budget: Mapping[str, float] | Sequence[float],
+        tools: Sequence[Any] | None = None,
     ) -> PlanningTask:
-        """Normalise user input: a history string or list; a budget mapping ``{name: amount}`` or list."""
+        """Normalise user input: a history string or list; a budget mapping ``{name: amount}`` or list; tools in
+        any form :func:`~metaharness.planner.subagents.tool_calls.tool_specs` takes."""
         turns = (history,) if isinstance(history, str) else tuple(str(h) for h in history)
         if not isinstance(goal, str) or not goal.strip():
             raise InputError("The goal must be a non-empty description of what counts as done.")
@@ -37,7 +47,7 @@ class PlanningTask:
             if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
                 raise InputError(f"The remaining budget for {name!r} must be a number >= 0; got {amount!r}.")
             values.append(float(amount))
-        return cls(turns, goal, tuple(values), names)
+        return cls(turns, goal, tuple(values), names, tool_specs(tools or ()))
 
     @property
     def current_state(self) -> str:
@@ -47,17 +57,27 @@ class PlanningTask:
         """The shared context every stage prompt starts with."""
         history = "\n".join(f"{i + 1}. {h}" for i, h in enumerate(self.history)) or "(empty)"
         budget = ", ".join(f"{n} = {b:g}" for n, b in zip(self.limits, self.budget, strict=False)) or "no limits"
-        return (
+        text = (
             f"History (oldest first; the last entry is the current state):\n{history}\n\n"
             f"Goal: {self.goal}\n\nRemaining budget: {budget}"
         )
+        if self.tools:
+            listing = "\n".join(
+                f"- {t.name}: {t.description} Arguments (JSON schema): {json.dumps(t.parameters, sort_keys=True)}"
+                for t in self.tools
+            )
+            text += f"\n\nTools (every step is one call of one of them, {CALL_FORMAT}):\n{listing}"
+        return text
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "history": list(self.history),
             "goal": self.goal,
             "budget": dict(zip(self.limits, self.budget, strict=False)),
         }
+        if self.tools:
+            out["tools"] = [t.to_json() for t in self.tools]
+        return out
 
 
 @dataclass(frozen=True)

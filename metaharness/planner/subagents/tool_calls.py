@@ -1,0 +1,177 @@
+"""Tool plans: when the planning call gets the harness's tools, every subplan is one call of one of them.
+
+A tool is a name, a description and the JSON schema of its arguments object (:class:`ToolSpec`; OpenAI's and
+Anthropic's tool definitions and metaharness's :class:`~metaharness.models.types.Tool` are accepted as they are).
+A step of a tool plan is the call ``{"tool": NAME, "arguments": {...}}``; as a subplan (the text the simulator and
+the graph see) it is that object as canonical JSON (:func:`call_text`). :func:`check_call` validates a call
+against its tool's schema with ``jsonschema``, so a route's calls can be executed as they are.
+
+:class:`ToolCallPlanSampler` is stage 1 for tool plans: the model is asked for ``m`` plans under a JSON schema
+whose steps are exactly the tools' calls (one ``anyOf`` branch per tool, with the tool's own argument schema).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from metaharness.errors import InputError
+from metaharness.models.types import ModelClient
+from metaharness.planner.subagents.model_stage import ModelStage
+
+if TYPE_CHECKING:
+    from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
+
+CALL_FORMAT = 'as JSON {"tool": NAME, "arguments": {...}} with arguments that match the tool\'s schema'
+_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One of the harness's tools: ``parameters`` is the JSON schema of its arguments object."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"}, hash=False)
+
+    @classmethod
+    def of(cls, tool: Any) -> ToolSpec:
+        """A tool in any accepted form: a ToolSpec or metaharness ``Tool``, OpenAI's ``{"type": "function",
+        "function": {...}}``, Anthropic's ``{"name", "description", "input_schema"}``, or ``{"name",
+        "description", "parameters"}``. Raises :class:`InputError` naming what is wrong."""
+        if isinstance(tool, ToolSpec):
+            return tool
+        if not isinstance(tool, Mapping):
+            name, description, parameters = (getattr(tool, a, None) for a in ("name", "description", "parameters"))
+        else:
+            data = tool.get("function", tool) if tool.get("type") == "function" else tool
+            name, description = data.get("name"), data.get("description", "")
+            parameters = data.get("parameters", data.get("input_schema", {"type": "object"}))
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise InputError(f"A tool needs a name of 1-64 letters, digits, '_', '-' or '.'; got {name!r}.")
+        if not isinstance(parameters, Mapping):
+            raise InputError(f"The arguments schema of tool {name!r} must be a JSON object; got {parameters!r}.")
+        try:
+            jsonschema.Draft202012Validator.check_schema(dict(parameters))
+        except jsonschema.SchemaError as exc:
+            raise InputError(
+                f"The arguments schema of tool {name!r} is not a valid JSON schema: {exc.message}."
+            ) from None
+        return cls(name, str(description or ""), json.loads(json.dumps(dict(parameters))))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+def tool_specs(tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
+    """Normalise the harness's tools (see :meth:`ToolSpec.of`); names must be unique."""
+    if isinstance(tools, (str, Mapping)):
+        raise InputError("tools must be a list of tool definitions.")
+    specs = tuple(ToolSpec.of(t) for t in tools)
+    names = [t.name for t in specs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InputError(f"Tool names must be unique; repeated: {', '.join(duplicates)}.")
+    return specs
+
+
+def call_text(call: Mapping[str, Any]) -> str:
+    """A call as the subplan text of a tool plan: canonical JSON, so equal calls are equal subplans."""
+    return json.dumps({"tool": call["tool"], "arguments": call["arguments"]}, sort_keys=True)
+
+
+def check_call(call: Any, tools: Sequence[ToolSpec]) -> str | None:
+    """What is wrong with ``call`` (a dict, or its JSON text) for these tools, or None when it can be executed."""
+    if isinstance(call, str):
+        try:
+            call = json.loads(call)
+        except json.JSONDecodeError:
+            return f"{call[:80]!r} is not a tool call ({CALL_FORMAT})"
+    if not isinstance(call, Mapping) or set(call) != {"tool", "arguments"}:
+        return f"{str(call)[:80]!r} is not a tool call ({CALL_FORMAT})"
+    tool = next((t for t in tools if t.name == call["tool"]), None)
+    if tool is None:
+        return f"unknown tool {call['tool']!r}; the tools are {', '.join(t.name for t in tools)}"
+    try:
+        jsonschema.validate(call["arguments"], tool.parameters)
+    except jsonschema.ValidationError as exc:
+        return f"the arguments of {tool.name} do not match its schema: {exc.message}"
+    return None
+
+
+def parse_call(text: str) -> dict[str, Any]:
+    """The call a tool plan's subplan holds (checked with :func:`check_call` when the plan was sampled)."""
+    call = json.loads(text)
+    return {"tool": call["tool"], "arguments": call["arguments"]}
+
+
+def calls_schema(tools: Sequence[ToolSpec], m: int, max_steps: int) -> dict[str, Any]:
+    """JSON schema of the sampler's answer: up to ``m`` plans of up to ``max_steps`` calls of these tools."""
+    call = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
+                "required": ["tool", "arguments"],
+            }
+            for t in tools
+        ]
+    }
+    steps = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": call}
+    plan = {"type": "object", "properties": {"calls": steps}, "required": ["calls"]}
+    return {
+        "type": "object",
+        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": m, "items": plan}},
+        "required": ["plans"],
+    }
+
+
+SYSTEM = (
+    "You are the plan sampler of a planning system for an agent with tools. Propose {m} different plans that reach "
+    "the goal from the current state within the remaining budget. Each plan is the list of tool calls to make, in "
+    "order, at most {max_steps} per plan; each call names one of the tools listed below and gives arguments that "
+    "match its schema. Make the plans genuinely different (different tools, arguments or orders). Reply with JSON "
+    'only: {{"plans": [{{"calls": [{{"tool": "...", "arguments": {{...}}}}, ...]}}, ...]}}.'
+)
+
+
+class ToolCallPlanSampler(ModelStage):
+    """Stage 1 for tool plans: ``m`` plans of tool calls in one answer; invalid calls are re-asked, duplicates
+    dropped. The subplans are the calls' :func:`call_text`."""
+
+    def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Any) -> None:
+        super().__init__(model, **options)
+        self.max_steps = max_steps
+
+    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+        from metaharness.planner.subagents.stage_io import CandidatePlan
+
+        tools = task.tools
+        if not tools:
+            raise InputError("ToolCallPlanSampler needs a planning task with tools.")
+
+        def check(answer: Any) -> str | None:
+            for i, item in enumerate(answer["plans"], 1):
+                for j, call in enumerate(item["calls"], 1):
+                    problem = check_call(call, tools)
+                    if problem:
+                        return f"plan {i}, call {j}: {problem}"
+            return None
+
+        answer = self.ask(
+            SYSTEM.format(m=m, max_steps=self.max_steps),
+            task.describe(),
+            calls_schema(tools, m, self.max_steps),
+            check=check,
+        )
+        plans: list[CandidatePlan] = []
+        for item in (answer or {}).get("plans", [])[:m]:
+            plan = CandidatePlan(tuple(call_text(c) for c in item["calls"][: self.max_steps]))
+            if plan.subplans and plan not in plans:
+                plans.append(plan)
+        return plans

@@ -1,0 +1,186 @@
+"""The planning session: plan, continue while the predictions hold, replan on a state or cost mismatch, async."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from fakes import ScriptedModel
+
+from metaharness.errors import InputError
+from metaharness.planner import Observation, PlanningSession
+from metaharness.planner.subagents import CandidatePlan, SimulatedStep
+
+# A door domain: two plans, one through the key (2 steps of cost 1), one kicking the door (cost 3, a dead end).
+OUTCOMES = {
+    "take key": ("holding the key", 1.0),
+    "open door": ("door open", 1.0),
+    "kick door": ("door broken", 3.0),
+    "wait": ("holding the key", 1.0),
+}
+
+
+class Sampler:
+    def __init__(self, *plans: tuple[str, ...], delay: float = 0.0) -> None:
+        self.plans = [CandidatePlan(p) for p in plans] or [
+            CandidatePlan(("take key", "open door")),
+            CandidatePlan(("kick door",)),
+        ]
+        self.delay = delay
+        self.tasks = []
+
+    def sample(self, task, m):
+        self.tasks.append(task)
+        time.sleep(self.delay)
+        return self.plans[:m]
+
+
+class Simulator:
+    def simulate(self, task, plan):
+        return [SimulatedStep(OUTCOMES[a][0], (OUTCOMES[a][1],)) for a in plan.subplans]
+
+
+class Labeler:
+    def label(self, task, states):
+        return [1 if s.state == "door open" else -1 if "broken" in s.state else 0 for s in states]
+
+
+def session(budget=None, **options) -> PlanningSession:
+    stages = {"sampler": Sampler(), "simulator": Simulator(), "labeler": Labeler(), **options}
+    return PlanningSession("the door is open", budget or {"steps": 4}, **stages)
+
+
+def test_the_session_continues_while_predictions_hold_and_finishes_at_the_goal():
+    s = session()
+    result = s.plan(["At the door; the key is on the table."])
+    assert result.status == "route" and [step.action for step in s.route] == ["take key", "open door"]
+    assert s.step.action == "take key" and s.step.state == "holding the key"
+    seen = s.observe("Holding the key.", {"steps": 1})  # equal up to case, spacing and the full stop
+    assert isinstance(seen, Observation)
+    assert (seen.status, seen.matched, seen.step.action, seen.checked.action) == (
+        "continue",
+        True,
+        "open door",
+        "take key",
+    )
+    assert s.remaining == {"steps": 3.0} and s.plans == 1
+    seen = s.observe("door open", [1])
+    assert (seen.status, seen.step, seen.planning) == ("done", None, None)
+    assert s.spent == (2.0,) and s.plans == 1
+
+
+def test_a_different_state_replans_from_the_observed_state_with_the_remaining_budget():
+    sampler = Sampler(("take key", "open door"))
+    s = session(sampler=sampler)
+    s.plan(["At the door; the key is on the table."])
+    seen = s.observe("the key fell under the table", {"steps": 1})
+    assert seen.status == "replanned" and not seen.matched and "not the predicted one" in seen.reason
+    assert seen.checked.action == "take key" and seen.planning is s.result and s.plans == 2
+    replanned = sampler.tasks[-1]
+    assert replanned.history == (
+        "At the door; the key is on the table.",
+        "carried out: take key",
+        "the key fell under the table",
+    )
+    assert replanned.budget == (3.0,)
+    assert seen.step.action == "take key"  # the new route, from the observed state
+    # an explicit history replaces the session's own
+    s.observe("still no key", {"steps": 1}, history=["h1", "no key"])
+    assert sampler.tasks[-1].history == ("h1", "no key") and sampler.tasks[-1].budget == (2.0,)
+
+
+def test_a_step_that_costs_more_than_predicted_replans():
+    s = session({"steps": 5})
+    s.plan(["at the door"])
+    seen = s.observe("holding the key", {"steps": 2})
+    assert seen.status == "replanned" and "cost more than predicted (steps 2 > predicted 1)" in seen.reason
+    assert s.remaining == {"steps": 3.0}
+    # spending less than predicted is fine, and once the goal state is reached the last step's cost is moot
+    s = session({"steps": 5})
+    s.plan(["at the door"])
+    assert s.observe("holding the key", {"steps": 0.5}).status == "continue"
+    assert s.observe("door open", {"steps": 3}).status == "done" and s.remaining == {"steps": 1.5}
+
+
+def test_canonical_keys_decide_when_given_and_a_custom_check_otherwise():
+    class KeyedSimulator(Simulator):
+        def simulate(self, task, plan):
+            return [SimulatedStep(st.state, st.cost, st.state.upper()) for st in super().simulate(task, plan)]
+
+    s = session(simulator=KeyedSimulator())
+    s.plan(["at the door"], key="AT THE DOOR")
+    assert s.step.key == "HOLDING THE KEY"
+    assert s.observe("any text at all", {"steps": 1}, key="HOLDING THE KEY").status == "continue"
+    assert s.observe("door open", {"steps": 1}, key="SOMETHING ELSE").status == "replanned"
+    judged = []
+    s = session(same=lambda observed, step: judged.append((observed, step.state)) or True)
+    s.plan(["at the door"])
+    assert s.observe("whatever", {"steps": 1}).status == "continue" and judged == [("whatever", "holding the key")]
+
+
+def test_the_model_judge_decides_similar_texts():
+    def answer(request):  # the judge: "same" only for the key-holding pair
+        return {"same": request.messages[-1]["content"].count("holding the key") == 2}
+
+    judge = ScriptedModel(answer)
+    s = session(model=judge)
+    s.plan(["at the door"])
+    judge.requests.clear()
+    seen = s.observe("holding the key now", {"steps": 1})
+    assert seen.status == "continue" and len(judge.requests) == 2  # asked in both orders
+    assert len(seen.calls) == 2 and all(call["system"].startswith("You are the state merger") for call in seen.calls)
+
+
+def test_without_a_route_observe_plans_again():
+    s = session({"steps": 1})  # two steps needed: no route
+    result = s.plan(["at the door"])
+    assert result.status == "no_route" and s.step is None
+    seen = s.observe("at the door", {"steps": 0})
+    assert seen.status == "replanned" and seen.checked is None and seen.step is None and s.plans == 2
+
+
+def test_horizon_may_follow_the_remaining_budget():
+    horizons = []
+    s = session({"steps": 4}, horizon=lambda left: horizons.append(left) or 2)
+    s.plan(["at the door"])
+    assert horizons == [{"steps": 4.0}] and s.result.graph.horizon == 2
+
+
+def test_bad_input_is_refused_with_the_problem_named():
+    with pytest.raises(InputError, match="needs model="):
+        PlanningSession("goal", {"steps": 3})
+    with pytest.raises(InputError, match="must be a number >= 0"):
+        session({"steps": -1})
+    s = session()
+    s.plan(["at the door"])
+    with pytest.raises(InputError, match="does not have"):
+        s.observe("holding the key", {"usd": 1})
+    with pytest.raises(InputError, match="one per limit"):
+        s.observe("holding the key", [1, 2])
+    with pytest.raises(InputError, match="finite number >= 0"):
+        s.observe("holding the key", {"steps": -1})
+
+
+def test_async_calls_run_off_the_event_loop():
+    s = session(sampler=Sampler(delay=0.3))
+
+    async def run():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        result = await s.aplan(["at the door"])
+        during_plan = ticks
+        seen = await s.aobserve("door broken", {"steps": 1})  # a mismatch: replans, again in a thread
+        task.cancel()
+        return result, during_plan, seen
+
+    result, during_plan, seen = asyncio.run(run())
+    assert result.status == "route" and during_plan >= 5  # the loop kept running while the stages worked
+    assert seen.status == "replanned" and s.plans == 2
