@@ -50,9 +50,11 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option(DEFAULT_TASK_MODEL_SPEC, "--model", help="Model spec for the planning subagents."),
         plans: int = typer.Option(4, "--plans", "-m", help="Candidate plans sampled per call (M)."),
         solver: str = typer.Option("exact", "--solver", help="exact, ilp or auto."),
+        horizon: int = typer.Option(None, "--horizon", help="The most steps a route may take (default: nodes)."),
         max_tokens: int = typer.Option(512, "--max-tokens", help="Answer length cap per subagent call."),
     ) -> None:
-        """Run the MCP server (stdio) whose `plan` tool takes history, goal and remaining budget."""
+        """Run the MCP server (stdio): `plan` (history, goal, remaining budget; per call also plans, horizon,
+        solver, tools) and `solve` (a plan graph). The flags are the defaults of `plan`."""
         from metaharness.models import connect
         from metaharness.planner.tool import build_mcp_server
 
@@ -60,7 +62,9 @@ def register(app: typer.Typer) -> None:
 
         if solver not in CLI_SOLVERS:
             raise InputError(f"Unknown solver {solver!r}; use one of {', '.join(CLI_SOLVERS)}.")
-        server = build_mcp_server(connect(model), m=plans, solver=solver, max_tokens=max_tokens)
+        if plans < 1 or (horizon is not None and horizon < 1):
+            raise InputError("--plans and --horizon must be at least 1.")
+        server = build_mcp_server(connect(model), m=plans, solver=solver, horizon=horizon, max_tokens=max_tokens)
         server.run("stdio")
 
     app.add_typer(plan_app, name="plan")

@@ -2,25 +2,35 @@
 
 - :func:`openai_tool` / :func:`anthropic_tool`: tool definitions for the OpenAI (Chat Completions) and Anthropic
   (Messages) tool-calling APIs; :data:`PLAN_TOOL` is the same tool for metaharness's own model clients.
+  ``openai_tool("solve")`` / ``anthropic_tool("solve")`` and :data:`SOLVE_TOOL` are the second tool;
+  :func:`openai_tools` / :func:`anthropic_tools` give both.
 - :func:`call_plan_tool`: run a tool call's arguments and return the tool result (a JSON object with the route
-  as guidance, or ``status: "no_route"`` and the reason).
-- :func:`build_mcp_server`: an MCP server (official ``mcp`` SDK) with one tool, ``plan``;
+  as guidance, or ``status: "no_route"`` and the reason); :func:`call_solve_tool` solves a given plan graph;
+  :func:`call_tool` dispatches by name.
+- :func:`build_mcp_server`: an MCP server (official ``mcp`` SDK) with the tools ``plan`` and ``solve``;
   ``metaharness plan serve --model SPEC`` runs it over stdio.
 
-The tool takes the history so far, the goal and the remaining budget per limit::
+``plan`` takes the history so far, the goal and the remaining budget per limit, and per call optionally the number
+of plans to sample, the horizon, the solver and the caller's own tools (then every route step is a tool call)::
 
-    {"history": ["player at (1,1), box at (2,1)"], "goal": "box on (3,1)", "budget": {"steps": 6}}
+    {"history": ["player at (1,1), box at (2,1)"], "goal": "box on (3,1)", "budget": {"steps": 6},
+     "plans": 4, "horizon": 6, "solver": "exact",
+     "tools": [{"name": "move", "description": "...", "parameters": {"type": "object", ...}}]}
+
+``solve`` takes ``{"graph": PLAN_GRAPH, "solver": "exact", "time_limit": 10}`` with the plan graph of
+``docs/plan-graph.md`` and returns that document's result object. The whole contract, results included, is
+``docs/planning-session.md``.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import jsonschema
 
-from metaharness.errors import InputError
+from metaharness.errors import InputError, MetaharnessError
 from metaharness.models.types import ModelClient, Tool
 from metaharness.planner.tps import plan
 
@@ -36,6 +46,8 @@ PLAN_TOOL_DESCRIPTION = (
     "feasible route exists. Follow it step by step and call again when what you observe differs from the expected "
     "state."
 )
+TOOL_SOLVERS = ("exact", "ilp", "auto")
+MAX_PLANS = 16
 PLAN_TOOL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -50,46 +62,194 @@ PLAN_TOOL_PARAMETERS: dict[str, Any] = {
             "additionalProperties": {"type": "number", "minimum": 0},
             "description": 'Remaining budget per limit, e.g. {"steps": 12} or {"steps": 12, "usd": 0.5}.',
         },
+        "plans": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_PLANS,
+            "description": "How many candidate plans to sample (M; default 4).",
+        },
+        "horizon": {"type": "integer", "minimum": 1, "description": "The most steps the route may take."},
+        "solver": {"type": "string", "enum": list(TOOL_SOLVERS), "description": "The route solver (default exact)."},
+        "tools": {
+            "type": "array",
+            "description": (
+                "Your tools, to plan with: each step of the route is then one call "
+                '{"tool": NAME, "arguments": {...}} whose arguments match that tool\'s JSON schema.'
+            ),
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "parameters": {"type": "object", "description": "JSON schema of the arguments object."},
+                },
+                "required": ["name", "parameters"],
+            },
+        },
     },
     "required": ["history", "goal", "budget"],
     "additionalProperties": False,
 }
 PLAN_TOOL = Tool(PLAN_TOOL_NAME, PLAN_TOOL_DESCRIPTION, PLAN_TOOL_PARAMETERS)
 
+SOLVE_TOOL_NAME = "solve"
+SOLVE_TOOL_DESCRIPTION = (
+    "Solve a plan graph you built: nodes (states, with rewards and goals) and edges (actions with a cost per "
+    "limit), a start node and a budget. An exact solver returns the best walk from the start to a goal within the "
+    "budget and horizon (edge ids, nodes, value, cost), or status infeasible."
+)
+SOLVE_TOOL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "graph": {
+            "type": "object",
+            "description": (
+                'The plan graph, e.g. {"start": "s0", "budget": [6], "horizon": 10, "nodes": [{"id": "s0"}, '
+                '{"id": "g", "reward": 1, "goal": true}], "edges": [{"id": "e1", "source": "s0", "target": "g", '
+                '"action": "go", "cost": [1]}]}; budget and every cost have one number per limit.'
+            ),
+            "properties": {
+                "start": {"type": ["string", "integer"]},
+                "budget": {"type": "array", "items": {"type": "number", "minimum": 0}},
+                "horizon": {"type": "integer", "minimum": 1},
+                "discount": {"type": "number", "minimum": 0, "maximum": 1},
+                "limits": {"type": "array", "items": {"type": "string"}},
+                "nodes": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": ["string", "integer"]},
+                            "reward": {"type": "number"},
+                            "goal": {"type": "boolean"},
+                            "dead_end": {"type": "boolean"},
+                            "state": {"type": "string"},
+                            "key": {"type": ["string", "null"]},
+                        },
+                        "required": ["id"],
+                    },
+                },
+                "edges": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": ["string", "integer"]},
+                            "source": {"type": ["string", "integer"]},
+                            "target": {"type": ["string", "integer"]},
+                            "action": {"type": "string"},
+                            "cost": {"type": "array", "items": {"type": "number", "minimum": 0}},
+                        },
+                        "required": ["id", "source", "target", "cost"],
+                    },
+                },
+            },
+            "required": ["start", "budget", "nodes", "edges"],
+        },
+        "solver": {"type": "string", "enum": list(TOOL_SOLVERS), "description": "exact (default), ilp or auto."},
+        "time_limit": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds the ILP may take."},
+    },
+    "required": ["graph"],
+    "additionalProperties": False,
+}
+SOLVE_TOOL = Tool(SOLVE_TOOL_NAME, SOLVE_TOOL_DESCRIPTION, SOLVE_TOOL_PARAMETERS)
+TOOLS = {PLAN_TOOL_NAME: PLAN_TOOL, SOLVE_TOOL_NAME: SOLVE_TOOL}
 
-def openai_tool() -> dict[str, Any]:
-    """The tool for OpenAI's Chat Completions ``tools=[...]`` (``{"type": "function", "function": {...}}``)."""
+
+def _tool(name: str) -> Tool:
+    if name not in TOOLS:
+        raise InputError(f"Unknown planner tool {name!r}; the tools are {', '.join(TOOLS)}.")
+    return TOOLS[name]
+
+
+def openai_tool(name: str = PLAN_TOOL_NAME) -> dict[str, Any]:
+    """A tool for OpenAI's Chat Completions ``tools=[...]`` (``{"type": "function", "function": {...}}``)."""
+    tool = _tool(name)
     return {
         "type": "function",
-        "function": {"name": PLAN_TOOL_NAME, "description": PLAN_TOOL_DESCRIPTION, "parameters": PLAN_TOOL_PARAMETERS},
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
     }
 
 
-def anthropic_tool() -> dict[str, Any]:
-    """The tool for Anthropic's Messages ``tools=[...]`` (``{"name", "description", "input_schema"}``)."""
-    return {"name": PLAN_TOOL_NAME, "description": PLAN_TOOL_DESCRIPTION, "input_schema": PLAN_TOOL_PARAMETERS}
+def anthropic_tool(name: str = PLAN_TOOL_NAME) -> dict[str, Any]:
+    """A tool for Anthropic's Messages ``tools=[...]`` (``{"name", "description", "input_schema"}``)."""
+    tool = _tool(name)
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+
+
+def openai_tools() -> list[dict[str, Any]]:
+    """Both tools, ``plan`` and ``solve``, for OpenAI."""
+    return [openai_tool(name) for name in TOOLS]
+
+
+def anthropic_tools() -> list[dict[str, Any]]:
+    """Both tools, ``plan`` and ``solve``, for Anthropic."""
+    return [anthropic_tool(name) for name in TOOLS]
+
+
+def _validated(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(arguments, Mapping):
+        raise InputError(f"Bad arguments for the {name} tool: a JSON object is needed.")
+    try:
+        jsonschema.validate(dict(arguments), TOOLS[name].parameters)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path)
+        at = f" (at {where})" if where else ""
+        raise InputError(f"Bad arguments for the {name} tool: {exc.message}{at}.") from None
+    return dict(arguments)
 
 
 def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient, **options: Any) -> dict[str, Any]:
-    """Run the ``plan`` tool on a tool call's arguments; ``options`` go to :func:`metaharness.planner.tps.plan`.
+    """Run the ``plan`` tool on a tool call's arguments; ``options`` (the server's defaults) go to
+    :func:`metaharness.planner.tps.plan`, and the call's own ``plans``, ``horizon``, ``solver`` and ``tools``
+    override them.
 
     Arguments that do not match the tool's schema raise :class:`InputError` (send its message back to the model).
+    The result's route steps carry ``call`` (``{"tool", "arguments"}``) when the call gave ``tools``.
     """
-    try:
-        jsonschema.validate(dict(arguments), PLAN_TOOL_PARAMETERS)
-    except jsonschema.ValidationError as exc:
-        raise InputError(f"Bad arguments for the plan tool: {exc.message}.") from None
+    arguments = _validated(PLAN_TOOL_NAME, arguments)
+    per_call = {"plans": "m", "horizon": "horizon", "solver": "solver", "tools": "tools"}
+    options = {**options, **{option: arguments[key] for key, option in per_call.items() if key in arguments}}
     result = plan(arguments["history"], arguments["goal"], arguments["budget"], model=model, **options)
+    limits = result.task.limits
+    route = []
+    for s in result.route:
+        step: dict[str, Any] = {
+            "action": s.action,
+            "expected_state": s.state,
+            "cost": dict(zip(limits, s.cost, strict=False)),
+        }
+        if s.call is not None:
+            step["call"] = s.call
+        route.append(step)
     return {
         "status": result.status,
         "guidance": result.guidance(),
-        "route": [
-            {"action": s.action, "expected_state": s.state, "cost": dict(zip(result.task.limits, s.cost, strict=False))}
-            for s in result.route
-        ],
-        "cost": dict(zip(result.task.limits, result.cost, strict=False)),
+        "route": route,
+        "cost": dict(zip(limits, result.cost, strict=False)),
         "reason": result.reason,
     }
+
+
+def call_solve_tool(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Run the ``solve`` tool: the result object of ``docs/plan-graph.md`` for the call's graph.
+
+    A graph that does not match the schema, or that ``docs/plan-graph.md`` rejects, raises :class:`InputError`.
+    """
+    from metaharness.planner.graph import PlanGraph
+    from metaharness.planner.solve import solve
+
+    arguments = _validated(SOLVE_TOOL_NAME, arguments)
+    graph = PlanGraph.from_json(arguments["graph"])
+    result = solve(graph, solver=arguments.get("solver", "exact"), time_limit=arguments.get("time_limit"))
+    return result.to_json()
+
+
+def call_tool(name: str, arguments: Mapping[str, Any], *, model: ModelClient, **options: Any) -> dict[str, Any]:
+    """Dispatch a tool call by name (``plan`` or ``solve``); ``options`` go to :func:`call_plan_tool`."""
+    if _tool(name).name == SOLVE_TOOL_NAME:
+        return call_solve_tool(arguments)
+    return call_plan_tool(arguments, model=model, **options)
 
 
 def build_mcp_server(model: ModelClient, **options: Any) -> MCPServer:
@@ -108,12 +268,47 @@ def build_mcp_server(model: ModelClient, **options: Any) -> MCPServer:
     except ImportError:  # mcp 1.x, looked up by name: mypy reads the installed 2.x, which has no FastMCP
         server_class = importlib.import_module("mcp.server.fastmcp").FastMCP
 
+    tool_error: type[Exception]
+    try:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        tool_error = ToolError
+    except ImportError:  # mcp 1.x
+        tool_error = importlib.import_module("mcp.server.fastmcp.exceptions").ToolError
+
+    def run(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """A user-facing error reaches the client as the tool's error text (the SDK hides other exceptions)."""
+        try:
+            return call()
+        except MetaharnessError as exc:
+            raise tool_error(str(exc)) from exc
+
     server = server_class("metaharness-planner")
 
     @server.tool(name=PLAN_TOOL_NAME, description=PLAN_TOOL_DESCRIPTION)
-    async def plan_tool(history: list[str], goal: str, budget: dict[str, float]) -> dict[str, Any]:
-        arguments = {"history": history, "goal": goal, "budget": budget}
+    async def plan_tool(
+        history: list[str],
+        goal: str,
+        budget: dict[str, float],
+        plans: int | None = None,
+        horizon: int | None = None,
+        solver: Literal["exact", "ilp", "auto"] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        given = {"plans": plans, "horizon": horizon, "solver": solver, "tools": tools}
+        arguments: dict[str, Any] = {"history": history, "goal": goal, "budget": budget}
+        arguments.update({k: v for k, v in given.items() if v is not None})
         # Model calls block; run them off the event loop so the session keeps answering.
-        return await anyio.to_thread.run_sync(lambda: call_plan_tool(arguments, model=model, **options))
+        return await anyio.to_thread.run_sync(run, lambda: call_plan_tool(arguments, model=model, **options))
+
+    @server.tool(name=SOLVE_TOOL_NAME, description=SOLVE_TOOL_DESCRIPTION)
+    async def solve_tool(
+        graph: dict[str, Any],
+        solver: Literal["exact", "ilp", "auto"] | None = None,
+        time_limit: float | None = None,
+    ) -> dict[str, Any]:
+        given = {"solver": solver, "time_limit": time_limit}
+        arguments = {"graph": graph, **{k: v for k, v in given.items() if v is not None}}
+        return await anyio.to_thread.run_sync(run, lambda: call_solve_tool(arguments))
 
     return server
