@@ -80,6 +80,75 @@ def _split(name: str) -> tuple[str, str]:
     raise InputError(f"Unknown proposer '{name}': use one of {', '.join(PROPOSER_NAMES)}.")
 
 
+# What each proposer setting must be: (check, description for the message).
+_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
+_POSITIVE = ("workers", "probe_size", "plans", "frontier", "max_steps", "max_tokens")
+_VALUES: dict[str, tuple[Any, str]] = {
+    **{k: (lambda v: _INT[0](v) and v >= 1, "an integer >= 1") for k in _POSITIVE},
+    "context_tokens": (lambda v: _INT[0](v) and v >= 256, "an integer >= 256"),
+    "extend": (lambda v: _INT[0](v) and v >= 0, "an integer >= 0"),
+    "seed": _INT,
+    "probe_tokens": (
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"),
+        "a number > 0",
+    ),
+}
+
+
+def proposer_keys(name: str) -> tuple[str, ...]:
+    """The settings (``-P`` keys) the proposer ``name`` takes; raises InputError for an unknown proposer."""
+    family, _ = _split(name.strip().lower())
+    if family == "offline":
+        return OFFLINE_KEYS
+    return CODING_KEYS + (("plans",) if family == "tps" else ())
+
+
+def needs_model(name: str) -> bool:
+    """True for the proposers that drive a coding agent with a proposer model (``base``, ``tps`` and its baselines)."""
+    return _split(name.strip().lower())[0] != "offline"
+
+
+def check_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """User-given settings (``-P KEY=VALUE``) for the proposer ``name``, checked and normalised (``operators`` as
+    a list of names). Raises :class:`InputError` with one line for an unknown key (with the closest known one),
+    a key this proposer does not take, an unknown operator or a bad value. :func:`get_proposer` itself ignores
+    unknown keys, so that the loop can pass its own (``task``, ``model``, ...) in the same dict."""
+    import difflib
+
+    keys = proposer_keys(name)
+    checked: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in keys:
+            if key in OPTION_KEYS:
+                raise InputError(
+                    f"Proposer option '{key}' does not apply to the {name} proposer; it takes: {', '.join(keys)}."
+                )
+            close = difflib.get_close_matches(key, OPTION_KEYS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise InputError(f"Unknown proposer option '{key}'; known: {', '.join(keys)}{hint}.")
+        if key == "operators":
+            checked[key] = operator_names(value)
+            continue
+        check, wanted = _VALUES[key]
+        if not check(value):
+            raise InputError(f"Proposer option {key} must be {wanted}, got {value!r}.")
+        checked[key] = value
+    return checked
+
+
+def operator_names(value: Any) -> list[str]:
+    """``operators`` as a list of known operator names (a comma-separated string is split); InputError otherwise."""
+    from metaharness.proposers.operators import OPERATOR_NAMES
+
+    names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise InputError(f"Proposer option operators takes operator names separated by commas, got {value!r}.")
+    unknown = [n for n in names if n not in OPERATOR_NAMES]
+    if unknown:
+        raise InputError(f"Unknown operator(s) {', '.join(unknown)}: use one of {', '.join(OPERATOR_NAMES)}.")
+    return names
+
+
 def get_proposer(name: str, **config: Any) -> Proposer:
     """Build the proposer ``name`` from ``config`` (keys in the module docstring)."""
     family, selection = _split(name.strip().lower())
@@ -94,6 +163,8 @@ def get_proposer(name: str, **config: Any) -> Proposer:
             raise ConfigurationError("The offline proposer probes with the task model: pass task_model=.")
         probe_dir = str(Path(run_dir) / "proposer" / "probe") if run_dir else None
         offline = {k: v for k, v in options.items() if k in OFFLINE_KEYS}
+        if "operators" in offline:
+            offline["operators"] = operator_names(offline["operators"])
         return OfflineProposer(task, task_model, selection=selection, probe_dir=probe_dir, **offline)
     model = config.get("model")
     if model is None:

@@ -76,6 +76,59 @@ def test_optimize_refuses_what_it_cannot_run_in_one_line(tmp_path, options, mess
     assert list(tmp_path.iterdir()) == []  # no run directory was started
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_cost": -1}, "--max-cost takes an amount of USD >= 0 (e.g. --max-cost 5), got '-1'."),
+        ({"max_cost": "lots"}, "--max-cost takes an amount of USD >= 0 (e.g. --max-cost 5), got 'lots'."),
+        ({"max_cost": "inf"}, "got 'inf'"),
+        (
+            {"proposer_option": ["prob_size=4"]},
+            "Unknown proposer option 'prob_size'; known: seed, workers, probe_size, plans, operators, probe_tokens, "
+            "frontier, extend (did you mean probe_size?).",
+        ),
+        ({"proposer_option": ["task=uspto"]}, "Unknown proposer option 'task'; known: seed, workers"),
+        ({"proposer_option": ["max_steps=3"]}, "Proposer option 'max_steps' does not apply to the offline proposer"),
+        ({"proposer_option": ["probe_size=0"]}, "Proposer option probe_size must be an integer >= 1, got 0."),
+        ({"proposer_option": ["plans=many"]}, "Proposer option plans must be an integer >= 1, got 'many'."),
+        ({"proposer_option": ["operators=snap_to_labels,foo"]}, "Unknown operator(s) foo: use one of snap_to_labels,"),
+        ({"task_model": "gpt-4"}, "Model spec 'gpt-4' is not PROVIDER:MODEL"),
+        ({"task_model": "foo:bar"}, "Unknown model provider 'foo' in 'foo:bar'"),
+        (
+            {"proposer": "tps", "proposer_model": "openai:m@ftp://host"},
+            "Base URL 'ftp://host' in 'openai:m@ftp://host'",
+        ),
+        ({"proposer": "base"}, "The base proposer drives a coding agent and needs a proposer model"),
+        (
+            {"proposer": "tps", "proposer_model": "local:smollm2-135m", "proposer_option": ["context_tokens=-1"]},
+            "must be an integer >= 256",
+        ),
+        ({"proposer": "nope"}, "Unknown proposer 'nope': use one of offline, base, tps"),
+    ],
+    ids=[
+        "negative budget",
+        "a word for a budget",
+        "an infinite budget",
+        "a misspelt proposer option",
+        "a loop setting as a proposer option",
+        "an option of another proposer",
+        "a zero probe",
+        "a word for a number",
+        "an unknown operator",
+        "a spec without a provider",
+        "an unknown provider",
+        "a bad base URL",
+        "a coding proposer without a model",
+        "a bad context window",
+        "an unknown proposer",
+    ],
+)
+def test_optimize_validates_every_setting_in_one_line_before_starting(tmp_path, options, message):
+    out = run_metaharness("optimize", cwd=tmp_path, dataset="symptom2disease", iters=1, **options)
+    assert_fails_cleanly(out, message)
+    assert list(tmp_path.iterdir()) == []  # no run directory was started
+
+
 # ---------------------------------------------------------------- eval
 
 
@@ -108,8 +161,10 @@ def test_eval_scores_a_seed_with_the_embedded_model(tmp_path, shared_data_dir):
         (["zero_shot", "--dataset", "mmlu"], "Unknown task 'mmlu'"),
         (["no_such_seed", "--dataset", "uspto"], "No seed harness 'no_such_seed' for task uspto"),
         (["missing.py", "--dataset", "uspto"], "Harness file missing.py does not exist"),
+        (["zero_shot", "--dataset", "uspto", "--task-model", "llama"], "Model spec 'llama' is not PROVIDER:MODEL"),
+        (["zero_shot", "--dataset", "uspto", "--workers", "0"], "--workers must be at least 1, got 0."),
     ],
-    ids=["unknown dataset", "unknown seed", "missing file"],
+    ids=["unknown dataset", "unknown seed", "missing file", "bad model spec", "no workers"],
 )
 def test_eval_refuses_an_unknown_task_seed_or_file(tmp_path, args, message):
     assert_fails_cleanly(run_metaharness("eval", *args, cwd=tmp_path), message)

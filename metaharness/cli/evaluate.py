@@ -34,9 +34,15 @@ def eval_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    from metaharness.errors import InputError
     from metaharness.evaluation import evaluate
+    from metaharness.models.spec import parse_spec
     from metaharness.tasks import get_task
 
+    parse_spec(task_model)
+    for option, value in (("--limit", limit), ("--workers", workers)):
+        if value is not None and value < 1:
+            raise InputError(f"{option} must be at least 1, got {value}.")
     console = Console()
     task = get_task(dataset, data_dir=data_dir)
     harness = _resolve(candidate, task.name)

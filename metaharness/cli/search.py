@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import _thread
 import json
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -49,7 +50,11 @@ def optimize(
         None, "--val-limit", min=1, help="Evaluate on the first N validation examples only."
     ),
     max_cost: float | None = typer.Option(
-        None, "--max-cost", min=0.0, help="Stop cleanly once this many USD are spent (whole run)."
+        None,
+        "--max-cost",
+        parser=lambda text: parse_usd("--max-cost", text),
+        metavar="USD",
+        help="Stop cleanly once this many USD are spent (whole run).",
     ),
     workers: int | None = typer.Option(None, "--workers", min=1, help="Examples evaluated in parallel."),
     test: bool = typer.Option(
@@ -87,6 +92,7 @@ def optimize(
         proposer or stored.get("proposer"),
         proposer_model or stored.get("proposer_model"),
     )
+    options = check_settings(task_model, proposer, proposer_model, parse_options(proposer_option))
     if stored and val_limit is None:
         val_limit = stored.get("val_limit")
     if notice:
@@ -99,7 +105,6 @@ def optimize(
         evals_per_iter=evals_per_iter or stored.get("evals_per_iter") or DEFAULT_EVALS_PER_ITER,
         val_limit=val_limit,
     )
-    options = parse_options(proposer_option)
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
     with StopOnCtrlC(stop, out), ProgressEvents(out, config) as events:
@@ -119,6 +124,38 @@ def optimize(
     final_table(out, run_dir, outcome)
     if outcome.stopped and outcome.stopped.startswith("interrupted"):
         raise typer.Exit(130)
+
+
+def parse_usd(option: str, text: str) -> float:
+    """A dollar amount: a finite number >= 0 (else one line and exit code 2, before anything starts)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{option} takes an amount of USD >= 0 (e.g. {option} 5), got '{text}'.")
+    return value
+
+
+def check_settings(
+    task_model: str, proposer: str, proposer_model: str | None, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's models and proposer settings checked before a run directory is touched: model specs, the
+    proposer's name, its need for a proposer model and its ``-P`` options (returned normalised)."""
+    from metaharness.models.spec import parse_spec
+    from metaharness.proposers import check_options, needs_model
+
+    parse_spec(task_model)
+    if proposer_model is not None:
+        parse_spec(proposer_model)
+    checked = check_options(proposer, options)
+    if needs_model(proposer) and proposer_model is None:
+        raise InputError(
+            f"The {proposer} proposer drives a coding agent and needs a proposer model with tool calling: pass "
+            "--proposer-model (e.g. anthropic:claude-sonnet-4-5, or openai:MODEL@http://host:port/v1), or use "
+            "--proposer offline, which needs no hosted model."
+        )
+    return checked
 
 
 def parse_options(pairs: list[str]) -> dict[str, object]:
