@@ -40,9 +40,9 @@ def eval_command(
     from metaharness.tasks import get_task
 
     parse_spec(task_model)
-    for option, value in (("--limit", limit), ("--workers", workers)):
-        if value is not None and value < 1:
-            raise InputError(f"{option} must be at least 1, got {value}.")
+    for option, count in (("--limit", limit), ("--workers", workers)):
+        if count is not None and count < 1:
+            raise InputError(f"{option} must be at least 1, got {count}.")
     console = Console()
     task = get_task(dataset, data_dir=data_dir)
     harness = _resolve(candidate, task.name)
