@@ -14,7 +14,12 @@ started=$(date +%s)
 work=$(mktemp -d)
 server_pid=""
 cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    for _ in $(seq 1 20); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -112,4 +117,4 @@ assert answer["status"] in ("route", "no_route") and answer["guidance"], answer
 print(f"core-install: ok: MCP tools {tools}; solve -> {json.loads(solved['content'][0]['text'])['path']}; "
       f"plan -> {answer['status']}: {answer['guidance'][:120]!r}")
 EOF
-step "all checks passed in $(( $(date +%s) - started )) s"
+step "all checks passed in $(( $(date +%s) - started )) s (then the server stops and the venv is removed)"

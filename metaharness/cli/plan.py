@@ -65,6 +65,7 @@ def register(app: typer.Typer) -> None:
         if plans < 1 or (horizon is not None and horizon < 1):
             raise InputError("--plans and --horizon must be at least 1.")
         server = build_mcp_server(connect(model), m=plans, solver=solver, horizon=horizon, max_tokens=max_tokens)
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # again: the MCP SDK may configure logging itself
         server.run("stdio")
 
     app.add_typer(plan_app, name="plan")
