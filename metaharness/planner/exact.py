@@ -1,11 +1,19 @@
 """Exact solver: a label-setting dynamic programme over (node, steps used) with Pareto sets of cost vectors.
 
-Walks are extended one step at a time. At each (node, step) only labels whose (total cost, value) is not dominated
-(another label costs no more in every entry and is worth at least as much) are kept: both reach the same futures
-with the same discount, so the dominated one can never do better. With discount 1 a label also dominates later
-labels at the same node (fewer steps used leaves more horizon). Labels are pruned when the cheapest way on to a goal
-(per limit) leaves the budget, when no goal is within the remaining steps, or when an upper bound on the remaining
-value (ignoring the budget) cannot beat the best plan found. This is exact for any number of limits.
+Walks are extended one step at a time; a label is a walk's end node, step, total cost and value. A label is dropped
+when another label at the same node dominates it: it used no more steps, costs no more in every entry, and is worth
+at least as much plus what its later discount could cost it (with discount d, a label at step s ahead of one at
+step t >= s gains (d^s - d^t) * W more on a continuation of value W; ``bounds.least_values`` bounds W from below).
+Labels are pruned when the cheapest way on to a goal (per limit, and for a weighted sum of the limits) leaves the
+budget, when no goal is within the remaining steps, or when an upper bound on the value still reachable cannot beat
+the best plan found: the least of several Lagrangian bounds (``bounds.dual_tables``), each the best walk's value
+minus mu . cost plus mu . remaining budget.
+
+How much such pruning saves depends on how good the best plan found is, so :func:`solve_exact` first gets a plan
+from a beam pass and the Lagrangian walks, then runs passes with a falling floor (prune as if a plan worth the
+floor were known). Passes above the optimum find nothing and are cheap; the first pass that finds a plan has found
+the optimum, since everything it pruned was bounded by its floor or by that plan. This is exact for any number of
+limits and any discount.
 
 >>> from metaharness.planner.graph import PlanGraph
 >>> from metaharness.planner.problem import prepare
@@ -22,17 +30,22 @@ from __future__ import annotations
 
 import math
 import time
-from operator import add, gt, le
+from operator import add, gt, le, mul
 
+from metaharness.planner.bounds import (
+    TABLE_STEPS_CAP,
+    LagrangianTable,
+    dual_tables,
+    lagrangian_table,
+    least_values,
+    weighted_cost_to_goal,
+)
 from metaharness.planner.problem import VALUE_TOLERANCE, Problem
 from metaharness.planner.result import PlanResult
 
-# Value-bound tables are built for at most this many remaining steps; deeper labels are pruned by the other bounds.
-BOUND_STEPS_CAP = 512
-
 
 class LabelLimitReached(Exception):
-    """More labels than ``max_labels`` were created (used by ``solver="auto"`` to switch to the ILP)."""
+    """More labels than ``max_labels`` were created (``solver="auto"`` then hands over to the ILP)."""
 
 
 class _Label:
@@ -59,64 +72,160 @@ def _beats(value: float, best: float) -> bool:
     return best == -math.inf or value > best + VALUE_TOLERANCE * max(1.0, abs(best))
 
 
-def solve_exact(problem: Problem, *, max_labels: int | None = None, beam: int | None = None) -> PlanResult:
+def solve_exact(problem: Problem, *, max_labels: int | None = None, beam: int = 3) -> PlanResult:
     """Return an optimal plan or "infeasible"; among optimal plans the one with fewest steps.
 
-    With a discount below 1 a quick beam pass (at most ``beam`` labels per node and step, default 3; 0 skips it)
-    first finds a good plan so that the exact pass can prune from the start (with discount 1 the exact pass finds
-    good plans early by itself); the exact pass then proves optimality or improves on it.
+    A beam pass (at most ``beam`` labels per node and step; 0 skips it) and the Lagrangian walks give a first plan.
+    Then exact passes run with a floor falling from the root's upper bound towards that plan's value: a pass
+    prunes as if a plan worth the floor were known, so it is cheap, and the first pass that finds a plan better than
+    its floor has found the optimum (every pruned label was bounded by the floor or by that plan). The last pass
+    has no floor. ``max_labels`` caps the labels all passes together may create (:class:`LabelLimitReached`).
     """
     started = time.perf_counter()
-    if beam is None:
-        beam = 3 if problem.discount < 1.0 else 0
-    bounds = problem.value_bounds(min(problem.horizon, BOUND_STEPS_CAP))
-    incumbent = _search(problem, bounds, beam=beam) if beam else None
-    best = _search(problem, bounds, incumbent=incumbent, max_labels=max_labels) or incumbent
+    p = problem
+    zero = lagrangian_table(p, [0.0] * p.limits)
+    budget = _Budget(max_labels)
+    shared = _Shared(p, [zero])
+    incumbent = _search(shared, beam=beam, budget=_Budget(None)) if beam else None
+    tables, walks = dual_tables(p, _objective(p, incumbent), first=zero)
+    shared.use(tables)
+    for route in walks:  # a Lagrangian walk that fits the budget is a plan too
+        label = _label_of(p, route)
+        if label is not None and (incumbent is None or _better(p, label, incumbent)):
+            incumbent = label
+    upper = min(table.bound(0, p.start, p.slack) for table in tables)
+    best = None
+    for floor in _floors(upper, _objective(p, incumbent)):
+        best = _search(shared, incumbent=incumbent, floor=floor, budget=budget)
+        if best is not None:
+            break
+    else:
+        best = _search(shared, incumbent=incumbent, budget=budget)
+    best = best or incumbent
     if best is None:
         return PlanResult("infeasible", "exact", time.perf_counter() - started)
-    walk = problem.check_walk([problem.edge_ids[e] for e in best.edges()])
+    walk = p.check_walk([p.edge_ids[e] for e in best.edges()])
     return PlanResult.from_walk(
-        "optimal", "exact", walk, soft=problem.soft is not None, seconds=time.perf_counter() - started
+        "optimal", "exact", walk, soft=p.soft is not None, seconds=time.perf_counter() - started
     )
 
 
+# Floors sit at upper - gap * f for these f (gap: upper bound minus the first plan's value): passes above the optimum
+# fail fast, and the factor of sqrt(2) between floors keeps the successful one close below the optimum.
+FLOOR_FRACTIONS = tuple(2 ** (-k / 2) for k in range(10, 0, -1))
+
+
+def _floors(upper: float, lower: float) -> list[float]:
+    if not math.isfinite(upper) or upper <= lower:
+        return []
+    gap = upper - lower if math.isfinite(lower) else max(1.0, abs(upper))
+    return [upper - gap * f for f in FLOOR_FRACTIONS]
+
+
+class _Budget:
+    """Labels the exact passes may still create (None: no cap)."""
+
+    def __init__(self, cap: int | None) -> None:
+        self.left = cap
+
+    def spend(self) -> None:
+        if self.left is not None:
+            self.left -= 1
+            if self.left < 0:
+                raise LabelLimitReached()
+
+
+def _objective(p: Problem, label: _Label | None) -> float:
+    return -math.inf if label is None else p.objective(label.value, label.cost)
+
+
+def _better(p: Problem, a: _Label, b: _Label) -> bool:
+    oa, ob = _objective(p, a), _objective(p, b)
+    return _beats(oa, ob) or (a.step < b.step and not _beats(ob, oa))
+
+
+def _label_of(p: Problem, walk: list[int]) -> _Label | None:
+    """The goal label of ``walk`` when it is a feasible plan (its Lagrangian walks may break the budget)."""
+    label = _Label(tuple(0.0 for _ in p.budget), 0.0, -1, None, 0)
+    for i, e in enumerate(walk):
+        if i and p.goal[p.src[e]]:
+            return None
+        total = tuple(map(add, label.cost, p.cost[e]))
+        label = _Label(total, label.value + p.discount**i * p.reward[p.dst[e]], e, label, i + 1)
+    if not walk or not p.goal[p.dst[walk[-1]]] or any(map(gt, label.cost, p.slack)) or label.step > p.horizon:
+        return None
+    return label
+
+
+class _Shared:
+    """What every pass over one problem reads: the Lagrangian rows, the resource lower bounds and the dominance
+    margins."""
+
+    def __init__(self, p: Problem, tables: list[LagrangianTable]) -> None:
+        self.p = p
+        slack = p.slack
+        self.weight = tuple(1.0 / b if b > 0 else 0.0 for b in slack)
+        self.weighted_lower = weighted_cost_to_goal(p, self.weight) if p.limits > 1 else None
+        self.weighted_slack = sum(w * s for w, s in zip(self.weight, slack, strict=False))
+        self.dpow = [p.discount**t for t in range(p.horizon + 1)]
+        self.use(tables)
+        # margin[s][w]: a label at w and step s is dominated by one at an earlier step s' that costs no more and is
+        # worth at least its value + (d^s' - d^s) * margin[s][w] (minus the least value of a continuation from w
+        # within the remaining steps; nothing to add when d = 1, no dominance across steps beyond the tables).
+        self.margin: list[list[float]] | None = None
+        if p.discount < 1.0:
+            low = least_values(p, min(p.horizon, TABLE_STEPS_CAP))
+            n = len(p.node_ids)
+            self.margin = [
+                [-x for x in low[p.horizon - s]] if p.horizon - s < len(low) else [math.inf] * n
+                for s in range(p.horizon + 1)
+            ]
+
+    def use(self, tables: list[LagrangianTable]) -> None:
+        # Per table: mu, mu . slack and the rows of G; a label's bound is min_k G_k[t][w] + mu_k . (slack - cost).
+        self.duals = [(t.mu, sum(m * s for m, s in zip(t.mu, self.p.slack, strict=False)), t.G) for t in tables]
+
+
 def _search(
-    p: Problem,
-    bounds: list[list[float]],
+    shared: _Shared,
     *,
+    budget: _Budget,
     beam: int | None = None,
     incumbent: _Label | None = None,
-    max_labels: int | None = None,
+    floor: float = -math.inf,
 ) -> _Label | None:
-    """Extend walks step by step; return the best goal label found that beats ``incumbent`` (or None).
+    """Extend walks step by step; return the best goal label found that beats ``incumbent`` and ``floor`` (or None).
 
     With ``beam`` only that many labels per node survive each step (a heuristic: no proof, used for incumbents).
     """
-    horizon, d, slack, soft = p.horizon, p.discount, p.slack, p.soft
+    p = shared.p
+    horizon, slack, soft = p.horizon, p.slack, p.soft
     steps_to_goal, cost_to_goal = p.steps_to_goal, p.cost_to_goal
-    same_level_only = d < 1.0 or beam is not None  # with discount 1, earlier labels dominate later ones too
+    weight, weighted_lower, weighted_slack = shared.weight, shared.weighted_lower, shared.weighted_slack
+    dpow, duals, margins = shared.dpow, shared.duals, shared.margin
     best = incumbent
-    best_obj = p.objective(incumbent.value, incumbent.cost) if incumbent else -math.inf
+    best_obj = _objective(p, incumbent)
+    floor_only = floor > best_obj  # prune as if a plan worth ``floor`` were known (until one beats it)
+    if floor_only:
+        best_obj = floor
     found: _Label | None = None
-    created = 0
     frontier: dict[int, list[_Label]] = {p.start: [_Label(tuple(0.0 for _ in p.budget), 0.0, -1, None, 0)]}
-    archive: dict[int, list[_Label]] = {}
+    pools: dict[int, list[_Label]] = {}  # every kept label per node, of every step (for dominance)
 
     def useful(bound: float, goal_step: float) -> bool:
         """Could a plan with objective up to ``bound`` reaching a goal at ``goal_step`` (at the earliest) replace the
         best one?"""
-        if best is None or _beats(bound, best_obj):
+        if (best is None and not floor_only) or _beats(bound, best_obj):
             return True
-        return goal_step < best.step and not _beats(best_obj, bound)  # a tie in fewer steps
+        return best is not None and goal_step < best.step and not _beats(best_obj, bound)  # a tie in fewer steps
 
     for t in range(horizon):
         if not frontier:
             break
-        disc_here = d**t
-        disc_next = disc_here * d
+        disc_here = dpow[t]
         remaining = horizon - t - 1
-        level: dict[int, list[_Label]] = {} if same_level_only else archive
         touched: set[int] = set()
+        row = t + 1
         for v, labels in frontier.items():
             for e in p.out[v]:
                 w = p.dst[e]
@@ -129,42 +238,57 @@ def _search(
                             continue
                         value = lab.value + gain
                         obj = value - soft.penalty(total) if soft else value
-                        if useful(obj, t + 1):
-                            best = found = _Label(total, value, e, lab, t + 1)
+                        if useful(obj, row):
+                            best = found = _Label(total, value, e, lab, row)
                             best_obj = obj
+                            floor_only = False
                     continue
                 if steps_to_goal[w] > remaining:
                     continue
-                future = bounds[remaining][w] if remaining <= BOUND_STEPS_CAP else math.inf
                 lower = cost_to_goal[w]
+                wlow = weighted_lower[w] if weighted_lower is not None else 0.0
+                bases = [(mu, g[row][w] + ms) for mu, ms, g in duals if row < len(g)]
+                margin = 0.0 if margins is None else margins[row][w]
+                goal_step = row + steps_to_goal[w]
+                pool = pools.setdefault(w, [])
                 for lab in labels:
                     total = tuple(map(add, lab.cost, c))
                     if any(map(gt, map(add, total, lower), slack)):
                         continue
-                    value = lab.value + gain
-                    if best is not None and math.isfinite(future):
-                        bound = value + disc_next * future - (soft.penalty(total) if soft else 0.0)
-                        if not useful(bound, t + 1 + steps_to_goal[w]):
-                            continue
-                    pool = level.setdefault(w, [])
-                    if any(old.value >= value and all(map(le, old.cost, total)) for old in pool):
+                    if weighted_lower is not None and wlow + sum(map(mul, weight, total)) > weighted_slack:
                         continue
-                    new = _Label(total, value, e, lab, t + 1)
+                    value = lab.value + gain
+                    if (best is not None or floor_only) and bases:
+                        future = min(base - sum(map(mul, mu, total)) for mu, base in bases)
+                        if not useful(value + future - (soft.penalty(total) if soft else 0.0), goal_step):
+                            continue
+                    if _dominated(pool, value, total, row, dpow, margin):
+                        continue
                     pool[:] = [
-                        old
-                        for old in pool
-                        if old.step != t + 1 or old.value > value or not all(map(le, total, old.cost))
+                        old for old in pool if old.step != row or old.value > value or not all(map(le, total, old.cost))
                     ]
-                    pool.append(new)
+                    pool.append(_Label(total, value, e, lab, row))
                     touched.add(w)
-                    created += 1
-                    if max_labels is not None and created > max_labels:
-                        raise LabelLimitReached(created)
+                    budget.spend()
         frontier = {}
         for w in touched:
-            labs = [lab for lab in level[w] if lab.step == t + 1]
+            labs = [lab for lab in pools[w] if lab.step == row]
             if beam is not None and len(labs) > beam:
                 labs = sorted(labs, key=lambda lab: -lab.value)[:beam]
+                pools[w] = [lab for lab in pools[w] if lab.step != row] + labs
             if labs:
                 frontier[w] = labs
     return found
+
+
+def _dominated(
+    pool: list[_Label], value: float, total: tuple[float, ...], step: int, dpow: list[float], margin: float
+) -> bool:
+    """Whether a kept label at the same node dominates a new one at ``step`` (see the module docstring)."""
+    here = dpow[step]
+    for old in pool:
+        # nan (never dominated) for 0 * inf
+        need = value if old.step == step or margin == 0.0 else value + (dpow[old.step] - here) * margin
+        if old.value >= need and all(map(le, old.cost, total)):
+            return True
+    return False
