@@ -201,7 +201,7 @@ def optimize(
     """
     from metaharness.evaluation.candidate_evaluator import TaskEvaluator
     from metaharness.models import connect
-    from metaharness.proposers import get_proposer
+    from metaharness.proposers import check_options, get_proposer
     from metaharness.report import write_summary_markdown
     from metaharness.tasks import get_task
 
@@ -211,6 +211,7 @@ def optimize(
         raise InputError(f"max_cost must be at least 0 USD, got {max_cost}.")
     if max_tokens is not None and max_tokens < 0:
         raise InputError(f"max_tokens must be at least 0, got {max_tokens}.")
+    options = check_options(config["proposer"], options or {})
     run_dir = Path(run_dir)
     task = get_task(config["dataset"], data_dir=data_dir)
     seeds = seeds_of(config["dataset"], seed_names)

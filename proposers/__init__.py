@@ -18,7 +18,8 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
   examples per probe; offline 8, tps 6, base 4), ``plans`` (revisions sampled per iteration; offline 6, tps 4),
   ``operators`` (offline: restrict the operator library to these names), ``probe_tokens`` / ``frontier`` /
-  ``extend`` (offline: probe token budget per iteration, parents revised, candidates extended), ``max_steps`` /
+  ``extend`` / ``depth`` (offline: probe token budget per iteration, parents revised, candidates extended per
+  level, longest revision chain, default 3), ``max_steps`` /
   ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``context_tokens`` (base/tps: the
   proposer model's context window, which the agent's transcript is compacted to fit; default the client's, else
   32768), ``run_dir`` (offline: probe files go under ``<run_dir>/proposer/probe``; base/tps: transcripts and
@@ -47,12 +48,13 @@ OPTION_KEYS = (
     "probe_tokens",
     "frontier",
     "extend",
+    "depth",
     "max_steps",
     "max_tokens",
     "context_tokens",
 )
 # The settings each family takes (``tps`` also takes ``plans``).
-OFFLINE_KEYS = ("seed", "workers", "probe_size", "plans", "operators", "probe_tokens", "frontier", "extend")
+OFFLINE_KEYS = ("seed", "workers", "probe_size", "plans", "operators", "probe_tokens", "frontier", "extend", "depth")
 CODING_KEYS = ("seed", "workers", "probe_size", "max_steps", "max_tokens", "context_tokens")
 PROPOSER_NAMES: tuple[str, ...] = ("offline", "base", "tps") + tuple(
     f"{family}{suffix}" for family in _FAMILIES for suffix in _SELECTIONS if suffix
@@ -82,7 +84,7 @@ def _split(name: str) -> tuple[str, str]:
 
 # What each proposer setting must be: (check, description for the message).
 _INT = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
-_POSITIVE = ("workers", "probe_size", "plans", "frontier", "max_steps", "max_tokens")
+_POSITIVE = ("workers", "probe_size", "plans", "frontier", "depth", "max_steps", "max_tokens")
 _VALUES: dict[str, tuple[Any, str]] = {
     **{k: (lambda v: _INT[0](v) and v >= 1, "an integer >= 1") for k in _POSITIVE},
     "context_tokens": (lambda v: _INT[0](v) and v >= 256, "an integer >= 256"),

@@ -85,7 +85,7 @@ def test_optimize_refuses_what_it_cannot_run_in_one_line(tmp_path, options, mess
         (
             {"proposer_option": ["prob_size=4"]},
             "Unknown proposer option 'prob_size'; known: seed, workers, probe_size, plans, operators, probe_tokens, "
-            "frontier, extend (did you mean probe_size?).",
+            "frontier, extend, depth (did you mean probe_size?).",
         ),
         ({"proposer_option": ["task=uspto"]}, "Unknown proposer option 'task'; known: seed, workers"),
         ({"proposer_option": ["max_steps=3"]}, "Proposer option 'max_steps' does not apply to the offline proposer"),

@@ -56,6 +56,12 @@ def optimize(
         metavar="USD",
         help="Stop cleanly once this many USD are spent (whole run).",
     ),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=0, help="Stop cleanly once this many tokens (input + output) are spent (whole run)."
+    ),
+    max_proposer_failures: int = typer.Option(
+        3, "--max-proposer-failures", min=1, help="Stop after this many failed proposer iterations in a row."
+    ),
     workers: int | None = typer.Option(None, "--workers", min=1, help="Examples evaluated in parallel."),
     test: bool = typer.Option(
         True, "--test/--no-test", help="Evaluate the best and the frontier on the test split at the end."
@@ -114,6 +120,8 @@ def optimize(
             iterations=iters,
             data_dir=data_dir,
             max_cost=max_cost,
+            max_tokens=max_tokens,
+            max_proposer_failures=max_proposer_failures,
             workers=workers,
             test=test,
             options=options,
