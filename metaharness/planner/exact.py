@@ -28,8 +28,10 @@ limits and any discount.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
+from collections.abc import Sequence
 from operator import add, gt, le, mul
 
 from metaharness.planner.bounds import (
@@ -110,9 +112,9 @@ def solve_exact(problem: Problem, *, max_labels: int | None = None, beam: int = 
     )
 
 
-# Floors sit at upper - gap * f for these f (gap: upper bound minus the first plan's value): passes above the optimum
-# fail fast, and the factor of sqrt(2) between floors keeps the successful one close below the optimum.
-FLOOR_FRACTIONS = tuple(2 ** (-k / 2) for k in range(10, 0, -1))
+# Floors sit at upper - gap * f for these f (gap: upper bound minus the first plan's value), from gap / 64 on: passes
+# above the optimum fail fast, and the factor of 2^(1/4) between floors keeps the successful one close below it.
+FLOOR_FRACTIONS = tuple(2 ** (-k / 4) for k in range(24, 0, -1))
 
 
 def _floors(upper: float, lower: float) -> list[float]:
@@ -183,7 +185,10 @@ class _Shared:
 
     def use(self, tables: list[LagrangianTable]) -> None:
         # Per table: mu, mu . slack and the rows of G; a label's bound is min_k G_k[t][w] + mu_k . (slack - cost).
-        self.duals = [(t.mu, sum(m * s for m, s in zip(t.mu, self.p.slack, strict=False)), t.G) for t in tables]
+        # Tightest at the start first: most labels are then pruned by the first table they are checked against.
+        p = self.p
+        ordered = sorted(tables, key=lambda t: t.bound(0, p.start, p.slack))
+        self.duals = [(t.mu, sum(m * s for m, s in zip(t.mu, p.slack, strict=False)), t.G) for t in ordered]
 
 
 def _search(
@@ -210,7 +215,9 @@ def _search(
         best_obj = floor
     found: _Label | None = None
     frontier: dict[int, list[_Label]] = {p.start: [_Label(tuple(0.0 for _ in p.budget), 0.0, -1, None, 0)]}
-    pools: dict[int, list[_Label]] = {}  # every kept label per node, of every step (for dominance)
+    # The kept labels per node, each list sorted by value (highest first): of this step, and of earlier steps.
+    current: dict[int, list[_Label]] = {}
+    earlier: dict[int, list[_Label]] = {}
 
     def useful(bound: float, goal_step: float) -> bool:
         """Could a plan with objective up to ``bound`` reaching a goal at ``goal_step`` (at the earliest) replace the
@@ -250,7 +257,8 @@ def _search(
                 bases = [(mu, g[row][w] + ms) for mu, ms, g in duals if row < len(g)]
                 margin = 0.0 if margins is None else margins[row][w]
                 goal_step = row + steps_to_goal[w]
-                pool = pools.setdefault(w, [])
+                here = current.setdefault(w, [])
+                before = earlier.get(w, ())
                 for lab in labels:
                     total = tuple(map(add, lab.cost, c))
                     if any(map(gt, map(add, total, lower), slack)):
@@ -259,36 +267,61 @@ def _search(
                         continue
                     value = lab.value + gain
                     if (best is not None or floor_only) and bases:
-                        future = min(base - sum(map(mul, mu, total)) for mu, base in bases)
-                        if not useful(value + future - (soft.penalty(total) if soft else 0.0), goal_step):
-                            continue
-                    if _dominated(pool, value, total, row, dpow, margin):
+                        known = value - soft.penalty(total) if soft else value
+                        if any(not useful(known + base - sum(map(mul, mu, total)), goal_step) for mu, base in bases):
+                            continue  # some bound cannot beat the best plan (the tightest tables come first)
+                    if _dominated(here, before, value, total, row, dpow, margin):
                         continue
-                    pool[:] = [
-                        old for old in pool if old.step != row or old.value > value or not all(map(le, total, old.cost))
-                    ]
-                    pool.append(_Label(total, value, e, lab, row))
+                    at = _insert(here, _Label(total, value, e, lab, row))
+                    here[at + 1 :] = [old for old in here[at + 1 :] if not all(map(le, total, old.cost))]
                     touched.add(w)
                     budget.spend()
         frontier = {}
         for w in touched:
-            labs = [lab for lab in pools[w] if lab.step == row]
+            labs = current.pop(w)
             if beam is not None and len(labs) > beam:
-                labs = sorted(labs, key=lambda lab: -lab.value)[:beam]
-                pools[w] = [lab for lab in pools[w] if lab.step != row] + labs
-            if labs:
-                frontier[w] = labs
+                del labs[beam:]
+            frontier[w] = labs
+            pool = earlier.setdefault(w, [])
+            for lab in labs:
+                _insert(pool, lab)
     return found
 
 
+def _insert(pool: list[_Label], label: _Label) -> int:
+    """Insert ``label`` into ``pool`` (sorted by value, highest first; after equal values); return its index."""
+    at = bisect.bisect_right(pool, -label.value, key=_negated_value)
+    pool.insert(at, label)
+    return at
+
+
+def _negated_value(label: _Label) -> float:
+    return -label.value
+
+
 def _dominated(
-    pool: list[_Label], value: float, total: tuple[float, ...], step: int, dpow: list[float], margin: float
+    here: list[_Label],
+    before: Sequence[_Label],
+    value: float,
+    total: tuple[float, ...],
+    step: int,
+    dpow: list[float],
+    margin: float,
 ) -> bool:
-    """Whether a kept label at the same node dominates a new one at ``step`` (see the module docstring)."""
-    here = dpow[step]
-    for old in pool:
-        # nan (never dominated) for 0 * inf
-        need = value if old.step == step or margin == 0.0 else value + (dpow[old.step] - here) * margin
-        if old.value >= need and all(map(le, old.cost, total)):
+    """Whether a kept label at the same node dominates a new one at ``step`` (see the module docstring): ``here``
+    holds the labels of the same step, ``before`` those of earlier steps, both sorted by value (highest first)."""
+    for old in here:
+        if old.value < value:
+            break
+        if all(map(le, old.cost, total)):
+            return True
+    if margin == math.inf:
+        return False  # no bound on what a continuation may lose
+    now = dpow[step]
+    least = value + min(0.0, margin)  # (d^s - d^step) * margin >= min(0, margin)
+    for old in before:
+        if old.value < least:
+            break
+        if old.value >= value + (dpow[old.step] - now) * margin and all(map(le, old.cost, total)):
             return True
     return False
