@@ -32,8 +32,9 @@ from metaharness.loop import (
     StopRequest,
 )
 from metaharness.models.ledger import Charge, Ledger
-from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC, require_llama_cpp
 from metaharness.models.prices import PriceTable
+from metaharness.models.spec import parse_spec
 from metaharness.store.run_dir import RunDirectory
 
 DEFAULT_EVALS_PER_ITER = 3
@@ -212,6 +213,9 @@ def optimize(
     if max_tokens is not None and max_tokens < 0:
         raise InputError(f"max_tokens must be at least 0, got {max_tokens}.")
     options = check_options(config["proposer"], options or {})
+    for spec in (config["task_model"], config.get("proposer_model")):
+        if spec and parse_spec(spec).provider == "local":
+            require_llama_cpp(spec)  # before the run directory is touched
     run_dir = Path(run_dir)
     task = get_task(config["dataset"], data_dir=data_dir)
     seeds = seeds_of(config["dataset"], seed_names)

@@ -102,6 +102,9 @@ def test_without_the_local_extra_plan_solve_works_and_local_specs_fail_in_one_li
         assert refused.returncode == 2, (args, refused.stderr)
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: local:") and HINT in lines[0], refused.stderr
+    # The no-key default of optimize is the embedded model: refused before a run directory is made.
+    refused = _without_local(cli, "optimize", "--dataset", "symptom2disease", "--run-dir", "run", cwd=tmp_path)
+    assert refused.returncode == 2 and HINT in refused.stderr and not (tmp_path / "run").exists(), refused.stderr
     connect = _without_local(
         "from metaharness.errors import ConfigurationError; from metaharness.models import connect\n"
         "try:\n    connect('local:/models/other.gguf', cache=False)\n"
