@@ -2,6 +2,7 @@
 
     pip install -e ".[bench]"   # OR-Tools, for the CP-SAT reference
     python benchmarks/planner_solvers.py [--per-size 2] [--seed 0] [--cpsat-limit 2] [--cpsat-workers 8]
+    python benchmarks/planner_solvers.py --hard 6      # only the hard family: exact, auto, ilp and CP-SAT
 
 Graphs imitate merged TPS/TAPE plan graphs: M plans advance from the start through levels of predicted states,
 equal states merge (plans join), extra transitions go sideways and back (cycles); a few deep states are goals,
@@ -9,6 +10,10 @@ about a tenth are dead ends with no way out. Costs: limit 1 counts steps, furthe
 cent precision (so TAPE's x1000 scaling is exact and every disagreement is the search's). Budgets are the cheapest
 way to a goal plus slack; the horizon equals the step budget (at most 50). Rewards: "tps" labels (+1 goal, -1 dead
 end, 0 otherwise) or "graded" (intermediate states also carry rewards in [-0.5, 0.5], as in program-space graphs).
+
+The hard family (``--hard N``): 150 nodes, 600 edges, horizon 50, three limits with continuous costs (no step
+count among them), graded rewards on non-goal nodes, discount 0.95, budgets 2-3 times the cost of the cheapest
+way to a goal (so plans run 10-50 steps). There the run compares exact, auto, ilp and CP-SAT on the same graphs.
 
 Solvers: ``exact`` (label-setting DP), ``ilp`` (SCIP), and a reimplementation of TAPE's CP-SAT model (boolean edge
 and node variables per step, STOP self-loops at goals, one node and one edge per step, coefficients scaled by 1000
@@ -25,6 +30,7 @@ import random
 import statistics
 import time
 
+import networkx as nx
 from rich.console import Console
 from rich.table import Table
 
@@ -33,6 +39,7 @@ from metaharness.planner.exact import solve_exact
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.ilp import solve_ilp
 from metaharness.planner.problem import Problem, prepare
+from metaharness.planner.solve import solve
 
 # (nodes, edges, limits): TAPE's reported cases (45/104; 132/369 with 2 limits) and the range up to 150/600.
 SIZES = [
@@ -101,6 +108,31 @@ def merged_plan_graph(rng: random.Random, nodes: int, edges: int, limits: int, r
     step_budget = min(50, int(steps) + rng.randint(2, 12))
     graph.budget = (float(step_budget), *(round(c * rng.uniform(1.1, 1.6), 2) for c in cheapest[1:]))
     graph.horizon = step_budget
+    return graph
+
+
+def hard_graph(rng: random.Random, nodes: int = 150, edges: int = 600, limits: int = 3) -> PlanGraph:
+    """A graph of the hard family: merged-plan topology, continuous costs in every limit, horizon 50, discount
+    0.95; each budget entry is 2-3 times that entry's cost along the path of least summed cost to a goal."""
+    shape = merged_plan_graph(rng, nodes, edges, limits, "graded")
+    graph = PlanGraph("s0", limits=["usd", "minutes", "tokens"][:limits], horizon=50, discount=0.95)
+    for node in shape.nodes:
+        graph.add_node(node.id, node.reward, goal=node.goal, dead_end=node.dead_end)
+    for edge in shape.edges:
+        graph.add_edge(
+            edge.id, edge.source, edge.target, edge.action, [round(rng.uniform(0.05, 2.0), 2) for _ in range(limits)]
+        )
+    summed = nx.DiGraph()
+    for edge in graph.edges:
+        if not graph.node(edge.source).goal:
+            old = summed.get_edge_data(edge.source, edge.target)
+            if old is None or old["weight"] > sum(edge.cost):
+                summed.add_edge(edge.source, edge.target, weight=sum(edge.cost), cost=edge.cost)
+    distance, paths = nx.single_source_dijkstra(summed, "s0")
+    goal = min((v for v in distance if graph.node(v).goal), key=distance.__getitem__)
+    path = paths[goal]
+    spent = [sum(summed[a][b]["cost"][j] for a, b in zip(path, path[1:], strict=False)) for j in range(limits)]
+    graph.budget = tuple(round(c * rng.uniform(2.0, 3.0), 2) for c in spent)
     return graph
 
 
@@ -180,9 +212,14 @@ def main() -> None:
     parser.add_argument("--cpsat-limit", type=float, default=2.0, help="CP-SAT time limit in seconds (TAPE-style)")
     parser.add_argument("--cpsat-workers", type=int, default=8, help="CP-SAT search workers (TAPE uses 8)")
     parser.add_argument("--no-cpsat", action="store_true", help="skip the CP-SAT reference (no OR-Tools needed)")
+    parser.add_argument("--hard", type=int, default=0, help="run only N graphs of the hard family")
     args = parser.parse_args()
     console = Console(width=150)
     console.print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (timings scale with it)")
+    if args.hard:
+        _hard(console, args)
+        console.print(f"load average at end: {os.getloadavg()[0]:.1f}")
+        return
     rng = random.Random(args.seed)
     cases = [(size, kind, k) for size in SIZES for kind in ("tps", "graded") for k in range(args.per_size)]
     rows = []
@@ -227,6 +264,91 @@ def main() -> None:
         )
     _report(console, rows, args)
     console.print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+
+def _hard(console: Console, args) -> None:
+    """Exact, auto, ilp and CP-SAT on N graphs of the hard family, one after another on each graph."""
+    rng = random.Random(args.seed)
+    table = Table(
+        title="Hard family: 150 nodes, 600 edges, horizon 50, 3 continuous limits, graded rewards, discount 0.95"
+    )
+    for column in (
+        "graph",
+        "budget",
+        "value",
+        "steps",
+        "exact s",
+        "auto s",
+        "ilp s",
+        "cp-sat s",
+        "cp-sat result",
+        "ilp/exact",
+        "cp-sat/exact",
+        "auto/exact",
+    ):
+        table.add_column(column, justify="right")
+    ratios: dict[str, list[float]] = {"ilp": [], "cpsat": [], "auto": []}
+    times: dict[str, list[float]] = {"exact": [], "auto": [], "ilp": [], "cpsat": []}
+    for k in range(args.hard):
+        graph = hard_graph(rng)
+        exact, exact_s = _timed(solve, graph, solver="exact")
+        auto, auto_s = _timed(solve, graph, solver="auto")
+        ilp, ilp_s = _timed(solve, graph, solver="ilp")
+        for other in (auto, ilp):
+            assert other.status == exact.status and (
+                exact.value is None or math.isclose(other.value, exact.value, abs_tol=1e-9)
+            ), ("solvers disagree", other.solver, graph.to_json())
+        row = {"exact": exact}
+        if args.no_cpsat:
+            cpsat_s, verdict = math.nan, "skipped"
+        else:
+            (status, path, _), cpsat_s = _timed(
+                solve_cpsat, prepare(graph), time_limit=args.cpsat_limit, workers=args.cpsat_workers
+            )
+            value = None
+            if path:
+                try:
+                    value = prepare(graph).check_walk(path).value
+                except InputError:
+                    status = "invalid plan"
+            row.update(cpsat_status=status, cpsat_value=value)
+            verdict = _agree(row)
+            ratios["cpsat"].append(cpsat_s / exact_s)
+            times["cpsat"].append(cpsat_s)
+        ratios["ilp"].append(ilp_s / exact_s)
+        ratios["auto"].append(auto_s / exact_s)
+        for name, seconds in (("exact", exact_s), ("auto", auto_s), ("ilp", ilp_s)):
+            times[name].append(seconds)
+        console.print(
+            f"hard graph {k}: exact {exact_s:.2f} s, auto {auto_s:.2f} s, ilp {ilp_s:.2f} s, cp-sat {cpsat_s:.2f} s "
+            f"({verdict})",
+            highlight=False,
+        )
+        table.add_row(
+            str(k),
+            "/".join(f"{b:g}" for b in graph.budget or ()),
+            "infeasible" if exact.value is None else f"{exact.value:.3f}",
+            str(len(exact.path)),
+            f"{exact_s:.2f}",
+            f"{auto_s:.2f}",
+            f"{ilp_s:.2f}",
+            f"{cpsat_s:.2f}",
+            verdict,
+            f"{ilp_s / exact_s:.0f}x",
+            "-" if args.no_cpsat else f"{cpsat_s / exact_s:.0f}x",
+            f"{auto_s / exact_s:.2f}x",
+        )
+    console.print(table)
+    for name, values in times.items():
+        if values:
+            console.print(f"{name}: median {statistics.median(values):.2f} s, max {max(values):.2f} s", highlight=False)
+    console.print(
+        f"exact, auto and ilp agree on every graph (value and feasibility); ilp/exact median "
+        f"{statistics.median(ratios['ilp']):.0f}x, auto/exact median {statistics.median(ratios['auto']):.2f}x"
+        + (f", cp-sat/exact median {statistics.median(ratios['cpsat']):.0f}x" if ratios["cpsat"] else "")
+        + ".",
+        highlight=False,
+    )
 
 
 def _agree(row) -> str:

@@ -1,13 +1,17 @@
 """Solvers against a brute-force enumerator on thousands of random small graphs, plus hand cases.
 
-Counts: the exact DP is checked on 3000 random graphs, the ILP (SCIP, a few ms per call) on 300, both with soft
-targets on 150 more; every graph is also solved by brute force (depth-first enumeration of every walk).
+Counts: the exact DP is checked on 3000 random graphs and on 2000 more with graded real rewards, discount 0.95
+(mostly), up to three real-valued limits and horizons up to 7 (value and the fewest steps among optimal plans);
+the ILP (SCIP, a few ms per call) on 300, both with soft targets on 150 more; every graph is also solved by brute
+force (depth-first enumeration of every walk). On a graph of the benchmark's hard family exact, auto and ilp agree.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import random
+from pathlib import Path
 
 import pytest
 from fakes import ScriptedModel
@@ -46,6 +50,89 @@ def brute_force(graph: PlanGraph, soft: SoftTargets | None = None) -> float | No
 
     walk(graph.start, 0, 0.0, [0.0] * len(budget))
     return best
+
+
+def brute_force_with_steps(graph: PlanGraph) -> tuple[float, int] | None:
+    """Best value over every feasible walk and the fewest steps among walks of that value (None when none)."""
+    best: list[tuple[float, int]] = []
+
+    def walk(at, steps, value, cost):
+        if steps == graph.horizon:
+            return
+        for edge in graph.out_edges(at):
+            total = [a + b for a, b in zip(cost, edge.cost, strict=False)]
+            if not fits(total, graph.budget):
+                continue
+            target = graph.node(edge.target)
+            gained = value + graph.discount**steps * target.reward
+            if target.goal:
+                best.append((gained, steps + 1))
+            else:
+                walk(edge.target, steps + 1, gained, total)
+
+    walk(graph.start, 0, 0.0, [0.0] * len(graph.budget))
+    if not best:
+        return None
+    top = max(v for v, _ in best)
+    return top, min(k for v, k in best if v >= top - 1e-9 * max(1.0, abs(top)))
+
+
+def graded_graph(rng: random.Random) -> PlanGraph:
+    """A random small graph like the hard family: real rewards in [-0.5, 0.5] on non-goals, real costs in up to
+    three limits (some zero), discount 0.95 (sometimes 1, 0.5 or 0), a horizon of 1 to 7 steps."""
+    n = rng.randint(2, 6)
+    limits = rng.randint(1, 3)
+    graph = PlanGraph(
+        "v0",
+        [round(rng.uniform(0.0, 4.0), 2) for _ in range(limits)],
+        horizon=rng.randint(1, 7),
+        discount=rng.choice([0.95, 0.95, 0.95, 1.0, 0.5, 0.0]),
+    )
+    for i in range(n):
+        goal = i > 0 and rng.random() < 0.3
+        reward = rng.choice([1.0, 0.5, -0.25]) if goal else round(rng.uniform(-0.5, 0.5), 2)
+        graph.add_node(f"v{i}", reward, goal=goal)
+    for k in range(rng.randint(1, 13)):
+        source = 0 if k < 2 else rng.randrange(n)
+        cost = [round(rng.uniform(0.05, 1.5), 2) if rng.random() < 0.85 else 0.0 for _ in range(limits)]
+        graph.add_edge(f"e{k}", f"v{source}", f"v{rng.randrange(n)}", f"a{k}", cost)
+    return graph
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**64 - 1))
+def test_exact_matches_brute_force_on_2000_graded_discounted_graphs(seed):
+    rng = random.Random(seed)
+    for _ in range(10):
+        graph = graded_graph(rng)
+        expected = brute_force_with_steps(graph)
+        result = solve(graph)
+        if expected is None:
+            assert result.status == "infeasible", (graph.to_json(), result)
+            continue
+        assert result.status == "optimal", (graph.to_json(), expected, result)
+        walk = prepare(graph).check_walk(result.path)
+        assert math.isclose(walk.value, expected[0], abs_tol=1e-9), (graph.to_json(), expected, result)
+        assert len(result.path) == expected[1], (graph.to_json(), expected, result)  # ties keep the shortest plan
+
+
+def _benchmark():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "planner_solvers.py"
+    spec = importlib.util.spec_from_file_location("planner_solvers_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_exact_auto_and_ilp_agree_on_a_hard_family_graph():
+    graph = _benchmark().hard_graph(random.Random(0))  # 150 nodes, 600 edges, horizon 50, 3 real limits, d = 0.95
+    assert (graph.nx.number_of_nodes(), len(graph.edges), graph.horizon, graph.discount) == (150, 600, 50, 0.95)
+    exact, auto, ilp = (solve(graph, solver=name) for name in ("exact", "auto", "ilp"))
+    assert exact.status == auto.status == ilp.status == "optimal"
+    assert math.isclose(exact.value, ilp.value, abs_tol=1e-9) and math.isclose(auto.value, exact.value, abs_tol=1e-9)
+    assert len(exact.path) > 10  # a long plan: the search is not trivial
+    prepare(graph).check_walk(exact.path)
 
 
 def random_graph(rng: random.Random, max_nodes=5, max_edges=12, max_horizon=5) -> PlanGraph:
