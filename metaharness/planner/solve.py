@@ -25,7 +25,10 @@ from metaharness.planner.result import PlanResult
 
 SolverName = Literal["exact", "ilp", "lm", "auto"]
 SOLVERS: tuple[SolverName, ...] = get_args(SolverName)
-# ``auto`` runs the exact programme unless its Pareto sets grow past this many labels, then hands over to the ILP.
+# ``auto`` runs the exact programme unless its passes together create more than this many labels, then hands over
+# to the ILP. The hard family of benchmarks/planner_solvers.py needs at most a few ten thousand labels (under a
+# second) where SCIP takes seconds to a minute, so the cap (several seconds of labels) is only met where the
+# bounds fail, and the exact programme is then not the better solver.
 AUTO_LABEL_LIMIT = 200_000
 
 
@@ -44,7 +47,7 @@ def solve(
 
     ``budget``, ``horizon`` and ``discount`` override the graph's own. ``solver``: "exact" (label-setting DP,
     the default), "ilp" (SCIP; ``time_limit`` in seconds optional), "lm" (the model baseline; needs ``model``),
-    "auto" (exact, switching to the ILP when the Pareto sets explode). ``soft_targets`` subtract a penalty for
+    "auto" (exact, switching to the ILP when its label count explodes). ``soft_targets`` subtract a penalty for
     exceeding preferred cost levels inside the hard budget (exact and ilp). Bad input raises :class:`InputError`.
     """
     if solver not in SOLVERS:
