@@ -140,29 +140,6 @@ class Problem:
             per_limit.append(best)
         return [tuple(per_limit[j][v] for j in range(self.limits)) for v in range(len(self.node_ids))]
 
-    def value_bounds(self, steps: int) -> list[list[float]]:
-        """``bounds[s][v]``: the best value of a walk from v to a goal in at most s steps, ignoring the budget.
-
-        The first step counts with discount 1; -inf where no goal is reachable in s steps.
-        """
-        n = len(self.node_ids)
-        rows = [[-math.inf] * n]
-        d = self.discount
-        for _ in range(steps):
-            prev = rows[-1]
-            row = [-math.inf] * n
-            for e, v in enumerate(self.src):
-                w = self.dst[e]
-                if self.goal[w]:
-                    val = self.reward[w]
-                elif prev[w] > -math.inf:
-                    val = self.reward[w] + d * prev[w]
-                else:
-                    continue
-                row[v] = max(row[v], val)
-            rows.append(row)
-        return rows
-
     def check_walk(self, path: Sequence[NodeId]) -> Walk:
         """Check that ``path`` (edge ids) is a feasible plan; raise :class:`InputError` saying why not."""
         if not path:
