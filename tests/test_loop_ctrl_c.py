@@ -26,7 +26,10 @@ SCRIPT = textwrap.dedent(
                 time.sleep(0.05)
             print("stop requested", stop.requested, "child alive", child.poll() is None, flush=True)
             os.killpg(os.getpgrp(), signal.SIGINT)
-            time.sleep(5)
+            # Short sleeps in a loop, like the optimiser's own work: the interpreter checks for the interrupt
+            # between them (one long sleep would only see it after returning). Up to 30 s on a loaded machine.
+            for _ in range(600):
+                time.sleep(0.05)
             print("not interrupted", flush=True)
     except KeyboardInterrupt:
         print("aborted by the second Ctrl-C", flush=True)
