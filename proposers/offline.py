@@ -81,6 +81,7 @@ class OfflineProposer:
         self.operators = set(operators) if operators else None
         self.probe_tokens = probe_tokens
         self._spent = 0.0
+        self._exhausted: set[str] = set()  # digests of sources whose every revision is a known candidate
 
     def _afford(self, parent: Candidate, op: Operator | None) -> bool:
         """Charge the probe of a revision of ``parent`` by ``op`` (``None``: the parent itself) if the budget allows."""
@@ -93,6 +94,17 @@ class OfflineProposer:
             return False
         self._spent += cost
         return True
+
+    def _untried(self, source: str, known: set[str]) -> bool:
+        """Whether some applicable revision of ``source`` is not a known candidate (remembered once exhausted:
+        known candidates only grow)."""
+        digest = _digest(source)
+        if digest in self._exhausted:
+            return False
+        if any(_digest(op.apply(source).source) not in known for op in self._applicable(source)):
+            return True
+        self._exhausted.add(digest)
+        return False
 
     def _applicable(self, source: str) -> list[Operator]:
         ops = applicable(source, self.profile)
@@ -190,10 +202,16 @@ class OfflineProposer:
             return []
         rng = random.Random(self.seed * 1009 + state.iteration)
         known = {_digest(c.source) for c in state.candidates}
+        # The frontier: the best evaluated candidates that still have a revision nobody has tried, so the search
+        # moves down the ranking instead of idling once the top candidates' revisions are all known.
         parents: list[Candidate] = []
         for cand in evaluated:
-            if len(parents) < self.frontier and all(_digest(cand.source) != _digest(p.source) for p in parents):
+            if len(parents) >= self.frontier:
+                break
+            if all(_digest(cand.source) != _digest(p.source) for p in parents) and self._untried(cand.source, known):
                 parents.append(cand)
+        if not parents:
+            return []
         self._spent = 0.0
         parents = [p for p in parents if self._afford(p, None)] or parents[:1]
         probes = {p.id: self.prober.run(p.source) for p in parents}

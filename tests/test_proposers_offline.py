@@ -106,6 +106,24 @@ def test_offline_proposer_plans_probes_and_chooses(task, tmp_path) -> None:
     assert proposer.prober.runs == runs
 
 
+def test_the_frontier_moves_down_the_ranking_once_the_best_candidates_revisions_are_all_known(task) -> None:
+    """When every revision of the best candidate is a known candidate, the proposer revises the next one instead
+    of returning nothing."""
+    from metaharness.proposers.operators import answer_profile, applicable
+
+    proposer = get_proposer("offline", task=task, task_model=keyword_model(), probe_size=4, plans=3, frontier=1)
+    state = _state()
+    best = state.candidates[1]  # retrieval, the better seed
+    profile = answer_profile(task.load("train"))
+    tried = [
+        Candidate(id=f"r{i}", parent=best.id, source=op.apply(best.source).source, iteration=1, status="failed")
+        for i, op in enumerate(applicable(best.source, profile))
+    ]
+    state.candidates.extend(tried)
+    proposals = proposer.propose(state)
+    assert proposals and {p.parent for p in proposals} == {"c0"}
+
+
 def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
     proposer = get_proposer(
         "offline-greedy",
