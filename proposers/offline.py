@@ -236,11 +236,19 @@ class OfflineProposer:
             predicted.append(node)
             return True
 
+        over_budget: list[tuple[Candidate, Operator]] = []
         for parent, op in self._sample_revisions(parents, rng):
             if not self._afford(parent, op):
                 skipped += 1
+                over_budget.append((parent, op))
                 continue
             add(parent.id, parent, parent.source, op, [])
+        # An iteration is never left empty for the probe budget's sake: then one revision is probed beyond it.
+        for parent, op in over_budget:
+            if predicted:
+                break
+            self._spent += self.prober.size * (parent.cost.get("context_tokens") or 1000.0)
+            skipped -= add(parent.id, parent, parent.source, op, [])
 
         # Stage 2b: extend the most promising predicted candidates, level by level, up to ``depth`` revisions.
         level = list(predicted)
