@@ -86,6 +86,29 @@ class LoopSettings:
     test: bool = True
     # Stop the run (ProposerFailed) once this many iterations in a row failed because the proposer raised.
     max_proposer_failures: int = DEFAULT_MAX_PROPOSER_FAILURES
+    # What one iteration's candidates may cost beyond the evaluation count: ``tokens`` (task-model tokens of
+    # their evaluations) and ``usd`` (dollars); the proposer's selection keeps every entry, and so do the caps
+    # left for the whole run (the smaller of the two wins).
+    iteration_budget: dict[str, float] = field(default_factory=dict)
+
+
+def iteration_budget(run_left: dict[str, float], per_iteration: dict[str, float]) -> dict[str, float]:
+    """The budget an iteration's selection must keep: per entry, the smaller of what the run has left and what one
+    iteration may spend."""
+    budget = dict(run_left)
+    for key, value in per_iteration.items():
+        budget[key] = min(float(value), budget.get(key, float(value)))
+    return budget
+
+
+def predicted_cost(candidates: list[Candidate]) -> dict[str, float]:
+    """The summed predicted evaluation cost (``prediction["cost"]``: tokens, dollars) of ``candidates``."""
+    total: dict[str, float] = {}
+    for candidate in candidates:
+        for key, value in ((candidate.prediction or {}).get("cost") or {}).items():
+            if isinstance(value, (int, float)):
+                total[key] = round(total.get(key, 0.0) + float(value), 6)
+    return total
 
 
 class ProposerFailed(MetaharnessError):
@@ -214,6 +237,7 @@ class Optimizer:
         candidates = self.store.candidates()
         mine = [r for r in candidates if r.iteration == iteration]
         best = frontier.best(candidates)
+        spent = self.spent()
         self.store.log(
             {
                 "type": "iteration",
@@ -224,13 +248,20 @@ class Optimizer:
                 "best": best.id if best else None,
                 "best_score": best.score if best else None,
                 "frontier": [r.id for r in frontier.pareto_front(candidates)],
-                "spent": self.spent(),
+                "spent": spent,
+                "cost": {"predicted": predicted_cost(mine), "realised": self._realised(spent)},
                 "seconds": round(time.monotonic() - started, 3),
             }
         )
         crash_point("iteration:logged")
         self.store.drop_plan(iteration)
         self._write_summary()
+
+    def _realised(self, spent: dict[str, float]) -> dict[str, float]:
+        """What this iteration cost: the run's spend now minus the spend the previous iteration line recorded."""
+        lines = self.store.log_records("iteration")
+        before: dict[str, Any] = lines[-1].get("spent", {}) if lines else {}
+        return {k: round(float(v) - float(before.get(k, 0.0)), 6) for k, v in spent.items()}
 
     def _proposer_failed(self, iteration: int, error: BaseException, started: float) -> None:
         """Log the iteration as failed by the proposer; raise :class:`ProposerFailed` after too many in a row."""
@@ -316,7 +347,7 @@ class Optimizer:
             iteration=iteration,
             candidates=self.store.candidates(),
             evals_left=self.settings.evals_per_iter,
-            budget=self.budget(),
+            budget=iteration_budget(self.budget(), self.settings.iteration_budget),
             run_dir=self.store.path,
         )
 

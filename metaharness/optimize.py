@@ -14,6 +14,7 @@ the run directory (created, or reopened and repaired), then runs the :class:`~me
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -175,6 +176,45 @@ def run_ledger(
     return RunLedger(ledger, previous, max_cost, max_tokens)
 
 
+ITERATION_BUDGET_KEYS = ("evals", "tokens", "usd")
+
+
+def parse_iteration_budget(text: str) -> dict[str, float]:
+    """``evals=3,tokens=300000,usd=0.5`` as a dict (any subset of :data:`ITERATION_BUDGET_KEYS`), checked by
+    :func:`check_iteration_budget`; InputError with one line otherwise."""
+    budget: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or math.isnan(number):
+            raise InputError(
+                f"--iter-budget takes KEY=NUMBER entries separated by commas (e.g. evals=3,tokens=300000,usd=0.5), "
+                f"got {part!r}."
+            )
+        if key in budget:
+            raise InputError(f"--iter-budget names {key} twice.")
+        budget[key] = number
+    if not budget:
+        raise InputError("--iter-budget is empty: give entries such as evals=3,tokens=300000,usd=0.5.")
+    return check_iteration_budget(budget)
+
+
+def check_iteration_budget(budget: dict[str, float]) -> dict[str, float]:
+    """A per-iteration budget with known keys and finite values (``evals`` an integer >= 1, the others >= 0)."""
+    for key, value in budget.items():
+        if key not in ITERATION_BUDGET_KEYS:
+            raise InputError(f"Unknown iteration budget entry '{key}': use {', '.join(ITERATION_BUDGET_KEYS)}.")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+            raise InputError(f"Iteration budget entry {key} must be a finite number >= 0, got {value!r}.")
+        if key == "evals" and (value < 1 or value != int(value)):
+            raise InputError(f"Iteration budget entry evals must be a whole number >= 1, got {value!r}.")
+    return {k: float(v) for k, v in budget.items()}
+
+
 def optimize(
     run_dir: str | Path,
     config: dict[str, Any],
@@ -190,11 +230,14 @@ def optimize(
     events: LoopEvents | None = None,
     stop: StopRequest | None = None,
     max_proposer_failures: int = DEFAULT_MAX_PROPOSER_FAILURES,
+    iteration_budget: dict[str, float] | None = None,
 ) -> Outcome:
     """Run (or continue) the search in ``run_dir`` with ``config`` (:func:`run_config`) up to ``iterations``.
 
     ``max_cost`` caps the dollars and ``max_tokens`` the tokens (input + output) of the whole run, earlier sessions
-    included (a reached cap stops cleanly); ``options`` go to the proposer
+    included (a reached cap stops cleanly); ``iteration_budget`` (``{"tokens": ..., "usd": ...}``) is what one
+    iteration's chosen candidates may cost, kept by the proposer's selection next to the caps left (the
+    evaluation count per iteration is ``config["evals_per_iter"]``); ``options`` go to the proposer
     (:func:`metaharness.proposers.get_proposer`); ``seed_names`` restrict the seeds; ``events`` receives progress;
     setting ``stop.requested`` stops at the next safe point. A proposer failure fails its iteration only; after
     ``max_proposer_failures`` failed iterations in a row :class:`~metaharness.loop.ProposerFailed` is raised. Bad
@@ -213,6 +256,13 @@ def optimize(
     if max_tokens is not None and max_tokens < 0:
         raise InputError(f"max_tokens must be at least 0, got {max_tokens}.")
     options = check_options(config["proposer"], options or {})
+    iteration_budget = check_iteration_budget(iteration_budget or {})
+    evals = iteration_budget.pop("evals", config["evals_per_iter"])
+    if evals != config["evals_per_iter"]:
+        raise InputError(
+            f"The iteration budget says evals={evals:g} but the run evaluates {config['evals_per_iter']} candidates "
+            "per iteration: give one of them (the run's is config['evals_per_iter'], --evals-per-iter)."
+        )
     for spec in (config["task_model"], config.get("proposer_model")):
         if spec and parse_spec(spec).provider == "local":
             require_llama_cpp(spec)  # before the run directory is touched
@@ -243,6 +293,7 @@ def optimize(
                 "iterations": iterations,
                 "max_cost": max_cost,
                 "max_tokens": max_tokens,
+                "iteration_budget": iteration_budget,
                 "proposer_options": options or {},
                 "spent_before": costs.previous,
             }
@@ -253,6 +304,7 @@ def optimize(
             config["evals_per_iter"],
             test=test,
             max_proposer_failures=max_proposer_failures,
+            iteration_budget=iteration_budget,
         )
         optimizer = Optimizer(
             run,

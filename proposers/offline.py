@@ -24,7 +24,9 @@ import math
 import random
 
 from metaharness.candidate import Candidate
-from metaharness.models.types import ModelClient
+from metaharness.errors import InputError
+from metaharness.models.prices import FREE, Price, PriceTable
+from metaharness.models.types import ModelClient, Usage
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.operators import Operator, answer_profile, applicable
 from metaharness.proposers.probe import Prober, ProbeResult
@@ -32,6 +34,17 @@ from metaharness.proposers.program_plan import DEAD_END, Calibration, Predicted,
 from metaharness.tasks.task import Task
 
 MIN_STD = 0.03  # a probe of a dozen examples never pins a score down better than this
+
+
+def task_model_price(model: ModelClient | str) -> Price:
+    """What the task model's tokens cost (its ledger's price table, else the built-in one); free for local and
+    self-hosted models, and for a model whose price is unknown (the prediction then says 0 dollars)."""
+    ledger = getattr(model, "ledger", None)
+    table = ledger.prices if ledger is not None else PriceTable()
+    try:
+        return table.lookup(model if isinstance(model, str) else model.spec) or FREE
+    except InputError:  # not a provider spec (a stand-in model): nothing to price
+        return FREE
 
 
 def _digest(source: str) -> str:
@@ -81,6 +94,7 @@ class OfflineProposer:
         self.operators = set(operators) if operators else None
         self.probe_tokens = probe_tokens
         self._spent = 0.0
+        self.price = task_model_price(task_model)
         self._exhausted: set[str] = set()  # digests of sources whose every revision is a known candidate
 
     def _afford(self, parent: Candidate, op: Operator | None) -> bool:
@@ -141,15 +155,19 @@ class OfflineProposer:
         n = max(1, len(result.correct))
         changed = len(flips["gained"]) + len(flips["lost"])
         score = min(1.0, max(0.0, base.score + calibration.slope * (result.score - base_probe.score)))
-        base_tokens = base.cost.get("input_tokens", 0.0) + base.cost.get("output_tokens", 0.0)
-        tokens = base_tokens * (result.tokens / base_probe.tokens) if base_probe.tokens else base_tokens
+        # Evaluation cost: the base's measured tokens scaled by the probe's change, priced like the task model.
+        ratio = result.tokens / base_probe.tokens if base_probe.tokens else 1.0
+        usage = Usage(
+            round(base.cost.get("input_tokens", 0.0) * ratio), round(base.cost.get("output_tokens", 0.0) * ratio)
+        )
+        tokens = usage.input_tokens + usage.output_tokens
         return Predicted(
             key=key,
             parent=parent_key,
             summary=summary,
             score=score,
             std=max(MIN_STD, math.sqrt(changed) / n, calibration.residual),
-            eval_cost={"tokens": round(tokens, 1), "usd": 0.0},
+            eval_cost={"tokens": float(tokens), "usd": round(self.price.dollars(usage), 6)},
             source=source,
             hypothesis=(
                 f"on {n} held-out training examples it gets {len(flips['gained'])} right that {base.id} missed and "

@@ -58,6 +58,26 @@ def test_seeds_then_iterations_commit_every_candidate(tmp_path):
     assert not list(run.journal.folder.iterdir())
 
 
+def test_an_iteration_budget_reaches_the_proposer_and_iterations_record_predicted_and_realised_cost(tmp_path):
+    from metaharness.loop import iteration_budget
+
+    assert iteration_budget({"usd": 2.0}, {"usd": 0.5, "tokens": 1000}) == {"usd": 0.5, "tokens": 1000.0}
+    assert iteration_budget({"usd": 0.1}, {"usd": 0.5}) == {"usd": 0.1}  # the run's caps left still hold
+    prediction = {"score": 0.5, "cost": {"tokens": 1200.0, "usd": 0.01}}
+    proposer = ScriptedProposer({1: [Proposal(parent="c001", source=program(0.4), summary="x", prediction=prediction)]})
+    run = RunDirectory.open(tmp_path / "run", CONFIG)
+    settings = LoopSettings(task="toy", iterations=1, evals_per_iter=2, iteration_budget={"tokens": 5000.0})
+    calls = iter(range(1, 100))
+    spent = lambda: {"usd": 0.0, "tokens": 1000 * next(calls)}  # noqa: E731  (grows by 1000 per reading)
+    opt = Optimizer(run, settings, proposer, FakeEvaluator(), [Seed("zero", program(0.2))], spent=spent)
+    opt.run()
+    run.close()
+    assert proposer.states[0].budget == {"tokens": 5000.0}
+    line = {r["iteration"]: r for r in run.log_records("iteration")}[1]
+    assert line["cost"]["predicted"] == {"tokens": 1200.0, "usd": 0.01}
+    assert line["cost"]["realised"]["tokens"] > 0 and line["cost"]["realised"]["usd"] == 0
+
+
 def test_rerun_continues_at_next_iteration_without_reevaluating(tmp_path):
     evaluator = FakeEvaluator()
     run, opt = make(tmp_path, ScriptedProposer(), evaluator, iterations=1)

@@ -157,3 +157,24 @@ def test_matches_brute_force_on_random_trees(seed: int) -> None:
         assert result.value == pytest.approx(max(expected, 0.0), abs=1e-6)
         assert result.cost["tokens"] <= budget["tokens"]
         assert len(result.evaluate) <= budget["evals"]
+
+
+def test_a_token_budget_in_the_run_state_changes_what_is_chosen() -> None:
+    """The iteration's token budget reaches the selection through ``RunState.budget``: the expensive best bet
+    gives way to a cheaper one."""
+    from metaharness.candidate import Candidate, Evaluation
+    from metaharness.proposal import RunState
+    from metaharness.proposers.program_plan import Predicted, plan
+
+    seed = Candidate(id="c1", parent=None, source="", iteration=0, evaluation=Evaluation("val", {"primary": 0.3}))
+    predicted = [
+        Predicted("~0", "c1", "long prompt", 0.60, eval_cost={"tokens": 90_000.0}, source="a"),
+        Predicted("~1", "c1", "vote", 0.50, eval_cost={"tokens": 2_000.0}, source="b"),
+    ]
+
+    def chosen(budget: dict[str, float]) -> list[str]:
+        state = RunState(task="t", iteration=1, candidates=[seed], evals_left=1, budget=budget)
+        return plan(state, predicted).selection.evaluate
+
+    assert chosen({}) == ["~0"]
+    assert chosen({"tokens": 50_000.0}) == ["~1"]

@@ -59,6 +59,12 @@ def optimize(
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", min=0, help="Stop cleanly once this many tokens (input + output) are spent (whole run)."
     ),
+    iter_budget: str | None = typer.Option(
+        None,
+        "--iter-budget",
+        metavar="evals=N,tokens=N,usd=X",
+        help="What one iteration may spend: evaluations, task-model tokens of the chosen evaluations, dollars.",
+    ),
     max_proposer_failures: int = typer.Option(
         3, "--max-proposer-failures", min=1, help="Stop after this many failed proposer iterations in a row."
     ),
@@ -74,7 +80,7 @@ def optimize(
     ),
 ) -> None:
     """Search for a better harness: evaluate the seeds, then propose, evaluate and commit candidates each iteration."""
-    from metaharness.optimize import default_models, run_config
+    from metaharness.optimize import default_models, parse_iteration_budget, run_config
     from metaharness.optimize import optimize as run_search
     from metaharness.store import RunDirectory
 
@@ -99,6 +105,11 @@ def optimize(
         proposer_model or stored.get("proposer_model"),
     )
     options = check_settings(task_model, proposer, proposer_model, parse_options(proposer_option))
+    per_iteration = parse_iteration_budget(iter_budget) if iter_budget else {}
+    if "evals" in per_iteration:
+        if evals_per_iter is not None and evals_per_iter != per_iteration["evals"]:
+            raise InputError("--iter-budget evals=... and --evals-per-iter disagree: give one of them.")
+        evals_per_iter = int(per_iteration.pop("evals"))
     if stored and val_limit is None:
         val_limit = stored.get("val_limit")
     if notice:
@@ -122,6 +133,7 @@ def optimize(
             max_cost=max_cost,
             max_tokens=max_tokens,
             max_proposer_failures=max_proposer_failures,
+            iteration_budget=per_iteration,
             workers=workers,
             test=test,
             options=options,
