@@ -15,6 +15,9 @@ SCRIPT = textwrap.dedent(
     from metaharness.loop import StopRequest
     from metaharness.cli.search import StopOnCtrlC
 
+    # As started from a terminal: a job started in the background by a non-interactive shell (as CI may start
+    # the tests) inherits SIGINT ignored, and then no Ctrl-C reaches it at all.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     stop = StopRequest()
     try:
         with StopOnCtrlC(stop, Console()):
