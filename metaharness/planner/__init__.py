@@ -17,6 +17,15 @@ Solvers (:mod:`metaharness.planner.solve`)
     ``lm`` (the model picks a path; experiments only). ``SoftTargets(target, weight)`` (``problem``) keeps the hard
     budget and subtracts ``weight * excess`` over a preferred cost level.
 
+Program graphs and selection (:mod:`metaharness.planner.program`, :mod:`metaharness.planner.selection`)
+    A program graph is a ``PlanGraph`` with ``problem="selection"``: candidate harnesses (status evaluated,
+    implemented, predicted or failed; ``score``, ``std``, evaluation ``cost``) and revisions (implementation
+    ``cost``); ``program_graph``, ``add_evaluated``, ``add_predicted``, ``add_revision``, ``chain``, ``depth``,
+    ``mark``, ``incumbent``, ``nodes_with``, ``cost_vector``, ``LIMITS`` build and read it. ``select(graph, budget,
+    *, solver="auto"|"exact"|"ilp"|"greedy"|"random"|"best_of_n", scenarios=64, correlation=0.5, seed=0,
+    time_limit=None) -> PlanResult`` chooses what to implement and evaluate (``evaluate``, ``nodes``, ``path``,
+    ``value`` = expected best score); ``solve`` dispatches program graphs to it.
+
 Subagents (:mod:`metaharness.planner.subagents`)
     One protocol per TPS stage, each callable alone and replaceable (e.g. by an oracle that uses the true
     environment): ``PlanSampler.sample(task, m)``, ``StateSimulator.simulate(task, plan)``,
@@ -65,6 +74,19 @@ _EXPORTS = {
     "PlanResult": "result",
     "SOLVERS": "solve",
     "solve": "solve",
+    "SELECTION_SOLVERS": "selection",
+    "select": "selection",
+    "LIMITS": "program",
+    "program_graph": "program",
+    "cost_vector": "program",
+    "add_evaluated": "program",
+    "add_predicted": "program",
+    "add_revision": "program",
+    "nodes_with": "program",
+    "incumbent": "program",
+    "chain": "program",
+    "depth": "program",
+    "mark": "program",
     "PlanningResult": "tps",
     "RouteStep": "tps",
     "plan": "tps",
@@ -74,6 +96,8 @@ _EXPORTS = {
     "ToolSpec": "subagents",
 }
 __all__ = [
+    "LIMITS",
+    "SELECTION_SOLVERS",
     "SOLVERS",
     "Edge",
     "Node",
@@ -85,8 +109,19 @@ __all__ = [
     "RouteStep",
     "SoftTargets",
     "ToolSpec",
+    "add_evaluated",
+    "add_predicted",
+    "add_revision",
+    "chain",
+    "cost_vector",
+    "depth",
+    "incumbent",
+    "mark",
+    "nodes_with",
     "plan",
+    "program_graph",
     "replay",
+    "select",
     "solve",
 ]
 

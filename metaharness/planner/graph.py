@@ -13,10 +13,11 @@ feasible plans, the solver output and the errors) is specified once, in ``docs/p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,12 @@ NodeId = str | int
 # Sums of real costs are compared with the budget up to this relative slack (0.1 + 0.2 fits a budget of 0.3).
 BUDGET_TOLERANCE = 1e-9
 
+# What a graph asks for: "path" (a walk to a goal, the TPS plan graphs) or "selection" (which program nodes to
+# implement and evaluate, :mod:`metaharness.planner.selection`).
+PROBLEMS = ("path", "selection")
+# Node status in program graphs (named in :mod:`metaharness.planner.program`); plan-graph states have status "".
+PROGRAM_STATUSES = ("evaluated", "implemented", "predicted", "failed")
+
 
 def fits(total: Sequence[float], budget: Sequence[float]) -> bool:
     """Whether a cost vector stays within the budget in every entry (up to :data:`BUDGET_TOLERANCE`)."""
@@ -37,7 +44,12 @@ def fits(total: Sequence[float], budget: Sequence[float]) -> bool:
 
 @dataclass(frozen=True)
 class Node:
-    """A (predicted) state. ``reward`` is +1 for a goal, -1 for a dead end and 0 otherwise in TPS graphs."""
+    """A (predicted) state. ``reward`` is +1 for a goal, -1 for a dead end and 0 otherwise in TPS graphs.
+
+    Program graphs (``problem == "selection"``) also use ``score`` (measured or predicted validation score),
+    ``std`` (uncertainty of a predicted score), ``cost`` (what evaluating the node costs, one entry per budget
+    entry), ``status`` (one of :data:`PROGRAM_STATUSES`) and ``data`` (a free JSON payload solvers ignore).
+    """
 
     id: NodeId
     reward: float = 0.0
@@ -46,6 +58,11 @@ class Node:
     state: str = ""
     # Canonical form of the state when the domain has one (equal keys mean the same state).
     key: str | None = None
+    score: float | None = None
+    std: float = 0.0
+    cost: tuple[float, ...] = ()
+    status: str = ""
+    data: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "reward": self.reward}
@@ -57,21 +74,45 @@ class Node:
             out["state"] = self.state
         if self.key is not None:
             out["key"] = self.key
+        if self.score is not None:
+            out["score"] = self.score
+        if self.std:
+            out["std"] = self.std
+        if self.cost:
+            out["cost"] = list(self.cost)
+        if self.status:
+            out["status"] = self.status
+        if self.data:
+            out["data"] = self.data
         return out
 
 
 @dataclass(frozen=True)
 class Edge:
-    """An action (or subplan) leading from one state to another, with one non-negative cost per limit."""
+    """An action (or subplan) leading from one state to another, with one non-negative cost per limit.
+
+    In program graphs an edge is a revision and ``cost`` what implementing it costs; ``data`` is a free JSON
+    payload solvers ignore.
+    """
 
     id: NodeId
     source: NodeId
     target: NodeId
     action: str = ""
     cost: tuple[float, ...] = ()
+    data: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "cost": list(self.cost)}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "source": self.source,
+            "target": self.target,
+            "action": self.action,
+            "cost": list(self.cost),
+        }
+        if self.data:
+            out["data"] = self.data
+        return out
 
 
 class PlanGraph:
@@ -90,12 +131,16 @@ class PlanGraph:
         horizon: int | None = None,
         discount: float = 1.0,
         limits: Sequence[str] | None = None,
+        problem: str = "path",
     ) -> None:
+        if problem not in PROBLEMS:
+            raise InputError(f'"problem" must be one of {", ".join(PROBLEMS)}; got {problem!r}.')
         self.start = start
         self.budget = None if budget is None else tuple(_number(b, "budget entry") for b in budget)
         self.horizon = horizon
         self.discount = discount
         self.limits = None if limits is None else tuple(limits)
+        self.problem = problem
         self.nx = nx.MultiDiGraph()
         self._edges: dict[NodeId, Edge] = {}
 
@@ -109,11 +154,18 @@ class PlanGraph:
         dead_end: bool = False,
         state: str = "",
         key: str | None = None,
+        score: float | None = None,
+        std: float = 0.0,
+        cost: Iterable[float] = (),
+        status: str = "",
+        data: Mapping[str, Any] | None = None,
     ) -> Node:
         _check_id(id, "node id")
         if id in self.nx:
             raise InputError(f"Node id {id!r} appears twice; node ids must be unique.")
-        node = Node(id, _number(reward, f"reward of node {id!r}"), bool(goal), bool(dead_end), state, key)
+        node = _checked_node(
+            Node(id, reward, goal, dead_end, state, key, score, std, tuple(cost), status, data or {})  # type: ignore[arg-type]
+        )
         self.nx.add_node(id, node=node)
         return node
 
@@ -121,10 +173,59 @@ class PlanGraph:
         """Swap in new attributes (e.g. reward labels) for an existing node id."""
         if node.id not in self.nx:
             raise InputError(f"Unknown node id {node.id!r}.")
-        self.nx.nodes[node.id]["node"] = node
+        self.nx.nodes[node.id]["node"] = _checked_node(node)
+
+    def update_node(self, id: NodeId, /, **changes: Any) -> Node:
+        """Change some fields of node ``id`` (e.g. ``score=0.4, status="evaluated"``); the id stays (see
+        :meth:`relabel`). Returns the new node."""
+        if "id" in changes:
+            raise InputError("update_node keeps the node id; use relabel(old, new) to rename a node.")
+        try:
+            node = replace(self.node(id), **changes)
+        except TypeError as exc:
+            raise InputError(f"Cannot update node {id!r}: {exc}.") from None
+        self.replace_node(node)
+        return self.node(id)
+
+    def remove_node(self, id: NodeId) -> None:
+        """Remove node ``id`` and every edge into or out of it."""
+        self.node(id)
+        for _, _, key in [*self.nx.in_edges(id, keys=True), *self.nx.out_edges(id, keys=True)]:
+            self._edges.pop(key, None)
+        self.nx.remove_node(id)
+
+    def relabel(self, old: NodeId, new: NodeId) -> Node:
+        """Rename node ``old`` to ``new``: its edges (and the start, if it was the start) follow; edge ids and the
+        order of nodes and edges stay. Returns the renamed node."""
+        node = self.node(old)
+        _check_id(new, "node id")
+        if new == old:
+            return node
+        if new in self.nx:
+            raise InputError(f"Cannot rename {old!r} to {new!r}: node {new!r} exists already.")
+        moved = replace(node, id=new)
+        rebuilt = nx.MultiDiGraph()
+        for id, data in self.nx.nodes(data=True):
+            rebuilt.add_node(new if id == old else id, node=moved if id == old else data["node"])
+        for key, edge in self._edges.items():
+            if old in (edge.source, edge.target):
+                source = new if edge.source == old else edge.source
+                target = new if edge.target == old else edge.target
+                self._edges[key] = edge = replace(edge, source=source, target=target)
+            rebuilt.add_edge(edge.source, edge.target, key=key, edge=edge)
+        self.nx = rebuilt
+        if self.start == old:
+            self.start = new
+        return moved
 
     def add_edge(
-        self, id: NodeId, source: NodeId, target: NodeId, action: str = "", cost: Iterable[float] = ()
+        self,
+        id: NodeId,
+        source: NodeId,
+        target: NodeId,
+        action: str = "",
+        cost: Iterable[float] = (),
+        data: Mapping[str, Any] | None = None,
     ) -> Edge:
         _check_id(id, "edge id")
         if id in self._edges:
@@ -135,7 +236,7 @@ class PlanGraph:
         vector = tuple(_number(c, f"cost entry of edge {id!r}") for c in cost)
         if any(c < 0 for c in vector):
             raise InputError(f"Edge {id!r} has a negative cost {list(vector)}; every cost entry must be >= 0.")
-        edge = Edge(id, source, target, str(action), vector)
+        edge = Edge(id, source, target, str(action), vector, _payload(data, f"edge {id!r}"))
         self.nx.add_edge(source, target, key=id, edge=edge)
         self._edges[id] = edge
         return edge
@@ -161,8 +262,14 @@ class PlanGraph:
         except KeyError:
             raise InputError(f"Unknown edge id {id!r}.") from None
 
+    def has_edge(self, id: NodeId) -> bool:
+        return id in self._edges
+
     def out_edges(self, id: NodeId) -> list[Edge]:
         return [data["edge"] for _, _, data in self.nx.out_edges(id, data=True)]
+
+    def in_edges(self, id: NodeId) -> list[Edge]:
+        return [data["edge"] for _, _, data in self.nx.in_edges(id, data=True)]
 
     def goals(self) -> list[Node]:
         return [n for n in self.nodes if n.goal]
@@ -170,7 +277,8 @@ class PlanGraph:
     def __repr__(self) -> str:
         return (
             f"PlanGraph(start={self.start!r}, nodes={self.nx.number_of_nodes()}, edges={len(self._edges)}, "
-            f"budget={list(self.budget) if self.budget is not None else None}, horizon={self.horizon})"
+            f"budget={list(self.budget) if self.budget is not None else None}, horizon={self.horizon}"
+            + (f", problem={self.problem!r})" if self.problem != "path" else ")")
         )
 
     # --- checks ---------------------------------------------------------------------------------------------
@@ -178,11 +286,13 @@ class PlanGraph:
         """Check the graph against a budget (default: its own) and horizon; return the budget as a tuple.
 
         Raises :class:`InputError` naming the problem: unknown start, cost vectors of the wrong length, a missing
-        or negative budget, a bad horizon or discount, or a zero-cost cycle when no horizon bounds the walk.
+        or negative budget, a bad horizon or discount, or a zero-cost cycle when no horizon bounds the walk. A
+        program graph (``problem == "selection"``) is checked as :meth:`validate_program` says instead of the walk
+        conditions (start, horizon, cycles).
         """
-        if self.start not in self.nx:
-            raise InputError(f'The start node {self.start!r} is not among the nodes; add it to "nodes".')
         chosen = self.budget if budget is None else tuple(_number(b, "budget entry") for b in budget)
+        if self.problem != "selection" and self.start not in self.nx:
+            raise InputError(f'The start node {self.start!r} is not among the nodes; add it to "nodes".')
         if chosen is None:
             raise InputError('No budget given: add "budget" (one number per limit, [] for none) to the plan graph.')
         if any(b < 0 for b in chosen):
@@ -195,6 +305,9 @@ class PlanGraph:
                     f"Edge {edge.id!r} has {len(edge.cost)} cost entries but the budget has {len(chosen)}; give every "
                     f"edge one cost per budget entry."
                 )
+        if self.problem == "selection":
+            self.validate_program(len(chosen))
+            return chosen
         _check_horizon(horizon if horizon is not None else self.horizon)
         _check_discount(self.discount)
         if (horizon if horizon is not None else self.horizon) is None:
@@ -206,6 +319,40 @@ class PlanGraph:
                     f'"horizon" (the maximum number of steps) or give some edge of the cycle a positive cost.'
                 )
         return chosen
+
+    def validate_program(self, entries: int) -> None:
+        """The program-graph conditions: every node has a status of :data:`PROGRAM_STATUSES`, evaluated, implemented
+        and predicted nodes have a score, node costs (when given) have ``entries`` entries, every predicted node has
+        an in-edge and the predicted nodes form no cycle of revisions."""
+        predicted = []
+        for node in self.nodes:
+            if node.status not in PROGRAM_STATUSES:
+                raise InputError(
+                    f"Program node {node.id!r} has status {node.status!r}; use one of {', '.join(PROGRAM_STATUSES)}."
+                )
+            if node.score is None and node.status != "failed":
+                raise InputError(f"Program node {node.id!r} ({node.status}) needs a score.")
+            if node.cost and len(node.cost) != entries:
+                raise InputError(
+                    f"Node {node.id!r} has {len(node.cost)} cost entries but the budget has {entries}; give its "
+                    f"evaluation cost one entry per budget entry."
+                )
+            if node.status == "predicted":
+                if not self.nx.in_degree(node.id):
+                    raise InputError(
+                        f"Predicted node {node.id!r} has no revision leading to it; add an edge from the candidate it "
+                        f"revises."
+                    )
+                predicted.append(node.id)
+        try:
+            cycle = [u for u, _, _ in nx.find_cycle(self.nx.subgraph(predicted))]
+        except nx.NetworkXNoCycle:
+            return
+        walk = " -> ".join(repr(n) for n in [*cycle, cycle[0]])
+        raise InputError(
+            f"Predicted nodes form a cycle of revisions ({walk}); every revision chain must start at an evaluated or "
+            f"implemented candidate."
+        )
 
     def zero_cost_cycle(self) -> list[NodeId]:
         """Nodes of a cycle whose edges all cost nothing (empty list when there is none)."""
@@ -246,11 +393,15 @@ class PlanGraph:
             horizon=horizon,
             discount=_number(data.get("discount", 1.0), "discount"),
             limits=limits,
+            problem=data.get("problem", "path"),
         )
         _check_id(graph.start, "start")
         for i, raw in enumerate(data["nodes"]):
             item = _record(raw, f"node #{i}", required=("id",))
             key = item.get("key")
+            cost = item.get("cost", [])
+            if not isinstance(cost, list):
+                raise InputError(f"The cost of node {item['id']!r} must be a list of numbers; got {cost!r}.")
             graph.add_node(
                 item["id"],
                 item.get("reward", 0.0),
@@ -258,12 +409,19 @@ class PlanGraph:
                 dead_end=_flag(item, "dead_end", i),
                 state=str(item.get("state", "")),
                 key=None if key is None else str(key),
+                score=item.get("score"),
+                std=item.get("std", 0.0),
+                cost=cost,
+                status=item.get("status", ""),
+                data=item.get("data"),
             )
         for i, raw in enumerate(data["edges"]):
             item = _record(raw, f"edge #{i}", required=("id", "source", "target", "cost"))
             if not isinstance(item["cost"], list):
                 raise InputError(f"The cost of edge {item['id']!r} must be a list of numbers; got {item['cost']!r}.")
-            graph.add_edge(item["id"], item["source"], item["target"], str(item.get("action", "")), item["cost"])
+            graph.add_edge(
+                item["id"], item["source"], item["target"], str(item.get("action", "")), item["cost"], item.get("data")
+            )
         graph.validate()
         return graph
 
@@ -276,6 +434,8 @@ class PlanGraph:
         if self.horizon is not None:
             out["horizon"] = self.horizon
         out["discount"] = self.discount
+        if self.problem != "path":
+            out["problem"] = self.problem
         out["nodes"] = [n.to_json() for n in self.nodes]
         out["edges"] = [e.to_json() for e in self.edges]
         return out
@@ -299,6 +459,38 @@ def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise InputError(f"The {what} must be a finite number; got {value!r}.")
     return float(value)
+
+
+def _checked_node(node: Node) -> Node:
+    """``node`` with its numbers as floats and its cost as a tuple; :class:`InputError` for bad field values."""
+    where = f"node {node.id!r}"
+    cost = tuple(_number(c, f"cost entry of {where}") for c in node.cost)
+    if any(c < 0 for c in cost):
+        raise InputError(f"The {where} has a negative cost {list(cost)}; every cost entry must be >= 0.")
+    std = _number(node.std, f"std of {where}")
+    if std < 0:
+        raise InputError(f"The std of {where} must be >= 0; got {std!r}.")
+    if node.status and node.status not in PROGRAM_STATUSES:
+        raise InputError(f"The status of {where} must be one of {', '.join(PROGRAM_STATUSES)}; got {node.status!r}.")
+    return replace(
+        node,
+        reward=_number(node.reward, f"reward of {where}"),
+        goal=bool(node.goal),
+        dead_end=bool(node.dead_end),
+        state=str(node.state),
+        score=None if node.score is None else _number(node.score, f"score of {where}"),
+        std=std,
+        cost=cost,
+        data=_payload(node.data, where),
+    )
+
+
+def _payload(data: Any, where: str) -> dict[str, Any]:
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise InputError(f'"data" of {where} must be a JSON object; got {data!r}.')
+    return dict(data)
 
 
 def _check_id(value: Any, what: str) -> None:

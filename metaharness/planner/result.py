@@ -17,7 +17,13 @@ Status = Literal["optimal", "infeasible", "feasible", "invalid", "unknown"]
 
 @dataclass
 class PlanResult:
-    """A solver's answer. ``nodes`` lists v0..vk (start included); ``value`` is None when there is no plan."""
+    """A solver's answer. ``nodes`` lists v0..vk (start included); ``value`` is None when there is no plan.
+
+    A selection (:mod:`metaharness.planner.selection`) sets ``evaluate`` (the nodes to evaluate, best predicted
+    first); its ``nodes`` are every node to implement or evaluate that is not evaluated yet (topological order),
+    ``path`` the revision edges to carry out and ``value`` the expected best score; ``gap`` is the relative
+    optimality gap when optimality is not proven.
+    """
 
     status: Status
     solver: str
@@ -29,6 +35,8 @@ class PlanResult:
     # Set only with soft targets: value minus the penalty for exceeding the preferred cost levels.
     objective: float | None = None
     note: str = ""
+    evaluate: list[NodeId] = field(default_factory=list)
+    gap: float | None = None
 
     @classmethod
     def from_walk(cls, status: Status, solver: str, walk: Walk, *, soft: bool, seconds: float = 0.0) -> PlanResult:
@@ -54,4 +62,8 @@ class PlanResult:
             out["objective"] = self.objective
         if self.note:
             out["note"] = self.note
+        if self.evaluate:
+            out["evaluate"] = self.evaluate
+        if self.gap is not None:
+            out["gap"] = self.gap
         return out
