@@ -3,12 +3,20 @@
 Layout (what the agent sees; paths are relative to the workspace root)::
 
     README.md                      the task, the harness contract and this layout
-    summary.md                     every candidate: score, cost, parent, what changed; failed ones with their error
+    summary.md                     every candidate: score, cost, parent, what changed; failed ones in brief
+    failures.md                    every failed attempt whole: parent, summary, hypothesis, complete error
     candidates/<id>/harness.py     the source of each candidate
     candidates/<id>/info.json      scores, cost, summary, hypothesis, prediction (and error if it failed)
-    candidates/<id>/traces.jsonl   raw per-example validation records (input, target, prediction, score, the model's
-                                   raw response, error), truncated to keep files readable
+    candidates/<id>/traces.jsonl   the complete validation trace: every record as the evaluator wrote it
+                                   (docs/run-directory.md), every model call with its messages and answer
+    candidates/<id>/traces/index.md         one line per example, failing first, naming its file
+    candidates/<id>/traces/<example>.md     one example whole, readable: input, target, prediction, scores,
+                                            error, then every call's messages verbatim and the model's answer
     new/<name>/harness.py          candidates the agent writes
+
+No trace, source or error is clipped (the index's previews point at the whole example): ``read_file`` pages
+through a long file (``offset``), ``grep`` shows the matching part of a long line with its column. The renderings
+are :mod:`.evidence`'s, the same the ``tps`` stages show.
 
 The tools (:meth:`Workspace.tools`) are plain functions over this folder: list, read, grep, write, edit, copy a
 candidate, run a new candidate on a few held-out training examples, submit it (with an import check in the
@@ -19,6 +27,7 @@ can act on. The proposer's own secrets never reach the harness: runs go through 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -27,54 +36,79 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.candidate import Candidate
+from metaharness.evaluation.records import ExampleRecord
 from metaharness.harness import CONTRACT, HARNESS_FILE
 from metaharness.models.types import Tool
 from metaharness.proposal import RunState
+from metaharness.proposers.evidence import failed_attempts, failing_order, load_records, render_record, status
 from metaharness.proposers.probe import ProbeResult
 
-TRACE_RECORDS = 40  # per candidate, in split order
-FIELD_CHARS = 600  # per text field of a trace record
 READ_CHARS = 6000  # per read_file call
+GREP_CHARS = 200  # of a matching line, around the match
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def clip(value: Any, limit: int = FIELD_CHARS) -> Any:
-    """Long strings cut to ``limit`` characters with a note of how much was left out."""
+def clip(value: Any, limit: int) -> Any:
+    """Long strings cut to ``limit`` characters with a note of how much was left out (for previews and tool
+    replies whose whole text is in a file the agent can read)."""
     if isinstance(value, str) and len(value) > limit:
         return value[:limit] + f"... [{len(value) - limit} more characters]"
     return value
 
 
-def _trace_lines(path: Path | None) -> list[str]:
-    """The first records of a candidate's trace, each trimmed to the fields a proposer reads."""
-    if path is None or not Path(path).is_file():
-        return []
-    lines: list[str] = []
-    with open(path, encoding="utf-8") as handle:
-        for raw in handle:
-            if len(lines) >= TRACE_RECORDS:
-                break
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError:
-                continue
-            calls = record.get("calls") or []
-            lines.append(
-                json.dumps(
-                    {
-                        "id": record.get("id"),
-                        "input": clip(record.get("input")),
-                        "target": clip(record.get("target")),
-                        "prediction": clip(record.get("prediction")),
-                        "score": (record.get("scores") or {}).get("primary"),
-                        "model_response": clip(calls[-1].get("response")) if calls else None,
-                        "model_calls": len(calls),
-                        "error": clip(record.get("error")),
-                    },
-                    ensure_ascii=False,
-                )
-            )
-    return lines
+def _around(line: str, match: re.Match[str]) -> str:
+    """A long line's part around ``match``, with the column it starts at (short lines whole)."""
+    if len(line) <= GREP_CHARS:
+        return line
+    start = max(0, min(match.start() - GREP_CHARS // 4, len(line) - GREP_CHARS))
+    return f"[column {start}] {line[start : start + GREP_CHARS]} [line of {len(line)} characters]"
+
+
+def _file_names(records: list[ExampleRecord]) -> list[str]:
+    """A distinct, safe file name per record, from its example id."""
+    names: list[str] = []
+    for record in records:
+        base = _UNSAFE.sub("_", str(record.id))[:80] or "example"
+        name, n = f"{base}.md", 1
+        while name in names:
+            n += 1
+            name = f"{base}-{n}.md"
+        names.append(name)
+    return names
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` holds ``source``'s bytes: a hard link where the file system allows (traces never change after
+    their evaluation, and a workspace is rebuilt every iteration), a copy otherwise."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def write_traces(folder: Path, trace: Path | None) -> int:
+    """A candidate's complete validation trace in its workspace folder: ``traces.jsonl`` (the evaluator's file,
+    every record and call whole), ``traces/<example>.md`` (each record rendered whole by
+    :func:`~metaharness.proposers.evidence.render_record`) and ``traces/index.md`` (failing examples first).
+    Returns the number of records."""
+    records = load_records(trace)
+    if trace is None or not records:
+        return 0
+    _link_or_copy(Path(trace), folder / "traces.jsonl")
+    views = folder / "traces"
+    views.mkdir(exist_ok=True)
+    named = list(zip(records, _file_names(records), strict=True))
+    for record, name in named:
+        (views / name).write_text(render_record(record) + "\n", encoding="utf-8")
+    lines = [f"# Validation trace: {len(records)} examples, failing first (errors, then lowest score)", ""]
+    for record, name in sorted(named, key=lambda pair: failing_order(pair[0])):
+        lines.append(
+            f"- {record.id}: {status(record)}, {len(record.calls)} calls, {record.input_tokens} prompt tokens; target "
+            f"{clip(record.target, 60)!r}, prediction {clip(record.prediction, 60)!r} -> traces/{name}"
+        )
+    (views / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return len(records)
 
 
 def summary_table(state: RunState) -> str:
@@ -130,6 +164,7 @@ class Workspace:
         (self.root / "new").mkdir(parents=True)
         (self.root / "README.md").write_text(_README.format(task=task_description, contract=CONTRACT), encoding="utf-8")
         (self.root / "summary.md").write_text(summary_table(state), encoding="utf-8")
+        (self.root / "failures.md").write_text(failed_attempts(state, None) + "\n", encoding="utf-8")
         for cand in state.candidates:
             self._copy_candidate(cand)
 
@@ -150,9 +185,7 @@ class Workspace:
             "prediction": cand.prediction,
         }
         (folder / "info.json").write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
-        lines = _trace_lines(self.state.trace_path(cand))
-        if lines:
-            (folder / "traces.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_traces(folder, self.state.trace_path(cand))
 
     # ------------------------------------------------------------------ paths
 
@@ -196,8 +229,9 @@ class Workspace:
         hits = []
         for file in files:
             for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-                if regex.search(line):
-                    hits.append(f"{file.relative_to(self.root).as_posix()}:{number}: {clip(line, 200)}")
+                match = regex.search(line)
+                if match:
+                    hits.append(f"{file.relative_to(self.root).as_posix()}:{number}: {_around(line, match)}")
                     if len(hits) >= 60:
                         return "\n".join(hits) + "\n... (more matches; narrow the pattern or path)"
         return "\n".join(hits) or "no matches"
@@ -240,7 +274,7 @@ class Workspace:
         lines = [f"score {result.score:.2f} on {len(result.correct)} held-out training examples"]
         for key, prediction in result.predictions.items():
             status = (
-                "ERROR " + clip(result.errors[key], 300)
+                "ERROR " + result.errors[key]
                 if key in result.errors
                 else ("correct" if result.correct.get(key) else "wrong")
             )
@@ -257,7 +291,7 @@ class Workspace:
         error = self._check(file)
         self.submissions[name] = Submission(name, parent, summary, hypothesis, file.read_text(encoding="utf-8"), error)
         if error:
-            return f"import check FAILED for new/{name}: {clip(error, 1500)}\nFix the file and submit again."
+            return f"import check FAILED for new/{name}: {error}\nFix the file and submit again."
         return f"new/{name} passed the import check and is submitted ({len(self.valid())} submitted so far)"
 
     def finish(self) -> str:
@@ -363,7 +397,16 @@ You improve a *harness*: the Python program around a fixed task model. The task:
 Harness contract:
 {contract}
 
-- summary.md: every candidate so far with its validation score; failed attempts and their errors.
-- candidates/<id>/harness.py, info.json, traces.jsonl: code, scores and raw per-example traces.
+- summary.md: every candidate so far with its validation score; failed attempts in brief.
+- failures.md: every failed attempt whole, with its complete error: do not repeat these mistakes.
+- candidates/<id>/harness.py, info.json: the code, and its scores, cost and summary.
+- candidates/<id>/traces/index.md: the validation examples of the candidate, failing first, one line each,
+  naming the file that holds the example whole.
+- candidates/<id>/traces/<example>.md: one example whole: input, target, prediction, scores, error, and every
+  model call the harness made: the messages it sent (verbatim, one [role] block each) and the model's [response].
+- candidates/<id>/traces.jsonl: the same records as JSON lines (one example a line), for grep.
 - new/<name>/harness.py: where you write new candidates.
+
+Nothing here is cut: read_file shows a long file in pages (call it again with the offset it gives); grep shows
+the matching part of a long line. Compare prediction, target and the model's response to find what to fix.
 """
