@@ -225,6 +225,19 @@ def render_record(record: ExampleRecord, *, shown: dict[str, str] | None = None)
     return "\n".join(lines)
 
 
+def records_within(records: Sequence[ExampleRecord], token_budget: int | None, header: str = "") -> str:
+    """``header`` and the ``records`` (any split: validation traces, probe runs on training examples), failing
+    first (errors, then the lowest primary score), each rendered whole (:func:`render_record`) or left out, within
+    ``token_budget``. A long message identical to one already shown is written as a reference to it."""
+    selection = Selection(token_budget, header)
+    shown: dict[str, str] = {}
+    for record in failing_first(records):
+        trial = dict(shown)
+        if selection.offer(Item(f"{record.id} [{status(record)}]", render_record(record, shown=trial))):
+            shown = trial
+    return selection.render()
+
+
 def trace_excerpts(
     state: RunState,
     candidate: Candidate,
@@ -255,13 +268,7 @@ def trace_excerpts(
     )
     if missing:
         header += f" (no record of {', '.join(missing)})"
-    selection = Selection(token_budget, header)
-    shown: dict[str, str] = {}
-    for record in failing_first(records):
-        trial = dict(shown)
-        if selection.offer(Item(f"{record.id} [{status(record)}]", render_record(record, shown=trial))):
-            shown = trial
-    return selection.render()
+    return records_within(records, token_budget, header)
 
 
 # ---------------------------------------------------------------------------------------------- failures

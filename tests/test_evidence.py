@@ -16,6 +16,7 @@ from metaharness.proposal import RunState
 from metaharness.proposers.evidence import (
     failed_attempts,
     load_records,
+    records_within,
     render_record,
     sources_within,
     text_tokens,
@@ -195,3 +196,25 @@ def test_failed_attempts_are_whole_most_recent_first_within_budget() -> None:
     small = failed_attempts(state, 200)
     assert long_error not in small and "## c7" in small and "## c2" in small and "c5 (" in small
     assert "(none so far)" in failed_attempts(RunState(task="t", iteration=1, candidates=[], evals_left=1), 100)
+
+
+def test_records_within_refers_only_to_messages_it_shows() -> None:
+    """Probe runs (training examples) render the same way; a reference always points at a record kept above."""
+    shared = "You are a careful classifier. " * 20
+    records = [
+        ExampleRecord(
+            id=f"t{i}",
+            input=f"case {i}" + " detail" * (300 if i == 0 else 1),
+            target="a",
+            prediction="a" if i % 2 else "b",
+            scores={"primary": float(i % 2)},
+            calls=[{"messages": [{"role": "system", "content": shared}, {"role": "user", "content": f"case {i}"}]}],
+        )
+        for i in range(4)
+    ]
+    budget = text_tokens(render_record(records[2])) + 200  # t0 (failing, long) cannot fit; t2 (failing) can
+    text = records_within(records, budget, "# Probe")
+    assert text.startswith("# Probe") and "### Example t2" in text and "### Example t0" not in text
+    assert text.count(shared) == 1 and "t0 [primary 0]" in text  # the left-out line names it and how it did
+    references = re.findall(r"identical to example (\S+) call", text)
+    assert references and all(f"### Example {example}:" in text for example in references)
