@@ -5,7 +5,8 @@
    (:class:`ModelStateSimulator`).
 3. :class:`StateMerger` — which predicted states are the same node (:class:`KeyJudgeMerger`: canonical keys, then a
    conservative model judge).
-4. :class:`RewardLabeler` — +1 goal, -1 dead end, 0 otherwise (:class:`ModelRewardLabeler`).
+4. :class:`RewardLabeler` — +1 goal, -1 dead end, 0 otherwise (:class:`ModelRewardLabeler`; for program graphs
+   :class:`ScoreLabeler`, which labels by predicted score).
 
 With the harness's tools (:class:`ToolSpec`, :mod:`.tool_calls`), every subplan is one tool call and stage 1 is
 :class:`ToolCallPlanSampler`.
@@ -15,7 +16,14 @@ may plug in an oracle simulator or labeler that uses the true environment). Mode
 malformed answer: they re-ask with the problem named and fall back to an empty or neutral result.
 """
 
-from metaharness.planner.subagents.labeler import DEAD_END, GOAL, NEUTRAL, ModelRewardLabeler, RewardLabeler
+from metaharness.planner.subagents.labeler import (
+    DEAD_END,
+    GOAL,
+    NEUTRAL,
+    ModelRewardLabeler,
+    RewardLabeler,
+    ScoreLabeler,
+)
 from metaharness.planner.subagents.merger import KeyJudgeMerger, StateMerger
 from metaharness.planner.subagents.sampler import DEFAULT_PLANS, ModelPlanSampler, PlanSampler
 from metaharness.planner.subagents.simulator import ModelStateSimulator, StateSimulator
@@ -36,6 +44,7 @@ __all__ = [
     "PlanningTask",
     "PredictedState",
     "RewardLabeler",
+    "ScoreLabeler",
     "SimulatedStep",
     "StateMerger",
     "StateSimulator",

@@ -41,3 +41,15 @@ class ModelRewardLabeler(ModelStage):
 
         answer = self.ask(SYSTEM, f"{task.describe()}\n\nStates:\n{listing}", labeler_schema(len(states)), check=check)
         return [int(x) for x in answer["labels"]] if answer else [NEUTRAL] * len(states)
+
+
+class ScoreLabeler:
+    """The program-graph labeler: +1 when a revised harness is predicted to score above ``best`` (the best measured
+    score), -1 when it is predicted to break (``score`` None), 0 otherwise. No model call: the simulator's predicted
+    score already says what a label would."""
+
+    def __init__(self, best: float) -> None:
+        self.best = best
+
+    def label(self, task: PlanningTask, states: list[PredictedState]) -> list[int]:
+        return [DEAD_END if s.score is None else GOAL if s.score > self.best else NEUTRAL for s in states]

@@ -1,10 +1,16 @@
-"""What the four TPS stages pass along: the planning task, candidate plans, simulated steps, predicted states."""
+"""What the four TPS stages pass along: the planning task, candidate plans, simulated steps, predicted states.
+
+The same types serve plan graphs (agent states; :mod:`metaharness.planner.tps`) and program graphs (candidate
+harnesses; :mod:`metaharness.planner.expand`). The program-graph fields are optional and say so where they are
+declared: a plan's ``start`` node, a step's predicted ``score``, ``std``, ``node_cost`` and ``data``, a state's
+``score``.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from metaharness.errors import InputError
@@ -82,9 +88,11 @@ class PlanningTask:
 
 @dataclass(frozen=True)
 class CandidatePlan:
-    """One sampled plan: a sequence of subplans (actions or short action groups), in order."""
+    """One sampled plan: a sequence of subplans (actions or short action groups), in order. ``start`` is the node
+    the plan sets out from when that is not the current state (program graphs: the candidate it revises)."""
 
     subplans: tuple[str, ...]
+    start: str | int | None = None
 
     def to_json(self) -> list[str]:
         return list(self.subplans)
@@ -95,26 +103,51 @@ class SimulatedStep:
     """The predicted state after one subplan and what that subplan costs (one entry per limit, >= 0).
 
     ``key`` is the state's canonical form when the domain has one: equal keys are merged without a judge.
+
+    In a program graph the state is a revised harness: ``cost`` is what implementing the revision costs,
+    ``node_cost`` what evaluating the revised harness costs, ``score`` / ``std`` its predicted validation score and
+    uncertainty (``score`` None: predicted to break the harness), ``data`` the simulator's evidence (JSON-able).
     """
 
     state: str
     cost: tuple[float, ...]
     key: str | None = None
+    score: float | None = None
+    std: float = 0.0
+    node_cost: tuple[float, ...] = ()
+    data: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"state": self.state, "cost": list(self.cost), "key": self.key}
+        out: dict[str, Any] = {"state": self.state, "cost": list(self.cost), "key": self.key}
+        if self.score is not None or self.node_cost:
+            out.update(score=self.score, std=self.std, node_cost=list(self.node_cost))
+        if self.data:
+            out["data"] = self.data
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SimulatedStep:
-        return cls(data["state"], tuple(data["cost"]), data.get("key"))
+        return cls(
+            data["state"],
+            tuple(data["cost"]),
+            data.get("key"),
+            data.get("score"),
+            float(data.get("std", 0.0)),
+            tuple(data.get("node_cost", ())),
+            dict(data.get("data", {})),
+        )
 
 
 @dataclass(frozen=True)
 class PredictedState:
-    """A state to be merged or labelled: its text and optional canonical key."""
+    """A state to be merged or labelled: its text, optional canonical key and (program graphs) predicted score."""
 
     state: str
     key: str | None = None
+    score: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"state": self.state, "key": self.key}
+        out: dict[str, Any] = {"state": self.state, "key": self.key}
+        if self.score is not None:
+            out["score"] = self.score
+        return out
