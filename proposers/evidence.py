@@ -4,8 +4,9 @@ These are the inputs the Meta-Harness proposer reads (its finding: the raw trace
 revisions better), as plain text for a prompt, each within a token budget. The rule for every budget here: an
 item (a candidate's source file, one example's trace record, one failed attempt) is shown whole or left out, never
 clipped; items are taken in the caller's priority order while they fit (a later, smaller item may still fit after a
-larger one was left out), and a closing line names what was left out and why. A heading is counted in the budget,
-the closing line is not. ``token_budget=None`` shows everything.
+larger one was left out), and a closing line names what was left out and why. The whole text, heading and closing
+line included, is within the budget (only a heading longer than the budget can pass it). ``token_budget=None``
+shows everything.
 
 A trace record (one validation example, :class:`~metaharness.evaluation.records.ExampleRecord`) is rendered with
 its input, target, prediction, scores, error and every model call the harness made: the messages it sent, verbatim,
@@ -50,8 +51,8 @@ class Item:
 
 @dataclass
 class Selection:
-    """What is shown within ``token_budget`` (``None``: no limit): a ``header`` (counted), the items kept whole in
-    the order offered, and those left out (named in a closing line that is not counted)."""
+    """What is shown within ``token_budget`` (``None``: no limit): a ``header``, the items kept whole in the order
+    offered, and a closing line naming those left out; all of it counted in the budget."""
 
     token_budget: int | None
     header: str = ""
@@ -74,13 +75,23 @@ class Selection:
         return True
 
     def render(self) -> str:
+        """The header, the kept items whole, and the closing line naming what was left out; when that line would
+        pass the budget, the last kept items are left out too (references only point back, so none dangles)."""
+        text = self._compose()
+        while self.token_budget is not None and self.kept and text_tokens(text) > self.token_budget:
+            self.left_out.append(self.kept.pop())
+            text = self._compose()
+        return text
+
+    def _compose(self) -> str:
         parts = ([self.header] if self.header else []) + [item.text for item in self.kept]
         if self.left_out:
-            names = ", ".join(f"{i.name} ({text_tokens(i.text)} tokens)" for i in self.left_out[:LISTED])
+            names = ", ".join(item.name for item in self.left_out[:LISTED])
             more = f" and {len(self.left_out) - LISTED} more" if len(self.left_out) > LISTED else ""
+            tokens = sum(text_tokens(item.text) for item in self.left_out)
             parts.append(
-                f"[Left out whole, to keep within the {self.token_budget}-token budget: {names}{more}. "
-                "Nothing shown above is cut.]"
+                f"[Left out whole ({tokens} tokens) to keep within the {self.token_budget}-token budget: "
+                f"{names}{more}. Nothing shown above is cut.]"
             )
         return SEPARATOR.join(parts)
 

@@ -14,6 +14,9 @@ from metaharness.evaluation import evaluate
 from metaharness.evaluation.records import ExampleRecord, write_records
 from metaharness.proposal import RunState
 from metaharness.proposers.evidence import (
+    SEPARATOR,
+    Item,
+    Selection,
     failed_attempts,
     load_records,
     records_within,
@@ -113,8 +116,8 @@ def test_trace_excerpts_keep_whole_records_within_the_budget(traced) -> None:
     whole = {r.id: render_record(r) for r in report.records}
     budget = text_tokens(max(whole.values(), key=len)) * 2 + 60
     text = trace_excerpts(state, candidate, token_budget=budget)
+    assert text_tokens(text) <= budget  # the closing line included
     body, note = text.split("\n\n[Left out whole", 1)
-    assert text_tokens(body) <= budget
     shown = re.findall(r"^### Example (\S+): ", body, flags=re.M)
     assert 2 <= len(shown) < 6
     left = set(whole) - set(shown)
@@ -170,10 +173,10 @@ def test_sources_within_keeps_whole_files_and_drops_never_clips() -> None:
     big, small, medium = _candidate("c1", 400), _candidate("c2", 10), _candidate("c3", 60)
     budget = text_tokens(small.source) + text_tokens(medium.source) + 200
     text = sources_within([big, small, medium], budget)
+    assert text_tokens(text) <= budget
     body, note = text.split("\n\n[Left out whole", 1)
-    assert text_tokens(body) <= budget
     assert small.source.rstrip() in body and medium.source.rstrip() in body  # whole, in order after the big one
-    assert "## Candidate c1" not in body and "c1 (" in note  # dropped whole and named
+    assert "## Candidate c1" not in body and "c1" in note  # dropped whole and named
     assert body.index("## Candidate c2") < body.index("## Candidate c3")
     everything = sources_within([big, small, medium], None)
     assert all(c.source.rstrip() in everything for c in (big, small, medium)) and "Left out" not in everything
@@ -194,7 +197,8 @@ def test_failed_attempts_are_whole_most_recent_first_within_budget() -> None:
     assert text.index("## c7") < text.index("## c5") < text.index("## c2")
     assert long_error in text and "Hypothesis: h" in text and "(iteration 3, parent c2)" in text
     small = failed_attempts(state, 200)
-    assert long_error not in small and "## c7" in small and "## c2" in small and "c5 (" in small
+    assert text_tokens(small) <= 200 and long_error not in small and "## c7" in small and "## c2" in small
+    assert re.search(r"\[Left out whole .*: c5\. ", small)
     assert "(none so far)" in failed_attempts(RunState(task="t", iteration=1, candidates=[], evals_left=1), 100)
 
 
@@ -218,3 +222,14 @@ def test_records_within_refers_only_to_messages_it_shows() -> None:
     assert text.count(shared) == 1 and "t0 [primary 0]" in text  # the left-out line names it and how it did
     references = re.findall(r"identical to example (\S+) call", text)
     assert references and all(f"### Example {example}:" in text for example in references)
+
+
+def test_the_closing_line_counts_in_the_budget() -> None:
+    """Items that fill the budget exactly leave no room for the closing line: the last one kept goes out too."""
+    a, b, c = Item("a", "x" * 300), Item("b", "y" * 300), Item("c", "z" * 3000)
+    budget = text_tokens(a.text + SEPARATOR) + text_tokens(b.text + SEPARATOR)
+    selection = Selection(budget)
+    assert [selection.offer(item) for item in (a, b, c)] == [True, True, False]
+    text = selection.render()
+    assert text_tokens(text) <= budget and a.text in text and b.text not in text
+    assert text.endswith("budget: c, b. Nothing shown above is cut.]")
