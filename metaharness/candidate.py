@@ -2,8 +2,11 @@
 
 A :class:`Candidate` is a program (its complete source), where it came from (``parent``: the candidate it revises,
 ``None`` for a seed), why (``summary``, ``hypothesis``, the proposer's ``prediction``), and what its validation run
-measured (:class:`Evaluation`), or the ``error`` that made it fail. Ids are ``c001``, ``c002``, ... in the order
-candidates were planned. The store writes a candidate into its commit (see :mod:`metaharness.store`).
+measured (:class:`Evaluation`), or the ``error`` that made it fail. An ``implemented`` candidate is an
+intermediate step of a chosen revision chain (A -> B -> C: B): committed so that git's parents are the revisions,
+checked for import errors but never evaluated, so it has no score and is never the best. Ids are ``c001``,
+``c002``, ... in the order candidates were planned. The store writes a candidate into its commit (see
+:mod:`metaharness.store`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ CANDIDATE_ID = re.compile(r"^c\d{3,}$")
 
 EVALUATED = "evaluated"
 FAILED = "failed"
+IMPLEMENTED = "implemented"
 
 
 def candidate_id(number: int) -> str:
@@ -80,12 +84,18 @@ class Candidate:
         return self.status == FAILED
 
     @property
+    def implemented(self) -> bool:
+        """Implemented (and import-checked) as a step of a revision chain, not evaluated."""
+        return self.status == IMPLEMENTED
+
+    @property
     def evaluated(self) -> bool:
-        return not self.failed and self.evaluation is not None
+        return self.status == EVALUATED and self.evaluation is not None
 
     @property
     def score(self) -> float:
-        """The primary validation score (higher is better); a failed or unevaluated candidate counts as 0."""
+        """The primary validation score (higher is better); a failed, implemented or unevaluated candidate counts
+        as 0."""
         return self.evaluation.primary if self.evaluated and self.evaluation else 0.0
 
     @property

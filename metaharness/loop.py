@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from metaharness import frontier
-from metaharness.candidate import EVALUATED, FAILED, Candidate, Evaluation, candidate_id, id_number
+from metaharness.candidate import EVALUATED, FAILED, IMPLEMENTED, Candidate, Evaluation, candidate_id, id_number
 from metaharness.errors import BudgetExceeded, MetaharnessError
 from metaharness.evaluation.candidate_evaluator import CandidateEvaluator, CandidateFailed
 from metaharness.proposal import Proposal, Proposer, RunState
@@ -102,13 +102,78 @@ def iteration_budget(run_left: dict[str, float], per_iteration: dict[str, float]
 
 
 def predicted_cost(candidates: list[Candidate]) -> dict[str, float]:
-    """The summed predicted evaluation cost (``prediction["cost"]``: tokens, dollars) of ``candidates``."""
+    """What the proposer predicted ``candidates`` cost: ``prediction["cost"]`` (tokens, dollars of the evaluation)
+    of every candidate planned for evaluation, plus ``prediction["edit_cost"]`` (of writing the revision) of every
+    candidate, intermediates included."""
     total: dict[str, float] = {}
     for candidate in candidates:
-        for key, value in ((candidate.prediction or {}).get("cost") or {}).items():
-            if isinstance(value, (int, float)):
-                total[key] = round(total.get(key, 0.0) + float(value), 6)
+        prediction = candidate.prediction or {}
+        parts = [prediction.get("edit_cost")] + ([] if candidate.implemented else [prediction.get("cost")])
+        for part in parts:
+            for key, value in (part if isinstance(part, dict) else {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    total[key] = round(total.get(key, 0.0) + float(value), 6)
     return total
+
+
+def plan_entries(proposals: list[Proposal], first: int, realised: dict[str, str]) -> list[dict[str, Any]]:
+    """An iteration's plan: one entry per candidate to commit, ids from ``c{first}`` on, every parent before its
+    children.
+
+    A proposal's ``intermediates`` become entries of their own (``"evaluate": false``) chained from the proposal's
+    ``parent``, the proposal's entry revising the last of them. An intermediate whose ``node`` is already realised
+    (``realised``: node -> committed candidate id; a candidate id names itself) or already planned is not
+    planned again: the chain goes through that candidate. One whose node another proposal evaluates is that
+    proposal (planned first, with its own chain). A proposal whose node is already committed evaluates that
+    candidate's program again as its child (the node stays with the first candidate).
+    """
+    entries: list[dict[str, Any]] = []
+    by_node = dict(realised)
+    finals = {p.node: p for p in proposals if p.node is not None}
+    planned: dict[int, str] = {}  # id(proposal) -> its entry's candidate id
+    under_way: set[int] = set()
+
+    def add(p: Proposal, parent: str | None, evaluate: bool) -> str:
+        cid = candidate_id(first + len(entries))
+        node = p.node if p.node is not None and p.node not in by_node else None
+        if p.node is not None and node is None:
+            parent = by_node[p.node]
+        prediction = dict(p.prediction or {})
+        if node is not None:
+            prediction["node"] = node
+            by_node[node] = cid
+        entries.append(
+            {
+                "id": cid,
+                "parent": parent,
+                "source": p.source,
+                "summary": p.summary,
+                "hypothesis": p.hypothesis,
+                "prediction": prediction or None,
+                "node": node,
+                "evaluate": evaluate,
+            }
+        )
+        return cid
+
+    def plan(p: Proposal) -> str:
+        if id(p) not in planned:
+            under_way.add(id(p))
+            parent = p.parent
+            for step in p.intermediates:
+                final = finals.get(step.node) if step.node is not None else None
+                if step.node is not None and step.node in by_node:
+                    parent = by_node[step.node]
+                elif final is not None and final is not p and id(final) not in under_way:
+                    parent = plan(final)
+                else:
+                    parent = add(step, parent, evaluate=False)
+            planned[id(p)] = add(p, parent, evaluate=True)
+        return planned[id(p)]
+
+    for proposal in proposals:
+        plan(proposal)
+    return entries
 
 
 class ProposerFailed(MetaharnessError):
@@ -243,7 +308,8 @@ class Optimizer:
                 "type": "iteration",
                 "iteration": iteration,
                 "candidates": [r.id for r in mine],
-                "evaluated": sum(not r.failed for r in mine),
+                "evaluated": sum(r.evaluated for r in mine),
+                "implemented": sum(r.implemented for r in mine),
                 "failed": sum(r.failed for r in mine),
                 "best": best.id if best else None,
                 "best_score": best.score if best else None,
@@ -327,21 +393,22 @@ class Optimizer:
                 proposals = proposals[: state.evals_left]
             if not proposals:
                 self.events.note(f"iteration {iteration}: the proposer returned no candidates")
-        first = id_number(self.store.next_id())
-        return [
-            {
-                "id": candidate_id(first + i),
-                "parent": p.parent,
-                "source": p.source,
-                "summary": p.summary,
-                "hypothesis": p.hypothesis,
-                "prediction": p.prediction,
-            }
-            for i, p in enumerate(proposals)
-        ]
+            if state.graph is not None:
+                self.store.save_program_graph(state.graph)
+        return plan_entries(proposals, id_number(self.store.next_id()), self._realised_nodes())
+
+    def _realised_nodes(self) -> dict[str, str]:
+        """Program-graph node -> the committed candidate that realised it (``prediction["node"]``; a candidate's id
+        names itself, as in the synced graph)."""
+        realised = {}
+        for c in self.store.candidates():
+            realised[c.id] = c.id
+            if c.prediction and c.prediction.get("node") is not None:
+                realised[str(c.prediction["node"])] = c.id
+        return realised
 
     def state(self, iteration: int) -> RunState:
-        """What the proposer sees: every committed candidate (failed ones with their errors)."""
+        """What the proposer sees: every committed candidate (failed ones with their errors) and the program graph."""
         return RunState(
             task=self.settings.task,
             iteration=iteration,
@@ -349,10 +416,11 @@ class Optimizer:
             evals_left=self.settings.evals_per_iter,
             budget=iteration_budget(self.budget(), self.settings.iteration_budget),
             run_dir=self.store.path,
+            graph=self.store.program_graph(),
         )
 
     def _realise(self, entry: dict[str, Any], iteration: int) -> None:
-        """Check, evaluate and commit one planned candidate."""
+        """Check, evaluate and commit one planned candidate (an intermediate of a chain: check and commit)."""
         candidate = Candidate(
             id=entry["id"],
             parent=entry["parent"],
@@ -362,7 +430,9 @@ class Optimizer:
             hypothesis=entry.get("hypothesis", ""),
             prediction=entry.get("prediction"),
         )
-        self.events.candidate_started(candidate.id, "val", candidate.summary)
+        self.events.candidate_started(
+            candidate.id, "val" if entry.get("evaluate", True) else "check", candidate.summary
+        )
         if candidate.parent is not None and not self.store.has(candidate.parent):
             unknown, candidate.parent = candidate.parent, None  # committed on the root so the proposer sees the mistake
             self._fail(candidate, f"parent '{unknown}' is not a candidate of this run (known: {self._known_ids()})")
@@ -371,6 +441,10 @@ class Optimizer:
         error = self.evaluator.check(harness)
         if error:
             self._fail(candidate, error)
+            return
+        if not entry.get("evaluate", True):
+            candidate.status = IMPLEMENTED
+            self._commit(candidate)
             return
         trace = self.store.trace_path(candidate.id, "val")
         try:
@@ -386,6 +460,9 @@ class Optimizer:
         crash_point("candidate:evaluated")
         candidate.status = EVALUATED
         candidate.trace = self.store.relative(trace)
+        self._commit(candidate)
+
+    def _commit(self, candidate: Candidate) -> None:
         self.store.commit(candidate)
         self.events.candidate_finished(candidate)
 
@@ -399,8 +476,7 @@ class Optimizer:
     def _fail(self, candidate: Candidate, error: str) -> None:
         candidate.status = FAILED
         candidate.error = error
-        self.store.commit(candidate)
-        self.events.candidate_finished(candidate)
+        self._commit(candidate)
 
     def _test_split(self) -> dict[str, Evaluation]:
         """Evaluate the best candidate and the Pareto front on the test split (once each)."""

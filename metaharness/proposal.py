@@ -13,6 +13,14 @@ returns new candidate programs. The whole contract of :meth:`Proposer.propose`:
   help (``hypothesis``). ``prediction`` holds what the proposer predicted about the outcome (e.g.
   ``{"score": 0.42, "flips": {...}}``) so predicted vs. actual can be studied; ``None`` when it made no prediction.
   Extra proposals are dropped by the loop with a note; a proposal with an unknown parent is recorded as failed.
+- ``state.graph`` is the run's lasting program graph (:mod:`metaharness.planner.program`): every committed
+  candidate as a node (evaluated, implemented or failed) and every prediction made so far that was not realised.
+  The proposer may add predicted nodes and edges and update predictions in place; the loop saves the graph when
+  ``propose`` returns. A proposal that realises a graph node names it (``node``); a chosen chain
+  A -> B -> C is one proposal C with ``parent`` A and ``intermediates`` [B]: the loop commits B as its own
+  candidate (implemented, import-checked, not evaluated), then C as B's child. Intermediates do not count against
+  ``evals_left``; an intermediate shared by two proposals (the same ``node``) is committed once, and one whose node
+  another proposal of the iteration evaluates, or a committed candidate already realised, is that candidate.
 - It never evaluates on the validation or test split: the loop does, within budget. It may run candidates on a
   few *training* examples (the offline proposer's probe) through the sandboxed evaluator.
 - A proposer that cannot produce anything this iteration returns an empty list. It raises only for systemic
@@ -26,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from metaharness.candidate import Candidate
+from metaharness.planner.graph import PlanGraph
 
 
 @dataclass
@@ -39,6 +48,8 @@ class RunState:
     # Remaining caps for the iteration when set: {"tokens": ..., "usd": ...}.
     budget: dict[str, float] = field(default_factory=dict)
     run_dir: Path | None = None
+    # The run's lasting program graph, synced with ``candidates`` (see the module docstring).
+    graph: PlanGraph | None = None
 
     def evaluated(self) -> list[Candidate]:
         return [c for c in self.candidates if c.evaluated]
@@ -55,13 +66,21 @@ class RunState:
 
 @dataclass
 class Proposal:
-    """A new candidate program proposed as a revision of ``parent``."""
+    """A new candidate program proposed as a revision of ``parent``.
+
+    ``node``: the program-graph node this proposal realises (the loop copies it into ``prediction["node"]``).
+    ``intermediates``: the steps of a chosen chain between ``parent`` and this program, in order, each a
+    :class:`Proposal` with its own source, summary, prediction and node (their own ``parent`` is not used: the
+    first revises ``parent``, each next one the previous); they are committed implemented, not evaluated.
+    """
 
     parent: str | None
     source: str
     summary: str
     hypothesis: str = ""
     prediction: dict[str, Any] | None = None
+    node: str | None = None
+    intermediates: list[Proposal] = field(default_factory=list)
 
 
 @runtime_checkable

@@ -253,3 +253,89 @@ def test_the_failure_limit_is_a_setting_and_budget_exceeded_is_no_failure(tmp_pa
     run.close()
     assert outcome.stopped.startswith("cost cap reached")
     assert not any("proposer_error" in r for r in run.log_records("iteration"))
+
+
+class ChainProposer:
+    """Iteration 1: predicts B (from c002), C and D (both from B) and E (from c001); chooses the chains
+    c002 -> B -> C and c002 -> B -> D. Iteration 2: chooses E, predicted in iteration 1."""
+
+    name = "chains"
+
+    def __init__(self):
+        self.states = []
+
+    def propose(self, state):
+        from metaharness.planner import program
+
+        self.states.append(state)
+        graph = state.graph
+        if state.iteration == 1:
+            program.add_predicted(graph, "B", "c002", 0.35, std=0.05, summary="step B", data={"iteration": 1})
+            program.add_predicted(graph, "C", "B", 0.6, cost={"tokens": 40}, summary="step C")
+            program.add_predicted(graph, "D", "B", 0.5, summary="step D")
+            program.add_predicted(graph, "E", "c001", 0.3, summary="step E", data={"iteration": 1})
+            step = Proposal(None, program_source(0.45), "step B", prediction={"score": 0.35, "std": 0.05}, node="B")
+            return [
+                Proposal(
+                    "c002", program_source(0.6), "step C", prediction={"score": 0.6}, node="C", intermediates=[step]
+                ),
+                Proposal(
+                    "c002", program_source(0.4), "step D", prediction={"score": 0.5}, node="D", intermediates=[step]
+                ),
+            ]
+        assert "E" in graph.nx and graph.node("E").status == program.PREDICTED
+        return [Proposal("c001", program_source(0.25), "step E", prediction={"score": 0.3}, node="E")]
+
+
+def program_source(score):
+    return program(score)
+
+
+def _git(run_dir, *args):
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(run_dir), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_a_chain_commits_its_intermediate_as_the_parent_and_predictions_last_across_iterations(tmp_path):
+    from metaharness.store import program_graph
+
+    evaluator = FakeEvaluator()
+    proposer = ChainProposer()
+    run, opt = make(tmp_path, proposer, evaluator, iterations=2)
+    opt.run()
+    run.close()
+    records = {c.id: c for c in run.candidates()}
+    assert list(records) == ["c001", "c002", "c003", "c004", "c005", "c006"]
+    b, c, d, e = records["c003"], records["c004"], records["c005"], records["c006"]
+    assert b.implemented and not b.evaluated and b.evaluation is None and b.parent == "c002"
+    assert (c.parent, d.parent, e.parent) == ("c003", "c003", "c001")  # B committed once, shared by C and D
+    assert c.prediction["node"] == "C" and b.prediction == {"score": 0.35, "std": 0.05, "node": "B"}
+    assert [cid for cid, _ in evaluator.evaluated] == ["c001", "c002", "c004", "c005", "c006"]  # B not evaluated
+    # git's parents are the revisions: C's commit's parent is B's commit, B's is c002's
+    sha = {cid: _git(run.path, "rev-parse", f"{cid}^{{commit}}").strip() for cid in records}
+    assert _git(run.path, "rev-parse", "c004^").strip() == sha["c003"]
+    assert _git(run.path, "rev-parse", "c003^").strip() == sha["c002"]
+    assert _git(run.path, "log", "--graph", "--format=%s", "c004").splitlines() == [
+        "* c004 [0.600] step C",
+        "* c003 [implemented, not evaluated] step B",
+        "* c002 [0.300] seed: few",
+        "* metaharness run: toy with task model fake",
+    ]
+    assert _git(run.path, "rev-parse", "c005^").strip() == sha["c003"]
+    note = _git(run.path, "notes", "--ref=metaharness", "show", "c003")
+    assert "implemented, not evaluated" in note and "predicted val 0.3500 +- 0.0500, node B" in note
+    # best, frontier and the iteration line ignore the implemented candidate but list it
+    assert run.store.best().id == "c004"
+    line = {r["iteration"]: r for r in run.log_records("iteration")}[1]
+    assert line["candidates"] == ["c003", "c004", "c005"] and line["implemented"] == 1 and line["evaluated"] == 2
+    assert "c003" not in line["frontier"]
+    assert "| c003 | 1 | c002 | implemented |" in run.summary_md.read_text()
+    # the lasting graph: realised nodes relabelled to their candidates, predictions kept, E chosen in iteration 2
+    graph = program_graph.load(run.path)
+    assert graph.node("c003").status == "implemented" and graph.node("c003").score == 0.35
+    assert graph.node("c004").status == "evaluated" and graph.node("c004").score == pytest.approx(0.6)
+    assert graph.node("c004").data["prediction"]["score"] == 0.6 and graph.node("c006").data["predicted_in"] == 1
+    assert {x.source for x in graph.in_edges("c004")} == {"c003"}
+    assert graph.node("c006").status == "evaluated" and "E" not in graph.nx
+    assert proposer.states[1].graph.node("c004").status == "evaluated"

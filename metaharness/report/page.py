@@ -1,7 +1,9 @@
 """``report.html``: a self-contained page (inline SVG, a few lines of inline script) with a run's plots and tables.
 
-It has no external resources, so it opens from a file, offline, anywhere: score per iteration, the candidate tree
-coloured by score, predicted vs. actual score, and cost over time, then the tables.
+It has no external resources, so it opens from a file, offline, anywhere: score per iteration, predicted vs. actual
+score, the lasting program graph (candidates coloured by score, predicted programs apart), cost over time, then
+the tables: Pareto front, predicted vs. actual scores with their mean absolute error, predicted vs. realised cost
+per iteration, the candidates, and the predicted programs not yet chosen.
 """
 
 from __future__ import annotations
@@ -9,16 +11,16 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from metaharness.candidate import Candidate
-from metaharness.report.summary import failed_iterations
-from metaharness.report.svg import FAILED_COLOUR, Series, colour, svg_chart
-from metaharness.report.view import RunView, cost_of, val_text
+from metaharness.report.graph_svg import program_graph_svg
+from metaharness.report.summary import cost_rows, failed_iterations, prediction_rows
+from metaharness.report.svg import FAILED_COLOUR, Series, svg_chart
+from metaharness.report.view import PREDICTED_HEADERS, RunView, cost_of, val_text
 from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
 
 
 def score_chart(view: RunView) -> str:
-    done = [r for r in view.records if not r.failed]
+    done = [r for r in view.records if r.evaluated]
     points = [(float(r.iteration), r.score, f"{r.id}: {r.score:.3f} {r.summary}") for r in done]
     best_line, running = [], None
     for it in sorted({r.iteration for r in done}):
@@ -30,65 +32,6 @@ def score_chart(view: RunView) -> str:
     if failed:
         series.append(Series("failed (scored 0)", failed, FAILED_COLOUR))
     return svg_chart(series, x_label="iteration (0 = seeds)", y_label="validation score", y_base=(0.0, 1.0))
-
-
-def tree_svg(view: RunView) -> str:
-    """The candidate tree (root -> seeds -> revisions), left to right, nodes coloured by validation score."""
-    children: dict[str | None, list[Candidate]] = {}
-    for r in view.records:
-        children.setdefault(r.parent, []).append(r)
-    rows: dict[str | None, float] = {}
-    depth: dict[str | None, int] = {None: 0}
-    order = [0]
-
-    def place(node: str | None) -> float:
-        kids = children.get(node, [])
-        for kid in kids:
-            depth[kid.id] = depth[node] + 1
-        if not kids:
-            rows[node] = order[0]
-            order[0] += 1
-        else:
-            ys = [place(kid.id) for kid in kids]
-            rows[node] = sum(ys) / len(ys)
-        return rows[node]
-
-    place(None)
-    scores = [r.score for r in view.records if not r.failed]
-    low, high = (min(scores), max(scores)) if scores else (0.0, 1.0)
-    dx, dy, pad = 110, 28, 30
-    width = pad * 2 + dx * max(depth.values()) + 120
-    height = pad * 2 + dy * max(order[0] - 1, 0) + 10
-
-    def pos(node: str | None) -> tuple[float, float]:
-        return pad + dx * depth[node], pad + dy * rows[node]
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
-    for r in view.records:
-        (x0, y0), (x1, y1) = pos(r.parent), pos(r.id)
-        out.append(
-            f'<path d="M{x0:.1f},{y0:.1f} C{x0 + dx / 2:.1f},{y0:.1f} {x1 - dx / 2:.1f},{y1:.1f} {x1:.1f},{y1:.1f}" '
-            'fill="none" stroke="#bbb"/>'
-        )
-    x, y = pos(None)
-    out.append(
-        f'<rect x="{x - 16}" y="{y - 9}" width="32" height="18" fill="#ddd"/>'
-        f'<text x="{x}" y="{y + 4}" font-size="10" text-anchor="middle">root</text>'
-    )
-    best = view.best
-    for r in view.records:
-        x, y = pos(r.id)
-        fill = FAILED_COLOUR if r.failed else colour(r.score, low, high)
-        ring = ' stroke="#d62728" stroke-width="3"' if best and r.id == best.id else ' stroke="#333"'
-        tip = f"{r.id} (iteration {r.iteration}, parent {r.parent or 'root'}): {val_text(r)}\n{r.summary}" + (
-            f"\n{r.error}" if r.error else ""
-        )
-        out.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="9" fill="{fill}"{ring}><title>{html.escape(tip)}</title></circle>'
-        )
-        out.append(f'<text x="{x + 13:.1f}" y="{y + 4:.1f}" font-size="11">{r.id} {val_text(r)}</text>')
-    out.append("</svg>")
-    return "".join(out)
 
 
 def prediction_chart(view: RunView) -> str:
@@ -170,6 +113,18 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _prediction_table(view: RunView) -> str:
+    headers, rows, error = prediction_rows(view)
+    if not rows:
+        return "<p class='note'>No evaluated candidate carried a predicted score.</p>"
+    return _table(headers, rows) + f"<p>mean absolute error {error:.3f} over {len(rows)} candidates</p>"
+
+
+def _cost_table(view: RunView) -> str:
+    headers, rows = cost_rows(view)
+    return _table(headers, rows) if rows else "<p class='note'>No iteration recorded its costs.</p>"
+
+
 def render_html(view: RunView) -> str:
     cfg = view.config
     best = view.best
@@ -207,17 +162,24 @@ def render_html(view: RunView) -> str:
         score_chart(view),
         "</div><div><h2>Predicted vs. actual score</h2>",
         prediction_chart(view),
-        "</div></div><h2>Candidate tree (colour = validation score, red ring = best, grey = failed)</h2>",
+        "</div></div><h2>Program graph (colour = validation score, red ring = best; predicted programs hollow, "
+        f"{len(view.predicted_nodes())} not yet chosen)</h2>",
         "<div class='tree'>",
-        tree_svg(view),
+        program_graph_svg(view.graph, best.id if best else None) if view.graph is not None else "",
         "</div><h2>Cost over time</h2><div class='grid'>",
         cost_chart(view),
         "</div><h2>Pareto front: score vs. context tokens vs. USD</h2>",
         _table(["id", "val", "context tok", "USD", "summary"], front),
+        "<h2>Predicted vs. actual score</h2>",
+        _prediction_table(view),
+        "<h2>Predicted vs. realised cost per iteration</h2>",
+        _cost_table(view),
         "<h2>Candidates</h2>",
         _table(
             ["id", "iteration", "parent", "val", "test", "predicted", "context tok", "USD", "summary / error"], rows
         ),
+        "<h2>Predicted programs not yet chosen</h2>",
+        _table(PREDICTED_HEADERS, view.predicted_rows()) if view.predicted_nodes() else "<p class='note'>None.</p>",
         (
             "<h2>Proposer failures (iterations without candidates)</h2>" + _table(["iteration", "error"], failed)
             if failed

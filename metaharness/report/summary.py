@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from metaharness.report.view import RunView, cost_of, val_text
+from metaharness.report.view import PREDICTED_HEADERS, RunView, cost_of, val_text
 from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
 
@@ -16,6 +16,46 @@ def failed_iterations(view: RunView) -> dict[int, str]:
         for e in view.log
         if e.get("type") == "iteration" and e.get("proposer_error")
     }
+
+
+def prediction_rows(view: RunView) -> tuple[list[str], list[list[str]], float | None]:
+    """Predicted vs. actual score of every evaluated candidate that carried a prediction, and the mean absolute
+    error."""
+    rows = []
+    for r, predicted in view.predicted():
+        std = (r.prediction or {}).get("std")
+        rows.append(
+            [
+                r.id,
+                str(r.iteration),
+                f"{predicted:.3f}",
+                f"{float(std):.3f}" if isinstance(std, (int, float)) else "",
+                f"{r.score:.3f}",
+                f"{r.score - predicted:+.3f}",
+            ]
+        )
+    return ["id", "iteration", "predicted", "std", "actual", "actual - predicted"], rows, view.prediction_error()
+
+
+def cost_rows(view: RunView) -> tuple[list[str], list[list[str]]]:
+    """Per iteration: the cost the proposer predicted for its candidates (their evaluations and revisions) next to
+    what the iteration spent (every model call, the proposer's included)."""
+    rows = [
+        [
+            str(it),
+            _amount(predicted.get("tokens"), "{:.0f}"),
+            _amount(realised.get("tokens"), "{:.0f}"),
+            _amount(predicted.get("usd"), "{:.4f}"),
+            _amount(realised.get("usd"), "{:.4f}"),
+        ]
+        for it, predicted, realised in view.iteration_costs()
+    ]
+    headers = ["iteration", "predicted tokens", "realised tokens", "predicted USD", "realised USD"]
+    return headers, rows
+
+
+def _amount(value: object, form: str) -> str:
+    return form.format(float(value)) if isinstance(value, (int, float)) else ""
 
 
 def render_markdown(view: RunView) -> str:
@@ -31,7 +71,12 @@ def render_markdown(view: RunView) -> str:
         f"evaluations per iteration: {cfg.get('evals_per_iter')}",
         f"- iterations done: {max(iterations, default=0)}"
         + (f" ({len(failed)} failed: the proposer raised)" if failed else "")
-        + f"; candidates: {len(view.records)} ({sum(r.failed for r in view.records)} failed)",
+        + f"; candidates: {len(view.records)} ({sum(r.failed for r in view.records)} failed"
+        + (
+            f", {implemented} implemented, not evaluated)"
+            if (implemented := sum(r.implemented for r in view.records))
+            else ")"
+        ),
     ]
     best = view.best
     if best:
@@ -63,6 +108,21 @@ def render_markdown(view: RunView) -> str:
             f"| {r.id} | {r.iteration} | {r.parent or 'root'} | {val_text(r)} | {predicted} | "
             f"{cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | {_cell(text)} |"
         )
+    headers, rows, error = prediction_rows(view)
+    if rows:
+        lines += ["", f"## Predicted vs. actual score (mean absolute error {error:.3f} over {len(rows)})", ""]
+        lines += _markdown_table(headers, rows)
+    headers, rows = cost_rows(view)
+    if rows:
+        lines += ["", "## Predicted vs. realised cost per iteration", ""]
+        lines += ["Predicted: the candidates' evaluations and revisions; realised: every model call of the iteration."]
+        lines += [""] + _markdown_table(headers, rows)
+    waiting = view.predicted_rows()
+    if waiting:
+        lines += ["", f"## Predicted programs not yet chosen ({len(waiting)}; `metaharness history --predicted`)", ""]
+        lines += _markdown_table(PREDICTED_HEADERS, waiting[:20])
+        if len(waiting) > 20:
+            lines.append(f"\n({len(waiting) - 20} more in `program-graph.json`)")
     if failed:
         lines += ["", "## Proposer failures (no candidates in these iterations)", ""]
         lines += [f"- iteration {it}: {_cell(error, 300)}" for it, error in sorted(failed.items())]
@@ -73,13 +133,22 @@ def render_markdown(view: RunView) -> str:
         "",
         "## Browse",
         "",
-        f"- the search tree with scores: `git -C {view.path} log --graph --all --oneline --notes=metaharness`",
+        f"- the search tree with scores: `git -C {view.path} log --graph --all --oneline --notes=metaharness` "
+        "(implemented candidates are their own commits, so it is the program graph)",
         "- one candidate: `metaharness show cNNN`; a revision: `metaharness diff cAAA cBBB`; "
         "plots: `metaharness report`",
         "- machine-readable record: `summary.jsonl`; per-example traces: `traces/`",
         "",
     ]
     return "\n".join(lines)
+
+
+def _markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|" + "---|" * len(headers),
+        *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows),
+    ]
 
 
 def _cell(text: str, width: int = 120) -> str:

@@ -1,4 +1,5 @@
-"""What the run reports show, read once from a run directory: candidates, log, test results, best and front."""
+"""What the run reports show, read once from a run directory: candidates, log, test results, best and front, the
+lasting program graph, predicted vs. actual scores and predicted vs. realised costs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from typing import Any
 
 from metaharness import frontier
 from metaharness.candidate import Candidate, Evaluation
+from metaharness.errors import InputError
+from metaharness.planner import program
+from metaharness.planner.graph import Node, PlanGraph
+from metaharness.store import program_graph
 from metaharness.store.run_dir import RunDirectory
+
+PREDICTED_HEADERS = ["node", "parents", "predicted", "label", "eval cost", "depth", "predicted in", "summary"]
+LABELS = {1: "goal", 0: "neutral", -1: "dead end"}
 
 
 @dataclass
@@ -20,12 +28,21 @@ class RunView:
     records: list[Candidate]
     log: list[dict[str, Any]]
     test: dict[str, Evaluation] = field(default_factory=dict)
+    # The lasting program graph synced with the candidates; ``graph_problem`` says why it was rebuilt.
+    graph: PlanGraph | None = None
+    graph_problem: str | None = None
 
     @classmethod
     def load(cls, run: RunDirectory) -> RunView:
         records = run.candidates()
         test = {r.id: ev for r in records if (ev := run.test_result(r.id)) is not None}
-        return cls(run.path, run.store.config(), records, run.log_records(), test)
+        problem = None
+        try:
+            saved = program_graph.load(run.path)
+        except InputError as exc:
+            saved, problem = None, f"the program graph was rebuilt from the candidates: {exc}"
+        graph = program_graph.sync(saved, records)
+        return cls(run.path, run.store.config(), records, run.log_records(), test, graph, problem)
 
     @property
     def best(self) -> Candidate | None:
@@ -47,13 +64,59 @@ class RunView:
                 continue
             latest.pop(text, None)
             latest[text] = entry.get("time", "")
-        return [f"{when} {text}" for text, when in latest.items()]
+        notes = [f"{when} {text}" for text, when in latest.items()]
+        return notes + ([self.graph_problem] if self.graph_problem else [])
 
     def predicted(self) -> list[tuple[Candidate, float]]:
+        """Every evaluated candidate that carried a predicted score, with that score."""
         return [
             (r, float(r.prediction["score"]))
             for r in self.records
-            if r.prediction and isinstance(r.prediction.get("score"), (int, float)) and not r.failed
+            if r.prediction and isinstance(r.prediction.get("score"), (int, float)) and r.evaluated
+        ]
+
+    def prediction_error(self) -> float | None:
+        """The mean absolute error of the predicted scores (``None`` without predictions)."""
+        pairs = self.predicted()
+        return sum(abs(r.score - p) for r, p in pairs) / len(pairs) if pairs else None
+
+    def predicted_nodes(self) -> list[Node]:
+        """The predicted programs of the graph nobody has realised yet, best predicted first."""
+        nodes = program.nodes_with(self.graph, program.PREDICTED) if self.graph is not None else []
+        return sorted(nodes, key=lambda n: -(n.score or 0.0))
+
+    def predicted_rows(self) -> list[list[str]]:
+        """One row per predicted node, under :data:`PREDICTED_HEADERS` (for ``history --predicted`` and the reports)."""
+        graph = self.graph
+        rows = []
+        for node in self.predicted_nodes():
+            assert graph is not None
+            try:
+                steps = str(program.depth(graph, node.id))
+            except InputError:  # its only parents failed: no chain leads to it
+                steps = "unreachable"
+            edges = graph.in_edges(node.id)
+            iteration = node.data.get("iteration")
+            rows.append(
+                [
+                    str(node.id),
+                    ", ".join(str(e.source) for e in edges),
+                    f"{node.score or 0.0:.3f}" + (f" +- {node.std:.3f}" if node.std else ""),
+                    LABELS.get(round(node.reward), f"{node.reward:g}"),
+                    cost_text(node.cost),
+                    steps,
+                    "" if iteration is None else str(iteration),
+                    " | ".join(e.action for e in edges if e.action)[:200],
+                ]
+            )
+        return rows
+
+    def iteration_costs(self) -> list[tuple[int, dict[str, float], dict[str, float]]]:
+        """Per iteration (its last line): the predicted and the realised cost, as the iteration lines recorded."""
+        lines = {int(e["iteration"]): e for e in self.log if e.get("type") == "iteration" and "cost" in e}
+        return [
+            (it, dict(lines[it]["cost"].get("predicted") or {}), dict(lines[it]["cost"].get("realised") or {}))
+            for it in sorted(lines)
         ]
 
 
@@ -62,4 +125,12 @@ def cost_of(record: Candidate, key: str) -> float:
 
 
 def val_text(record: Candidate) -> str:
-    return "failed" if record.failed else f"{record.score:.3f}"
+    """The validation score as shown in tables: ``failed`` and ``implemented`` (not evaluated) say so."""
+    return "failed" if record.failed else "implemented" if record.implemented else f"{record.score:.3f}"
+
+
+def cost_text(cost: tuple[float, ...]) -> str:
+    """A program node's evaluation cost ``(evals, tokens, usd)`` as ``1200 tok $0.0040``."""
+    if len(cost) != len(program.LIMITS):
+        return ""
+    return f"{cost[1]:.0f} tok ${cost[2]:.4f}"

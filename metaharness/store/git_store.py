@@ -4,7 +4,9 @@ Layout of the repository (the run directory is its working tree):
 
 - ``refs/tags/root``: the run's root commit (``run.json``: task, models, limits). Seeds are its children.
 - ``refs/tags/cNNN``: one commit per candidate, whose parent is the candidate it revises. The commit holds the
-  candidate's files (:func:`files_of`); its message carries the scores as trailers.
+  candidate's files (:func:`files_of`); its message carries the scores as trailers. An intermediate step of a
+  chosen revision chain (A -> B -> C) is its own commit, marked ``implemented, not evaluated`` with its
+  prediction, so ``git log --graph`` is the program graph.
 - ``refs/notes/metaharness``: a git note per candidate with its scores, so ``git log --notes=metaharness`` shows
   them (test-split results are added to the note at the end of a run).
 - ``refs/heads/best``: the best evaluated candidate; ``HEAD`` points at it, so the working tree holds the best
@@ -68,10 +70,31 @@ def files_of(candidate: Candidate) -> dict[str, str]:
     return files
 
 
+def prediction_text(prediction: Mapping[str, Any] | None) -> str:
+    """The proposer's prediction in one line (``predicted val 0.4200 +- 0.0500, node n3``); empty when none."""
+    prediction = prediction or {}
+    parts = []
+    if isinstance(prediction.get("score"), (int, float)):
+        std = prediction.get("std")
+        parts.append(
+            f"predicted val {float(prediction['score']):.4f}"
+            + (f" +- {float(std):.4f}" if isinstance(std, (int, float)) and std else "")
+        )
+    cost = prediction.get("cost")
+    if isinstance(cost, Mapping) and cost:
+        parts.append("predicted cost " + " ".join(f"{k} {v}" for k, v in sorted(cost.items())))
+    if prediction.get("node") is not None:
+        parts.append(f"node {prediction['node']}")
+    return ", ".join(parts)
+
+
 def render_note(candidate: Candidate, test: Evaluation | None = None) -> str:
     """The note git shows under a candidate's commit: scores first, then cost, then where it came from."""
+    predicted = prediction_text(candidate.prediction)
     if candidate.failed:
         lines = [f"FAILED: {(candidate.error or 'unknown error').strip().splitlines()[0][:200]}"]
+    elif candidate.implemented:
+        lines = ["implemented, not evaluated (an intermediate step of a chosen revision chain)"]
     else:
         ev = candidate.evaluation
         assert ev is not None
@@ -83,6 +106,8 @@ def render_note(candidate: Candidate, test: Evaluation | None = None) -> str:
             f"{ev.cost.get('output_tokens', 0):.0f} out  ${ev.cost.get('usd', 0):.4f}",
             f"{ev.examples} val examples, {ev.errors} with errors",
         ]
+    if predicted:
+        lines.append(predicted)
     if test is not None:
         lines.append(f"test {test.primary:.4f}  ({test.examples} test examples, {test.errors} with errors)")
     lines.append(f"iteration {candidate.iteration}, parent {candidate.parent or 'root'}")
@@ -91,7 +116,13 @@ def render_note(candidate: Candidate, test: Evaluation | None = None) -> str:
 
 def commit_message(candidate: Candidate) -> str:
     """Subject with the score (so ``--oneline`` shows it), the hypothesis, then the scores as git trailers."""
-    tag = "failed" if candidate.failed else f"{candidate.score:.3f}"
+    tag = (
+        "failed"
+        if candidate.failed
+        else "implemented, not evaluated"
+        if candidate.implemented
+        else f"{candidate.score:.3f}"
+    )
     subject = (candidate.summary or "candidate").strip().splitlines()[0] if candidate.summary.strip() else "candidate"
     trailers = [
         ("Candidate", candidate.id),
@@ -108,8 +139,13 @@ def commit_message(candidate: Candidate) -> str:
         trailers.append(("Cost-USD", f"{candidate.evaluation.cost.get('usd', 0):.6f}"))
     if candidate.error:
         trailers.append(("Error", candidate.error.strip().splitlines()[0][:200]))
-    if candidate.prediction and "score" in candidate.prediction:
-        trailers.append(("Predicted-Score", f"{float(candidate.prediction['score']):.4f}"))
+    prediction = candidate.prediction or {}
+    if isinstance(prediction.get("score"), (int, float)):
+        trailers.append(("Predicted-Score", f"{float(prediction['score']):.4f}"))
+    if isinstance(prediction.get("std"), (int, float)):
+        trailers.append(("Predicted-Std", f"{float(prediction['std']):.4f}"))
+    if prediction.get("node") is not None:
+        trailers.append(("Node", str(prediction["node"])))
     body = candidate.hypothesis.strip()
     parts = [f"{candidate.id} [{tag}] {subject[:72]}"]
     if body:
@@ -182,7 +218,7 @@ class CandidateStore:
         crash_point("commit:objects-written")
         updates = [(f"refs/tags/{candidate.id}", sha, ZERO_SHA), (NOTES_REF, notes_new, notes_old)]
         best = self.best()
-        if not candidate.failed and (best is None or candidate.score > best.score):
+        if candidate.evaluated and (best is None or candidate.score > best.score):
             updates.append((BEST_REF, sha, self._resolve(BEST_REF) or ZERO_SHA))
         self._update_refs(updates)
         self._cache[sha] = candidate

@@ -11,7 +11,12 @@
 - ``next_id() -> str``: a fresh id above every committed, journaled or planned one.
 - ``save_plan(iteration, plan)`` before any of an iteration's candidates is evaluated; ``plan(iteration)`` returns
   it (``None`` when none is open); ``drop_plan(iteration)`` once the iteration is logged. A plan is a list of
-  dicts with the keys ``id``, ``parent``, ``source``, ``summary``, ``hypothesis``, ``prediction``.
+  dicts with the keys ``id``, ``parent``, ``source``, ``summary``, ``hypothesis``, ``prediction``, ``node`` (the
+  program-graph node the candidate realises, or ``None``) and ``evaluate`` (``False`` for an intermediate of a
+  revision chain, committed implemented; missing means ``True``), every parent before its children.
+- ``program_graph() -> PlanGraph``: the run's lasting program graph, synced with the committed candidates;
+  ``save_program_graph(graph)`` writes it atomically. ``commit`` keeps the saved graph in step with the
+  candidates; ``recover`` repairs it.
 - ``work_file(id, source) -> Path``: the file a candidate is checked and evaluated from; ``trace_path(id, split)``
   where its per-example records go; ``relative(path)`` a path as stored in the candidate (relative to the run).
 - ``commit(candidate)``: durable and atomic; afterwards ``has(candidate.id)`` holds even across a kill. The
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from metaharness.candidate import Candidate, Evaluation
+from metaharness.planner.graph import PlanGraph
 
 
 class RunStore(Protocol):
@@ -50,6 +56,10 @@ class RunStore(Protocol):
     def save_plan(self, iteration: int, plan: list[dict[str, Any]]) -> None: ...
 
     def drop_plan(self, iteration: int) -> None: ...
+
+    def program_graph(self) -> PlanGraph: ...
+
+    def save_program_graph(self, graph: PlanGraph) -> None: ...
 
     def work_file(self, cid: str, source: str) -> Path: ...
 

@@ -5,6 +5,7 @@
         evals/<id>.test.json        test-split results of the best and the frontier
         journal/                    decided or evaluated work not yet committed (see journal.py)
         work/<id>/harness.py        the file a candidate is checked and evaluated from
+        program-graph.json          the lasting program graph: candidates and unrealised predictions (program_graph.py)
         summary.jsonl               machine-readable log: one line per candidate, iteration, stop and test result
         spend.jsonl                 one fsynced line per model call: the run's spend over all sessions (spend.py)
         SUMMARY.md                  human-readable summary, rewritten after every iteration
@@ -12,7 +13,8 @@
 
 Only one process may run in a directory at a time (the lock). Opening for a run repairs what a kill left behind:
 it commits every evaluated candidate found in the journal, writes the ``summary.jsonl`` lines a kill kept from
-being written, and drops the plans of finished iterations.
+being written, brings the program graph up to date with the candidates, and drops the plans of finished
+iterations.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Any
 from metaharness.candidate import Candidate, Evaluation, candidate_id, id_number
 from metaharness.errors import InputError
 from metaharness.harness import HARNESS_FILE
+from metaharness.planner.graph import PlanGraph
+from metaharness.store import program_graph as graph_file
 from metaharness.store.crash import crash_point
 from metaharness.store.files import (
     append_jsonl,
@@ -147,6 +151,7 @@ class RunDirectory:
             if cid not in tested:
                 self._log_test(cid, Evaluation.from_dict(read_json(path)))
                 actions.append(f"logged the test result of {cid} in summary.jsonl (saved just before the stop)")
+        actions += self._repair_graph()
         done = self.completed_iterations()
         for iteration in sorted(self.journal.planned()):
             if iteration in done:
@@ -162,6 +167,32 @@ class RunDirectory:
 
     def has(self, cid: str) -> bool:
         return self.store.has(cid)
+
+    # -- the lasting program graph -------------------------------------------------------------------------
+
+    def program_graph(self) -> PlanGraph:
+        """The saved program graph, synced with the committed candidates (built from them when none is saved)."""
+        return graph_file.sync(graph_file.load(self.path), self.candidates())
+
+    def save_program_graph(self, graph: PlanGraph) -> None:
+        graph_file.save(self.path, graph)
+
+    def _repair_graph(self) -> list[str]:
+        """Set an unreadable graph file aside, and save the graph synced with the candidates when it was not."""
+        actions = []
+        try:
+            saved = graph_file.load(self.path)
+        except InputError:
+            aside = graph_file.set_aside(self.path)
+            actions.append(f"set the unreadable {aside.name} aside and rebuilt the program graph from the candidates")
+            saved = None
+        before = None if saved is None else saved.to_json()
+        graph = graph_file.sync(saved, self.candidates())
+        if graph.to_json() != before:
+            self.save_program_graph(graph)
+            if saved is not None:
+                actions.append("brought the program graph up to date with the committed candidates")
+        return actions
 
     # -- iteration plans (journaled until the iteration is logged) ----------------------------------------
 
@@ -181,6 +212,7 @@ class RunDirectory:
         self.store.commit(candidate)
         self._log_candidate(candidate)
         crash_point("commit:logged")
+        self.save_program_graph(self.program_graph())
         self.journal.drop_result(candidate.id)
 
     def _log_candidate(self, candidate: Candidate) -> None:
