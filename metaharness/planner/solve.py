@@ -49,9 +49,21 @@ def solve(
     the default), "ilp" (SCIP; ``time_limit`` in seconds optional), "lm" (the model baseline; needs ``model``),
     "auto" (exact, switching to the ILP when its label count explodes). ``soft_targets`` subtract a penalty for
     exceeding preferred cost levels inside the hard budget (exact and ilp). Bad input raises :class:`InputError`.
+
+    A program graph (``graph.problem == "selection"``) is handed to :func:`metaharness.planner.selection.select`
+    with the same solver name ("exact", "ilp" or "auto") and default scenarios.
     """
     if solver not in SOLVERS:
         raise InputError(f"Unknown solver {solver!r}; use one of {', '.join(SOLVERS)}.")
+    if graph.problem == "selection":
+        if solver == "lm" or soft_targets is not None or horizon is not None or discount is not None:
+            raise InputError(
+                'A program graph (problem "selection") takes only a budget, the solver exact, ilp or auto and a '
+                "time limit."
+            )
+        from metaharness.planner.selection import select
+
+        return select(graph, budget, solver=solver, time_limit=time_limit)
     started = time.perf_counter()
     problem = prepare(graph, budget, horizon=horizon, discount=discount, soft=soft_targets)
     if solver == "lm":
