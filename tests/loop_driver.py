@@ -6,9 +6,11 @@ model calls through real clients on the run's ledger.
 
 Every model call costs $0.001 (10 input tokens at $100 per million, 5 output tokens free). The evaluator makes one
 task-model call per example (4 per evaluation); the proposer makes a planning call and two probe calls before it
-proposes. Each answered call adds a line to ``calls.log`` beside the run directory, written by the model itself
-(before the ledger counts it), so a test can tell what was really spent from what the run journaled. A crash point
-(``METAHARNESS_CRASH_AT``) SIGKILLs this process itself. The outcome is printed as one JSON line.
+proposes; in iteration 1 it chooses a chain (an intermediate, committed implemented, then its child) and leaves a
+predicted program unchosen in the run's program graph. Each answered call adds a line to ``calls.log`` beside the
+run directory, written by the model itself (before the ledger counts it), so a test can tell what was really spent
+from what the run journaled. A crash point (``METAHARNESS_CRASH_AT``) SIGKILLs this process itself. The outcome is
+printed as one JSON line.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from metaharness.models.ledger import Ledger
 from metaharness.models.prices import Price, PriceTable
 from metaharness.models.types import ChatRequest, ChatResult, Role
 from metaharness.optimize import run_ledger
+from metaharness.planner import program as programs
 from metaharness.proposal import Proposal, RunState
 from metaharness.report import write_summary_markdown
 from metaharness.store import RunDirectory
@@ -84,7 +87,18 @@ class PricedProposer(ScriptedProposer):
         ask(self.model, "proposer", f"plan iteration {state.iteration}")
         ask(self.task_model, "task", "probe 1")
         ask(self.task_model, "task", "probe 2")
-        return super().propose(state)
+        proposals = super().propose(state)
+        if state.iteration != 1:
+            return proposals
+        (better,) = proposals
+        graph = state.graph
+        assert graph is not None
+        for node, parent, score in [("step", better.parent, 0.33), ("goal", "step", 0.4), ("later", "c001", 0.25)]:
+            if node not in graph.nx:  # a rerun after a kill between the graph's save and the plan's sees them
+                programs.add_predicted(graph, node, parent, score, summary=node, data={"iteration": 1})
+        step = Proposal(None, program(0.33), "intermediate step", prediction={"score": 0.33}, node="step")
+        better.node, better.intermediates = "goal", [step]
+        return [better]
 
 
 def main(argv: list[str]) -> None:

@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 from loop_driver import CALL_USD
 
-from metaharness.store import RunDirectory
+from metaharness.store import RunDirectory, program_graph
 
 TESTS = Path(__file__).resolve().parent
 SOURCES = TESTS.parent / "metaharness"
 
 # The run's model calls, in order (a crash point's #N counts its hits):
 #   1-8 the seeds' evaluations (4 examples each), 9-11 iteration 1's planning call and two probe calls,
-#   12-15 its candidate's evaluation, 16-18 and 19-22 the same in iteration 2, 23-38 the test split (best and front).
+#   12-15 its candidate's evaluation (after its intermediate, checked only), 16-18 and 19-22 the same in iteration 2,
+#   23-38 the test split (best and front).
 POINTS = [
     "evaluation:example#3",  # in the middle of the first seed's evaluation
     "spend:recorded#10",  # during the proposer's probe in iteration 1
@@ -38,11 +39,14 @@ POINTS = [
     "commit:refs-updated#3",  # committed, its summary.jsonl line not yet written
     "commit:logged#2",  # logged, its journal entry not yet removed
     "iteration:logged#2",  # iteration 1 logged, its plan not yet removed
+    "graph:saved#3",  # iteration 1's predictions in the program graph, its plan not yet journaled
+    "graph:saved#4",  # the intermediate committed (implemented) and in the graph, its child not yet evaluated
     "test:evaluated#2",  # a test-split evaluation done, not saved
     "test:saved#1",  # a test result saved, its line not yet written
 ]
 ALL_CALLS = 38
-CANDIDATES = ["c001", "c002", "c003", "c004"]  # 2 seeds + 1 per iteration
+CANDIDATES = ["c001", "c002", "c003", "c004", "c005"]  # 2 seeds, iteration 1's chain (c003 -> c004), iteration 2's
+EVALUATED = ["c001", "c002", "c004", "c005"]
 
 
 def _run(tmp_path: Path, crash: str | None = None, max_cost: float | None = None) -> subprocess.CompletedProcess:
@@ -106,6 +110,26 @@ def _assert_clean(run_dir: Path) -> None:
     assert status.stdout == ""
 
 
+def _assert_the_chain_and_the_graph(run: RunDirectory) -> None:
+    """Iteration 1's chain is two commits (c003 implemented, c004 its child); the graph holds every candidate under
+    its id and the unchosen prediction, once."""
+    stored = {c.candidate.id: c for c in run.store.candidates()}
+    assert stored["c003"].candidate.implemented and stored["c004"].candidate.parent == "c003"
+    assert run.store.repo.commit(stored["c004"].commit).parents[0].hexsha == stored["c003"].commit
+    assert run.store.repo.commit(stored["c003"].commit).parents[0].hexsha == stored["c002"].commit
+    graph = program_graph.load(run.path)
+    assert graph is not None and [n.id for n in graph.nodes if n.status == "predicted"] == ["later"]
+    assert {n.id: n.status for n in graph.nodes if n.id != "later"} == {
+        "c001": "evaluated",
+        "c002": "evaluated",
+        "c003": "implemented",
+        "c004": "evaluated",
+        "c005": "evaluated",
+    }
+    assert sorted(e.id for e in graph.edges) == ["c001->later", "c002->step", "c004->c005", "step->goal"]
+    assert program_graph.sync(program_graph.load(run.path), run.candidates()).to_json() == graph.to_json()
+
+
 def test_the_points_cover_every_crash_point_in_the_code():
     named = set()
     for source in SOURCES.rglob("*.py"):
@@ -128,8 +152,9 @@ def test_sigkill_at_any_point_loses_nothing_and_forgets_no_spend(tmp_path, point
     assert {cid: after.get(cid) for cid in before} == before  # every earlier candidate kept, unchanged
     assert list(after) == CANDIDATES  # no duplicates, none lost
     run = _assert_log_complete(run_dir)
-    assert run.store.best().id == "c004" and run.completed_iterations() == {0, 1, 2}
-    assert sorted(r["id"] for r in run.log_records("test")) == CANDIDATES  # the best and the front, once each
+    assert run.store.best().id == "c005" and run.completed_iterations() == {0, 1, 2}
+    assert sorted(r["id"] for r in run.log_records("test")) == EVALUATED  # the best and the front, once each
+    _assert_the_chain_and_the_graph(run)
     _assert_clean(run_dir)
     spent_after = _assert_nothing_forgotten(tmp_path)
     assert spent_after["usd"] >= spent_before["usd"]
