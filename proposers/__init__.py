@@ -4,8 +4,8 @@
 :class:`metaharness.proposal.Proposer`. Names:
 
 - ``offline``: no hosted model; operator-library revisions, predicted by probing on held-out training examples,
-  chosen by the program-space ILP (:mod:`.offline`). ``offline-greedy``, ``offline-random``,
-  ``offline-best-of-n``: the same with a baseline selection rule instead of the ILP.
+  chosen by the planner's selection solver over the run's program graph (:mod:`.offline`). ``offline-greedy``,
+  ``offline-random``, ``offline-best-of-n``: the same with a baseline selection rule instead of the solver.
 - ``base``: the Meta-Harness coding agent (:mod:`.coding`); needs a proposer model with tool calling.
 - ``tps``: the coding agent after TPS planning over program space (:mod:`.planned_coding`); ``tps-greedy``,
   ``tps-random``, ``tps-best-of-n``: the same planning with a baseline selection rule.
@@ -18,8 +18,8 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
   examples per probe; offline 8, tps 6, base 4), ``plans`` (revisions sampled per iteration; offline 6, tps 4),
   ``operators`` (offline: restrict the operator library to these names), ``probe_tokens`` / ``frontier`` /
-  ``extend`` / ``depth`` (offline: probe token budget per iteration, parents revised, candidates extended per
-  level, longest revision chain, default 3), ``max_steps`` /
+  ``extend`` (offline: probe token budget per iteration, parents revised, candidates extended per level),
+  ``depth`` (offline and tps: longest revision chain from an implemented candidate, default 3), ``max_steps`` /
   ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``context_tokens`` (base/tps: the
   proposer model's context window, which the agent's transcript is compacted to fit; default the client's, else
   32768), ``run_dir`` (offline: probe files go under ``<run_dir>/proposer/probe``; base/tps: transcripts and
@@ -36,7 +36,7 @@ from metaharness.errors import ConfigurationError, InputError
 from metaharness.proposal import Proposer
 from metaharness.tasks.task import Task
 
-_SELECTIONS = {"": "ilp", "-greedy": "greedy", "-random": "random", "-best-of-n": "best_of_n"}
+_SELECTIONS = {"": "auto", "-greedy": "greedy", "-random": "random", "-best-of-n": "best_of_n"}
 _FAMILIES = ("offline", "tps")
 # Proposer settings get_proposer passes on (see the module docstring); any other config key is ignored.
 OPTION_KEYS = (
@@ -74,7 +74,7 @@ def _task(config: dict[str, Any]) -> Task:
 
 def _split(name: str) -> tuple[str, str]:
     if name == "base":
-        return "base", "ilp"
+        return "base", "auto"
     for suffix, selection in _SELECTIONS.items():
         for family in _FAMILIES:
             if name == family + suffix:
@@ -102,7 +102,7 @@ def proposer_keys(name: str) -> tuple[str, ...]:
     family, _ = _split(name.strip().lower())
     if family == "offline":
         return OFFLINE_KEYS
-    return CODING_KEYS + (("plans",) if family == "tps" else ())
+    return CODING_KEYS + (("plans", "depth") if family == "tps" else ())
 
 
 def needs_model(name: str) -> bool:
@@ -189,5 +189,6 @@ def get_proposer(name: str, **config: Any) -> Proposer:
         run_dir=run_dir,
         selection=selection,
         plans=config.get("plans") or 4,
+        depth=config.get("depth") or 3,
         **coding,
     )

@@ -1,21 +1,27 @@
 """``tps``: the coding proposer that plans in program space before it writes code.
 
-The planning step runs TPS's four subagents with the proposer model (stage-specific prompts and JSON schemas,
-asked through :func:`metaharness.planner.asking.ask_json`, which re-asks on malformed JSON):
+Every iteration is a round of TPS's four stages over the run's lasting program graph (``RunState.graph``), on the
+planner's stage protocols (:func:`metaharness.planner.expand.grow`), with the proposer model behind the first two
+(stage prompts and JSON schemas asked through :func:`metaharness.planner.asking.ask_json`, which re-asks on
+malformed JSON):
 
-1. multi-plan sampling: ``M`` revision plans from the frontier, each one or two revisions described in words;
-2. state simulation: the frontier candidates run on a few held-out training examples with the task model (their
-   real behaviour, :mod:`.probe`); for every revision the subagent predicts which of those examples the revised
-   candidate gets right, what implementing it costs (tokens) and its prompt size; a second revision of a plan is
-   simulated from the first one's predicted behaviour (the extension of a predicted candidate);
-3. state merging: exact-key merge (same existing ancestor, same revision text, same predicted behaviour), so no
-   false merges;
-4. labels: +1 predicted to beat the best measured score, -1 when the subagent predicts the revision breaks the
+1. sampling (:class:`RevisionSampler`): ``M`` revision plans of one or two revisions in words, each setting out from
+   an evaluated candidate or from a predicted one still in the graph (an extension of an earlier prediction);
+2. simulation (:class:`BehaviourSimulator`): the frontier candidates run on a few held-out training examples with
+   the task model (their real behaviour, :mod:`.probe`); for every revision the model predicts which of those
+   examples the revised harness gets right, what implementing it costs (tokens) and its prompt size; a second
+   revision is simulated from the first one's predicted behaviour;
+3. merging by behaviour: revisions of the same base predicted to behave the same on every probe example share a
+   node (the planner's key merger);
+4. labels: +1 predicted to beat the best measured score, -1 when the model predicts the revision breaks the
    harness, 0 otherwise.
 
-The program-space ILP (:mod:`.program_ilp`) then picks what to implement and evaluate within the iteration's
-budget, and the coding agent implements exactly those chains. Every proposal carries its prediction. When planning
-produces nothing usable (a weak model), the agent falls back to the ``base`` behaviour and says so in the record.
+Both stages see what the Meta-Harness proposer sees (:mod:`.evidence`): whole source files within a token budget,
+per-example validation traces with the prompts the harness sent and the model's answers, and failed attempts with
+their errors. The planner's selection then picks what to implement and evaluate over the whole graph within the
+iteration's budget (task-model tokens and dollars of evaluation, plus the priced implementation tokens), and the
+coding agent implements exactly those chains, each step as its own candidate. When planning produces nothing
+usable (a weak model), the agent falls back to the ``base`` behaviour and says so in the record.
 """
 
 from __future__ import annotations
@@ -25,45 +31,62 @@ import re
 from typing import Any
 
 from metaharness.candidate import Candidate
-from metaharness.models.types import ModelClient
+from metaharness.models.prices import FREE
+from metaharness.models.types import ModelClient, Usage
 from metaharness.planner.asking import ask_json
+from metaharness.planner.expand import grow
+from metaharness.planner.graph import Node, PlanGraph
+from metaharness.planner.program import PREDICTED, depth, nodes_with
+from metaharness.planner.result import PlanResult
+from metaharness.planner.subagents import CandidatePlan, KeyJudgeMerger, PlanningTask, ScoreLabeler, SimulatedStep
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
-from metaharness.proposers.probe import ProbeResult
-from metaharness.proposers.program_plan import Predicted, label, plan, proposal_for
-from metaharness.proposers.workspace import clip, summary_table
+from metaharness.proposers.evidence import failed_attempts, sources_within, text_tokens, trace_excerpts
+from metaharness.proposers.offline import task_model_price
+from metaharness.proposers.program_search import (
+    MIN_STD,
+    Calibration,
+    calibrate,
+    choose,
+    node_namer,
+    planning_task,
+    predicted_score,
+    proposals,
+    recalibrate,
+    run_graph,
+)
+from metaharness.proposers.workspace import summary_table
 from metaharness.tasks.task import Example, Task
 
 SAMPLING = """You are the plan-sampling subagent of a harness optimiser. A harness is the Python program around a
-fixed task model. From the candidates below, propose {m} different revision plans. Each plan names an existing
-candidate id as parent and lists one or two revisions, each one concrete sentence a programmer can implement
-(what to change in the code and why). Mix small fixes of the best with different ideas. Never propose hard-coding
-dataset answers. Reply with JSON only."""
+fixed task model. From the candidates below (and the predicted revisions not yet written), propose {m} different
+revision plans. Each plan names a start (an existing candidate id, or a predicted revision's id to extend it) and
+lists one or two revisions, each one concrete sentence a programmer can implement (what to change in the code and
+why). Read the traces: fix what makes examples fail. Mix small fixes of the best with different ideas. Never
+propose hard-coding dataset answers. Reply with JSON only."""
 
 SIMULATION = """You are the state-simulation subagent of a harness optimiser. You are shown a harness, a revision of
-it, and how the harness currently behaves on {n} training examples. Predict, for each example in order, whether the
-revised harness answers it correctly; estimate how many tokens implementing the revision costs, the prompt tokens
-per example after it, and whether the revision is likely to break the harness. Reply with JSON only."""
+it, its validation traces and how it currently behaves on {n} training examples. Predict, for each example in
+order, whether the revised harness answers it correctly; estimate how many tokens implementing the revision costs,
+the prompt tokens per example after it, and whether the revision is likely to break the harness. Reply with JSON
+only."""
+
+SAMPLER_TOKENS = 12_000  # evidence shown to the sampler (sources, traces, failures), at most a third of the window
+SIMULATOR_TOKENS = 6_000  # evidence shown to the simulator per revision
 
 
-def _sampling_schema(m: int, parents: list[str]) -> dict[str, Any]:
-    return {
+def _sampling_schema(m: int, starts: list[str]) -> dict[str, Any]:
+    plan = {
         "type": "object",
         "properties": {
-            "plans": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": m,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "parent": {"type": "string", "enum": parents},
-                        "revisions": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string"}},
-                    },
-                    "required": ["parent", "revisions"],
-                },
-            }
+            "start": {"type": "string", "enum": starts},
+            "revisions": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string"}},
         },
+        "required": ["start", "revisions"],
+    }
+    return {
+        "type": "object",
+        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": m, "items": plan}},
         "required": ["plans"],
     }
 
@@ -82,11 +105,11 @@ def _simulation_schema(n: int) -> dict[str, Any]:
 
 
 def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text.strip().lower())
+    return re.sub(r"\s+", " ", text.strip())
 
 
 class TPSProposer(CodingProposer):
-    """The ``tps`` proposer (and, with ``selection`` != ``ilp``, its greedy / random / best-of-N baselines)."""
+    """The ``tps`` proposer (and, with a baseline ``selection``, its greedy / random / best-of-N variants)."""
 
     def __init__(
         self,
@@ -94,8 +117,9 @@ class TPSProposer(CodingProposer):
         task: Task,
         task_model: ModelClient | str | None = None,
         *,
-        selection: str = "ilp",
+        selection: str = "auto",
         plans: int = 4,
+        depth: int = 3,
         probe_size: int = 6,
         **agent: Any,
     ) -> None:
@@ -103,37 +127,213 @@ class TPSProposer(CodingProposer):
         super().__init__(model, task, task_model, probe_size=probe_size, **agent)
         self.selection = selection
         self.plans = plans
-        self.name = "tps" if selection == "ilp" else f"tps-{selection.replace('_', '-')}"
+        self.depth = max(1, depth)
+        baseline = selection in ("greedy", "random", "best_of_n")
+        self.name = f"tps-{selection.replace('_', '-')}" if baseline else "tps"
+        self.task_price = task_model_price(task_model) if task_model is not None else FREE
+        self.proposer_price = task_model_price(self.model)
 
-    # ------------------------------------------------------------------ the four stages
+    def evidence_tokens(self, share: int) -> int:
+        return min(share, (self.context_tokens or 32_768) // 3)
 
-    def _sample(self, state: RunState, frontier: list[Candidate], log: dict[str, Any]) -> list[dict[str, Any]]:
-        parts = [summary_table(state)]
-        for cand in frontier:
-            parts.append(f"## Candidate {cand.id} (score {cand.score:.3f})\n```python\n{clip(cand.source, 3000)}\n```")
+    def planning(self, state: RunState) -> tuple[PlanResult | None, dict[str, Any]]:
+        """Stages 1-4 over the run's graph, then the selection; returns it (None: nothing to choose) and the record
+        of every stage."""
+        record: dict[str, Any] = {"iteration": state.iteration}
+        graph = run_graph(state)
+        evaluated = sorted(state.evaluated(), key=lambda c: -c.score)
+        if not evaluated or self.prober is None:
+            return None, record
+        calibration = calibrate(state)
+        recalibrate(graph, state, calibration)
+        simulator = BehaviourSimulator(self, graph, state, calibration)
+        sampler = RevisionSampler(self, graph, state)
+        growth = grow(
+            graph,
+            planning_task(state, graph),
+            sampler=sampler,
+            simulator=simulator,
+            merger=KeyJudgeMerger(),
+            labeler=ScoreLabeler(evaluated[0].score),
+            m=self.plans,
+            depth_limit=self.depth,
+            new_id=node_namer(graph, state.iteration),
+        )
+        record["stages"] = growth.stages
+        record["added"] = growth.added
+        result = choose(state, graph, self.selection, seed=state.iteration)
+        record["selection"] = result.to_json() if result else None
+        return (result if result is not None and result.evaluate else None), record
+
+    def propose(self, state: RunState) -> list[Proposal]:
+        if state.evals_left < 1 or not state.candidates:
+            return []
+        result, record = self.planning(state)
+        workspace = self.workspace(state)
+        path = workspace.root.parent / "planning.json"
+        if result is None:
+            record["fallback"] = "planning produced no usable candidate; the agent proposes as the base proposer does"
+            path.write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
+            return super().propose(state)
+        path.write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
+        planned = proposals(run_graph(state), result)
+        lines, names = [], {}
+        for rank, proposal in enumerate(planned):
+            steps = [*proposal.intermediates, proposal]
+            previous = proposal.parent or ""
+            for j, step in enumerate(steps):
+                name = f"plan{rank + 1}" if step is proposal else f"plan{rank + 1}-step{j + 1}"
+                names[name] = step
+                origin = f"candidate {previous}" if j == 0 else f"your new/{previous}"
+                lines.append(
+                    f"- new/{name}: copy {origin}, then implement: {step.summary} (submit with parent "
+                    f"{proposal.parent})"
+                )
+                previous = name
+        brief = (
+            f"Iteration {state.iteration}. The planner chose these revisions; implement exactly these, one new "
+            "candidate each, under the given names and in this order (a step builds on the one before it), then "
+            "call finish:\n" + "\n".join(lines)
+        )
+        self.write(state, workspace, brief, len(names))
+        written = {s.name: s for s in submitted(workspace, len(names))}
+        out = []
+        for rank, proposal in enumerate(planned):
+            final = written.get(f"plan{rank + 1}")
+            if final is None or final.error is not None:
+                if final is not None:
+                    out.append(to_proposal(final))  # the loop records the failure and its error
+                continue
+            proposal.source = final.source
+            proposal.hypothesis = final.hypothesis or proposal.hypothesis
+            sources = [written.get(f"plan{rank + 1}-step{j + 1}") for j in range(len(proposal.intermediates))]
+            if all(s is not None and s.error is None for s in sources):
+                for step, submission in zip(proposal.intermediates, sources, strict=False):
+                    step.source = submission.source if submission is not None else ""
+            else:  # an intermediate was not written: the chain lands as one revision of its evaluated ancestor
+                proposal.intermediates = []
+                if proposal.prediction is not None:
+                    proposal.prediction["intermediates_not_written"] = True
+            out.append(proposal)
+        extra = [to_proposal(s) for name, s in written.items() if name not in names]
+        return (out + extra)[: state.evals_left]
+
+
+class RevisionSampler:
+    """Stage 1 (:class:`~metaharness.planner.subagents.PlanSampler`) with the proposer model: plans that set out
+    from the frontier or from predicted nodes still in the graph, with whole sources, traces and failed attempts."""
+
+    def __init__(self, proposer: TPSProposer, graph: PlanGraph, state: RunState) -> None:
+        self.proposer, self.graph, self.state = proposer, graph, state
+        self.calls: list[dict[str, Any]] = []
+
+    def take_calls(self) -> list[dict[str, Any]]:
+        calls, self.calls = self.calls, []
+        return calls
+
+    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+        ranked = sorted(self.state.evaluated(), key=lambda c: -c.score)
+        frontier = ranked[:3]
+        budget = self.proposer.evidence_tokens(SAMPLER_TOKENS)
+        predicted = [
+            n
+            for n in sorted(nodes_with(self.graph, PREDICTED), key=lambda n: -(n.score or 0.0))
+            if not n.dead_end and depth(self.graph, n.id) < self.proposer.depth
+        ][:8]
+        listing = "\n".join(
+            f"- {n.id}: revision of {next(iter(self.graph.nx.predecessors(n.id)), '?')}: {n.data.get('summary', '')} "
+            f"(predicted score {n.score or 0.0:.3f} +- {n.std:.3f})"
+            for n in predicted
+        )
+        parts = [
+            summary_table(self.state),
+            sources_within(ranked, budget // 2),
+            trace_excerpts(self.state, frontier[0], token_budget=budget // 3),
+            failed_attempts(self.state, budget // 6),
+        ]
+        if listing:
+            parts.append("# Predicted revisions not yet written (you may extend one)\n" + listing)
         messages = [
-            {"role": "system", "content": SAMPLING.format(m=self.plans)},
+            {"role": "system", "content": SAMPLING.format(m=m)},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
+        starts = [c.id for c in frontier] + [str(n.id) for n in predicted]
         value, attempts = ask_json(
-            self.model,
-            messages,
-            _sampling_schema(self.plans, [c.id for c in frontier]),
-            max_tokens=min(1024, self.max_tokens),
+            self.proposer.model, messages, _sampling_schema(m, starts), max_tokens=min(1024, self.proposer.max_tokens)
         )
-        log["sampling"] = attempts
-        return (value or {}).get("plans", [])
+        self.calls.append({"attempts": attempts})
+        plans = []
+        for entry in (value or {}).get("plans", []):
+            revisions = tuple(_norm(r) for r in entry.get("revisions", []) if str(r).strip())
+            if revisions and entry.get("start") in starts:
+                plans.append(CandidatePlan(revisions, start=entry["start"]))
+        return plans
 
-    def _simulate(
-        self, parent: Candidate, revision: str, behaviour: list[tuple[Example, bool, str | None]], log: list[Any]
+
+class BehaviourSimulator:
+    """Stage 2 (:class:`~metaharness.planner.subagents.StateSimulator`) with the proposer model: the revised
+    harness's predicted correctness on the probe examples, from the start's real (evaluated) or predicted
+    behaviour; the key is base and behaviour, so merging is by behaviour."""
+
+    def __init__(self, proposer: TPSProposer, graph: PlanGraph, state: RunState, calibration: Calibration) -> None:
+        self.proposer, self.graph, self.state, self.calibration = proposer, graph, state, calibration
+        self.candidates = {c.id: c for c in state.candidates}
+        self.calls: list[dict[str, Any]] = []
+
+    def take_calls(self) -> list[dict[str, Any]]:
+        calls, self.calls = self.calls, []
+        return calls
+
+    def _base(self, node: Node) -> Candidate | None:
+        """The evaluated candidate whose measured score a prediction from ``node`` builds on."""
+        cid = str(node.data.get("base", node.id))
+        while cid in self.candidates and not self.candidates[cid].evaluated:
+            cid = self.candidates[cid].parent or ""
+        return self.candidates.get(cid)
+
+    def simulate(self, task: PlanningTask, plan: CandidatePlan) -> list[SimulatedStep]:
+        prober = self.proposer.prober
+        start = self.graph.node(plan.start)  # type: ignore[arg-type]
+        base = self._base(start)
+        if prober is None or base is None:
+            return []
+        examples = prober.held_out.probe
+        base_probe = prober.run(base.source)
+        if start.status == PREDICTED:
+            correct = [bool(c) for c in start.data.get("correct", [])]
+            code = self.candidates[str(start.data.get("base"))].source
+            chain = list(start.data.get("chain", []))
+        else:
+            own = prober.run(self.candidates[str(start.id)].source) if str(start.id) in self.candidates else base_probe
+            correct = [bool(own.correct.get(ex.id)) for ex in examples]
+            code, chain = self.candidates.get(str(start.id), base).source, []
+        answers: list[str | None] = [base_probe.predictions.get(ex.id) for ex in examples]
+        steps = []
+        for revision in plan.subplans:
+            behaviour = list(zip(examples, correct, answers, strict=False))
+            sim = self._ask(base, code, [*chain, revision], behaviour)
+            if sim is None:
+                break
+            correct = [bool(c) for c in sim["correct"]]
+            answers = [None] * len(examples)
+            chain.append(revision)
+            steps.append(self._step(base, base_probe.correct, examples, correct, chain, sim))
+        return steps
+
+    def _ask(
+        self, base: Candidate, code: str, chain: list[str], behaviour: list[tuple[Example, bool, str | None]]
     ) -> dict[str, Any] | None:
         lines = [
-            f"- example {i + 1}: input {clip(ex.input, 300)!r}; target {clip(ex.target, 100)!r}; current answer "
-            f"{clip(pred, 100)!r} ({'correct' if ok else 'wrong'})"
+            f"- example {i + 1}: input {ex.input!r}; target {ex.target!r}; current answer {pred!r} "
+            f"({'correct' if ok else 'wrong'})"
             for i, (ex, ok, pred) in enumerate(behaviour)
         ]
+        earlier = "".join(f"\n(already applied, not yet written: {c})" for c in chain[:-1])
+        budget = self.proposer.evidence_tokens(SIMULATOR_TOKENS)
+        code_part = sources_within([self.candidates.get(base.id, base)], budget // 2) if text_tokens(code) else ""
         user = (
-            f"## Harness {parent.id}\n```python\n{clip(parent.source, 3000)}\n```\n\n## Revision\n{revision}\n\n"
+            f"{code_part}{earlier}\n\n## Revision\n{chain[-1]}\n\n"
+            f"{trace_excerpts(self.state, base, token_budget=budget // 2)}\n\n"
             f"## Current behaviour on {len(behaviour)} training examples\n" + "\n".join(lines)
         )
         messages = [
@@ -141,119 +341,60 @@ class TPSProposer(CodingProposer):
             {"role": "user", "content": user},
         ]
         value, attempts = ask_json(
-            self.model, messages, _simulation_schema(len(behaviour)), max_tokens=min(512, self.max_tokens)
+            self.proposer.model,
+            messages,
+            _simulation_schema(len(behaviour)),
+            max_tokens=min(512, self.proposer.max_tokens),
         )
-        log.append({"parent": parent.id, "revision": revision, "attempts": attempts})
+        self.calls.append({"base": base.id, "revisions": chain, "attempts": attempts})
         return value
 
-    def planning(self, state: RunState) -> tuple[list[Predicted], dict[str, Any]]:
-        """Stages 1-4: the predicted candidates of this iteration, and the record of every stage."""
-        log: dict[str, Any] = {"simulation": []}
-        frontier = sorted(state.evaluated(), key=lambda c: -c.score)[:3]
-        if not frontier or self.prober is None:
-            return [], log
-        by_id = {c.id: c for c in frontier}
-        plans = self._sample(state, frontier, log)
-        examples = self.prober.held_out.probe
-        probes: dict[str, ProbeResult] = {c.id: self.prober.run(c.source) for c in frontier}
-        best = frontier[0].score
-        predicted: dict[tuple[str, ...], Predicted] = {}
-        for plan_index, entry in enumerate(plans):
-            parent = by_id.get(str(entry.get("parent")))
-            if parent is None:
-                continue
-            probe = probes[parent.id]
-            behaviour = [(ex, bool(probe.correct.get(ex.id)), probe.predictions.get(ex.id)) for ex in examples]
-            previous_key, chain = parent.id, []
-            for step, revision in enumerate(entry.get("revisions", [])[:2]):
-                chain.append(_norm(revision))
-                sim = self._simulate(parent, revision, behaviour, log["simulation"])
-                if sim is None:
-                    break
-                correct = [bool(c) for c in sim["correct"]]
-                key = (parent.id, *chain, "".join("1" if c else "0" for c in correct))  # stage 3: exact-key merge
-                if key not in predicted:
-                    gained = [
-                        ex.id for ex, c, (_, was, _) in zip(examples, correct, behaviour, strict=False) if c and not was
-                    ]
-                    lost = [
-                        ex.id for ex, c, (_, was, _) in zip(examples, correct, behaviour, strict=False) if was and not c
-                    ]
-                    n = max(1, len(examples))
-                    score = min(1.0, max(0.0, parent.score + (sum(correct) - sum(b[1] for b in behaviour)) / n))
-                    base_tokens = parent.cost.get("input_tokens", 0.0) + parent.cost.get("output_tokens", 0.0)
-                    ratio = sim["context_tokens"] / probe.context_tokens if probe.context_tokens else 1.0
-                    predicted[key] = Predicted(
-                        key=f"plan{plan_index}-step{step}",
-                        parent=previous_key,
-                        summary=revision.strip(),
-                        score=score,
-                        std=max(0.05, ((len(gained) + len(lost)) ** 0.5) / n),
-                        label=label(score, best, dead=sim["breaks_harness"]),  # stage 4
-                        eval_cost={"tokens": round(base_tokens * ratio, 1)},
-                        edit_cost={"tokens": float(sim["implementation_tokens"])},
-                        hypothesis=f"predicted on {n} training examples: +{len(gained)} / -{len(lost)} vs {parent.id}",
-                        details={
-                            "flips": {"gained": gained, "lost": lost},
-                            "probe": {
-                                "examples": n,
-                                "base_score": round(probe.score, 4),
-                                "predicted_score": round(sum(correct) / n, 4),
-                            },
-                            "base": parent.id,
-                            "context_tokens": sim["context_tokens"],
-                        },
-                    )
-                previous_key = predicted[key].key
-                behaviour = [(ex, c, None) for ex, c in zip(examples, correct, strict=False)]
-        return list(predicted.values()), log
-
-    # ------------------------------------------------------------------ the iteration
-
-    def propose(self, state: RunState) -> list[Proposal]:
-        k = state.evals_left
-        if k < 1 or not state.candidates:
-            return []
-        predicted, log = self.planning(state)
-        chosen = plan(state, predicted, self.selection) if predicted else None
-        workspace = self.workspace(state)
-        record = {"predicted": [p.__dict__ for p in predicted], "stages": log}
-        if chosen is None or not chosen.chains:
-            record["fallback"] = "planning produced no usable candidate; the agent proposes as the base proposer does"
-            (workspace.root.parent / "planning.json").write_text(
-                json.dumps(record, indent=1, default=str), encoding="utf-8"
-            )
-            return super().propose(state)
-        record["selection"] = {
-            "status": chosen.selection.status,
-            "evaluate": chosen.selection.evaluate,
-            "value": chosen.selection.value,
-            "strategy": chosen.strategy,
-        }
-        (workspace.root.parent / "planning.json").write_text(
-            json.dumps(record, indent=1, default=str), encoding="utf-8"
+    def _step(
+        self,
+        base: Candidate,
+        base_correct: dict[str, float],
+        examples: list[Example],
+        correct: list[bool],
+        chain: list[str],
+        sim: dict[str, Any],
+    ) -> SimulatedStep:
+        n = max(1, len(examples))
+        was = [bool(base_correct.get(ex.id)) for ex in examples]
+        gained = [ex.id for ex, c, w in zip(examples, correct, was, strict=False) if c and not w]
+        lost = [ex.id for ex, c, w in zip(examples, correct, was, strict=False) if w and not c]
+        raw_gain = (sum(correct) - sum(was)) / n
+        raw_std = max(MIN_STD, 0.05, ((len(gained) + len(lost)) ** 0.5) / n)
+        probe_context = self.proposer.prober.run(base.source).context_tokens if self.proposer.prober else 0.0
+        ratio = sim["context_tokens"] / probe_context if probe_context else 1.0
+        usage = Usage(round(base.cost.get("input_tokens", 0.0) * ratio), round(base.cost.get("output_tokens", 0.0)))
+        implementation = Usage(0, int(sim["implementation_tokens"]))
+        bits = "".join("1" if c else "0" for c in correct)
+        return SimulatedStep(
+            state=(
+                f"predicted {sum(correct)}/{n} probe examples right ({len(gained)} gained, {len(lost)} lost vs "
+                f"{base.id})"
+            ),
+            cost=(0.0, 0.0, round(self.proposer.proposer_price.dollars(implementation), 6)),
+            key=f"{base.id}|{bits}",
+            score=None if sim["breaks_harness"] else predicted_score(base.score, raw_gain, self.calibration),
+            std=max(raw_std, self.calibration.residual),
+            node_cost=(
+                1.0,
+                float(usage.input_tokens + usage.output_tokens),
+                round(self.proposer.task_price.dollars(usage), 6),
+            ),
+            data={
+                "summary": chain[-1],
+                "chain": list(chain),
+                "hypothesis": f"predicted on {n} training examples: +{len(gained)} / -{len(lost)} vs {base.id}",
+                "iteration": self.state.iteration,
+                "base": base.id,
+                "correct": correct,
+                "raw_gain": round(raw_gain, 6),
+                "raw_std": round(raw_std, 6),
+                "flips": {"gained": gained, "lost": lost},
+                "implementation_tokens": int(sim["implementation_tokens"]),
+                "context_tokens": sim["context_tokens"],
+                "calibration": self.calibration.to_json(),
+            },
         )
-        names = {}
-        lines = []
-        for rank, (parent, chain) in enumerate(chosen.chains):
-            name = f"plan{rank + 1}"
-            names[name] = (parent, chain, rank)
-            steps = " Then: ".join(p.summary for p in chain)
-            lines.append(
-                f"- new/{name}: copy candidate {parent}, then implement: {steps} (submit with parent {parent})"
-            )
-        brief = (
-            f"Iteration {state.iteration}. The planner chose these revisions; implement exactly these, one new "
-            f"candidate each, under the given names, then call finish:\n" + "\n".join(lines)
-        )
-        self.write(state, workspace, brief, len(names))
-        proposals = []
-        for submission in submitted(workspace, len(names)):
-            proposal = to_proposal(submission)
-            if submission.name in names:
-                parent, chain, rank = names[submission.name]
-                planned = proposal_for(parent, chain, chosen, rank)
-                proposal.prediction = planned.prediction
-                proposal.hypothesis = proposal.hypothesis or planned.hypothesis
-            proposals.append(proposal)
-        return proposals

@@ -113,8 +113,8 @@ def test_tps_plans_predicts_selects_then_implements(anthropic, task, tmp_path) -
                 "respond",
                 {
                     "plans": [
-                        {"parent": "c1", "revisions": ["retrieve 4 examples instead of 8"]},
-                        {"parent": "c0", "revisions": ["ask for the label only"]},
+                        {"start": "c1", "revisions": ["retrieve 4 examples instead of 8"]},
+                        {"start": "c0", "revisions": ["ask for the label only"]},
                     ]
                 },
             ),
@@ -142,15 +142,16 @@ def test_tps_plans_predicts_selects_then_implements(anthropic, task, tmp_path) -
         ]
     )
     proposer = get_proposer("tps", model=client, task=task, task_model=keyword_model(), run_dir=tmp_path, probe_size=3)
-    proposals = proposer.propose(_state(evals=1))
+    state = _state(evals=1)
+    proposals = proposer.propose(state)
     assert len(proposals) == 1
     p = proposals[0]
-    assert p.parent == "c1" and "K = 4" in p.source
-    assert p.prediction["chain"] == ["retrieve 4 examples instead of 8"] and p.prediction["selection"] == "ilp"
+    assert p.parent == "c1" and "K = 4" in p.source and p.node == "p1.0"
+    assert p.prediction["chain"] == ["retrieve 4 examples instead of 8"] and p.prediction["selection"] == "exact"
     assert p.prediction["label"] in (0, 1) and p.prediction["cost"]["tokens"] >= 0
     planning = json.loads((tmp_path / "proposer" / "iter-1" / "planning.json").read_text())
-    assert len(planning["predicted"]) == 2 and planning["selection"]["evaluate"] == ["plan0-step0"]
-    assert any(label == -1 for label in (q["label"] for q in planning["predicted"]))  # the dead end
+    assert planning["added"] == ["p1.0", "p1.1"] and planning["selection"]["evaluate"] == ["p1.0"]
+    assert state.graph is not None and state.graph.node("p1.1").dead_end  # the dead end stays in the graph
     brief = api.requests[3]["messages"][0]["content"]
     assert "new/plan1: copy candidate c1, then implement: retrieve 4 examples instead of 8" in str(brief)
 

@@ -96,14 +96,17 @@ def test_offline_proposer_plans_probes_and_chooses(task, tmp_path) -> None:
         compile(p.source, "harness.py", "exec")
         pred = p.prediction
         assert {"score", "std", "label", "chain", "flips", "probe", "cost", "selection"} <= set(pred)
-        assert pred["selection"] == "ilp" and pred["probe"]["examples"] == 6
+        assert pred["selection"] in ("exact", "ilp") and pred["probe"]["examples"] == 6
         assert 0.0 <= pred["score"] <= 1.0 and pred["std"] > 0
         assert p.summary == "; then ".join(pred["chain"])
     assert model.requests and (tmp_path / "proposer" / "probe").is_dir()
     # Probes are memoised by source: asking again costs no new sandbox runs for what was already probed.
     runs = proposer.prober.runs
-    proposer.propose(state)
+    proposer.propose(_state())
     assert proposer.prober.runs == runs
+    # With the run's graph, which keeps the first round's predictions, the same call explores further instead.
+    proposer.propose(state)
+    assert proposer.prober.runs > runs
 
 
 def test_the_frontier_moves_down_the_ranking_once_the_best_candidates_revisions_are_all_known(task) -> None:
@@ -170,7 +173,7 @@ def test_names_and_errors(task) -> None:
 
 
 def test_calibration_learns_how_far_predictions_held() -> None:
-    from metaharness.proposers.program_plan import calibrate
+    from metaharness.proposers.program_search import calibrate
 
     def cand(id, score, pred=None):
         prediction = {"score": pred, "base": "s"} if pred is not None else None

@@ -78,6 +78,7 @@ def grow(
 
     simulated: list[tuple[CandidatePlan, list[SimulatedStep]]] = []
     for plan in plans:
+        assert plan.start is not None  # _can_start
         room = max(0, depth_limit - depth(graph, plan.start))
         plan = replace(plan, subplans=plan.subplans[:room])
         if not plan.subplans:

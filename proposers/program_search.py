@@ -1,0 +1,190 @@
+"""What both planning proposers share: the run's program graph as a planning task, calibration, selection, proposals.
+
+The ``offline`` and ``tps`` proposers differ only in their stages (operators and probes vs. the proposer model);
+both then hand the run's lasting program graph (``RunState.graph``, :mod:`metaharness.planner.program`) to
+:func:`metaharness.planner.expand.grow` and :func:`metaharness.planner.selection.select`. This module holds the
+glue around those calls:
+
+- :func:`planning_task`: the run as TPS's planning task (history, goal, the iteration's budget);
+- :func:`calibrate` / :func:`recalibrate`: how far this run's predicted gains held, applied again to every
+  prediction still in the graph, so an old prediction is re-predicted as the calibration learns;
+- :func:`choose`: the selection over the whole graph (old predictions included) within the iteration's budget;
+- :func:`proposals`: every chosen node as a :class:`~metaharness.proposal.Proposal` whose ``intermediates`` are the
+  unevaluated revisions on its chain, so each is committed on its own and git's parents are the revision edges.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from metaharness.planner.graph import NodeId, PlanGraph
+from metaharness.planner.program import LIMITS, PREDICTED, chain, incumbent, nodes_with
+from metaharness.planner.result import PlanResult
+from metaharness.planner.selection import select
+from metaharness.planner.subagents import PlanningTask
+from metaharness.proposal import Proposal, RunState
+
+MIN_STD = 0.03  # a probe of a dozen examples never pins a score down better than this
+UNBOUNDED = 1e18  # a budget entry the run does not cap (the plan graph format wants finite numbers)
+
+
+def iteration_budget(state: RunState) -> dict[str, float]:
+    """The selection budget in the program graph's limits: ``evals_left`` evaluations plus any task-model token or
+    dollar cap the loop passes (absent entries are unbounded)."""
+    budget = {"evals": float(state.evals_left), "tokens": UNBOUNDED, "usd": UNBOUNDED}
+    budget.update({k: float(v) for k, v in state.budget.items() if k in LIMITS and k != "evals"})
+    return budget
+
+
+def run_graph(state: RunState) -> PlanGraph:
+    """The run's lasting program graph; outside a run (``state.graph`` None) one built from the candidates alone."""
+    if state.graph is None:
+        from metaharness.store.program_graph import sync
+
+        state.graph = sync(None, state.candidates)
+    return state.graph
+
+
+def planning_task(state: RunState, graph: PlanGraph) -> PlanningTask:
+    """The run as a TPS planning task: the candidates so far (history), beating the best score (goal), the budget."""
+    history = []
+    for c in state.candidates:
+        standing = f"failed: {(c.error or '')[:200]}" if c.failed else f"score {c.score:.3f}"
+        history.append(f"{c.id} (parent {c.parent or 'none'}): {standing} - {c.summary[:200]}")
+    goal = f"a harness that scores above {incumbent(graph):.3f} on validation"
+    return PlanningTask.create(history, goal, iteration_budget(state))
+
+
+def node_namer(graph: PlanGraph, iteration: int) -> Callable[[], NodeId]:
+    """Fresh ids ``p<iteration>.<k>`` for predicted nodes, skipping ids a resumed iteration already used."""
+    counter = itertools.count()
+
+    def new_id() -> NodeId:
+        while True:
+            candidate = f"p{iteration}.{next(counter)}"
+            if candidate not in graph.nx:
+                return candidate
+
+    return new_id
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How far this run's predicted gains held: actual gain ~ ``slope`` x predicted gain, ``residual`` spread."""
+
+    slope: float = 1.0
+    residual: float = 0.0
+    pairs: int = 0
+
+    def to_json(self) -> dict[str, float]:
+        return {"slope": self.slope, "residual": self.residual, "pairs": self.pairs}
+
+
+def calibrate(state: RunState, *, prior: float = 0.02) -> Calibration:
+    """Fit the slope of actual on predicted raw gain (over the candidate a prediction was made from) across the
+    run's evaluated candidates that carry a prediction, shrunk towards 1 by ``prior`` (in squared score units,
+    about two pairs of gain 0.1), clipped to [0, 1.5]. Probes of a dozen examples are noisy; this is how the
+    proposer learns how much to trust them."""
+    scores = {c.id: c.score for c in state.evaluated()}
+    pairs = []
+    for cand in state.evaluated():
+        pred = cand.prediction or {}
+        base = pred.get("base")
+        if base not in scores:
+            continue
+        gain = pred.get("raw_gain")
+        if not isinstance(gain, (int, float)) and isinstance(pred.get("score"), (int, float)):
+            gain = float(pred["score"]) - scores[base]
+        if isinstance(gain, (int, float)):
+            pairs.append((float(gain), cand.score - scores[base]))
+    if not pairs:
+        return Calibration()
+    slope = (sum(p * a for p, a in pairs) + prior) / (sum(p * p for p, _ in pairs) + prior)
+    slope = min(1.5, max(0.0, slope))
+    residual = (sum((a - slope * p) ** 2 for p, a in pairs) / len(pairs)) ** 0.5 if len(pairs) > 1 else 0.0
+    return Calibration(round(slope, 4), round(residual, 4), len(pairs))
+
+
+def predicted_score(base_score: float, raw_gain: float, calibration: Calibration) -> float:
+    return min(1.0, max(0.0, base_score + calibration.slope * raw_gain))
+
+
+def recalibrate(graph: PlanGraph, state: RunState, calibration: Calibration) -> int:
+    """Re-predict every predicted node from its recorded raw gain over its evaluated base with ``calibration``;
+    returns how many predictions changed."""
+    scores = {c.id: c.score for c in state.evaluated()}
+    changed = 0
+    for node in nodes_with(graph, PREDICTED):
+        base, gain = node.data.get("base"), node.data.get("raw_gain")
+        if base not in scores or not isinstance(gain, (int, float)):
+            continue
+        score = round(predicted_score(scores[base], gain, calibration), 6)
+        std = round(max(MIN_STD, float(node.data.get("raw_std", node.std)), calibration.residual), 6)
+        if (score, std) != (node.score, node.std):
+            graph.update_node(node.id, score=score, std=std, data={**node.data, "calibration": calibration.to_json()})
+            changed += 1
+    return changed
+
+
+def choose(state: RunState, graph: PlanGraph, solver: str, *, seed: int) -> PlanResult | None:
+    """The selection over the whole lasting graph within the iteration's budget (None: nothing predicted)."""
+    if not nodes_with(graph, PREDICTED):
+        return None
+    return select(graph, iteration_budget(state), solver=solver, seed=seed)  # type: ignore[arg-type]
+
+
+def proposals(
+    graph: PlanGraph, result: PlanResult, *, source_of: Callable[[NodeId], str] | None = None
+) -> list[Proposal]:
+    """One proposal per node to evaluate, in the solver's order, with the unevaluated revisions of its chain as
+    ``intermediates`` (through the in-edges the solver used). ``source_of`` gives a node's source when the graph's
+    ``data["source"]`` does not (the ``tps`` agent writes sources after selection)."""
+    used = {graph.edge(e).target: e for e in result.path}
+    out = []
+    for rank, node_id in enumerate(result.evaluate):
+        edges = chain(graph, node_id, via=used)
+        steps = [_proposal(graph, edge.target, edge.action, source_of, rank, result) for edge in edges]
+        final = steps[-1]
+        summaries = [s.summary for s in steps]
+        final.parent = str(edges[0].source) if edges else None
+        final.intermediates = steps[:-1]
+        final.summary = "; then ".join(summaries)
+        if final.prediction is not None:
+            final.prediction["chain"] = summaries
+        out.append(final)
+    return out
+
+
+def _proposal(
+    graph: PlanGraph,
+    node_id: NodeId,
+    summary: str,
+    source_of: Callable[[NodeId], str] | None,
+    rank: int,
+    result: PlanResult,
+) -> Proposal:
+    node = graph.node(node_id)
+    data = dict(node.data)
+    source = data.pop("source", None) or (source_of(node_id) if source_of else "")
+    prediction: dict[str, Any] = {
+        "node": str(node_id),
+        "score": round(node.score or 0.0, 4),
+        "std": round(node.std, 4),
+        "label": int(node.reward),
+        "cost": dict(zip(LIMITS, node.cost, strict=False)),
+        "selection": result.solver,
+        "rank": rank,
+        "selection_value": round(result.value or 0.0, 4),
+        **{k: v for k, v in data.items() if k not in ("summary", "hypothesis")},
+    }
+    return Proposal(
+        parent=None,
+        source=source,
+        summary=str(data.get("summary") or summary),
+        hypothesis=str(data.get("hypothesis", "")),
+        prediction=prediction,
+        node=str(node_id),
+    )

@@ -1,0 +1,148 @@
+"""Both planning proposers over the run's lasting program graph: selection within the iteration's budget, chains
+as intermediates, predictions that last across iterations and are chosen later."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakes import ScriptedModel
+from test_proposers_offline import NoValTask, _state, keyword_model
+
+from metaharness.candidate import Candidate, Evaluation
+from metaharness.planner.program import PREDICTED, add_evaluated, add_predicted, nodes_with, program_graph
+from metaharness.proposal import RunState
+from metaharness.proposers import get_proposer
+from metaharness.proposers.program_search import Calibration, choose, proposals, recalibrate
+from metaharness.store.program_graph import load, save, sync
+from metaharness.tasks import get_task
+
+
+@pytest.fixture
+def task(shared_data_dir):
+    return NoValTask(get_task("symptom2disease", data_dir=shared_data_dir))
+
+
+def _seed(score: float = 0.3) -> Candidate:
+    return Candidate(id="c1", parent=None, source="", iteration=0, evaluation=Evaluation("val", {"primary": score}))
+
+
+def test_a_token_budget_in_the_run_state_changes_what_is_chosen() -> None:
+    """The iteration's token budget reaches the selection through ``RunState.budget``: the expensive best bet
+    gives way to a cheaper one."""
+
+    def chosen(budget: dict[str, float]) -> list[str]:
+        graph = program_graph("c1")
+        add_evaluated(graph, "c1", 0.3)
+        add_predicted(graph, "p1.0", "c1", 0.60, cost={"tokens": 90_000.0}, summary="long prompt")
+        add_predicted(graph, "p1.1", "c1", 0.50, cost={"tokens": 2_000.0}, summary="vote")
+        state = RunState(task="t", iteration=1, candidates=[_seed()], evals_left=1, budget=budget)
+        result = choose(state, graph, "auto", seed=0)
+        assert result is not None
+        return [str(n) for n in result.evaluate]
+
+    assert chosen({}) == ["p1.0"]
+    assert chosen({"tokens": 50_000.0}) == ["p1.1"]
+
+
+def test_a_chosen_chain_becomes_one_proposal_with_its_intermediates() -> None:
+    graph = program_graph("c1")
+    add_evaluated(graph, "c1", 0.3)
+    add_predicted(graph, "p1.0", "c1", 0.35, summary="step one", data={"source": "A", "summary": "step one"})
+    add_predicted(graph, "p1.1", "p1.0", 0.6, summary="step two", data={"source": "B", "summary": "step two"})
+    state = RunState(task="t", iteration=1, candidates=[_seed()], evals_left=1)
+    result = choose(state, graph, "auto", seed=0)
+    assert result is not None and result.evaluate == ["p1.1"]
+    (proposal,) = proposals(graph, result)
+    assert proposal.parent == "c1" and proposal.node == "p1.1" and proposal.source == "B"
+    assert [(s.node, s.source) for s in proposal.intermediates] == [("p1.0", "A")]
+    assert proposal.summary == "step one; then step two"
+    assert proposal.prediction is not None and proposal.prediction["chain"] == ["step one", "step two"]
+
+
+def test_predictions_are_re_predicted_as_the_calibration_learns() -> None:
+    graph = program_graph("c1")
+    add_evaluated(graph, "c1", 0.3)
+    add_predicted(graph, "p1.0", "c1", 0.5, std=0.05, data={"base": "c1", "raw_gain": 0.2, "raw_std": 0.05})
+    state = RunState(task="t", iteration=2, candidates=[_seed()], evals_left=1)
+    assert recalibrate(graph, state, Calibration(slope=0.5, residual=0.1, pairs=3)) == 1
+    node = graph.node("p1.0")
+    assert node.score == pytest.approx(0.4) and node.std == pytest.approx(0.1)
+    assert recalibrate(graph, state, Calibration(slope=0.5, residual=0.1, pairs=3)) == 0
+
+
+def test_an_offline_prediction_made_in_one_iteration_is_chosen_in_a_later_one(task, tmp_path) -> None:
+    """Iteration 1 predicts more candidates than it may evaluate; the rest stay in the graph (saved and loaded
+    as JSON between iterations), and iteration 2, whose probe budget allows no new prediction, chooses one of them."""
+    state = _state(iteration=1, evals=1)
+    first = get_proposer("offline", task=task, task_model=keyword_model(), probe_size=4, plans=4, seed=1)
+    state.graph = sync(None, state.candidates)
+    (chosen,) = first.propose(state)
+    left = {n.id for n in nodes_with(state.graph, PREDICTED)} - {chosen.node}
+    assert left, "iteration 1 should leave predictions nobody chose"
+
+    # The loop commits the chosen candidate (evaluated) and saves the graph; the next iteration loads it.
+    done = Candidate(
+        id="c10",
+        parent=chosen.parent,
+        source=chosen.source,
+        iteration=1,
+        prediction=chosen.prediction,
+        evaluation=Evaluation("val", {"primary": 0.05}, {"input_tokens": 900.0, "output_tokens": 40.0}),
+    )
+    save(tmp_path, state.graph)
+    graph = sync(load(tmp_path), [*state.candidates, done])
+    later = _state(iteration=2, evals=1)
+    later.candidates.append(done)
+    later.graph = graph
+    second = get_proposer(
+        "offline",
+        task=task,
+        task_model=keyword_model(),
+        probe_size=4,
+        plans=2,
+        probe_tokens=1,
+        operators=["more_retrieved"],
+        seed=1,
+    )
+    (again,) = second.propose(later)
+    assert again.node in left and again.prediction is not None and again.prediction["iteration"] == 1
+
+
+def test_tps_extends_a_predicted_node_and_merges_by_behaviour(task, tmp_path) -> None:
+    """The tps sampler may set out from a predicted node; two revisions of one base predicted to behave the same
+    share one node."""
+    from metaharness.proposers.planned_coding import TPSProposer
+
+    answers = iter(
+        [
+            json.dumps(
+                {"plans": [{"start": "c1", "revisions": ["use label list"]}, {"start": "c1", "revisions": ["snap"]}]}
+            ),
+            json.dumps(
+                {
+                    "correct": [True, True, False, False],
+                    "implementation_tokens": 300,
+                    "context_tokens": 500,
+                    "breaks_harness": False,
+                }
+            ),
+            json.dumps(
+                {
+                    "correct": [True, True, False, False],
+                    "implementation_tokens": 200,
+                    "context_tokens": 400,
+                    "breaks_harness": False,
+                }
+            ),
+        ]
+    )
+    model = ScriptedModel(lambda request: next(answers), spec="scripted:planner")
+    proposer = TPSProposer(model, task, keyword_model(), probe_size=4, run_dir=tmp_path, plans=2)
+    state = _state(iteration=1, evals=1)
+    state.graph = sync(None, state.candidates)
+    result, record = proposer.planning(state)
+    predicted = nodes_with(state.graph, PREDICTED)
+    assert len(predicted) == 1, record  # the second revision behaves like the first: one node, two revisions
+    assert len(state.graph.in_edges(predicted[0].id)) == 2
+    assert result is not None and result.evaluate == [predicted[0].id]
