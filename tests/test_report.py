@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from metaharness.candidate import Candidate, Evaluation
+from metaharness.planner import program
 from metaharness.report import RunView, write_report, write_summary_markdown
 from metaharness.report.page import render_html
 from metaharness.report.summary import render_markdown
@@ -57,8 +58,16 @@ def run(tmp_path):
         _rec("c005", "c003", 2, 0.5, 0.6, 0.02),
     ]:
         rd.commit(r)
+    graph = rd.program_graph()
+    program.add_predicted(graph, "n1", "c005", 0.62, std=0.05, summary="n1 step", data={"iteration": 2})
+    program.add_predicted(graph, "n2", "n1", 0.7, cost={"tokens": 3000, "usd": 0.03}, label=1, summary="n2 <step>")
+    rd.save_program_graph(graph)
+    step = Candidate("c006", "c005", 2, "class Harness: pass\n", status="implemented", summary="step to n1")
+    step.prediction = {"score": 0.62, "std": 0.05, "node": "n1"}
+    rd.commit(step)
     for it in (0, 1, 2):
-        rd.log({"type": "iteration", "iteration": it, "spent": {"usd": 0.01 * it, "tokens": 1000 * it}})
+        cost = {"predicted": {"tokens": 900.0 * it, "usd": 0.004 * it}, "realised": {"tokens": 1000 * it, "usd": 0.005}}
+        rd.log({"type": "iteration", "iteration": it, "spent": {"usd": 0.01 * it, "tokens": 1000 * it}, "cost": cost})
     rd.log({"type": "test_skipped", "reason": "no test split offline"})
     rd.save_test_result("c005", Evaluation("test", {"primary": 0.42}, {}, 20))
     yield rd
@@ -67,7 +76,7 @@ def run(tmp_path):
 
 def test_html_is_self_contained_with_the_four_plots(run):
     page = render_html(RunView.load(run))
-    assert page.count("<svg") == 5  # score, predicted vs actual, tree, tokens, USD
+    assert page.count("<svg") == 5  # score, predicted vs actual, program graph, tokens, USD
     assert "&lt;c003&gt; &amp; co" in page and "<c003>" not in page  # user text is escaped
     # nothing is fetched: no external scripts, styles, images or fonts
     assert not re.search(r"\b(src|href)\s*=", page)
@@ -76,11 +85,38 @@ def test_html_is_self_contained_with_the_four_plots(run):
     assert "no test split offline" in page
 
 
+def test_the_page_draws_the_lasting_graph_and_compares_predictions_and_costs(run):
+    page = render_html(RunView.load(run))
+    graph = page[page.index("<h2>Program graph") : page.index("<h2>Cost over time")]
+    assert "1 not yet chosen" in graph
+    assert re.search(
+        r'<circle [^>]*fill="#fff" stroke="#333" stroke-dasharray="3 2"><title>c006 \(implemented\)', graph
+    )
+    assert re.search(r'<circle [^>]*fill="#fff" stroke="#9a9a9a"><title>n2 \(predicted\): ~0.700', graph)
+    assert "c006 implemented ~0.620" in graph and "n1 ~" not in graph and "c004 failed" in graph
+    assert 'stroke-dasharray="4 3"' in graph  # the revisions into predicted programs
+    assert "n2 &lt;step&gt;" in graph  # the revision's summary as a tooltip, escaped
+    tables = page[page.index("<h2>Predicted vs. actual score of every candidate") :]
+    # c003 predicted 0.4 measured 0.45, c005 predicted 0.6 measured 0.5 (c004 failed, c006 not evaluated)
+    assert "<td>c003</td><td>1</td><td>0.400</td><td></td><td>0.450</td><td>+0.050</td>" in tables
+    assert "<td>c005</td><td>2</td><td>0.600</td><td></td><td>0.500</td><td>-0.100</td>" in tables
+    predictions = tables[: tables.index("Predicted vs. realised cost")]
+    assert "mean absolute error 0.075 over 2 candidates" in predictions and "c006" not in predictions
+    assert "<td>2</td><td>1800</td><td>2000</td><td>0.0080</td><td>0.0050</td>" in tables  # predicted vs realised
+    waiting = tables[tables.index("Predicted programs not yet chosen") :]
+    assert "<td>n2</td><td>c006</td><td>0.700</td><td>goal</td><td>3000 tok $0.0300</td><td>1</td>" in waiting
+    assert "<td>n1</td>" not in waiting  # realised by c006
+
+
 def test_summary_markdown_lists_best_front_and_notes(run):
     text = render_markdown(RunView.load(run))
     assert "`c005` val 0.5000" in text and "test 0.4200" in text
     assert "| c004 | 1 | c002 | failed |" in text
     assert "git -C" in text and "test split not evaluated" in text
+    assert "| c006 | 2 | c005 | implemented |" in text and "1 failed, 1 implemented, not evaluated" in text
+    assert "## Predicted vs. actual score (mean absolute error 0.075 over 2)" in text
+    assert "| 2 | 1800 | 2000 | 0.0080 | 0.0050 |" in text
+    assert "| n2 | c006 | 0.700 | goal | 3000 tok $0.0300 | 1 |  | n2 <step> |" in text
     assert write_summary_markdown(run).read_text() == text
 
 

@@ -41,17 +41,23 @@ def resolve_run(run: str | None) -> Path:
 
 
 def _score_text(candidate: Candidate) -> str:
+    if candidate.implemented:
+        return "implemented"
     return "failed" if candidate.failed else f"{candidate.score:.4f}"
 
 
 def history(
     run: str | None = typer.Argument(None, help="Run directory or name under runs/ (default: the latest)."),
     graph: bool = typer.Option(False, "--graph", help="Also draw the search tree with git log --graph."),
+    predicted: bool = typer.Option(
+        False, "--predicted", help="Also list the predicted programs of the run's program graph not yet chosen."
+    ),
 ) -> None:
-    """List every candidate of a run with its scores (add --graph for the git tree)."""
+    """List every candidate of a run with its scores (add --graph for the git tree, --predicted for predictions)."""
     from rich.table import Table
 
     from metaharness.report import RunView
+    from metaharness.report.view import PREDICTED_HEADERS
     from metaharness.store import NOTES_REF, RunDirectory
 
     path = resolve_run(run)
@@ -81,9 +87,23 @@ def history(
             (r.summary + (f" -- {r.error.splitlines()[0]}" if r.error else ""))[:90],
         )
     out.print(table)
+    if predicted:
+        waiting = Table(
+            title=f"predicted programs not yet chosen ({len(view.predicted_nodes())}, best predicted first)"
+        )
+        for col in PREDICTED_HEADERS:
+            waiting.add_column(col)
+        for row in view.predicted_rows():
+            waiting.add_row(*row[:-1], row[-1][:60])
+        out.print(waiting)
     for note in view.notes():
         out.print(f"[yellow]{note}[/]")
-    out.print(f"* best. Plain git: git -C {path} log --graph --all --oneline --notes=metaharness")
+    if not predicted and view.predicted_nodes():
+        out.print(f"{len(view.predicted_nodes())} predicted programs not yet chosen (--predicted lists them)")
+    out.print(
+        "* best; implemented: an intermediate step of a chosen chain, not evaluated. "
+        f"Plain git: git -C {path} log --graph --all --oneline --notes=metaharness"
+    )
 
 
 def _print_code(out: Console, text: str, lexer: str) -> None:
@@ -142,7 +162,7 @@ def diff(
     rd = RunDirectory.browse(path)
     ra, rb = rd.store.get(a).candidate, rd.store.get(b).candidate
     out = console()
-    delta = "" if ra.failed or rb.failed else f"  ({rb.score - ra.score:+.4f})"
+    delta = f"  ({rb.score - ra.score:+.4f})" if ra.evaluated and rb.evaluated else ""
     out.print(f"{ra.id} val {_score_text(ra)}  ->  {rb.id} val {_score_text(rb)}{delta}")
     out.print(f"{rb.id}: {rb.summary}")
     text = rd.store.repo.git.diff(a, b, "--", HARNESS_FILE)

@@ -19,11 +19,15 @@ ROOT = "root"
 _PREDICTED_STROKE = "#9a9a9a"
 
 
-def program_graph_svg(graph: PlanGraph, best: str | None = None) -> str:
-    """The graph (see the module docstring); ``best`` gets a red ring."""
+def program_graph_svg(graph: PlanGraph, best: str | None = None, parents: dict[str, str | None] | None = None) -> str:
+    """The graph (see the module docstring); ``best`` gets a red ring; ``parents`` (candidate id -> the candidate it
+    revises) places a candidate under its git parent rather than under the first revision the graph had for it."""
     predicted = sorted(program.nodes_with(graph, program.PREDICTED), key=lambda n: -(n.score or 0.0))
     shown = {n.id for n in graph.nodes if n.status != program.PREDICTED} | {n.id for n in predicted[:MAX_PREDICTED]}
     parent = {n: _first_parent(graph, n, shown) for n in shown}
+    for cid, revised in (parents or {}).items():
+        if cid in parent:
+            parent[cid] = revised if revised in shown else ROOT
     children: dict[NodeId, list[Node]] = {}
     for node in graph.nodes:
         if node.id in shown:
@@ -51,18 +55,26 @@ def program_graph_svg(graph: PlanGraph, best: str | None = None) -> str:
     place(ROOT)
     scores = [n.score for n in graph.nodes if n.status == program.EVALUATED and n.score is not None]
     low, high = (min(scores), max(scores)) if scores else (0.0, 1.0)
-    dx, dy, pad, top = 120, 26, 30, 26
-    width = pad * 2 + dx * max(depth.values()) + 150
+    dx, dy, pad, top = 170, 26, 30, 26
+    width = max(pad * 2 + dx * max(depth.values()) + 170, 640)  # at least the legend's width
     height = top + pad * 2 + dy * max(order[0] - 1, 0) + 10
 
     def pos(node: NodeId) -> tuple[float, float]:
         return pad + dx * depth[node], top + pad + dy * rows[node]
+
+    labels = {n.id: _label(n) for n in graph.nodes}
+
+    def leave(node: NodeId, x0: float, x1: float) -> float:
+        """Where a revision leaves ``node``: after its label when there is room, else at the node."""
+        end = x0 + 14 + 6.2 * len(labels[node])
+        return end if end < x1 - 24 else x0
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">', _legend()]
     for edge in graph.edges:
         if edge.source not in depth or edge.target not in depth:
             continue
         (x0, y0), (x1, y1) = pos(edge.source), pos(edge.target)
+        x0 = leave(edge.source, x0, x1)
         target = graph.node(edge.target)
         if parent[edge.target] != edge.source:
             style = 'stroke="#c7c7c7" stroke-dasharray="1 3"'  # a further revision into a merged node
@@ -70,9 +82,11 @@ def program_graph_svg(graph: PlanGraph, best: str | None = None) -> str:
             style = f'stroke="{_PREDICTED_STROKE}" stroke-dasharray="4 3"'
         else:
             style = 'stroke="#bbb"'
+        xm = (x0 + x1) / 2
         out.append(
-            f'<path d="M{x0:.1f},{y0:.1f} C{x0 + dx / 2:.1f},{y0:.1f} {x1 - dx / 2:.1f},{y1:.1f} {x1:.1f},{y1:.1f}" '
-            f'fill="none" {style}><title>{html.escape(edge.action or str(edge.id))}</title></path>'
+            f'<path d="M{x0:.1f},{y0:.1f} C{xm:.1f},{y0:.1f} {xm:.1f},{y1:.1f} {x1 - 8:.1f},{y1:.1f}" '
+            f'fill="none" {style}>'
+            f"<title>{html.escape(edge.action or str(edge.id))}</title></path>"
         )
     for node in children.get(ROOT, []):  # the seeds revise the run's root
         (x0, y0), (x1, y1) = pos(ROOT), pos(node.id)
@@ -84,7 +98,7 @@ def program_graph_svg(graph: PlanGraph, best: str | None = None) -> str:
     )
     for node in graph.nodes:
         if node.id in depth:
-            out.append(_node(node, *pos(node.id), low, high, node.id == best))
+            out.append(_node(node, labels[node.id], *pos(node.id), low, high, node.id == best))
     out.append("</svg>")
     return "".join(out)
 
@@ -96,21 +110,33 @@ def _first_parent(graph: PlanGraph, node: NodeId, shown: set[NodeId]) -> NodeId:
     return ROOT
 
 
-def _node(node: Node, x: float, y: float, low: float, high: float, best: bool) -> str:
+def _label(node: Node) -> str:
     score = node.score if node.score is not None else 0.0
     if node.status == program.EVALUATED:
-        look, label = f'fill="{colour(score, low, high)}" stroke="#333"', f"{node.id} {score:.3f}"
+        return f"{node.id} {score:.3f}"
+    if node.status == program.IMPLEMENTED:
+        return f"{node.id} implemented ~{score:.3f}"
+    if node.status == program.FAILED:
+        return f"{node.id} failed"
+    return f"{node.id} ~{score:.3f}"
+
+
+def _node(node: Node, label: str, x: float, y: float, low: float, high: float, best: bool) -> str:
+    score = node.score if node.score is not None else 0.0
+    if node.status == program.EVALUATED:
+        look = f'fill="{colour(score, low, high)}" stroke="#333"'
     elif node.status == program.IMPLEMENTED:
-        look, label = 'fill="#fff" stroke="#333" stroke-dasharray="3 2"', f"{node.id} implemented"
+        look = 'fill="#fff" stroke="#333" stroke-dasharray="3 2"'
     elif node.status == program.FAILED:
-        look, label = f'fill="{FAILED_COLOUR}" stroke="#333"', f"{node.id} failed"
+        look = f'fill="{FAILED_COLOUR}" stroke="#333"'
     else:
-        look, label = f'fill="#fff" stroke="{_PREDICTED_STROKE}"', f"{node.id} ~{score:.3f}"
+        look = f'fill="#fff" stroke="{_PREDICTED_STROKE}"'
     if best:
         look = look.replace('stroke="#333"', 'stroke="#d62728" stroke-width="3"')
     tip = f"{node.id} ({node.status}): {label.split(' ', 1)[1]}"
-    if node.status == program.PREDICTED or node.std:
+    if node.status in (program.PREDICTED, program.IMPLEMENTED):
         tip += f"\npredicted {score:.3f}" + (f" +- {node.std:.3f}" if node.std else "")
+        tip += {1: ", labelled a goal", -1: ", labelled a dead end"}.get(round(node.reward), "")
     summary = node.data.get("summary")
     if summary:
         tip += f"\n{summary}"

@@ -53,7 +53,7 @@ def prediction_chart(view: RunView) -> str:
 
 def cost_chart(view: RunView) -> str:
     tokens, total = [], 0.0
-    for n, r in enumerate(view.records, start=1):
+    for n, r in enumerate((r for r in view.records if r.evaluation is not None), start=1):
         total += cost_of(r, "input_tokens") + cost_of(r, "output_tokens")
         tokens.append((float(n), total, f"after {r.id}: {total:.0f} evaluation tokens"))
     charts = [
@@ -165,12 +165,14 @@ def render_html(view: RunView) -> str:
         "</div></div><h2>Program graph (colour = validation score, red ring = best; predicted programs hollow, "
         f"{len(view.predicted_nodes())} not yet chosen)</h2>",
         "<div class='tree'>",
-        program_graph_svg(view.graph, best.id if best else None) if view.graph is not None else "",
+        program_graph_svg(view.graph, best.id if best else None, {r.id: r.parent for r in view.records})
+        if view.graph is not None
+        else "",
         "</div><h2>Cost over time</h2><div class='grid'>",
         cost_chart(view),
         "</div><h2>Pareto front: score vs. context tokens vs. USD</h2>",
         _table(["id", "val", "context tok", "USD", "summary"], front),
-        "<h2>Predicted vs. actual score</h2>",
+        "<h2>Predicted vs. actual score of every candidate with a prediction</h2>",
         _prediction_table(view),
         "<h2>Predicted vs. realised cost per iteration</h2>",
         _cost_table(view),
