@@ -35,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from metaharness.candidate import Candidate
 from metaharness.planner.graph import PlanGraph
+from metaharness.store import program_graph
 
 
 @dataclass
@@ -49,7 +50,7 @@ class RunState:
     budget: dict[str, float] = field(default_factory=dict)
     run_dir: Path | None = None
     # The run's lasting program graph, synced with ``candidates`` (see the module docstring).
-    graph: PlanGraph | None = None
+    graph: PlanGraph = field(default_factory=program_graph.empty)
 
     def evaluated(self) -> list[Candidate]:
         return [c for c in self.candidates if c.evaluated]

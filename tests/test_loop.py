@@ -339,3 +339,38 @@ def test_a_chain_commits_its_intermediate_as_the_parent_and_predictions_last_acr
     assert {x.source for x in graph.in_edges("c004")} == {"c003"}
     assert graph.node("c006").status == "evaluated" and "E" not in graph.nx
     assert proposer.states[1].graph.node("c004").status == "evaluated"
+
+
+def test_plan_entries_order_chains_share_steps_and_reuse_what_is_committed():
+    from metaharness.loop import plan_entries
+
+    def p(name, parent="c001", steps=(), node=None):
+        return Proposal(parent, f"# {name}", name, node=node if node is not None else name, intermediates=list(steps))
+
+    def shape(entries):
+        return [(e["id"], e["summary"], e["parent"], e["evaluate"], e["node"]) for e in entries]
+
+    b = p("b", parent=None)
+    # C's intermediate B is evaluated by another proposal: B is planned first, as that proposal, and C revises it
+    assert shape(plan_entries([p("c", steps=[b]), p("b")], 10, {})) == [
+        ("c010", "b", "c001", True, "b"),
+        ("c011", "c", "c010", True, "c"),
+    ]
+    # two chains through the same B (by node) share one implemented B; a step without a node is its own candidate
+    anonymous = Proposal(None, "# x", "x")
+    assert shape(plan_entries([p("c", steps=[b]), p("d", steps=[b, anonymous])], 1, {})) == [
+        ("c001", "b", "c001", False, "b"),
+        ("c002", "c", "c001", True, "c"),
+        ("c003", "x", "c001", False, None),
+        ("c004", "d", "c003", True, "d"),
+    ]
+    # a step realised in an earlier iteration (by node, or named by its candidate id) is not planned again
+    realised = {"b": "c004", "c004": "c004", "c005": "c005"}
+    assert shape(plan_entries([p("c", steps=[b]), p("e", steps=[p("c005", parent=None)])], 7, realised)) == [
+        ("c007", "c", "c004", True, "c"),
+        ("c008", "e", "c005", True, "e"),
+    ]
+    # evaluating a node that a committed candidate realised: its program again, as that candidate's child
+    (again,) = plan_entries([p("b", parent="c001")], 9, realised)
+    assert (again["parent"], again["node"], again["prediction"]) == ("c004", None, None)
+    assert plan_entries([p("c", steps=[b])], 1, {})[1]["prediction"] == {"node": "c"}

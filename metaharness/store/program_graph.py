@@ -31,6 +31,11 @@ GRAPH_FILE = "program-graph.json"
 START = "root"
 
 
+def empty() -> PlanGraph:
+    """A run's program graph before any candidate."""
+    return program.program_graph(START)
+
+
 def load(run_dir: Path) -> PlanGraph | None:
     """The saved graph (``None`` when there is none yet); an unreadable file raises :class:`InputError`."""
     path = Path(run_dir) / GRAPH_FILE
@@ -77,7 +82,7 @@ def sync(graph: PlanGraph | None, candidates: list[Candidate]) -> PlanGraph:
     as they are. Idempotent: syncing twice changes nothing the second time.
     """
     if graph is None:
-        graph = program.program_graph(START)
+        graph = empty()
     for candidate in sorted(candidates, key=lambda c: id_number(c.id)):
         node = (candidate.prediction or {}).get("node")
         if candidate.id not in graph.nx:
