@@ -49,8 +49,9 @@ SELECTION_SOLVERS: tuple[SelectionSolver, ...] = get_args(SelectionSolver)
 FILL_BONUS = 1e-4  # per evaluated candidate, times (1 + predicted score)
 # ``exact`` refuses graphs with more candidates (predicted + implemented nodes) than this; ``auto`` uses it up to
 # this size and while its search stays under AUTO_EXPANSION_LIMIT branch-and-bound nodes, then hands over to SCIP.
-EXACT_CANDIDATE_LIMIT = 40
+EXACT_CANDIDATE_LIMIT = 2_000
 AUTO_EXPANSION_LIMIT = 20_000
+CHAIN_OPTION_LIMIT = 64  # ways to implement one candidate (merges multiply them); more: exact is not used
 SCORE_BOUNDS = (0.0, 1.0)  # validation scores are means of 0/1 example scores
 
 
@@ -249,128 +250,102 @@ class _ExpansionLimit(Exception):
 
 
 def solve_exact(problem: Selection, *, max_expansions: int | None = None) -> PlanResult:
-    """Branch and bound over the candidates in topological order: skip, implement (through each usable revision)
-    and, when implemented, evaluate or not. A branch is cut when its cost leaves the budget or an upper bound on
-    what it can still reach is no better than the best plan found: the objective is submodular in the evaluated set,
-    so the current value plus the k largest single-candidate gains bounds it (k: the most further evaluations any
-    budget entry allows), as does the value with every still reachable candidate evaluated."""
-    n, entries = problem.size, len(problem.budget)
+    """Branch and bound over the evaluated set E. A node of the search holds E, the revisions implemented for it
+    (one in-edge per implemented node) and the spent budget; its children add one more allowed candidate through
+    each of its revision chains that agrees with the revisions already chosen and fits, most promising first, and
+    each later sibling excludes the earlier ones, so every set is met once. The objective is submodular in E, so
+    f(E) plus the k largest single-candidate gains bounds every extension (k: the most further evaluations any
+    budget entry allows by evaluation costs alone), as does f(E) with every allowed candidate evaluated; branches
+    whose bound does not beat the best plan are cut. A chain that is a detour is never needed: a plan that reaches a
+    node twice is dominated by one that reuses the first route, which is also enumerated."""
+    n = problem.size
+    options = _chain_options(problem)
     samples = problem.samples.T  # [candidate, scenario]
-    children: list[list[int]] = [[] for _ in range(n)]
-    for i, revisions in enumerate(problem.ins):
-        for _, source, _ in revisions:
-            if source >= 0:
-                children[source].append(i)
+    fill = np.asarray(problem.fill)
+    eval_cost = np.asarray(problem.eval_cost, dtype=float).reshape(n, len(problem.budget))
+    budget = np.asarray(problem.budget, dtype=float)
+    limit = budget + np.asarray([BUDGET_TOLERANCE * max(1.0, abs(b)) for b in problem.budget])
     best = _Best(-math.inf, [], {})
     start = baseline(problem, "greedy")
     if start.has_plan:
         first = _indices(problem, start.evaluate)
         best = _Best(problem.objective(first), first, _via_of(problem, start.path))
-    slack = [BUDGET_TOLERANCE * max(1.0, abs(b)) for b in problem.budget]
     expansions = 0
-    built = [problem.implemented[i] for i in range(n)]
     chosen: list[int] = []
-    via: dict[int, int] = {}
 
-    def bound(pos: int, cur: np.ndarray, spent: list[float]) -> float:
-        """Upper bound on the objective gain still reachable from candidates pos.. (module docstring)."""
-        left = [b - s + t for b, s, t in zip(problem.budget, spent, slack, strict=True)]
-
-        def over(vector: Sequence[float]) -> bool:
-            return any(v > lim for v, lim in zip(vector, left, strict=True))
-
-        reach: dict[int, list[float]] = {}  # candidate -> least chain cost per entry
-        gains, fills, costs, top = [], [], [], None
-        for i in range(pos, n):
-            chain: list[float] | None = None
-            if problem.implemented[i]:
-                chain = [0.0] * entries
-            else:
-                for _, source, cost in problem.ins[i]:
-                    if source < 0 or (source < pos and built[source]):
-                        base = [0.0] * entries
-                    elif source >= pos and source in reach:
-                        base = reach[source]
-                    else:
-                        continue
-                    chain = (
-                        [b + c for b, c in zip(base, cost, strict=True)]
-                        if chain is None
-                        else [min(a, b + c) for a, b, c in zip(chain, base, cost, strict=True)]
-                    )
-                if chain is None or over(chain):
-                    continue
-                reach[i] = chain
-            if not problem.evaluable[i]:
-                continue
-            assert chain is not None
-            total = [c + e for c, e in zip(chain, problem.eval_cost[i], strict=True)]
-            if over(total):
-                continue
-            gain = np.maximum(samples[i] - cur, 0.0)
-            top = samples[i] if top is None else np.maximum(top, samples[i])
-            gains.append(float(gain.mean()) + problem.fill[i])
-            fills.append(problem.fill[i])
-            costs.append(problem.eval_cost[i])
-        if not gains:
-            return 0.0
-        k = len(gains)
-        for j in range(entries):
-            if math.isfinite(left[j]):
-                room, count = left[j], 0
-                for c in sorted(c[j] for c in costs):
-                    if c > room:
-                        break
-                    room -= c
-                    count += 1
-                k = min(k, count)
-        if k == 0:
-            return 0.0
-        assert top is not None
-        one_by_one = sum(sorted(gains, reverse=True)[:k])
-        all_at_once = float(np.maximum(top - cur, 0.0).mean()) + sum(sorted(fills, reverse=True)[:k])
-        return min(one_by_one, all_at_once)
-
-    def search(pos: int, cur: np.ndarray, value: float, spent: list[float]) -> None:
+    def search(allowed: np.ndarray, cur: np.ndarray, value: float, spent: np.ndarray, via: dict[int, int]) -> None:
         nonlocal expansions
         expansions += 1
         if max_expansions is not None and expansions > max_expansions:
             raise _ExpansionLimit
         if chosen and value > best.objective + 1e-12:
             best.objective, best.chosen, best.via = value, list(chosen), dict(via)
-        if pos == n or value + bound(pos, cur, spent) <= best.objective + 1e-12:
+        left = limit - spent
+        allowed = allowed & np.all(eval_cost <= left, axis=1)
+        order = np.flatnonzero(allowed)
+        if not len(order):
             return
-        options: list[int | None] = [None]  # None: the candidate is there already (implemented)
-        if not problem.implemented[pos]:
-            options = []
-            for r, (_, source, _) in enumerate(problem.ins[pos]):
-                if source < 0 or built[source]:
-                    options.append(r)
-        for k in options:
-            after = spent if k is None else [s + c for s, c in zip(spent, problem.ins[pos][k][2], strict=True)]
-            if not problem.fits(after):
-                continue
-            built[pos] = True
-            if k is not None:
-                via[pos] = k
-            if problem.evaluable[pos]:
-                with_eval = [s + c for s, c in zip(after, problem.eval_cost[pos], strict=True)]
-                if problem.fits(with_eval):
-                    chosen.append(pos)
-                    grown = np.maximum(cur, samples[pos])
-                    search(pos + 1, grown, float(grown.mean()) + sum(problem.fill[i] for i in chosen), with_eval)
-                    chosen.pop()
-            if k is None or children[pos]:  # not evaluated: there already, or a step towards a later candidate
-                search(pos + 1, cur, value, after)
-            if k is not None:
-                del via[pos]
-            built[pos] = problem.implemented[pos]
-        if not problem.implemented[pos]:
-            search(pos + 1, cur, value, spent)
+        gains = np.maximum(samples[order] - cur, 0.0).mean(axis=1) + fill[order]
+        k = len(order)
+        for j in range(len(budget)):
+            if math.isfinite(left[j]):
+                k = min(k, int(np.searchsorted(np.cumsum(np.sort(eval_cost[order, j])), left[j], side="right")))
+        if k == 0:
+            return
+        rank = np.argsort(-gains, kind="stable")
+        order, gains = order[rank], gains[rank]
+        at_once = float(np.maximum(samples[order].max(axis=0) - cur, 0.0).mean()) + float(
+            np.sort(fill[order])[-k:].sum()
+        )
+        if value + min(float(gains[:k].sum()), at_once) <= best.objective + 1e-12:
+            return
+        prefix = np.concatenate(([0.0], np.cumsum(gains)))
+        allowed = allowed.copy()
+        for r, i in enumerate(order.tolist()):
+            if value + prefix[min(r + k, len(gains))] - prefix[r] <= best.objective + 1e-12:
+                break  # siblings from here on are bounded by their k best gains, which only fall
+            allowed[i] = False
+            grown = np.maximum(cur, samples[i])
+            for assign in options[i]:
+                extra = [(node, e) for node, e in assign.items() if node not in via]
+                if any(via.get(node, e) != e for node, e in assign.items()):
+                    continue  # reaches a node through another revision than the plan's
+                after = (
+                    spent
+                    + eval_cost[i]
+                    + sum((problem.ins[node][e][2] for node, e in extra), start=np.zeros_like(spent))
+                )
+                if np.any(after > limit):
+                    continue
+                chosen.append(i)
+                via.update(extra)
+                search(allowed, grown, float(grown.mean()) + sum(problem.fill[c] for c in chosen), after, via)
+                for node, _ in extra:
+                    del via[node]
+                chosen.pop()
 
     base = np.full(samples.shape[1], problem.incumbent)
-    search(0, base, float(base.mean()), [0.0] * entries)
+    evaluable = np.asarray(problem.evaluable, dtype=bool) & np.asarray([bool(o) for o in options], dtype=bool)
+    search(evaluable, base, float(base.mean()), np.zeros(len(budget)), {})
     return _result(problem, "optimal", "exact", best.chosen, best.via)
+
+
+def _chain_options(problem: Selection) -> list[list[dict[int, int]]]:
+    """Per candidate, every way to implement it: the revision (index into ``ins``) used by each predicted node on
+    its chain from an evaluated or implemented program. Raises :class:`_ExpansionLimit` when a candidate has more
+    than :data:`CHAIN_OPTION_LIMIT` chains."""
+    options: list[list[dict[int, int]]] = []
+    for i in range(problem.size):
+        if problem.implemented[i]:
+            options.append([{}])
+            continue
+        ways = []
+        for k, (_, source, _) in enumerate(problem.ins[i]):
+            ways += [{i: k}] if source < 0 else [{**way, i: k} for way in options[source]]
+        if len(ways) > CHAIN_OPTION_LIMIT:
+            raise _ExpansionLimit
+        options.append(ways)
+    return options
 
 
 @dataclass
