@@ -282,3 +282,17 @@ def test_time_limited_ilp_reports_a_gap_or_optimality() -> None:
 def test_bad_input_is_rejected(call, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InputError, match=message):
         call(_chain_graph())
+
+
+def test_the_documented_program_graph_gives_the_documented_result() -> None:
+    import re
+    from pathlib import Path
+
+    text = Path(__file__).parents[1].joinpath("docs", "plan-graph.md").read_text()
+    section = text[text.index("## Program graphs and selection") :]
+    graph_json, result_json = re.findall(r"```json\n(.*?)```", section, re.S)
+    expected = json.loads(result_json)
+    got = solve(PlanGraph.from_json(json.loads(graph_json))).to_json()
+    for key in ("status", "path", "nodes", "cost", "solver", "evaluate"):
+        assert got[key] == expected[key], key
+    assert got["value"] == pytest.approx(expected["value"], abs=1e-4)

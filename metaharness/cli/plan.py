@@ -22,11 +22,16 @@ def register(app: typer.Typer) -> None:
 
     @plan_app.command("solve")
     def solve_command(
-        file: str = typer.Argument(..., help="Plan graph JSON file (docs/plan-graph.md); '-' reads stdin."),
-        solver: str = typer.Option("exact", "--solver", help="exact (label-setting DP), ilp (SCIP) or auto."),
+        file: str = typer.Argument(
+            ..., help="Plan graph or program graph JSON file (docs/plan-graph.md); '-' reads stdin."
+        ),
+        solver: str = typer.Option(
+            "exact", "--solver", help="exact, ilp (SCIP) or auto; for a program graph the selection solvers."
+        ),
         time_limit: float = typer.Option(None, "--time-limit", help="Seconds the ILP may take (default: no limit)."),
     ) -> None:
-        """Print the best feasible plan (or status "infeasible") as JSON; bad files exit with code 2."""
+        """Print the best feasible plan (or status "infeasible") as JSON; a program graph (problem "selection")
+        prints what to implement and evaluate. Bad files exit with code 2."""
         from metaharness.planner.graph import PlanGraph
         from metaharness.planner.solve import solve
 
