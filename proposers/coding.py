@@ -31,6 +31,7 @@ from typing import Any
 from metaharness import frontier
 from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError, Tool
 from metaharness.proposal import Proposal, RunState
+from metaharness.proposers.evidence import CHARS_PER_TOKEN
 from metaharness.proposers.probe import Prober
 from metaharness.proposers.workspace import Submission, Workspace
 from metaharness.tasks.task import Task
@@ -40,9 +41,10 @@ around a fixed task model: how the prompt is built, which training examples are 
 is parsed. This iteration you write {k} new candidate harness(es) in the workspace, using the tools.
 
 How to work:
-1. Read summary.md. Then read the code AND the raw traces (candidates/<id>/traces.jsonl) of the best candidates
-   and of failed ones: find which examples they get wrong and why (compare prediction, target and the model's raw
-   response). Scores alone do not tell you what to fix.
+1. Read summary.md and failures.md. Then read the code AND the traces of the best candidates and of failed ones
+   (candidates/<id>/traces/index.md lists every example, failing first; candidates/<id>/traces/<example>.md holds
+   the prompts the harness sent and the model's answers): find which examples they get wrong and why. Scores alone
+   do not tell you what to fix.
 2. For each new candidate: copy_candidate from a strong existing candidate, edit it (edit_file or write_file),
    run_on_train to see it work on a few held-out training examples, then submit it with its parent id, a one-line
    summary of the change and your hypothesis of why it helps. Submit runs an import check; fix what it reports.
@@ -59,8 +61,7 @@ MAX_BAD_TURNS = 3
 DEFAULT_CONTEXT_TOKENS = 32768
 KEEP_TURNS = 6  # the latest turns (a model reply with its tool results) always sent whole
 # Tokens are estimated from the characters of the request as OpenAI's wire format spells it (tool-call arguments are
-# JSON inside JSON): about 4 characters make a token in English, 3 in code and JSON, so 3 overestimates.
-CHARS_PER_TOKEN = 3
+# JSON inside JSON), with the evidence module's characters per token.
 LOW_WATER = 0.6  # compacting goes on to this share of the budget, so the sent prefix changes seldom
 STUB_ARGUMENT = 160  # tool-call arguments longer than this are stubbed in compacted turns
 

@@ -214,6 +214,7 @@ class TPSProposer(CodingProposer):
                 proposal.intermediates = []
                 if proposal.prediction is not None:
                     proposal.prediction["intermediates_not_written"] = True
+                    proposal.summary = "; then ".join(proposal.prediction.get("chain", [proposal.summary]))
             out.append(proposal)
         extra = [to_proposal(s) for name, s in written.items() if name not in names]
         return (out + extra)[: state.evals_left]

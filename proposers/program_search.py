@@ -151,7 +151,8 @@ def proposals(
         summaries = [s.summary for s in steps]
         final.parent = str(edges[0].source) if edges else None
         final.intermediates = steps[:-1]
-        final.summary = "; then ".join(summaries)
+        # Committed after its intermediates, the program's own revision is what changed from its parent.
+        final.summary = summaries[-1] if final.intermediates else "; then ".join(summaries)
         if final.prediction is not None:
             final.prediction["chain"] = summaries
         out.append(final)

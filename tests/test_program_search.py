@@ -56,7 +56,7 @@ def test_a_chosen_chain_becomes_one_proposal_with_its_intermediates() -> None:
     (proposal,) = proposals(graph, result)
     assert proposal.parent == "c1" and proposal.node == "p1.1" and proposal.source == "B"
     assert [(s.node, s.source) for s in proposal.intermediates] == [("p1.0", "A")]
-    assert proposal.summary == "step one; then step two"
+    assert proposal.summary == "step two"
     assert proposal.prediction is not None and proposal.prediction["chain"] == ["step one", "step two"]
 
 

@@ -98,7 +98,8 @@ def test_offline_proposer_plans_probes_and_chooses(task, tmp_path) -> None:
         assert {"score", "std", "label", "chain", "flips", "probe", "cost", "selection"} <= set(pred)
         assert pred["selection"] in ("exact", "ilp") and pred["probe"]["examples"] == 6
         assert 0.0 <= pred["score"] <= 1.0 and pred["std"] > 0
-        assert p.summary == "; then ".join(pred["chain"])
+        assert p.summary == (pred["chain"][-1] if p.intermediates else "; then ".join(pred["chain"]))
+        assert [s.summary for s in p.intermediates] == pred["chain"][:-1]
     assert model.requests and (tmp_path / "proposer" / "probe").is_dir()
     # Probes are memoised by source: asking again costs no new sandbox runs for what was already probed.
     runs = proposer.prober.runs

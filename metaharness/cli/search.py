@@ -294,6 +294,8 @@ class ProgressEvents(LoopEvents):
         c = candidate
         if c.failed:
             line = f"[red]{c.id} failed[/] ({c.parent or 'root'}): {(c.error or '').splitlines()[0][:160]}"
+        elif c.implemented:
+            line = f"{c.id} implemented, not evaluated ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
         else:
             line = f"{c.id} val [bold]{c.score:.3f}[/] ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
         self.progress.console.print(line)
