@@ -393,7 +393,8 @@ class Optimizer:
                 proposals = proposals[: state.evals_left]
             if not proposals:
                 self.events.note(f"iteration {iteration}: the proposer returned no candidates")
-            self.store.save_program_graph(state.graph)
+            if state.graph is not None:  # always set by state(); a proposer may not replace it by None
+                self.store.save_program_graph(state.graph)
         return plan_entries(proposals, id_number(self.store.next_id()), self._realised_nodes())
 
     def _realised_nodes(self) -> dict[str, str]:

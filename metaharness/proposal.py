@@ -35,7 +35,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from metaharness.candidate import Candidate
 from metaharness.planner.graph import PlanGraph
-from metaharness.store import program_graph
 
 
 @dataclass
@@ -49,8 +48,9 @@ class RunState:
     # Remaining caps for the iteration when set: {"tokens": ..., "usd": ...}.
     budget: dict[str, float] = field(default_factory=dict)
     run_dir: Path | None = None
-    # The run's lasting program graph, synced with ``candidates`` (see the module docstring).
-    graph: PlanGraph = field(default_factory=program_graph.empty)
+    # The run's lasting program graph, synced with ``candidates`` (see the module docstring); the loop always sets
+    # it, ``None`` only in a state built by hand (build one with metaharness.store.program_graph.sync).
+    graph: PlanGraph | None = None
 
     def evaluated(self) -> list[Candidate]:
         return [c for c in self.candidates if c.evaluated]

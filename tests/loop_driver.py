@@ -92,6 +92,7 @@ class PricedProposer(ScriptedProposer):
             return proposals
         (better,) = proposals
         graph = state.graph
+        assert graph is not None
         for node, parent, score in [("step", better.parent, 0.33), ("goal", "step", 0.4), ("later", "c001", 0.25)]:
             if node not in graph.nx:  # a rerun after a kill between the graph's save and the plan's sees them
                 programs.add_predicted(graph, node, parent, score, summary=node, data={"iteration": 1})
