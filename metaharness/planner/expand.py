@@ -7,7 +7,8 @@ call of :func:`grow` is one round of TPS over it:
    the graph that is not failed or a dead end: evaluated, implemented or itself only predicted (an extension);
 2. the simulator predicts, for every revision of a plan in turn, the revised harness's behaviour (``state``, with a
    canonical ``key`` that must include the evaluated ancestor, so only revisions of the same base can merge), its
-   score and uncertainty, what implementing it costs (``cost``) and what evaluating it costs (``node_cost``);
+   score and uncertainty, what implementing it costs (``cost``) and what evaluating it costs (``node_cost``); a
+   step's ``data["summary"]``, when given, is the revision's description on its edge (else the subplan text);
 3. the merger decides which predicted harnesses behave the same: the graph's predicted nodes come first, so a new
    prediction that behaves like a known one becomes one more revision (in-edge) of that node and its plan stops
    there (a later step was simulated from the merged-away program and would not follow from the survivor);
@@ -118,7 +119,8 @@ def grow(
                 target = node_of[same]
                 growth.merged.append((subplan, target))
                 if target != at and not nx.has_path(graph.nx, target, at):
-                    add_revision(graph, at, target, edit_cost=_named(task, step.cost), summary=subplan)
+                    summary = str(step.data.get("summary") or subplan)
+                    add_revision(graph, at, target, edit_cost=_named(task, step.cost), summary=summary)
                 break  # later steps were simulated from the merged-away program
             node = add_predicted(
                 graph,
@@ -129,7 +131,7 @@ def grow(
                 cost=_named(task, step.node_cost),
                 edit_cost=_named(task, step.cost),
                 label=DEAD_END if step.score is None else NEUTRAL,
-                summary=subplan,
+                summary=str(step.data.get("summary") or subplan),
                 data={**step.data, "breaks": step.score is None},
             )
             graph.update_node(node.id, state=step.state, key=step.key)
