@@ -1,210 +1,277 @@
-"""When does planning over program space pay? A simulated study of candidate selection at equal evaluation budget.
+"""When does planning over program space pay? A simulated study of the TPS loop's selection step.
 
-The landscape: a harness is a set of revisions (operators) applied to a seed. Each of ``L`` operators has a hidden
-effect on the true score (most help a little, some hurt), pairs of operators interact, and the true score of every
-one of the ``2**L`` programs is known to the study, so the true optimum is exact.
+The hidden landscape: a harness is a seed plus a set of revisions (operators). Each of ``OPS`` operators has a hidden
+effect on the true validation score and some pairs interact. Two operators add context (few-shot examples,
+retrieved examples): they tend to help more and multiply the cost of an evaluation (x3.5 and x4, so evaluating a
+program with both costs 14x the seed's, as context size differs 15x between this project's seeds); the others
+cost 0-15% more each.
 
-Each iteration, as in the optimisation loop: ``M`` revision plans of up to two steps are sampled from the frontier
-(the best measured candidates); the nodes they reach form the program graph (plans that reach the same set of
-operators merge, as TPS's merging stage does); a predicted score for each node is its parent's measured score plus
-the true effect of each step plus a prediction error of standard deviation ``noise`` per step (so a two-step guess
-is noisier than a one-step one). Then a strategy chooses ``K`` candidates to evaluate; their true scores become
-measured and the next iteration starts from the new frontier.
+The loop, 12 iterations, as in ``metaharness optimize`` with a per-iteration budget (``evals`` 3, task-model
+``tokens`` T seed evaluations, dollars unbounded):
+- the proposer writes ``M`` revisions, each of a node of the lasting program graph: an evaluated candidate or a
+  predicted one up to depth 3 from its evaluated ancestor (parents drawn with weight 1/rank by believed score), with
+  an operator drawn at random; a revision reaching a program already in the graph merges into it (one more in-edge);
+- the prediction of a revision's effect is the true effect plus an error of sd ``noise`` drawn once per revision,
+  so a node's predicted score is its evaluated ancestor's measured score plus the predicted effects along its chain
+  (re-predicted when an ancestor is evaluated) and errors grow with depth (sd noise * sqrt(depth));
+- the std given to the selection is the calibrated one: sqrt(depth) times the noise estimated from the prediction
+  errors seen so far (prior 0.05 over 2 pseudo-observations);
+- a strategy chooses which nodes to evaluate within the budget; their true scores become measured, every other
+  predicted node stays in the graph for later iterations.
 
-Strategies, all with the same ``K`` evaluations per iteration:
-- ``tps``: the expected-best-score ILP (:func:`metaharness.proposers.program_ilp.select`) told the per-step noise;
-- ``greedy``: the top-K predicted;
-- ``best_of_n``: K one-step revisions of the frontier, evaluated as sampled (no prediction used);
-- ``random``: K random nodes of the graph.
+Strategies: ``solver`` (:func:`metaharness.planner.selection.select`, solver "auto": expected best score after the
+iteration), ``greedy`` (best predicted first while it fits), ``best_of_n`` (children of evaluated nodes in
+insertion order while they fit), ``random``, and ``base``: no prediction and no lasting graph, the proposer writes
+``M`` revisions of evaluated candidates and the first ones that fit the budget are evaluated, as written.
 
-Printed: mean of best-found / true optimum (and of the improvement over the seed as a share of the possible
-improvement) per strategy and noise level. Run: ``python benchmarks/program_space_study.py --seeds 60``.
+Printed per setting: final best true score (mean and sd over the seeds) per strategy, and the paired difference
+solver - baseline with its standard error. Run: ``python benchmarks/program_space_study.py`` (see ``--help``).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import math
+import multiprocessing
 import random
 import statistics
 import time
+from dataclasses import dataclass
 
-from metaharness.proposers.program_ilp import ProgramGraph
-from metaharness.proposers.selection import choose
+from metaharness.planner.graph import PlanGraph
+from metaharness.planner.program import EVALUATED, PREDICTED, add_evaluated, add_predicted, chain, mark, program_graph
+from metaharness.planner.selection import select
 
-STRATEGIES = {"tps": "ilp", "greedy": "greedy", "best_of_n": "best_of_n", "random": "random"}
+# strategy -> (selection solver, what the selection is told about a predicted node)
+STRATEGIES = {
+    "solver": ("auto", "prediction"),
+    "greedy": ("greedy", "prediction"),
+    "best_of_n": ("best_of_n", "prediction"),
+    "random": ("random", "prediction"),
+    "base": ("best_of_n", "prediction"),
+    "oracle": ("greedy", "truth"),
+}
+OPS = 10
+CONTEXT_OPS = {0: 3.5, 1: 4.0}  # operator -> evaluation-cost factor (few-shot, retrieval)
+MAX_DEPTH = 3
+EVALS = 3
+NOISE_PRIOR = 0.05
+CORRELATION = 0.7  # of prediction errors along a chain (depth d to d + 1: sqrt(d / (d + 1)))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the study: prediction noise per revision and the per-iteration task-token budget."""
+
+    name: str
+    noise: float
+    tokens: float  # task-model tokens per iteration, in seed evaluations
+
+
+SETTINGS = {
+    s.name: s
+    for s in (
+        Setting("loose-0.03", 0.03, 15.0),
+        Setting("loose-0.06", 0.06, 15.0),
+        Setting("tight-0.03", 0.03, 6.0),
+        Setting("tight-0.06", 0.06, 6.0),
+    )
+}
 
 
 class Landscape:
-    """Hidden true scores of every program (a frozenset of operator indices)."""
+    """Hidden true scores and evaluation costs of every program (a frozenset of operator indices)."""
 
-    def __init__(self, rng: random.Random, n_ops: int = 10, base: float = 0.3) -> None:
-        self.n_ops = n_ops
+    def __init__(self, rng: random.Random, base: float = 0.3) -> None:
         self.base = base
-        self.effect = [rng.gauss(0.0, 0.06) for _ in range(n_ops)]
+        self.effect = [rng.gauss(0.05, 0.04) if op in CONTEXT_OPS else rng.gauss(0.0, 0.04) for op in range(OPS)]
         self.interaction = {
-            pair: rng.gauss(0.0, 0.03) for pair in itertools.combinations(range(n_ops), 2) if rng.random() < 0.3
+            pair: rng.gauss(0.0, 0.03) for pair in itertools.combinations(range(OPS), 2) if rng.random() < 0.3
         }
-        # Evaluation cost of a program, in units of the seed's: revisions that help tend to add context.
-        self.cost_delta = [max(0.0, rng.gauss(0.2, 0.3)) + 4.0 * max(0.0, e) for e in self.effect]
-        self.cache: dict[frozenset[int], float] = {}
-
-    def cost(self, program: frozenset[int]) -> float:
-        return 1.0 + sum(self.cost_delta[i] for i in program)
+        self.factor = [CONTEXT_OPS.get(op, 1.0 + rng.uniform(0.0, 0.15)) for op in range(OPS)]
+        self._scores: dict[frozenset[int], float] = {}
 
     def score(self, program: frozenset[int]) -> float:
-        if program not in self.cache:
-            value = self.base + sum(self.effect[i] for i in program)
+        if program not in self._scores:
+            value = self.base + sum(self.effect[op] for op in program)
             value += sum(w for (i, j), w in self.interaction.items() if i in program and j in program)
-            self.cache[program] = min(1.0, max(0.0, value))
-        return self.cache[program]
+            self._scores[program] = min(1.0, max(0.0, value))
+        return self._scores[program]
 
-    def optimum(self) -> float:
-        return max(
-            self.score(frozenset(c))
-            for r in range(self.n_ops + 1)
-            for c in itertools.combinations(range(self.n_ops), r)
-        )
+    def cost(self, program: frozenset[int]) -> float:
+        """Task-model tokens of one evaluation, in seed evaluations."""
+        return math.prod(self.factor[op] for op in program)
 
 
-def _name(program: frozenset[int]) -> str:
+def name(program: frozenset[int]) -> str:
     return "p" + "-".join(map(str, sorted(program))) if program else "seed"
 
 
-def effect_spread(measured: dict[frozenset[int], float]) -> float:
-    """The spread of one revision's effect, estimated from measured (parent, child) pairs, with a weak prior."""
-    squares = [
-        (score - measured[program - {op}]) ** 2
-        for program, score in measured.items()
-        for op in program
-        if program - {op} in measured
-    ]
-    return ((sum(squares) + 2 * 0.05**2) / (len(squares) + 2)) ** 0.5
+class Search:
+    """One run of one strategy on one landscape: the lasting program graph and the loop around the selection."""
 
+    def __init__(self, land: Landscape, strategy: str, setting: Setting, seed: int, proposals: int) -> None:
+        self.land = land
+        self.strategy = strategy
+        self.setting = setting
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.proposals = proposals
+        self.graph: PlanGraph = program_graph("seed")
+        add_evaluated(self.graph, "seed", land.score(frozenset()), cost={"tokens": 1.0})
+        self.program: dict[str, frozenset[int]] = {"seed": frozenset()}
+        self.error: dict[str, float] = {}  # revision (edge id) -> error of its predicted effect
+        self.errors: list[float] = []  # squared prediction errors per unit of depth, seen at evaluation
 
-def run_search(
-    strategy: str,
-    land: Landscape,
-    noise: float,
-    seed: int,
-    *,
-    iters: int,
-    k: int,
-    plans: int,
-    depth: int,
-    token_cap: float | None = None,
-    posterior: bool = False,
-) -> float:
-    """One search; with ``posterior`` every strategy sees Bayesian beliefs (the predicted gain shrunk by the
-    measured spread of revision effects against the prediction noise) instead of the raw predictions."""
-    rng = random.Random(seed)
-    measured: dict[frozenset[int], float] = {frozenset(): land.score(frozenset())}
-    for it in range(iters):
-        graph = ProgramGraph()
-        for program, score in measured.items():
-            graph.add_existing(_name(program), score)
-        frontier = sorted(measured, key=lambda p: -measured[p])[:2]
-        tau = effect_spread(measured)
-        predicted: dict[frozenset[int], float] = {}
-        for _ in range(plans):
-            program = rng.choice(frontier)
-            guess = base = measured[program]
-            unused = [i for i in range(land.n_ops) if i not in program]
-            for step in range(min(depth, len(unused))):
-                op = unused.pop(rng.randrange(len(unused)))
-                child = program | {op}
-                if child in measured:
-                    break
-                true_step = land.score(child) - land.score(program)
-                guess = predicted.get(child, guess + true_step + rng.gauss(0.0, noise))
-                predicted[child] = guess
-                mean, std = guess, noise * (step + 1) ** 0.5
-                if posterior:
-                    prior = tau**2 * (step + 1)
-                    weight = prior / (prior + std**2) if prior + std**2 > 0 else 1.0
-                    mean, std = base + weight * (guess - base), (weight**0.5) * std
-                graph.add_predicted(
-                    _name(child),
-                    _name(program),
-                    mean,
-                    std=std,
-                    summary=f"op {op}",
-                    eval_cost={"tokens": land.cost(child)},
+    def predicted(self, node: str) -> float:
+        """Measured score of the chain's evaluated root plus the predicted effect of every revision on the chain."""
+        edges = chain(self.graph, node)
+        value = self.graph.node(edges[0].source if edges else node).score or 0.0
+        for e in edges:
+            step = self.land.score(self.program[e.target]) - self.land.score(self.program[e.source])
+            value += step + self.error[e.id]
+        return value
+
+    def noise_estimate(self) -> float:
+        """Prediction noise per revision, calibrated on the errors seen so far (weak prior)."""
+        return math.sqrt((sum(self.errors) + 2 * NOISE_PRIOR**2) / (len(self.errors) + 2))
+
+    def believed(self, node: str) -> float:
+        n = self.graph.node(node)
+        return n.score if n.score is not None else 0.0
+
+    def propose(self) -> None:
+        """The proposer writes this iteration's revisions into the graph, each of a node it believes good."""
+        deep = self.strategy != "base"
+        for _ in range(self.proposals):
+            pool = [
+                n.id
+                for n in self.graph.nodes
+                if (
+                    n.status == EVALUATED
+                    or (deep and n.status == PREDICTED and len(chain(self.graph, n.id)) < MAX_DEPTH)
                 )
-                program = child
-        if not predicted:
-            break
-        budget = {"evals": k} if token_cap is None else {"evals": k, "tokens": token_cap * k}
-        result = choose(STRATEGIES[strategy], graph.graph, budget, seed=seed * 1000 + it, correlation=0.7)
-        by_name = {_name(p): p for p in predicted}
-        for node in result.evaluate:
-            measured[by_name[node]] = land.score(by_name[node])
-    return max(measured.values())
+                and len(self.program[n.id]) < OPS
+            ]
+            pool.sort(key=lambda n: -self.believed(n))
+            for _attempt in range(5):
+                parent = self.rng.choices(pool, weights=[1 / (i + 1) for i in range(len(pool))])[0]
+                program = self.program[parent] | {
+                    self.rng.choice([o for o in range(OPS) if o not in self.program[parent]])
+                }
+                child = name(program)
+                if child in self.graph.nx and (
+                    self.graph.node(child).status != PREDICTED
+                    or any(e.source == parent for e in self.graph.in_edges(child))
+                ):
+                    continue  # already evaluated, or the very same revision: the proposer tries again
+                self.program[child] = program
+                node = add_predicted(self.graph, child, parent, 0.0, cost={"tokens": self.land.cost(program)})
+                self.error[f"{parent}->{child}"] = self.rng.gauss(0.0, self.setting.noise)
+                self.graph.update_node(node.id, score=self.predicted(child))
+                break
+
+    def repredict(self) -> None:
+        """Every predicted node's score and std as the selection sees them (after this iteration's evaluations)."""
+        sigma = self.noise_estimate()
+        for n in [n for n in self.graph.nodes if n.status == PREDICTED]:
+            if STRATEGIES[self.strategy][1] == "truth":
+                score, std = self.land.score(self.program[n.id]), 0.0
+            else:
+                score, std = self.predicted(n.id), sigma * math.sqrt(len(chain(self.graph, n.id)))
+            self.graph.update_node(n.id, score=score, std=std)
+
+    def step(self, iteration: int) -> None:
+        self.propose()
+        self.repredict()
+        budget = {"evals": EVALS, "tokens": self.setting.tokens, "usd": 1e9}
+        result = select(
+            self.graph,
+            budget,
+            solver=STRATEGIES[self.strategy][0],  # type: ignore[arg-type]
+            correlation=CORRELATION,
+            seed=self.seed * 1000 + iteration,
+        )
+        for n in result.evaluate:
+            truth = self.land.score(self.program[n])
+            self.errors.append((self.predicted(n) - truth) ** 2 / len(chain(self.graph, n)))
+            mark(self.graph, n, EVALUATED, score=truth, cost={"tokens": self.land.cost(self.program[n])})
+        if self.strategy == "base":  # no lasting graph: what was not evaluated is gone
+            for n in [n.id for n in self.graph.nodes if n.status == PREDICTED]:
+                self.graph.remove_node(n)
+
+    def best(self) -> float:
+        return max(n.score or 0.0 for n in self.graph.nodes if n.status == EVALUATED)
+
+
+def run_seed(task: tuple[str, int, int, int]) -> dict[str, float]:
+    """Final best true score of every strategy on landscape ``seed`` under one setting."""
+    setting_name, seed, iterations, proposals = task
+    setting = SETTINGS[setting_name]
+    out = {}
+    for strategy in STRATEGIES:
+        land = Landscape(random.Random(seed))
+        search = Search(land, strategy, setting, seed, proposals)
+        for it in range(iterations):
+            search.step(it)
+        out[strategy] = search.best()
+    return out
+
+
+def study(
+    settings: list[str], seeds: int, iterations: int = 12, proposals: int = 6, workers: int = 2
+) -> dict[str, dict[str, list[float]]]:
+    """Final best per setting and strategy, one entry per seed (seed order)."""
+    tasks = [(s, seed, iterations, proposals) for s in settings for seed in range(seeds)]
+    if workers > 1:
+        with multiprocessing.Pool(workers) as pool:
+            rows = pool.map(run_seed, tasks)
+    else:
+        rows = [run_seed(t) for t in tasks]
+    out: dict[str, dict[str, list[float]]] = {s: {k: [] for k in STRATEGIES} for s in settings}
+    for (s, *_), row in zip(tasks, rows, strict=True):
+        for strategy, value in row.items():
+            out[s][strategy].append(value)
+    return out
+
+
+def table(results: dict[str, dict[str, list[float]]], reference: str = "solver") -> str:
+    """Markdown table: mean (sd) final best per strategy, then reference - other (standard error of the mean)."""
+    names = list(next(iter(results.values())))
+    others = [k for k in names if k != reference]
+    lines = [
+        "| setting | " + " | ".join(names) + " | " + " | ".join(f"{reference} - {b}" for b in others) + " |",
+        "|---" * (1 + len(names) + len(others)) + "|",
+    ]
+    for s, by in results.items():
+        cells = [f"{statistics.mean(by[k]):.3f} ({statistics.stdev(by[k]):.3f})" for k in names]
+        for b in others:
+            diff = [x - y for x, y in zip(by[reference], by[b], strict=True)]
+            cells.append(f"{statistics.mean(diff):+.4f} ({statistics.stdev(diff) / math.sqrt(len(diff)):.4f})")
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=60)
-    parser.add_argument("--iters", type=int, default=6)
-    parser.add_argument("--k", type=int, default=3, help="evaluations per iteration")
-    parser.add_argument("--plans", type=int, default=6, help="revision plans sampled per iteration (M)")
-    parser.add_argument("--depth", type=int, default=2, help="revisions per plan")
-    parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.02, 0.05, 0.1, 0.2])
-    parser.add_argument(
-        "--token-cap",
-        type=float,
-        nargs="+",
-        default=[0.0, 1.5],
-        help="evaluation-token cap per iteration, in seed evaluations per allowed evaluation (0 = evaluations only)",
-    )
-    parser.add_argument(
-        "--beliefs",
-        choices=["raw", "posterior"],
-        nargs="+",
-        default=["raw", "posterior"],
-        help="what strategies see: the raw predictions, or Bayesian posteriors (gains shrunk by the measured spread "
-        "of revision effects against the prediction noise)",
-    )
+    parser.add_argument("--iters", type=int, default=12)
+    parser.add_argument("--proposals", type=int, default=6, help="revisions the proposer writes per iteration (M)")
+    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-
     started = time.perf_counter()
+    results = study(args.settings, args.seeds, args.iters, args.proposals, args.workers)
     print(
-        f"program-space study: {args.seeds} seeds x {args.iters} iterations, K={args.k} evaluations/iteration, "
-        f"M={args.plans} plans of depth {args.depth}, 10 operators (1024 programs)"
+        f"program-space study: {args.seeds} seeds x {args.iters} iterations, {args.proposals} proposals/iteration, "
+        f"budget evals=3 and tokens=T seed evaluations per iteration; {OPS} operators"
     )
-    print("cells: mean best-found / true optimum  (mean share of the possible improvement over the seed)")
-    for beliefs, cap in itertools.product(args.beliefs, args.token_cap):
-        token_cap = cap or None
-        what = "evaluations only" if token_cap is None else f"and a token cap of {cap} seed evaluations per slot"
-        print(f"\nbeliefs: {beliefs}; budget: K={args.k} {what}")
-        header = f"{'noise':>6} | " + " | ".join(f"{s:>20}" for s in STRATEGIES)
-        print(header)
-        print("-" * len(header))
-        for noise in args.noise:
-            ratio: dict[str, list[float]] = {s: [] for s in STRATEGIES}
-            gain: dict[str, list[float]] = {s: [] for s in STRATEGIES}
-            for seed in range(args.seeds):
-                land = Landscape(random.Random(seed))
-                best = land.optimum()
-                base = land.score(frozenset())
-                for strategy in STRATEGIES:
-                    found = run_search(
-                        strategy,
-                        land,
-                        noise,
-                        seed,
-                        iters=args.iters,
-                        k=args.k,
-                        plans=args.plans,
-                        depth=args.depth,
-                        token_cap=token_cap,
-                        posterior=beliefs == "posterior",
-                    )
-                    ratio[strategy].append(found / best)
-                    gain[strategy].append((found - base) / (best - base) if best > base else 1.0)
-            cells = [f"{statistics.mean(ratio[s]):.3f} ({statistics.mean(gain[s]):.2f})" for s in STRATEGIES]
-            print(f"{noise:>6.2f} | " + " | ".join(f"{c:>20}" for c in cells))
-    print(f"({time.perf_counter() - started:.0f} s)")
+    for s in args.settings:
+        print(f"  {s}: prediction noise {SETTINGS[s].noise} per revision, T = {SETTINGS[s].tokens}")
+    print("cells: final best true score, mean (sd); solver - baseline: paired mean difference (standard error)\n")
+    print(table(results))
+    print(f"\n({time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":
