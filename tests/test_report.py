@@ -66,8 +66,10 @@ def run(tmp_path):
     step.prediction = {"score": 0.62, "std": 0.05, "node": "n1"}
     rd.commit(step)
     for it in (0, 1, 2):
-        cost = {"predicted": {"tokens": 900.0 * it, "usd": 0.004 * it}, "realised": {"tokens": 1000 * it, "usd": 0.005}}
-        rd.log({"type": "iteration", "iteration": it, "spent": {"usd": 0.01 * it, "tokens": 1000 * it}, "cost": cost})
+        predicted = {"evals": 2.0, "tokens": 900.0 * it, "usd": 0.004 * it}
+        cost = {"predicted": predicted, "realised": {"tokens": 1000 * it, "usd": 0.005}}
+        spent = {"usd": 0.01 * it, "tokens": 1000 * it}
+        rd.log({"type": "iteration", "iteration": it, "spent": spent, "cost": cost, "evaluated": it % 2 + 1})
     rd.log({"type": "test_skipped", "reason": "no test split offline"})
     rd.save_test_result("c005", Evaluation("test", {"primary": 0.42}, {}, 20))
     yield rd
@@ -102,7 +104,9 @@ def test_the_page_draws_the_lasting_graph_and_compares_predictions_and_costs(run
     assert "<td>c005</td><td>2</td><td>0.600</td><td></td><td>0.500</td><td>-0.100</td>" in tables
     predictions = tables[: tables.index("Predicted vs. realised cost")]
     assert "mean absolute error 0.075 over 2 candidates" in predictions and "c006" not in predictions
-    assert "<td>2</td><td>1800</td><td>2000</td><td>0.0080</td><td>0.0050</td>" in tables  # predicted vs realised
+    assert (
+        "<td>2</td><td>2</td><td>1</td><td>1800</td><td>2000</td><td>0.0080</td><td>0.0050</td>" in tables
+    )  # predicted vs realised
     waiting = tables[tables.index("Predicted programs not yet chosen") :]
     assert "<td>n2</td><td>c006</td><td>0.700</td><td>goal</td><td>3000 tok $0.0300</td><td>1</td>" in waiting
     assert "<td>n1</td>" not in waiting  # realised by c006
@@ -115,7 +119,7 @@ def test_summary_markdown_lists_best_front_and_notes(run):
     assert "git -C" in text and "test split not evaluated" in text
     assert "| c006 | 2 | c005 | implemented |" in text and "1 failed, 1 implemented, not evaluated" in text
     assert "## Predicted vs. actual score (mean absolute error 0.075 over 2)" in text
-    assert "| 2 | 1800 | 2000 | 0.0080 | 0.0050 |" in text
+    assert "| 2 | 2 | 1 | 1800 | 2000 | 0.0080 | 0.0050 |" in text
     assert "| n2 | c006 | 0.700 | goal | 3000 tok $0.0300 | 1 |  | n2 <step> |" in text
     assert write_summary_markdown(run).read_text() == text
 

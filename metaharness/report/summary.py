@@ -39,10 +39,12 @@ def prediction_rows(view: RunView) -> tuple[list[str], list[list[str]], float | 
 
 def cost_rows(view: RunView) -> tuple[list[str], list[list[str]]]:
     """Per iteration: the cost the proposer predicted for its candidates (their evaluations and revisions) next to
-    what the iteration spent (every model call, the proposer's included)."""
+    what the iteration spent (every model call, the proposer's included) and how many candidates it evaluated."""
     rows = [
         [
             str(it),
+            _amount(predicted.get("evals"), "{:.0f}"),
+            _amount(realised.get("evals"), "{:.0f}"),
             _amount(predicted.get("tokens"), "{:.0f}"),
             _amount(realised.get("tokens"), "{:.0f}"),
             _amount(predicted.get("usd"), "{:.4f}"),
@@ -50,7 +52,15 @@ def cost_rows(view: RunView) -> tuple[list[str], list[list[str]]]:
         ]
         for it, predicted, realised in view.iteration_costs()
     ]
-    headers = ["iteration", "predicted tokens", "realised tokens", "predicted USD", "realised USD"]
+    headers = [
+        "iteration",
+        "predicted evals",
+        "evaluated",
+        "predicted tokens",
+        "realised tokens",
+        "predicted USD",
+        "realised USD",
+    ]
     return headers, rows
 
 

@@ -112,12 +112,17 @@ class RunView:
         return rows
 
     def iteration_costs(self) -> list[tuple[int, dict[str, float], dict[str, float]]]:
-        """Per iteration (its last line): the predicted and the realised cost, as the iteration lines recorded."""
+        """Per iteration (its last line): the predicted and the realised cost as the iteration line recorded them,
+        the realised ``evals`` being the candidates it evaluated."""
         lines = {int(e["iteration"]): e for e in self.log if e.get("type") == "iteration" and "cost" in e}
-        return [
-            (it, dict(lines[it]["cost"].get("predicted") or {}), dict(lines[it]["cost"].get("realised") or {}))
-            for it in sorted(lines)
-        ]
+        costs = []
+        for it in sorted(lines):
+            line = lines[it]
+            realised = dict(line["cost"].get("realised") or {})
+            if isinstance(line.get("evaluated"), int):
+                realised["evals"] = float(line["evaluated"])
+            costs.append((it, dict(line["cost"].get("predicted") or {}), realised))
+        return costs
 
 
 def cost_of(record: Candidate, key: str) -> float:
