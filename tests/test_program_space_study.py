@@ -1,0 +1,56 @@
+"""The program-space study's simulation on a small scale: every strategy runs, budgets hold, the graph lasts."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from metaharness.planner.program import EVALUATED, PREDICTED
+
+
+def _study():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "program_space_study.py"
+    spec = importlib.util.spec_from_file_location("program_space_study", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_small_study_reports_every_strategy() -> None:
+    study = _study()
+    results = study.study(["tight-0.06"], seeds=2, iterations=3, proposals=6, workers=1)
+    by = results["tight-0.06"]
+    assert set(by) == set(study.STRATEGIES)
+    for strategy, finals in by.items():
+        assert len(finals) == 2, strategy
+        for seed, final in enumerate(finals):
+            assert study.Landscape(random.Random(seed)).score(frozenset()) <= final <= 1.0
+    table = study.table(results)
+    header, _, row = table.splitlines()
+    assert all(f" {s} " in header for s in study.STRATEGIES)
+    assert "solver - greedy" in header and row.startswith("| tight-0.06 |")
+
+
+@pytest.mark.parametrize("strategy", ["solver", "greedy", "base"])
+def test_each_iteration_keeps_the_budget_and_the_graph_lasts(strategy: str) -> None:
+    study = _study()
+    setting = study.SETTINGS["tight-0.06"]
+    search = study.Search(study.Landscape(random.Random(3)), strategy, setting, seed=3, proposals=6)
+    evaluated = {"seed"}
+    for iteration in range(4):
+        search.step(iteration)
+        now = {n.id for n in search.graph.nodes if n.status == EVALUATED}
+        new = now - evaluated
+        assert 1 <= len(new) <= study.EVALS
+        assert sum(search.land.cost(search.program[n]) for n in new) <= setting.tokens + 1e-9
+        evaluated = now
+        predicted = [n for n in search.graph.nodes if n.status == PREDICTED]
+        # Unchosen predictions stay for later iterations, except for "base", which keeps no program graph.
+        assert (not predicted) if strategy == "base" else predicted
+    assert search.best() == max(search.land.score(search.program[n]) for n in evaluated)
