@@ -33,30 +33,20 @@ from metaharness.candidate import Candidate
 from metaharness.errors import InputError
 from metaharness.models.prices import FREE, Price, PriceTable
 from metaharness.models.types import ModelClient, Usage
-from metaharness.planner.expand import grow
 from metaharness.planner.graph import Node, NodeId, PlanGraph
-from metaharness.planner.program import PREDICTED, depth, nodes_with
-from metaharness.planner.subagents import (
-    CandidatePlan,
-    KeyJudgeMerger,
-    PlanningTask,
-    ScoreLabeler,
-    SimulatedStep,
-)
+from metaharness.planner.program import IMPLEMENTED, PREDICTED, depth, nodes_with
+from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.operators import Operator, answer_profile, applicable
 from metaharness.proposers.probe import Prober, ProbeResult
 from metaharness.proposers.program_search import (
     MIN_STD,
     Calibration,
-    calibrate,
     choose,
-    node_namer,
-    planning_task,
+    grow_round,
     predicted_score,
+    prepare,
     proposals,
-    recalibrate,
-    run_graph,
 )
 from metaharness.tasks.task import Task
 
@@ -142,22 +132,12 @@ class OfflineProposer:
         evaluated = sorted(state.evaluated(), key=lambda c: -c.score)
         if not evaluated or state.evals_left < 1:
             return []
-        graph = run_graph(state)
+        graph, calibration = prepare(state)
         rng = random.Random(self.seed * 1009 + state.iteration)
-        calibration = calibrate(state)
-        recalibrate(graph, state, calibration)
         sources = {c.id: c.source for c in state.candidates}
         seen = {_digest(s) for s in sources.values()}
         seen |= {_digest(n.data["source"]) for n in nodes_with(graph, PREDICTED) if n.data.get("source")}
         simulator = ProbeSimulator(self, graph, state, calibration, sources, seen)
-        task = planning_task(state, graph)
-        stages = {
-            "simulator": simulator,
-            "merger": KeyJudgeMerger(),
-            "labeler": ScoreLabeler(max(c.score for c in evaluated)),
-            "depth_limit": self.depth,
-            "new_id": node_namer(graph, state.iteration),
-        }
         rounds: list[list[dict[str, object]]] = []
         record: dict[str, object] = {
             "iteration": state.iteration,
@@ -176,17 +156,20 @@ class OfflineProposer:
         if starts:
             starts = [s for s in starts if simulator.afford_base(s)] or starts[:1]
             sampler = OperatorSampler(self, graph, [s.id for s in starts], sources, seen, rng, per_start=self.plans)
-            growth = grow(graph, task, sampler=sampler, m=self.plans, **stages)  # type: ignore[arg-type]
+            growth = grow_round(
+                state, graph, sampler=sampler, simulator=simulator, m=self.plans, depth_limit=self.depth
+            )
             if not growth.added and not _choosable(graph):  # never an empty iteration for the probe budget's sake
                 simulator.overdraw = True
-                growth = grow(graph, task, sampler=sampler, m=1, **stages)  # type: ignore[arg-type]
+                growth = grow_round(state, graph, sampler=sampler, simulator=simulator, m=1, depth_limit=self.depth)
             rounds.append(growth.stages)
 
-        # Extensions: the most promising predicted candidates anywhere in the graph, one level at a time.
+        # Extensions: the most promising predicted (or implemented, unevaluated) candidates anywhere in the graph,
+        # one level at a time.
         for _ in range(self.depth - 1):
             promising = [
                 n.id
-                for n in sorted(nodes_with(graph, PREDICTED), key=lambda n: -(n.score or 0.0))
+                for n in sorted(nodes_with(graph, PREDICTED, IMPLEMENTED), key=lambda n: -(n.score or 0.0))
                 if not n.dead_end
                 and n.data.get("probe", {}).get("errors", 1) == 0
                 and depth(graph, n.id) < self.depth
@@ -195,7 +178,8 @@ class OfflineProposer:
             if not promising:
                 break
             sampler = OperatorSampler(self, graph, promising, sources, seen, rng, per_start=self.extensions)
-            growth = grow(graph, task, sampler=sampler, m=self.extensions * len(promising), **stages)  # type: ignore[arg-type]
+            m = self.extensions * len(promising)
+            growth = grow_round(state, graph, sampler=sampler, simulator=simulator, m=m, depth_limit=self.depth)
             rounds.append(growth.stages)
             if not growth.added:
                 break

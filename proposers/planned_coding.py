@@ -34,11 +34,10 @@ from metaharness.candidate import Candidate
 from metaharness.models.prices import FREE
 from metaharness.models.types import ModelClient, Usage
 from metaharness.planner.asking import ask_json
-from metaharness.planner.expand import grow
 from metaharness.planner.graph import Node, PlanGraph
 from metaharness.planner.program import PREDICTED, depth, nodes_with
 from metaharness.planner.result import PlanResult
-from metaharness.planner.subagents import CandidatePlan, KeyJudgeMerger, PlanningTask, ScoreLabeler, SimulatedStep
+from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
 from metaharness.proposers.evidence import failed_attempts, sources_within, text_tokens, trace_excerpts
@@ -46,14 +45,11 @@ from metaharness.proposers.offline import task_model_price
 from metaharness.proposers.program_search import (
     MIN_STD,
     Calibration,
-    calibrate,
     choose,
-    node_namer,
-    planning_task,
+    grow_round,
     predicted_score,
+    prepare,
     proposals,
-    recalibrate,
-    run_graph,
 )
 from metaharness.proposers.workspace import summary_table
 from metaharness.tasks.task import Example, Task
@@ -140,24 +136,16 @@ class TPSProposer(CodingProposer):
         """Stages 1-4 over the run's graph, then the selection; returns it (None: nothing to choose) and the record
         of every stage."""
         record: dict[str, Any] = {"iteration": state.iteration}
-        graph = run_graph(state)
-        evaluated = sorted(state.evaluated(), key=lambda c: -c.score)
-        if not evaluated or self.prober is None:
+        if not state.evaluated() or self.prober is None:
             return None, record
-        calibration = calibrate(state)
-        recalibrate(graph, state, calibration)
-        simulator = BehaviourSimulator(self, graph, state, calibration)
-        sampler = RevisionSampler(self, graph, state)
-        growth = grow(
+        graph, calibration = prepare(state)
+        growth = grow_round(
+            state,
             graph,
-            planning_task(state, graph),
-            sampler=sampler,
-            simulator=simulator,
-            merger=KeyJudgeMerger(),
-            labeler=ScoreLabeler(evaluated[0].score),
+            sampler=RevisionSampler(self, graph, state),
+            simulator=BehaviourSimulator(self, graph, state, calibration),
             m=self.plans,
             depth_limit=self.depth,
-            new_id=node_namer(graph, state.iteration),
         )
         record["stages"] = growth.stages
         record["added"] = growth.added
@@ -176,7 +164,8 @@ class TPSProposer(CodingProposer):
             path.write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
             return super().propose(state)
         path.write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
-        planned = proposals(run_graph(state), result)
+        assert state.graph is not None  # planning made it
+        planned = proposals(state.graph, result)
         lines, names = [], {}
         for rank, proposal in enumerate(planned):
             steps = [*proposal.intermediates, proposal]

@@ -5,9 +5,10 @@ both then hand the run's lasting program graph (``RunState.graph``, :mod:`metaha
 :func:`metaharness.planner.expand.grow` and :func:`metaharness.planner.selection.select`. This module holds the
 glue around those calls:
 
-- :func:`planning_task`: the run as TPS's planning task (history, goal, the iteration's budget);
-- :func:`calibrate` / :func:`recalibrate`: how far this run's predicted gains held, applied again to every
-  prediction still in the graph, so an old prediction is re-predicted as the calibration learns;
+- :func:`prepare`: the run's graph with every prediction re-predicted by :func:`calibrate` (how far this run's
+  predicted gains held, :func:`recalibrate`), so an old prediction is re-predicted as the calibration learns;
+- :func:`grow_round`: one round of the four stages with the proposer's sampler and simulator and the shared merger
+  (by behaviour key) and labeler (by predicted score), on the run as TPS's planning task (:func:`planning_task`);
 - :func:`choose`: the selection over the whole graph (old predictions included) within the iteration's budget;
 - :func:`proposals`: every chosen node as a :class:`~metaharness.proposal.Proposal` whose ``intermediates`` are the
   unevaluated revisions on its chain, so each is committed on its own and git's parents are the revision edges.
@@ -20,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from metaharness.planner.expand import Growth, grow
 from metaharness.planner.graph import NodeId, PlanGraph
 from metaharness.planner.program import LIMITS, PREDICTED, chain, incumbent, nodes_with
 from metaharness.planner.result import PlanResult
 from metaharness.planner.selection import select
-from metaharness.planner.subagents import PlanningTask
+from metaharness.planner.subagents import KeyJudgeMerger, PlanningTask, PlanSampler, ScoreLabeler, StateSimulator
 from metaharness.proposal import Proposal, RunState
 
 MIN_STD = 0.03  # a probe of a dozen examples never pins a score down better than this
@@ -127,6 +129,39 @@ def recalibrate(graph: PlanGraph, state: RunState, calibration: Calibration) -> 
             graph.update_node(node.id, score=score, std=std, data={**node.data, "calibration": calibration.to_json()})
             changed += 1
     return changed
+
+
+def prepare(state: RunState) -> tuple[PlanGraph, Calibration]:
+    """The run's lasting graph, its predictions re-predicted with the calibration learnt so far."""
+    graph = run_graph(state)
+    calibration = calibrate(state)
+    recalibrate(graph, state, calibration)
+    return graph, calibration
+
+
+def grow_round(
+    state: RunState,
+    graph: PlanGraph,
+    *,
+    sampler: PlanSampler,
+    simulator: StateSimulator,
+    m: int,
+    depth_limit: int,
+) -> Growth:
+    """One round of TPS's stages over ``graph``: the proposer's sampler and simulator, merging by behaviour key
+    (the planner's key merger, no model), labels by predicted score against the best measured one."""
+    best = max((c.score for c in state.evaluated()), default=0.0)
+    return grow(
+        graph,
+        planning_task(state, graph),
+        sampler=sampler,
+        simulator=simulator,
+        merger=KeyJudgeMerger(),
+        labeler=ScoreLabeler(best),
+        m=m,
+        depth_limit=depth_limit,
+        new_id=node_namer(graph, state.iteration),
+    )
 
 
 def choose(state: RunState, graph: PlanGraph, solver: str, *, seed: int) -> PlanResult | None:
