@@ -296,3 +296,20 @@ def test_the_documented_program_graph_gives_the_documented_result() -> None:
     for key in ("status", "path", "nodes", "cost", "solver", "evaluate"):
         assert got[key] == expected[key], key
     assert got["value"] == pytest.approx(expected["value"], abs=1e-4)
+
+
+def test_exact_refuses_a_graph_with_too_many_ways_and_auto_hands_over() -> None:
+    g = program_graph("s")
+    add_evaluated(g, "s", 0.3)
+    add_evaluated(g, "t", 0.3)
+    previous = ["s"]
+    for level in range(7):  # every level reached from both nodes of the last: 2^7 chains to the end
+        names = [f"l{level}a", f"l{level}b"]
+        for name in names:
+            for parent in previous + (["t"] if level == 0 else []):
+                add_predicted(g, name, parent, 0.4 + 0.01 * level, edit_cost={"tokens": 1})
+        previous = names
+    with pytest.raises(InputError, match="ways to be implemented"):
+        select(g, {"evals": 1}, solver="exact")
+    result = select(g, {"evals": 1})
+    assert result.solver == "ilp" and result.status == "optimal" and result.evaluate[0].startswith("l6")

@@ -10,9 +10,10 @@ true scores (``score + std * noise``, a child's noise ``correlation`` times its 
 revision chain shares its errors; clipped to [0, 1]), plus :data:`FILL_BONUS` * (1 + score) per evaluation (use the
 budget, on the better candidates). With every ``std`` 0 it is "evaluate the best predicted candidate".
 
-Solvers: ``exact`` (branch and bound over implement / evaluate decisions in topological order; proves optimality
-of the sample-average objective; up to :data:`EXACT_CANDIDATE_LIMIT` candidates), ``ilp`` (SCIP MILP), ``auto``
-(exact when small and quick, else ilp) and the baselines ``greedy`` (best predicted first while it fits),
+Solvers: ``exact`` (branch and bound over the evaluated set and each candidate's ways to be implemented; proves
+optimality of the sample-average objective; up to :data:`EXACT_CANDIDATE_LIMIT` candidates and
+:data:`CHAIN_OPTION_LIMIT` ways per candidate), ``ilp`` (SCIP MILP), ``auto`` (exact while its search stays small,
+else ilp) and the baselines ``greedy`` (best predicted first while it fits),
 ``random`` (seeded order) and ``best_of_n`` (children of evaluated programs in insertion order), all returning a
 :class:`~metaharness.planner.result.PlanResult` whose ``evaluate`` lists the nodes to evaluate.
 
@@ -191,7 +192,13 @@ def select(
                 f"The exact selection solver takes at most {EXACT_CANDIDATE_LIMIT} candidates; this graph has "
                 f"{problem.size}: use solver 'ilp' or 'auto'."
             )
-        result = solve_exact(problem)
+        try:
+            result = solve_exact(problem)
+        except _ExpansionLimit:
+            raise InputError(
+                f"A candidate has more than {CHAIN_OPTION_LIMIT} ways to be implemented (merged revisions multiply "
+                f"them), too many for the exact selection solver: use solver 'ilp' or 'auto'."
+            ) from None
     elif solver == "auto":
         result = _auto(problem, time_limit)
     elif solver == "ilp":
