@@ -188,7 +188,7 @@ class OfflineProposer:
         if result is None:
             return []
         predicted = nodes_with(graph, PREDICTED)
-        out = proposals(graph, result)
+        out = proposals(state, graph, result)
         for proposal in out:
             prediction = proposal.prediction if proposal.prediction is not None else {}
             prediction["candidates_considered"] = len(predicted)

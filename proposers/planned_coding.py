@@ -165,7 +165,9 @@ class TPSProposer(CodingProposer):
             return super().propose(state)
         path.write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
         assert state.graph is not None  # planning made it
-        planned = proposals(state.graph, result)
+        chosen = proposals(state, state.graph, result)
+        ready = [p for p in chosen if p.source]  # implemented candidates chosen as they are: nothing to write
+        planned = [p for p in chosen if not p.source]
         lines, names = [], {}
         for rank, proposal in enumerate(planned):
             steps = [*proposal.intermediates, proposal]
@@ -184,9 +186,11 @@ class TPSProposer(CodingProposer):
             "candidate each, under the given names and in this order (a step builds on the one before it), then "
             "call finish:\n" + "\n".join(lines)
         )
+        if not planned:
+            return ready[: state.evals_left]
         self.write(state, workspace, brief, len(names))
         written = {s.name: s for s in submitted(workspace, len(names))}
-        out = []
+        out = list(ready)
         for rank, proposal in enumerate(planned):
             final = written.get(f"plan{rank + 1}")
             if final is None or final.error is not None:

@@ -16,6 +16,7 @@ glue around those calls:
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 
 from metaharness.planner.expand import Growth, grow
 from metaharness.planner.graph import NodeId, PlanGraph
-from metaharness.planner.program import LIMITS, PREDICTED, chain, incumbent, nodes_with
+from metaharness.planner.program import IMPLEMENTED, LIMITS, PREDICTED, chain, incumbent, nodes_with
 from metaharness.planner.result import PlanResult
 from metaharness.planner.selection import select
 from metaharness.planner.subagents import KeyJudgeMerger, PlanningTask, PlanSampler, ScoreLabeler, StateSimulator
@@ -165,26 +166,45 @@ def grow_round(
 
 
 def choose(state: RunState, graph: PlanGraph, solver: str, *, seed: int) -> PlanResult | None:
-    """The selection over the whole lasting graph within the iteration's budget (None: nothing predicted)."""
-    if not nodes_with(graph, PREDICTED):
+    """The selection over the whole lasting graph within the iteration's budget (None: nothing to choose).
+
+    An implemented candidate may be chosen for evaluation as it is, once: after a child with its very program was
+    evaluated it is left out (in the solver's copy of the graph, not in the run's)."""
+    sources = {c.id: c.source for c in state.candidates}
+    evaluated_again = {c.parent for c in state.candidates if c.parent in sources and c.source == sources[c.parent]}
+    done = [n.id for n in nodes_with(graph, IMPLEMENTED) if n.id in evaluated_again]
+    if done:
+        graph = copy.deepcopy(graph)
+        for node in done:
+            graph.update_node(node, dead_end=True)
+    if not any(not n.dead_end for n in nodes_with(graph, PREDICTED, IMPLEMENTED)):
         return None
     return select(graph, iteration_budget(state), solver=solver, seed=seed)  # type: ignore[arg-type]
 
 
 def proposals(
-    graph: PlanGraph, result: PlanResult, *, source_of: Callable[[NodeId], str] | None = None
+    state: RunState, graph: PlanGraph, result: PlanResult, *, source_of: Callable[[NodeId], str] | None = None
 ) -> list[Proposal]:
     """One proposal per node to evaluate, in the solver's order, with the unevaluated revisions of its chain as
     ``intermediates`` (through the in-edges the solver used). ``source_of`` gives a node's source when the graph's
-    ``data["source"]`` does not (the ``tps`` agent writes sources after selection)."""
+    ``data["source"]`` does not (the ``tps`` agent writes sources after selection). An implemented candidate chosen
+    as it is becomes a proposal of its own program (the loop evaluates it as that candidate's child)."""
+    sources = {c.id: c.source for c in state.candidates}
     used = {graph.edge(e).target: e for e in result.path}
     out = []
     for rank, node_id in enumerate(result.evaluate):
         edges = chain(graph, node_id, via=used)
+        if not edges:
+            node = graph.node(node_id)
+            again = _proposal(graph, node_id, "", None, rank, result)
+            again.parent, again.source = str(node_id), sources.get(str(node_id), "")
+            again.summary = f"{node_id} evaluated as implemented ({node.data.get('summary') or 'no summary'})"
+            out.append(again)
+            continue
         steps = [_proposal(graph, edge.target, edge.action, source_of, rank, result) for edge in edges]
         final = steps[-1]
         summaries = [s.summary for s in steps]
-        final.parent = str(edges[0].source) if edges else None
+        final.parent = str(edges[0].source)
         final.intermediates = steps[:-1]
         # Committed after its intermediates, the program's own revision is what changed from its parent.
         final.summary = summaries[-1] if final.intermediates else "; then ".join(summaries)

@@ -10,7 +10,15 @@ from fakes import ScriptedModel
 from test_proposers_offline import NoValTask, _state, keyword_model
 
 from metaharness.candidate import Candidate, Evaluation
-from metaharness.planner.program import PREDICTED, add_evaluated, add_predicted, nodes_with, program_graph
+from metaharness.planner.program import (
+    IMPLEMENTED,
+    PREDICTED,
+    add_evaluated,
+    add_predicted,
+    mark,
+    nodes_with,
+    program_graph,
+)
 from metaharness.proposal import RunState
 from metaharness.proposers import get_proposer
 from metaharness.proposers.program_search import Calibration, choose, proposals, recalibrate
@@ -53,7 +61,7 @@ def test_a_chosen_chain_becomes_one_proposal_with_its_intermediates() -> None:
     state = RunState(task="t", iteration=1, candidates=[_seed()], evals_left=1)
     result = choose(state, graph, "auto", seed=0)
     assert result is not None and result.evaluate == ["p1.1"]
-    (proposal,) = proposals(graph, result)
+    (proposal,) = proposals(state, graph, result)
     assert proposal.parent == "c1" and proposal.node == "p1.1" and proposal.source == "B"
     assert [(s.node, s.source) for s in proposal.intermediates] == [("p1.0", "A")]
     assert proposal.summary == "step two"
@@ -146,3 +154,21 @@ def test_tps_extends_a_predicted_node_and_merges_by_behaviour(task, tmp_path) ->
     assert len(predicted) == 1, record  # the second revision behaves like the first: one node, two revisions
     assert len(state.graph.in_edges(predicted[0].id)) == 2
     assert result is not None and result.evaluate == [predicted[0].id]
+
+
+def test_an_implemented_candidate_is_evaluated_as_it_is_once() -> None:
+    """An intermediate committed earlier (implemented, not evaluated) can be chosen later: the proposal is its own
+    program as its child; once that child is evaluated, it is not chosen again."""
+    graph = program_graph("c1")
+    add_evaluated(graph, "c1", 0.3)
+    add_predicted(graph, "p1.0", "c1", 0.7, summary="step one", data={"summary": "step one"})
+    mark(graph, "p1.0", IMPLEMENTED, new_id="c2")
+    implemented = Candidate(id="c2", parent="c1", source="B", iteration=1, status=IMPLEMENTED)
+    state = RunState(task="t", iteration=2, candidates=[_seed(), implemented], evals_left=1)
+    result = choose(state, graph, "auto", seed=0)
+    assert result is not None and result.evaluate == ["c2"]
+    (proposal,) = proposals(state, graph, result)
+    assert (proposal.parent, proposal.source, proposal.node, proposal.intermediates) == ("c2", "B", "c2", [])
+    again = Candidate(id="c3", parent="c2", source="B", iteration=2, evaluation=Evaluation("val", {"primary": 0.5}))
+    state.candidates.append(again)
+    assert choose(state, graph, "auto", seed=0) is None
