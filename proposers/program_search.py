@@ -202,6 +202,9 @@ def proposals(
             out.append(again)
             continue
         steps = [_proposal(graph, edge.target, edge.action, source_of, rank, result) for edge in edges]
+        for step, edge in zip(steps, edges, strict=True):
+            if step.prediction is not None:  # what writing the revision is predicted to cost
+                step.prediction["edit_cost"] = dict(zip(LIMITS[1:], edge.cost[1:], strict=False))
         final = steps[-1]
         summaries = [s.summary for s in steps]
         final.parent = str(edges[0].source)

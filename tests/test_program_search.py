@@ -66,6 +66,7 @@ def test_a_chosen_chain_becomes_one_proposal_with_its_intermediates() -> None:
     assert [(s.node, s.source) for s in proposal.intermediates] == [("p1.0", "A")]
     assert proposal.summary == "step two"
     assert proposal.prediction is not None and proposal.prediction["chain"] == ["step one", "step two"]
+    assert proposal.prediction["edit_cost"] == {"tokens": 0.0, "usd": 0.0}
 
 
 def test_predictions_are_re_predicted_as_the_calibration_learns() -> None:
