@@ -21,11 +21,17 @@ The loop, 12 iterations, as in ``metaharness optimize`` with a per-iteration bud
 
 Strategies: ``solver`` (:func:`metaharness.planner.selection.select`, solver "auto": expected best score after the
 iteration), ``greedy`` (best predicted first while it fits), ``best_of_n`` (children of evaluated nodes in
-insertion order while they fit), ``random``, and ``base``: no prediction and no lasting graph, the proposer writes
-``M`` revisions of evaluated candidates and the first ones that fit the budget are evaluated, as written.
+insertion order while they fit), ``random``, ``base`` (no prediction and no lasting graph: the proposer writes
+``M`` revisions of evaluated candidates and the first ones that fit the budget are evaluated, as written), and
+``oracle``: greedy told the true scores, the best any choice within one iteration can do with these proposals.
+``--extra`` adds two prototype objectives that value an evaluation for later iterations (``explore``: the solver
+with every std widened by ``1 + EXPLORE * iterations left / iterations``; ``subtree``: evaluating a node is also
+credited with ``SUBTREE`` times its best predicted descendant's excess over it in each scenario) and an ablation
+(``solver/forget``, ``greedy/forget``: unchosen predictions are dropped every iteration).
 
-Printed per setting: final best true score (mean and sd over the seeds) per strategy, and the paired difference
-solver - baseline with its standard error. Run: ``python benchmarks/program_space_study.py`` (see ``--help``).
+Printed per setting: final best true score (mean and sd over the seeds) per strategy, and paired differences with
+their standard errors. Run: ``python benchmarks/program_space_study.py --extra`` (about 4 minutes on 2 free cores;
+results and findings in ``reports/program-space-study/README.md``).
 """
 
 from __future__ import annotations
@@ -39,24 +45,48 @@ import statistics
 import time
 from dataclasses import dataclass
 
+import networkx as nx
+import numpy as np
+
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.program import EVALUATED, PREDICTED, add_evaluated, add_predicted, chain, mark, program_graph
-from metaharness.planner.selection import select
+from metaharness.planner.result import PlanResult
+from metaharness.planner.selection import prepare, select, solve_ilp
 
-# strategy -> (selection solver, what the selection is told about a predicted node)
+
+@dataclass(frozen=True)
+class Strategy:
+    """How one strategy selects: the selection solver, what it is told, and what the loop keeps."""
+
+    solver: str  # a selection solver of metaharness.planner.selection
+    told: str = "prediction"  # "prediction" | "truth" (an oracle) | "explore" (std widened early in the run)
+    objective: str = "expected-best"  # "expected-best" (select's) | "subtree" (credit for a node's descendants)
+    lasting: bool = True  # unchosen predictions stay in the graph
+    deep: bool = True  # the proposer revises predicted nodes too (to MAX_DEPTH)
+
+
 STRATEGIES = {
-    "solver": ("auto", "prediction"),
-    "greedy": ("greedy", "prediction"),
-    "best_of_n": ("best_of_n", "prediction"),
-    "random": ("random", "prediction"),
-    "base": ("best_of_n", "prediction"),
-    "oracle": ("greedy", "truth"),
+    "solver": Strategy("auto"),
+    "greedy": Strategy("greedy"),
+    "best_of_n": Strategy("best_of_n"),
+    "random": Strategy("random"),
+    "base": Strategy("best_of_n", lasting=False, deep=False),
+    "oracle": Strategy("greedy", told="truth"),
+}
+# Prototypes of other objectives and the ablation that explains the finding (--extra).
+EXTRA = {
+    "explore": Strategy("auto", told="explore"),
+    "subtree": Strategy("ilp", objective="subtree"),
+    "solver/forget": Strategy("auto", lasting=False),
+    "greedy/forget": Strategy("greedy", lasting=False),
 }
 OPS = 10
 CONTEXT_OPS = {0: 3.5, 1: 4.0}  # operator -> evaluation-cost factor (few-shot, retrieval)
 MAX_DEPTH = 3
 EVALS = 3
 NOISE_PRIOR = 0.05
+EXPLORE = 1.0  # "explore": std times 1 + EXPLORE * (iterations left after this one) / iterations
+SUBTREE = 0.5  # "subtree": a node's sample gains SUBTREE * its best descendant's excess over it
 CORRELATION = 0.7  # of prediction errors along a chain (depth d to d + 1: sqrt(d / (d + 1)))
 
 
@@ -111,8 +141,12 @@ def name(program: frozenset[int]) -> str:
 class Search:
     """One run of one strategy on one landscape: the lasting program graph and the loop around the selection."""
 
-    def __init__(self, land: Landscape, strategy: str, setting: Setting, seed: int, proposals: int) -> None:
+    def __init__(
+        self, land: Landscape, strategy: Strategy, setting: Setting, seed: int, proposals: int, iterations: int = 12
+    ) -> None:
         self.land = land
+        self.iterations = iterations
+        self.remaining = iterations
         self.strategy = strategy
         self.setting = setting
         self.rng = random.Random(seed)
@@ -143,7 +177,7 @@ class Search:
 
     def propose(self) -> None:
         """The proposer writes this iteration's revisions into the graph, each of a node it believes good."""
-        deep = self.strategy != "base"
+        deep = self.strategy.deep
         for _ in range(self.proposals):
             pool = [
                 n.id
@@ -176,28 +210,35 @@ class Search:
         """Every predicted node's score and std as the selection sees them (after this iteration's evaluations)."""
         sigma = self.noise_estimate()
         for n in [n for n in self.graph.nodes if n.status == PREDICTED]:
-            if STRATEGIES[self.strategy][1] == "truth":
+            if self.strategy.told == "truth":
                 score, std = self.land.score(self.program[n.id]), 0.0
             else:
                 score, std = self.predicted(n.id), sigma * math.sqrt(len(chain(self.graph, n.id)))
+                if self.strategy.told == "explore":
+                    std *= 1.0 + EXPLORE * self.remaining / self.iterations
             self.graph.update_node(n.id, score=score, std=std)
 
     def step(self, iteration: int) -> None:
+        self.remaining = self.iterations - 1 - iteration
         self.propose()
         self.repredict()
         budget = {"evals": EVALS, "tokens": self.setting.tokens, "usd": 1e9}
-        result = select(
-            self.graph,
-            budget,
-            solver=STRATEGIES[self.strategy][0],  # type: ignore[arg-type]
-            correlation=CORRELATION,
-            seed=self.seed * 1000 + iteration,
-        )
+        seed = self.seed * 1000 + iteration
+        if self.strategy.objective == "subtree" and self.remaining > 0:
+            result = subtree_select(self.graph, budget, seed)
+        else:
+            result = select(
+                self.graph,
+                budget,
+                solver=self.strategy.solver,  # type: ignore[arg-type]
+                correlation=CORRELATION,
+                seed=seed,
+            )
         for n in result.evaluate:
             truth = self.land.score(self.program[n])
             self.errors.append((self.predicted(n) - truth) ** 2 / len(chain(self.graph, n)))
             mark(self.graph, n, EVALUATED, score=truth, cost={"tokens": self.land.cost(self.program[n])})
-        if self.strategy == "base":  # no lasting graph: what was not evaluated is gone
+        if not self.strategy.lasting:  # what was not evaluated is gone
             for n in [n.id for n in self.graph.nodes if n.status == PREDICTED]:
                 self.graph.remove_node(n)
 
@@ -205,14 +246,28 @@ class Search:
         return max(n.score or 0.0 for n in self.graph.nodes if n.status == EVALUATED)
 
 
-def run_seed(task: tuple[str, int, int, int]) -> dict[str, float]:
-    """Final best true score of every strategy on landscape ``seed`` under one setting."""
-    setting_name, seed, iterations, proposals = task
-    setting = SETTINGS[setting_name]
+def subtree_select(graph: PlanGraph, budget: dict[str, float], seed: int) -> PlanResult:
+    """The "subtree" prototype: select's problem, where evaluating a node is also credited with part of its best
+    predicted descendant's excess in each scenario (a later iteration can evaluate that descendant, now predicted
+    from a measured base), solved exactly by the MILP."""
+    problem = prepare(graph, budget, correlation=CORRELATION, seed=seed)
+    index = {id: i for i, id in enumerate(problem.ids)}
+    samples = problem.samples.copy()
+    for i, id in enumerate(problem.ids):
+        below = [index[d] for d in nx.descendants(graph.nx, id) if d in index]
+        if below:
+            samples[:, i] += SUBTREE * np.maximum(0.0, problem.samples[:, below].max(axis=1) - problem.samples[:, i])
+    problem.samples = samples
+    return solve_ilp(problem)
+
+
+def run_seed(task: tuple[str, int, int, int, tuple[str, ...]]) -> dict[str, float]:
+    """Final best true score of each named strategy on landscape ``seed`` under one setting."""
+    setting_name, seed, iterations, proposals, names = task
     out = {}
-    for strategy in STRATEGIES:
+    for strategy in names:
         land = Landscape(random.Random(seed))
-        search = Search(land, strategy, setting, seed, proposals)
+        search = Search(land, {**STRATEGIES, **EXTRA}[strategy], SETTINGS[setting_name], seed, proposals, iterations)
         for it in range(iterations):
             search.step(it)
         out[strategy] = search.best()
@@ -220,57 +275,75 @@ def run_seed(task: tuple[str, int, int, int]) -> dict[str, float]:
 
 
 def study(
-    settings: list[str], seeds: int, iterations: int = 12, proposals: int = 6, workers: int = 2
+    settings: list[str],
+    seeds: int,
+    iterations: int = 12,
+    proposals: int = 12,
+    workers: int = 2,
+    names: tuple[str, ...] = tuple(STRATEGIES),
 ) -> dict[str, dict[str, list[float]]]:
     """Final best per setting and strategy, one entry per seed (seed order)."""
-    tasks = [(s, seed, iterations, proposals) for s in settings for seed in range(seeds)]
+    tasks = [(s, seed, iterations, proposals, names) for s in settings for seed in range(seeds)]
     if workers > 1:
         with multiprocessing.Pool(workers) as pool:
             rows = pool.map(run_seed, tasks)
     else:
         rows = [run_seed(t) for t in tasks]
-    out: dict[str, dict[str, list[float]]] = {s: {k: [] for k in STRATEGIES} for s in settings}
+    out: dict[str, dict[str, list[float]]] = {s: {k: [] for k in names} for s in settings}
     for (s, *_), row in zip(tasks, rows, strict=True):
         for strategy, value in row.items():
             out[s][strategy].append(value)
     return out
 
 
-def table(results: dict[str, dict[str, list[float]]], reference: str = "solver") -> str:
-    """Markdown table: mean (sd) final best per strategy, then reference - other (standard error of the mean)."""
-    names = list(next(iter(results.values())))
-    others = [k for k in names if k != reference]
+def table(results: dict[str, dict[str, list[float]]], names: list[str], pairs: list[tuple[str, str]]) -> str:
+    """Markdown table: mean (sd) final best per strategy in ``names``, then for each pair (a, b) the paired
+    difference a - b over the seeds (standard error of its mean)."""
     lines = [
-        "| setting | " + " | ".join(names) + " | " + " | ".join(f"{reference} - {b}" for b in others) + " |",
-        "|---" * (1 + len(names) + len(others)) + "|",
+        "| setting | " + " | ".join(names) + " | " + " | ".join(f"{a} - {b}" for a, b in pairs) + " |",
+        "|---" * (1 + len(names) + len(pairs)) + "|",
     ]
     for s, by in results.items():
         cells = [f"{statistics.mean(by[k]):.3f} ({statistics.stdev(by[k]):.3f})" for k in names]
-        for b in others:
-            diff = [x - y for x, y in zip(by[reference], by[b], strict=True)]
+        for a, b in pairs:
+            diff = [x - y for x, y in zip(by[a], by[b], strict=True)]
             cells.append(f"{statistics.mean(diff):+.4f} ({statistics.stdev(diff) / math.sqrt(len(diff)):.4f})")
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+MAIN_PAIRS = [("solver", b) for b in STRATEGIES if b != "solver"]
+EXTRA_PAIRS = [
+    ("explore", "greedy"),
+    ("subtree", "greedy"),
+    ("solver/forget", "greedy/forget"),
+    ("greedy", "greedy/forget"),
+]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=60)
     parser.add_argument("--iters", type=int, default=12)
-    parser.add_argument("--proposals", type=int, default=6, help="revisions the proposer writes per iteration (M)")
-    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--proposals", type=int, default=12, help="revisions the proposer writes per iteration (M)")
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--extra", action="store_true", help="also the prototype objectives and the ablation")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     started = time.perf_counter()
-    results = study(args.settings, args.seeds, args.iters, args.proposals, args.workers)
+    names = tuple(STRATEGIES) + (tuple(EXTRA) if args.extra else ())
+    results = study(args.settings, args.seeds, args.iters, args.proposals, args.workers, names)
     print(
-        f"program-space study: {args.seeds} seeds x {args.iters} iterations, {args.proposals} proposals/iteration, "
-        f"budget evals=3 and tokens=T seed evaluations per iteration; {OPS} operators"
+        f"program-space study: {args.seeds} seeds x {args.iters} iterations, {args.proposals} proposals per "
+        f"iteration, budget per iteration evals={EVALS} and tokens=T seed evaluations; {OPS} operators"
     )
     for s in args.settings:
         print(f"  {s}: prediction noise {SETTINGS[s].noise} per revision, T = {SETTINGS[s].tokens}")
-    print("cells: final best true score, mean (sd); solver - baseline: paired mean difference (standard error)\n")
-    print(table(results))
+    print("cells: final best true score, mean (sd) over the seeds; a - b: paired mean difference (standard error)\n")
+    print(table(results, list(STRATEGIES), MAIN_PAIRS))
+    if args.extra:
+        print()
+        print(table(results, ["greedy", *EXTRA], EXTRA_PAIRS))
     print(f"\n({time.perf_counter() - started:.0f} s)")
 
 

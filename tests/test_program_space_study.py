@@ -31,7 +31,7 @@ def test_a_small_study_reports_every_strategy() -> None:
         assert len(finals) == 2, strategy
         for seed, final in enumerate(finals):
             assert study.Landscape(random.Random(seed)).score(frozenset()) <= final <= 1.0
-    table = study.table(results)
+    table = study.table(results, list(study.STRATEGIES), study.MAIN_PAIRS)
     header, _, row = table.splitlines()
     assert all(f" {s} " in header for s in study.STRATEGIES)
     assert "solver - greedy" in header and row.startswith("| tight-0.06 |")
@@ -41,7 +41,9 @@ def test_a_small_study_reports_every_strategy() -> None:
 def test_each_iteration_keeps_the_budget_and_the_graph_lasts(strategy: str) -> None:
     study = _study()
     setting = study.SETTINGS["tight-0.06"]
-    search = study.Search(study.Landscape(random.Random(3)), strategy, setting, seed=3, proposals=6)
+    search = study.Search(
+        study.Landscape(random.Random(3)), study.STRATEGIES[strategy], setting, seed=3, proposals=6, iterations=4
+    )
     evaluated = {"seed"}
     for iteration in range(4):
         search.step(iteration)
