@@ -33,7 +33,7 @@ from metaharness.candidate import Candidate
 from metaharness.errors import InputError
 from metaharness.models.prices import FREE, Price, PriceTable
 from metaharness.models.types import ModelClient, Usage
-from metaharness.planner.graph import Node, NodeId, PlanGraph
+from metaharness.planner.graph import NodeId, PlanGraph
 from metaharness.planner.program import IMPLEMENTED, PREDICTED, depth, nodes_with
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
 from metaharness.proposal import Proposal, RunState
@@ -42,6 +42,7 @@ from metaharness.proposers.probe import Prober, ProbeResult
 from metaharness.proposers.program_search import (
     MIN_STD,
     Calibration,
+    base_of,
     choose,
     grow_round,
     predicted_score,
@@ -281,10 +282,6 @@ class ProbeSimulator:
     def source(self, node_id: NodeId) -> str:
         return self.sources.get(str(node_id)) or self.graph.node(node_id).data.get("source", "")
 
-    def base(self, node: Node) -> Candidate:
-        """The evaluated candidate a node's prediction is made from (the node itself when it is evaluated)."""
-        return self.candidates.get(str(node.data.get("base", node.id))) or self.candidates[str(node.id)]
-
     def _charge(self, base: Candidate, op: Operator | None, source: str) -> bool:
         if (op is not None and op.post_processing) or self.proposer.prober.known(source):
             return True
@@ -300,7 +297,9 @@ class ProbeSimulator:
 
     def simulate(self, task: PlanningTask, plan: CandidatePlan) -> list[SimulatedStep]:
         start = self.graph.node(plan.start)  # type: ignore[arg-type]
-        base = self.base(start)
+        base = base_of(start, self.candidates)
+        if base is None:
+            return []
         base_probe = self.proposer.prober.run(base.source)
         source = self.source(start.id)
         chain = list(start.data.get("chain_ops", []))

@@ -34,7 +34,7 @@ from metaharness.candidate import Candidate
 from metaharness.models.prices import FREE
 from metaharness.models.types import ModelClient, Usage
 from metaharness.planner.asking import ask_json
-from metaharness.planner.graph import Node, PlanGraph
+from metaharness.planner.graph import PlanGraph
 from metaharness.planner.program import PREDICTED, depth, nodes_with
 from metaharness.planner.result import PlanResult
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
@@ -45,6 +45,7 @@ from metaharness.proposers.offline import task_model_price
 from metaharness.proposers.program_search import (
     MIN_STD,
     Calibration,
+    base_of,
     choose,
     grow_round,
     predicted_score,
@@ -278,17 +279,10 @@ class BehaviourSimulator:
         calls, self.calls = self.calls, []
         return calls
 
-    def _base(self, node: Node) -> Candidate | None:
-        """The evaluated candidate whose measured score a prediction from ``node`` builds on."""
-        cid = str(node.data.get("base", node.id))
-        while cid in self.candidates and not self.candidates[cid].evaluated:
-            cid = self.candidates[cid].parent or ""
-        return self.candidates.get(cid)
-
     def simulate(self, task: PlanningTask, plan: CandidatePlan) -> list[SimulatedStep]:
         prober = self.proposer.prober
         start = self.graph.node(plan.start)  # type: ignore[arg-type]
-        base = self._base(start)
+        base = base_of(start, self.candidates)
         if prober is None or base is None:
             return []
         examples = prober.held_out.probe

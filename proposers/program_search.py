@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from metaharness.candidate import Candidate
 from metaharness.planner.expand import Growth, grow
-from metaharness.planner.graph import NodeId, PlanGraph
+from metaharness.planner.graph import Node, NodeId, PlanGraph
 from metaharness.planner.program import IMPLEMENTED, LIMITS, PREDICTED, chain, incumbent, nodes_with
 from metaharness.planner.result import PlanResult
 from metaharness.planner.selection import select
@@ -49,6 +50,16 @@ def run_graph(state: RunState) -> PlanGraph:
 
         state.graph = sync(None, state.candidates)
     return state.graph
+
+
+def base_of(node: Node, candidates: Mapping[str, Candidate]) -> Candidate | None:
+    """The evaluated candidate whose measured score and probe a prediction from ``node`` builds on: the node itself
+    when it is evaluated, else the nearest evaluated ancestor (a predicted node's recorded ``base``; an implemented
+    candidate's parents)."""
+    cid = str(node.id) if str(node.id) in candidates else str(node.data.get("base", ""))
+    while cid in candidates and not candidates[cid].evaluated:
+        cid = candidates[cid].parent or ""
+    return candidates.get(cid)
 
 
 def planning_task(state: RunState, graph: PlanGraph) -> PlanningTask:

@@ -21,7 +21,7 @@ from metaharness.planner.program import (
 )
 from metaharness.proposal import RunState
 from metaharness.proposers import get_proposer
-from metaharness.proposers.program_search import Calibration, choose, proposals, recalibrate
+from metaharness.proposers.program_search import Calibration, base_of, choose, proposals, recalibrate
 from metaharness.store.program_graph import load, save, sync
 from metaharness.tasks import get_task
 
@@ -173,3 +173,19 @@ def test_an_implemented_candidate_is_evaluated_as_it_is_once() -> None:
     again = Candidate(id="c3", parent="c2", source="B", iteration=2, evaluation=Evaluation("val", {"primary": 0.5}))
     state.candidates.append(again)
     assert choose(state, graph, "auto", seed=0) is None
+
+
+def test_a_prediction_builds_on_the_nearest_evaluated_candidate() -> None:
+    """An evaluated candidate that realised a prediction is its own base (its node still carries the base it was
+    predicted from); an implemented one builds on its nearest evaluated ancestor."""
+    graph = program_graph("c1")
+    add_evaluated(graph, "c1", 0.3)
+    add_evaluated(graph, "c3", 0.6, "c1", data={"base": "c1"})
+    add_predicted(graph, "p2.0", "c3", 0.7, data={"base": "c3"})
+    evaluated = Candidate(id="c3", parent="c2", source="", iteration=2, evaluation=Evaluation("val", {"primary": 0.6}))
+    implemented = Candidate(id="c2", parent="c1", source="", iteration=1, status=IMPLEMENTED)
+    candidates = {"c1": _seed(), "c2": implemented, "c3": evaluated}
+    assert base_of(graph.node("c3"), candidates) is evaluated
+    assert base_of(graph.node("p2.0"), candidates) is evaluated
+    add_evaluated(graph, "c2", 0.0)
+    assert base_of(graph.node("c2"), candidates) is candidates["c1"]
