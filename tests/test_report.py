@@ -105,7 +105,7 @@ def test_the_page_draws_the_lasting_graph_and_compares_predictions_and_costs(run
     predictions = tables[: tables.index("Predicted vs. realised cost")]
     assert "mean absolute error 0.075 over 2 candidates" in predictions and "c006" not in predictions
     assert (
-        "<td>2</td><td>2</td><td>1</td><td>1800</td><td>2000</td><td>0.0080</td><td>0.0050</td>" in tables
+        "<td>2</td><td>2</td><td>1</td><td>1800</td><td>1050</td><td>2000</td><td>0.0080</td><td>0.0050</td>" in tables
     )  # predicted vs realised
     waiting = tables[tables.index("Predicted programs not yet chosen") :]
     assert "<td>n2</td><td>c006</td><td>0.700</td><td>goal</td><td>3000 tok $0.0300</td><td>1</td>" in waiting
@@ -119,7 +119,7 @@ def test_summary_markdown_lists_best_front_and_notes(run):
     assert "git -C" in text and "test split not evaluated" in text
     assert "| c006 | 2 | c005 | implemented |" in text and "1 failed, 1 implemented, not evaluated" in text
     assert "## Predicted vs. actual score (mean absolute error 0.075 over 2)" in text
-    assert "| 2 | 2 | 1 | 1800 | 2000 | 0.0080 | 0.0050 |" in text
+    assert "| 2 | 2 | 1 | 1800 | 1050 | 2000 | 0.0080 | 0.0050 |" in text
     assert "| n2 | c006 | 0.700 | goal | 3000 tok $0.0300 | 1 |  | n2 <step> |" in text
     assert write_summary_markdown(run).read_text() == text
 

@@ -37,6 +37,13 @@ def prediction_rows(view: RunView) -> tuple[list[str], list[list[str]], float | 
     return ["id", "iteration", "predicted", "std", "actual", "actual - predicted"], rows, view.prediction_error()
 
 
+COST_LEGEND = (
+    "Predicted: the candidates' evaluations and revisions; evaluated tokens: what the evaluations measured (calls "
+    "answered from the response cache included); realised: every model call the iteration made (the proposer's "
+    "probes included, cached calls not)."
+)
+
+
 def cost_rows(view: RunView) -> tuple[list[str], list[list[str]]]:
     """Per iteration: the cost the proposer predicted for its candidates (their evaluations and revisions) next to
     what the iteration spent (every model call, the proposer's included) and how many candidates it evaluated."""
@@ -46,6 +53,7 @@ def cost_rows(view: RunView) -> tuple[list[str], list[list[str]]]:
             _amount(predicted.get("evals"), "{:.0f}"),
             _amount(realised.get("evals"), "{:.0f}"),
             _amount(predicted.get("tokens"), "{:.0f}"),
+            _amount(realised.get("evaluated_tokens"), "{:.0f}"),
             _amount(realised.get("tokens"), "{:.0f}"),
             _amount(predicted.get("usd"), "{:.4f}"),
             _amount(realised.get("usd"), "{:.4f}"),
@@ -57,6 +65,7 @@ def cost_rows(view: RunView) -> tuple[list[str], list[list[str]]]:
         "predicted evals",
         "evaluated",
         "predicted tokens",
+        "evaluated tokens",
         "realised tokens",
         "predicted USD",
         "realised USD",
@@ -125,7 +134,7 @@ def render_markdown(view: RunView) -> str:
     headers, rows = cost_rows(view)
     if rows:
         lines += ["", "## Predicted vs. realised cost per iteration", ""]
-        lines += ["Predicted: the candidates' evaluations and revisions; realised: every model call of the iteration."]
+        lines += [COST_LEGEND]
         lines += [""] + _markdown_table(headers, rows)
     waiting = view.predicted_rows()
     if waiting:

@@ -113,7 +113,9 @@ class RunView:
 
     def iteration_costs(self) -> list[tuple[int, dict[str, float], dict[str, float]]]:
         """Per iteration (its last line): the predicted and the realised cost as the iteration line recorded them,
-        the realised ``evals`` being the candidates it evaluated."""
+        the realised ``evals`` being the candidates it evaluated and ``evaluated_tokens`` the tokens their
+        evaluations measured (calls answered from the response cache included: what they would have cost, which is
+        what the prediction is about; the realised ``tokens`` count only the calls made)."""
         lines = {int(e["iteration"]): e for e in self.log if e.get("type") == "iteration" and "cost" in e}
         costs = []
         for it in sorted(lines):
@@ -121,6 +123,11 @@ class RunView:
             realised = dict(line["cost"].get("realised") or {})
             if isinstance(line.get("evaluated"), int):
                 realised["evals"] = float(line["evaluated"])
+            realised["evaluated_tokens"] = sum(
+                cost_of(r, "input_tokens") + cost_of(r, "output_tokens")
+                for r in self.records
+                if r.iteration == it and r.evaluated
+            )
             costs.append((it, dict(line["cost"].get("predicted") or {}), realised))
         return costs
 
