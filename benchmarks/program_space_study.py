@@ -4,7 +4,7 @@ The hidden landscape: a harness is a seed plus a set of revisions (operators). E
 effect on the true validation score and some pairs interact. Two operators add context (few-shot examples,
 retrieved examples): they tend to help more and multiply the cost of an evaluation (x3.5 and x4, so evaluating a
 program with both costs 14x the seed's, as context size differs 15x between this project's seeds); the others
-cost 0-15% more each.
+cost 0-15% more each (the dearest program, all ten, about 25x).
 
 The loop, 12 iterations, as in ``metaharness optimize`` with a per-iteration budget (``evals`` 3, task-model
 ``tokens`` T seed evaluations, dollars unbounded):
@@ -29,8 +29,9 @@ with every std widened by ``1 + EXPLORE * iterations left / iterations``; ``subt
 credited with ``SUBTREE`` times its best predicted descendant's excess over it in each scenario) and an ablation
 (``solver/forget``, ``greedy/forget``: unchosen predictions are dropped every iteration).
 
-Printed per setting: final best true score (mean and sd over the seeds) per strategy, and paired differences with
-their standard errors. Run: ``python benchmarks/program_space_study.py --extra`` (about 4 minutes on 2 free cores;
+Printed per setting: final best true score (mean and sd over the seeds) per strategy, the ``optimum`` (the best
+program whose evaluation fits the token budget: no strategy can beat it), and paired differences with their
+standard errors. Run: ``python benchmarks/program_space_study.py --extra`` (about 4 minutes on 2 free cores;
 results and findings in ``reports/program-space-study/README.md``).
 """
 
@@ -59,7 +60,8 @@ class Strategy:
     """How one strategy selects: the selection solver, what it is told, and what the loop keeps."""
 
     solver: str  # a selection solver of metaharness.planner.selection
-    told: str = "prediction"  # "prediction" | "truth" (an oracle) | "explore" (std widened early in the run)
+    # "prediction" | "truth" (an oracle) | "explore" (std widened early in the run) | "posterior" (gains shrunk)
+    told: str = "prediction"
     objective: str = "expected-best"  # "expected-best" (select's) | "subtree" (credit for a node's descendants)
     lasting: bool = True  # unchosen predictions stay in the graph
     deep: bool = True  # the proposer revises predicted nodes too (to MAX_DEPTH)
@@ -77,6 +79,8 @@ STRATEGIES = {
 EXTRA = {
     "explore": Strategy("auto", told="explore"),
     "subtree": Strategy("ilp", objective="subtree"),
+    "solver/posterior": Strategy("auto", told="posterior"),
+    "greedy/posterior": Strategy("greedy", told="posterior"),
     "solver/forget": Strategy("auto", lasting=False),
     "greedy/forget": Strategy("greedy", lasting=False),
 }
@@ -133,6 +137,11 @@ class Landscape:
         """Task-model tokens of one evaluation, in seed evaluations."""
         return math.prod(self.factor[op] for op in program)
 
+    def optimum(self, tokens: float) -> float:
+        """The best true score of a program whose evaluation fits a budget of ``tokens``: no strategy can beat it."""
+        programs = (frozenset(c) for r in range(OPS + 1) for c in itertools.combinations(range(OPS), r))
+        return max(self.score(p) for p in programs if self.cost(p) <= tokens)
+
 
 def name(program: frozenset[int]) -> str:
     return "p" + "-".join(map(str, sorted(program))) if program else "seed"
@@ -170,6 +179,13 @@ class Search:
     def noise_estimate(self) -> float:
         """Prediction noise per revision, calibrated on the errors seen so far (weak prior)."""
         return math.sqrt((sum(self.errors) + 2 * NOISE_PRIOR**2) / (len(self.errors) + 2))
+
+    def effect_estimate(self) -> tuple[float, float]:
+        """Mean and spread of one revision's true effect, from measured (parent, child) pairs (weak prior)."""
+        measured = {self.program[n.id]: n.score or 0.0 for n in self.graph.nodes if n.status == EVALUATED}
+        steps = [v - measured[p - {op}] for p, v in measured.items() for op in p if p - {op} in measured]
+        mean = sum(steps) / (len(steps) + 2)
+        return mean, math.sqrt((sum((x - mean) ** 2 for x in steps) + 2 * NOISE_PRIOR**2) / (len(steps) + 2))
 
     def believed(self, node: str) -> float:
         n = self.graph.node(node)
@@ -216,6 +232,13 @@ class Search:
                 score, std = self.predicted(n.id), sigma * math.sqrt(len(chain(self.graph, n.id)))
                 if self.strategy.told == "explore":
                     std *= 1.0 + EXPLORE * self.remaining / self.iterations
+                elif self.strategy.told == "posterior":  # Bayes: the chain's gain against a prior of d revisions
+                    edges = chain(self.graph, n.id)
+                    root, d = self.graph.node(edges[0].source).score or 0.0, len(edges)
+                    mean, tau = self.effect_estimate()
+                    weight = tau**2 / (tau**2 + sigma**2)
+                    score = root + d * mean + weight * (score - root - d * mean)
+                    std *= math.sqrt(weight)
             self.graph.update_node(n.id, score=score, std=std)
 
     def step(self, iteration: int) -> None:
@@ -264,7 +287,7 @@ def subtree_select(graph: PlanGraph, budget: dict[str, float], seed: int) -> Pla
 def run_seed(task: tuple[str, int, int, int, tuple[str, ...]]) -> dict[str, float]:
     """Final best true score of each named strategy on landscape ``seed`` under one setting."""
     setting_name, seed, iterations, proposals, names = task
-    out = {}
+    out = {"optimum": Landscape(random.Random(seed)).optimum(SETTINGS[setting_name].tokens)}
     for strategy in names:
         land = Landscape(random.Random(seed))
         search = Search(land, {**STRATEGIES, **EXTRA}[strategy], SETTINGS[setting_name], seed, proposals, iterations)
@@ -282,14 +305,15 @@ def study(
     workers: int = 2,
     names: tuple[str, ...] = tuple(STRATEGIES),
 ) -> dict[str, dict[str, list[float]]]:
-    """Final best per setting and strategy, one entry per seed (seed order)."""
+    """Final best per setting and strategy, one entry per seed (seed order), and the landscapes' "optimum" (the
+    best program whose evaluation fits the token budget)."""
     tasks = [(s, seed, iterations, proposals, names) for s in settings for seed in range(seeds)]
     if workers > 1:
         with multiprocessing.Pool(workers) as pool:
             rows = pool.map(run_seed, tasks)
     else:
         rows = [run_seed(t) for t in tasks]
-    out: dict[str, dict[str, list[float]]] = {s: {k: [] for k in names} for s in settings}
+    out: dict[str, dict[str, list[float]]] = {s: {k: [] for k in ("optimum", *names)} for s in settings}
     for (s, *_), row in zip(tasks, rows, strict=True):
         for strategy, value in row.items():
             out[s][strategy].append(value)
@@ -312,10 +336,12 @@ def table(results: dict[str, dict[str, list[float]]], names: list[str], pairs: l
     return "\n".join(lines)
 
 
-MAIN_PAIRS = [("solver", b) for b in STRATEGIES if b != "solver"]
+MAIN_PAIRS = [("solver", b) for b in STRATEGIES if b != "solver"] + [("optimum", "solver")]
 EXTRA_PAIRS = [
     ("explore", "greedy"),
     ("subtree", "greedy"),
+    ("solver/posterior", "greedy/posterior"),
+    ("solver/posterior", "greedy"),
     ("solver/forget", "greedy/forget"),
     ("greedy", "greedy/forget"),
 ]
@@ -339,8 +365,11 @@ def main() -> None:
     )
     for s in args.settings:
         print(f"  {s}: prediction noise {SETTINGS[s].noise} per revision, T = {SETTINGS[s].tokens}")
-    print("cells: final best true score, mean (sd) over the seeds; a - b: paired mean difference (standard error)\n")
-    print(table(results, list(STRATEGIES), MAIN_PAIRS))
+    print(
+        "cells: final best true score, mean (sd) over the seeds; optimum: the best program whose evaluation fits T;"
+        " a - b: paired mean difference (standard error)\n"
+    )
+    print(table(results, [*STRATEGIES, "optimum"], MAIN_PAIRS))
     if args.extra:
         print()
         print(table(results, ["greedy", *EXTRA], EXTRA_PAIRS))
