@@ -31,7 +31,7 @@ credited with ``SUBTREE`` times its best predicted descendant's excess over it i
 
 Printed per setting: final best true score (mean and sd over the seeds) per strategy, the ``optimum`` (the best
 program whose evaluation fits the token budget: no strategy can beat it), and paired differences with their
-standard errors. Run: ``python benchmarks/program_space_study.py --extra`` (about 4 minutes on 2 free cores;
+standard errors. Run: ``python benchmarks/program_space_study.py --extra`` (8.5 CPU-minutes: 504 s on 2 shared cores;
 results and findings in ``reports/program-space-study/README.md``).
 """
 
