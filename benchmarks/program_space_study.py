@@ -26,8 +26,10 @@ insertion order while they fit), ``random``, ``base`` (no prediction and no last
 ``oracle``: greedy told the true scores, the best any choice within one iteration can do with these proposals.
 ``--extra`` adds two prototype objectives that value an evaluation for later iterations (``explore``: the solver
 with every std widened by ``1 + EXPLORE * iterations left / iterations``; ``subtree``: evaluating a node is also
-credited with ``SUBTREE`` times its best predicted descendant's excess over it in each scenario) and an ablation
-(``solver/forget``, ``greedy/forget``: unchosen predictions are dropped every iteration).
+credited with ``SUBTREE`` times its best predicted descendant's excess over it in each scenario), Bayesian beliefs
+(``solver/posterior``, ``greedy/posterior``: a chain's predicted gain shrunk toward the prior of revision effects
+measured so far) and an ablation (``solver/forget``, ``greedy/forget``: unchosen predictions are dropped every
+iteration).
 
 Printed per setting: final best true score (mean and sd over the seeds) per strategy, the ``optimum`` (the best
 program whose evaluation fits the token budget: no strategy can beat it), and paired differences with their
