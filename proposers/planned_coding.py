@@ -40,8 +40,9 @@ from metaharness.planner.result import PlanResult
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
-from metaharness.proposers.evidence import failed_attempts, sources_within, text_tokens, trace_excerpts
+from metaharness.proposers.evidence import failed_attempts, records_within, sources_within, trace_excerpts
 from metaharness.proposers.offline import task_model_price
+from metaharness.proposers.probe import ProbeResult
 from metaharness.proposers.program_search import (
     MIN_STD,
     Calibration,
@@ -287,19 +288,20 @@ class BehaviourSimulator:
             return []
         examples = prober.held_out.probe
         base_probe = prober.run(base.source)
-        if start.status == PREDICTED:
+        if start.status == PREDICTED:  # not written yet: its base's program, the revisions so far in words
+            shown, probe = base, base_probe
             correct = [bool(c) for c in start.data.get("correct", [])]
-            code = self.candidates[str(start.data.get("base"))].source
             chain = list(start.data.get("chain", []))
         else:
-            own = prober.run(self.candidates[str(start.id)].source) if str(start.id) in self.candidates else base_probe
-            correct = [bool(own.correct.get(ex.id)) for ex in examples]
-            code, chain = self.candidates.get(str(start.id), base).source, []
-        answers: list[str | None] = [base_probe.predictions.get(ex.id) for ex in examples]
+            shown = self.candidates.get(str(start.id), base)
+            probe = prober.run(shown.source)
+            correct = [bool(probe.correct.get(ex.id)) for ex in examples]
+            chain = []
+        answers: list[str | None] = [probe.predictions.get(ex.id) for ex in examples]
         steps = []
         for revision in plan.subplans:
             behaviour = list(zip(examples, correct, answers, strict=False))
-            sim = self._ask(base, code, [*chain, revision], behaviour)
+            sim = self._ask(shown, probe, [*chain, revision], behaviour)
             if sim is None:
                 break
             correct = [bool(c) for c in sim["correct"]]
@@ -309,8 +311,15 @@ class BehaviourSimulator:
         return steps
 
     def _ask(
-        self, base: Candidate, code: str, chain: list[str], behaviour: list[tuple[Example, bool, str | None]]
+        self,
+        shown: Candidate,
+        probe: ProbeResult,
+        chain: list[str],
+        behaviour: list[tuple[Example, bool, str | None]],
     ) -> dict[str, Any] | None:
+        """One simulation call: ``shown``'s whole source, its validation trace and its run on the probe examples
+        (every prompt and answer), the revision (after ``chain[:-1]``, described but not yet written) and the
+        current behaviour to predict from."""
         lines = [
             f"- example {i + 1}: input {ex.input!r}; target {ex.target!r}; current answer {pred!r} "
             f"({'correct' if ok else 'wrong'})"
@@ -318,10 +327,12 @@ class BehaviourSimulator:
         ]
         earlier = "".join(f"\n(already applied, not yet written: {c})" for c in chain[:-1])
         budget = self.proposer.evidence_tokens(SIMULATOR_TOKENS)
-        code_part = sources_within([self.candidates.get(base.id, base)], budget // 2) if text_tokens(code) else ""
+        runs = records_within(
+            probe.records, budget // 4, f"# {shown.id} on the probe examples (training split), every prompt and answer"
+        )
         user = (
-            f"{code_part}{earlier}\n\n## Revision\n{chain[-1]}\n\n"
-            f"{trace_excerpts(self.state, base, token_budget=budget // 2)}\n\n"
+            f"{sources_within([shown], budget // 3)}{earlier}\n\n## Revision\n{chain[-1]}\n\n"
+            f"{trace_excerpts(self.state, shown, token_budget=budget // 4)}\n\n{runs}\n\n"
             f"## Current behaviour on {len(behaviour)} training examples\n" + "\n".join(lines)
         )
         messages = [
@@ -334,7 +345,7 @@ class BehaviourSimulator:
             _simulation_schema(len(behaviour)),
             max_tokens=min(512, self.proposer.max_tokens),
         )
-        self.calls.append({"base": base.id, "revisions": chain, "attempts": attempts})
+        self.calls.append({"start": shown.id, "revisions": chain, "attempts": attempts})
         return value
 
     def _step(

@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from metaharness.evaluation.records import ExampleRecord
 from metaharness.harness import HARNESS_FILE
 from metaharness.models.types import ModelClient
 from metaharness.tasks.task import Example, Task
@@ -63,6 +64,8 @@ class ProbeResult:
     errors: dict[str, str] = field(default_factory=dict)
     tokens: float = 0.0  # input + output tokens over the probe
     context_tokens: float = 0.0  # mean prompt tokens per example
+    # The per-example records (every model call's prompt and answer), for the subagents that read behaviour.
+    records: list[ExampleRecord] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def score(self) -> float:
@@ -134,5 +137,6 @@ class Prober:
                 errors={r.id: r.error for r in report.records if r.error},
                 tokens=float(report.cost.get("input_tokens", 0)) + float(report.cost.get("output_tokens", 0)),
                 context_tokens=float(report.cost.get("context_tokens", 0)),
+                records=list(report.records),
             )
         return self._memo[key]

@@ -155,6 +155,10 @@ def test_tps_extends_a_predicted_node_and_merges_by_behaviour(task, tmp_path) ->
     assert len(predicted) == 1, record  # the second revision behaves like the first: one node, two revisions
     assert len(state.graph.in_edges(predicted[0].id)) == 2
     assert result is not None and result.evaluate == [predicted[0].id]
+    # The simulator saw the start's whole source and its probe runs with the prompts the harness sent.
+    simulation = model.requests[1].messages[-1]["content"]
+    assert "## Candidate c1" in simulation and "on the probe examples (training split)" in simulation
+    assert "[system]\nYou are an expert medical diagnostician" in simulation  # the seed's prompt, verbatim
 
 
 def test_an_implemented_candidate_is_evaluated_as_it_is_once() -> None:
