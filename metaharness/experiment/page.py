@@ -1,0 +1,64 @@
+"""``results.html``: an experiment's results as a self-contained page (inline SVG, no external resources).
+
+One best-so-far chart per dataset and one for the average over datasets (a line per proposer, the mean over seeds),
+then the tables of :mod:`.results` and the failed cells. Charts, tables, style and script are the run report's
+(:mod:`metaharness.report.page`, :mod:`metaharness.report.svg`).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from metaharness.experiment.results import COLUMNS, failed_rows, table_rows
+from metaharness.report.page import _SCRIPT, _STYLE, _table
+from metaharness.report.svg import Series, colour, svg_chart
+
+
+def curve_chart(groups: dict[str, dict[str, Any]]) -> str:
+    """Best-so-far validation score per iteration, a line per proposer (its ``curve``: the mean over seeds)."""
+    if not any(g["curve"] for g in groups.values()):
+        return "<p class='note'>No iteration finished yet.</p>"
+    names = list(groups)
+    series = [
+        Series(
+            f"{name} ({groups[name]['runs']} runs)",
+            [(float(it), y, f"{name}, iteration {it:.0f}: {y:.3f}") for it, y in groups[name]["curve"]],
+            colour(i, 0, max(1, len(names) - 1) * 1.25),  # stop short of viridis' pale yellow
+            line=True,
+        )
+        for i, name in enumerate(names)
+    ]
+    return svg_chart(series, x_label="iteration (0 = seeds)", y_label="best validation score so far")
+
+
+def render_html(table: dict[str, Any]) -> str:
+    spec = table["experiment"]
+    sections = [(dataset, groups) for dataset, groups in table["datasets"].items()]
+    sections.append(("average over datasets", table["average"]))
+    charts = "".join(
+        f"<div><h2>{html.escape(name)}: best so far (mean over seeds)</h2>{curve_chart(groups)}</div>"
+        for name, groups in sections
+    )
+    tables = "".join(f"<h2>{html.escape(name)}</h2>" + _table(COLUMNS, table_rows(groups)) for name, groups in sections)
+    failed = (
+        "<h2>Failed cells</h2>" + _table(["cell", "error"], failed_rows(table))
+        if table["failed"]
+        else "<p class='note'>No cell failed.</p>"
+    )
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>metaharness experiment</title><style>{_STYLE}</style></head><body>",
+        "<h1>metaharness experiment</h1>",
+        f"<p>task model <code>{html.escape(str(spec.get('task_model')))}</code>, proposer model "
+        f"<code>{html.escape(str(spec.get('proposer_model')))}</code>; {html.escape(str(spec.get('iterations')))} "
+        f"iterations, {html.escape(str(spec.get('evals_per_iter')))} evaluations per iteration; seeds "
+        f"{html.escape(str(spec.get('seeds')))}. Tables: mean (sample sd) over seeds; the average is the mean over "
+        "datasets of the per-dataset means, its sd over seeds of the per-seed averages across datasets.</p>",
+        f"<div class='grid'>{charts}</div>",
+        tables,
+        failed,
+        f"<script>{_SCRIPT}</script>",
+        "</body></html>",
+    ]
+    return "".join(parts)

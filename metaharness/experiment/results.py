@@ -1,0 +1,239 @@
+"""An experiment's results: per-run figures read from the run directories, the table per dataset and proposer, and
+the average over datasets, written as ``results.json``, ``RESULTS.md`` and ``results.html`` (:mod:`.page`).
+
+Everything is recomputed from the experiment folder (``experiment.json``, ``cells.jsonl`` and the run directories),
+so the results can be rewritten at any time, also while the grid is still running.
+
+The arithmetic (every figure a :func:`stat`: ``{"mean", "sd", "n"}``):
+
+- per run (:func:`run_figures`): the best validation score and its candidate (highest score, the earliest on a tie),
+  that candidate's test score when the run evaluated it on the test split (else ``None``), tokens and dollars as the
+  total of ``spend.jsonl`` (every role, every session), the best-so-far per iteration as the ``best_score`` of the
+  iteration's last ``summary.jsonl`` line, and the mean absolute error ``|actual - predicted|`` over the evaluated
+  candidates that carried ``prediction["score"]`` (``None`` without predictions);
+- per dataset and proposer: over the seeds' runs, the mean and the sample sd (n - 1; ``None`` for one value) of each
+  figure; a run without the figure (no test score, no predictions) is left out of that figure only, ``n`` says how
+  many runs it holds. The curve is, per iteration, the mean best-so-far over the runs that reached that iteration;
+- the average over datasets, per proposer: the mean is the mean over datasets of the per-dataset means (datasets
+  without the figure left out); the sd is the sample sd over seeds of the per-seed averages across datasets, counting
+  only the seeds that have the figure in every dataset (``n`` is the number of such seeds); the curve is, per
+  iteration, the mean over datasets of the per-dataset curve points.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from metaharness.errors import InputError
+from metaharness.report.summary import _cell, _markdown_table
+from metaharness.report.view import RunView
+from metaharness.store.files import atomic_write_json, atomic_write_text, read_json, read_jsonl
+from metaharness.store.run_dir import RunDirectory
+
+EXPERIMENT_FILE = "experiment.json"
+CELLS_FILE = "cells.jsonl"
+RESULTS_JSON = "results.json"
+RESULTS_MD = "RESULTS.md"
+RESULTS_HTML = "results.html"
+# The per-run figures that get a mean and sd in the table, in column order.
+FIGURES = ("best_val", "test", "tokens", "usd", "mae")
+
+
+def run_figures(run_dir: Path) -> dict[str, Any]:
+    """One run's figures (see the module docstring): ``best_id``, ``best_val``, ``test``, ``tokens``, ``usd``,
+    ``mae``, ``curve`` (``[[iteration, best so far], ...]``), ``iterations``, ``candidates``, ``failed``."""
+    run = RunDirectory.browse(Path(run_dir))
+    view = RunView.load(run)
+    best = view.best
+    test = view.test.get(best.id) if best is not None else None
+    spent = run.spent()
+    lines = {int(e["iteration"]): e for e in view.log if e.get("type") == "iteration"}
+    curve = [
+        [it, float(lines[it]["best_score"])]
+        for it in sorted(lines)
+        if isinstance(lines[it].get("best_score"), (int, float))
+    ]
+    return {
+        "best_id": best.id if best is not None else None,
+        "best_val": best.score if best is not None else None,
+        "test": test.primary if test is not None else None,
+        "tokens": float(spent["tokens"]),
+        "usd": float(spent["usd"]),
+        "mae": view.prediction_error(),
+        "curve": curve,
+        "iterations": len(lines),
+        "candidates": len(view.records),
+        "failed": sum(1 for r in view.records if r.failed),
+    }
+
+
+def stat(values: list[float | None]) -> dict[str, Any]:
+    """Mean and sample sd (n - 1) of the values that are not ``None``: ``{"mean", "sd", "n"}`` (sd ``None`` below
+    two values, mean ``None`` for none)."""
+    present = [float(v) for v in values if v is not None]
+    return {
+        "mean": statistics.fmean(present) if present else None,
+        "sd": statistics.stdev(present) if len(present) > 1 else None,
+        "n": len(present),
+    }
+
+
+def mean_curve(curves: list[list[list[float]]]) -> list[list[float]]:
+    """Per iteration, the mean of the curves' points at that iteration (over the curves that have it)."""
+    points: dict[int, list[float]] = {}
+    for curve in curves:
+        for it, value in curve:
+            points.setdefault(int(it), []).append(float(value))
+    return [[it, statistics.fmean(points[it])] for it in sorted(points)]
+
+
+def latest_cells(exp_dir: Path) -> dict[str, dict[str, Any]]:
+    """The last ``cells.jsonl`` line of every cell (a line torn by a kill is skipped), in first-seen order."""
+    cells: dict[str, dict[str, Any]] = {}
+    for line in read_jsonl(Path(exp_dir) / CELLS_FILE):
+        cells[str(line["cell"])] = line
+    return cells
+
+
+def experiment_table(exp_dir: Path) -> dict[str, Any]:
+    """The experiment's results (arithmetic in the module docstring):
+
+    ``{"experiment": experiment.json, "runs": {cell: {"dataset", "proposer", "seed", "run_dir", **figures}},
+    "failed": [{"cell", "dataset", "proposer", "seed", "error"}], "datasets": {dataset: {proposer: group}},
+    "average": {proposer: group}}``, a group being ``{"runs": n, "seeds": [...], figure: stat, ...,
+    "curve": [[iteration, mean], ...]}``; datasets and proposers in ``experiment.json``'s order.
+    """
+    exp_dir = Path(exp_dir)
+    if not (exp_dir / EXPERIMENT_FILE).exists():
+        raise InputError(f"{exp_dir} is not an experiment folder (no {EXPERIMENT_FILE}).")
+    spec = read_json(exp_dir / EXPERIMENT_FILE)
+    runs: dict[str, dict[str, Any]] = {}
+    failed = []
+    for cell, line in latest_cells(exp_dir).items():
+        where = {k: line.get(k) for k in ("dataset", "proposer", "seed")}
+        if line.get("status") == "done":
+            runs[cell] = {**where, "run_dir": line["run_dir"], **run_figures(exp_dir / line["run_dir"])}
+        else:
+            failed.append({"cell": cell, **where, "error": line.get("error")})
+    datasets = _ordered(spec.get("datasets", []), [r["dataset"] for r in runs.values()])
+    proposers = _ordered(spec.get("proposers", []), [r["proposer"] for r in runs.values()])
+    table: dict[str, dict[str, Any]] = {}
+    for dataset in datasets:
+        groups = {}
+        for proposer in proposers:
+            members = [r for r in runs.values() if r["dataset"] == dataset and r["proposer"] == proposer]
+            if members:
+                groups[proposer] = _group(members)
+        table[dataset] = groups
+    average = {}
+    for proposer in proposers:
+        per_dataset = [(table[d][proposer], _by_seed(runs, d, proposer)) for d in datasets if proposer in table[d]]
+        if per_dataset:
+            average[proposer] = _average(per_dataset)
+    return {"experiment": spec, "runs": runs, "failed": failed, "datasets": table, "average": average}
+
+
+def _ordered(declared: list[str], seen: list[str]) -> list[str]:
+    return list(dict.fromkeys([*declared, *seen]))
+
+
+def _group(members: list[dict[str, Any]]) -> dict[str, Any]:
+    group: dict[str, Any] = {"runs": len(members), "seeds": sorted(r["seed"] for r in members)}
+    for name in FIGURES:
+        group[name] = stat([r[name] for r in members])
+    group["curve"] = mean_curve([r["curve"] for r in members])
+    return group
+
+
+def _by_seed(runs: dict[str, dict[str, Any]], dataset: str, proposer: str) -> dict[Any, dict[str, Any]]:
+    return {r["seed"]: r for r in runs.values() if r["dataset"] == dataset and r["proposer"] == proposer}
+
+
+def _average(per_dataset: list[tuple[dict[str, Any], dict[Any, dict[str, Any]]]]) -> dict[str, Any]:
+    groups = [group for group, _ in per_dataset]
+    seeds = sorted(set.intersection(*(set(by_seed) for _, by_seed in per_dataset)))
+    average: dict[str, Any] = {
+        "runs": sum(g["runs"] for g in groups),
+        "datasets": len(groups),
+        "seeds": seeds,
+    }
+    for name in FIGURES:
+        means = [g[name]["mean"] for g in groups if g[name]["mean"] is not None]
+        complete = [s for s in seeds if all(by_seed[s][name] is not None for _, by_seed in per_dataset)]
+        per_seed = [statistics.fmean(by_seed[s][name] for _, by_seed in per_dataset) for s in complete]
+        average[name] = {
+            "mean": statistics.fmean(means) if means else None,
+            "sd": statistics.stdev(per_seed) if len(per_seed) > 1 else None,
+            "n": len(per_seed),
+        }
+    average["curve"] = mean_curve([g["curve"] for g in groups])
+    return average
+
+
+COLUMNS = ["proposer", "runs", "best val mean (sd)", "test mean (sd)", "tokens", "USD", "|pred-actual|"]
+MARKDOWN_COLUMNS = [_cell(c) for c in COLUMNS]
+
+
+def table_rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """One row per proposer under :data:`COLUMNS` (shared by ``RESULTS.md`` and the page)."""
+    return [
+        [
+            proposer,
+            str(g["runs"]),
+            _figure(g["best_val"], "{:.3f}"),
+            _figure(g["test"], "{:.3f}"),
+            _figure(g["tokens"], "{:.0f}"),
+            _figure(g["usd"], "{:.4f}"),
+            _figure(g["mae"], "{:.3f}"),
+        ]
+        for proposer, g in groups.items()
+    ]
+
+
+def _figure(value: dict[str, Any], form: str) -> str:
+    if value["mean"] is None:
+        return "-"
+    text = form.format(value["mean"])
+    return text + (f" ({form.format(value['sd'])})" if value["sd"] is not None else "")
+
+
+def failed_rows(table: dict[str, Any]) -> list[list[str]]:
+    return [[f["cell"], str(f["error"] or "")[:300]] for f in table["failed"]]
+
+
+def render_markdown(table: dict[str, Any]) -> str:
+    spec = table["experiment"]
+    lines = [
+        "# Experiment results",
+        "",
+        f"Task model `{spec.get('task_model')}`, proposer model `{spec.get('proposer_model')}`; "
+        f"{spec.get('iterations')} iterations, {spec.get('evals_per_iter')} evaluations per iteration, "
+        f"val limit {spec.get('val_limit')}; seeds {spec.get('seeds')}. Mean (sample sd) over seeds.",
+    ]
+    for dataset, groups in table["datasets"].items():
+        lines += ["", f"## {dataset}", "", *_markdown_table(MARKDOWN_COLUMNS, table_rows(groups))]
+    lines += [
+        "",
+        "## Average over datasets",
+        "",
+        "Mean over datasets of the per-dataset means; sd over seeds of the per-seed averages across datasets.",
+        "",
+        *_markdown_table(MARKDOWN_COLUMNS, table_rows(table["average"])),
+    ]
+    if table["failed"]:
+        lines += ["", "## Failed cells", "", *_markdown_table(["cell", "error"], failed_rows(table))]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(exp_dir: Path) -> Path:
+    """Write ``results.json``, ``RESULTS.md`` and ``results.html`` into the experiment folder; return RESULTS.md."""
+    from metaharness.experiment.page import render_html  # here: the page reads this module's rows
+
+    exp_dir = Path(exp_dir)
+    table = experiment_table(exp_dir)
+    atomic_write_json(exp_dir / RESULTS_JSON, table)
+    atomic_write_text(exp_dir / RESULTS_HTML, render_html(table))
+    atomic_write_text(exp_dir / RESULTS_MD, render_markdown(table))
+    return exp_dir / RESULTS_MD
