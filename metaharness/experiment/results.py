@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.errors import InputError
+from metaharness.experiment.grid import SPEC_FILE, read_cells
 from metaharness.report.summary import _cell, _markdown_table
 from metaharness.report.view import RunView
-from metaharness.store.files import atomic_write_json, atomic_write_text, read_json, read_jsonl
+from metaharness.store.files import atomic_write_json, atomic_write_text, read_json
 from metaharness.store.run_dir import RunDirectory
 
-EXPERIMENT_FILE = "experiment.json"
-CELLS_FILE = "cells.jsonl"
 RESULTS_JSON = "results.json"
 RESULTS_MD = "RESULTS.md"
 RESULTS_HTML = "results.html"
@@ -89,14 +88,6 @@ def mean_curve(curves: list[list[list[float]]]) -> list[list[float]]:
     return [[it, statistics.fmean(points[it])] for it in sorted(points)]
 
 
-def latest_cells(exp_dir: Path) -> dict[str, dict[str, Any]]:
-    """The last ``cells.jsonl`` line of every cell (a line torn by a kill is skipped), in first-seen order."""
-    cells: dict[str, dict[str, Any]] = {}
-    for line in read_jsonl(Path(exp_dir) / CELLS_FILE):
-        cells[str(line["cell"])] = line
-    return cells
-
-
 def experiment_table(exp_dir: Path) -> dict[str, Any]:
     """The experiment's results (arithmetic in the module docstring):
 
@@ -106,12 +97,12 @@ def experiment_table(exp_dir: Path) -> dict[str, Any]:
     "curve": [[iteration, mean], ...]}``; datasets and proposers in ``experiment.json``'s order.
     """
     exp_dir = Path(exp_dir)
-    if not (exp_dir / EXPERIMENT_FILE).exists():
-        raise InputError(f"{exp_dir} is not an experiment folder (no {EXPERIMENT_FILE}).")
-    spec = read_json(exp_dir / EXPERIMENT_FILE)
+    if not (exp_dir / SPEC_FILE).exists():
+        raise InputError(f"{exp_dir} is not an experiment folder (no {SPEC_FILE}).")
+    spec = read_json(exp_dir / SPEC_FILE)
     runs: dict[str, dict[str, Any]] = {}
     failed = []
-    for cell, line in latest_cells(exp_dir).items():
+    for cell, line in read_cells(exp_dir).items():
         where = {k: line.get(k) for k in ("dataset", "proposer", "seed")}
         if line.get("status") == "done":
             runs[cell] = {**where, "run_dir": line["run_dir"], **run_figures(exp_dir / line["run_dir"])}
