@@ -2,7 +2,9 @@
 
 ``sokoban`` and ``blocksworld`` play a fixed instance set with one agent under a step budget
 (:mod:`metaharness.agents.puzzle_bench`); ``tools`` executes long tool plans in ToolWorld
-(:mod:`metaharness.agents.tool_bench`). Each writes JSON lines as it goes, so a rerun with the same ``--out`` resumes.
+(:mod:`metaharness.agents.tool_bench`); ``harness`` runs the harness-optimisation grid of the TPS paper (datasets x
+proposers x seeds, :mod:`metaharness.experiment`). Each writes JSON lines as it goes, so a rerun with the same
+``--out`` resumes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import typer
 
 from metaharness.agents.tool_bench import AGENTS as TOOL_AGENTS
 from metaharness.agents.tool_bench import METRICS as TOOL_METRICS
+from metaharness.cli.search import parse_options, parse_usd
+from metaharness.errors import InputError
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 
 DEFAULT_SETS = {"sokoban": "sokoban_v1", "blocksworld": "blocksworld_v1"}
@@ -137,9 +141,180 @@ def tools(
     console.print(f"records: {path}  summary: {path.with_suffix('.summary.json')}")
 
 
+def harness(
+    out: Path = typer.Option(..., "--out", help="Experiment folder (a rerun with the same settings resumes)."),
+    datasets: str | None = typer.Option(None, "--datasets", help="Comma-separated tasks [default: all three]."),
+    proposers: str | None = typer.Option(
+        None,
+        "--proposers",
+        help="Comma-separated proposers [base,tps; without a proposer model the offline trio].",
+    ),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated proposer seeds [default: 0,1,2]."),
+    iters: int | None = typer.Option(None, "--iters", help="Iterations per run [default: 12]."),
+    evals_per_iter: int | None = typer.Option(None, "--evals-per-iter", help="Evaluations per iteration [3]."),
+    val_limit: int | None = typer.Option(None, "--val-limit", help="Evaluate on the first N validation examples only."),
+    task_model: str | None = typer.Option(None, "--task-model", help="Task model spec [default: the embedded one]."),
+    proposer_model: str | None = typer.Option(
+        None, "--proposer-model", help="Proposer model spec [default: the hosted model of the API key set, if any]."
+    ),
+    max_cost: float | None = typer.Option(
+        None,
+        "--max-cost",
+        parser=lambda text: parse_usd("--max-cost", text),
+        metavar="USD",
+        help="Dollar cap of the whole experiment, split evenly over the cells; the estimate is shown first.",
+    ),
+    jobs: int = typer.Option(1, "--jobs", help="Cells run at once (processes; mind the model endpoints' limits)."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the tasks' splits (else downloaded)."),
+    test: bool | None = typer.Option(None, "--test/--no-test", help="Score each run's best on the test split [test]."),
+    proposer_option: list[str] = typer.Option(
+        [], "--proposer-option", "-P", help="KEY=VALUE for every cell's proposer (the seed is set per cell)."
+    ),
+) -> None:
+    """The harness-optimisation grid: one search per dataset x proposer x seed, then the tables over seeds."""
+    from metaharness.cli.browse import console
+    from metaharness.experiment import estimate_cost, run_experiment
+    from metaharness.experiment.results import write_results
+
+    show = console()
+    spec, notice = harness_spec(
+        out,
+        datasets=datasets,
+        proposers=proposers,
+        seeds=seeds,
+        iterations=iters,
+        evals_per_iter=evals_per_iter,
+        val_limit=val_limit,
+        task_model=task_model,
+        proposer_model=proposer_model,
+        test=test,
+        max_cost=max_cost,
+        options=parse_options(proposer_option),
+    )
+    if jobs < 1:
+        raise InputError(f"--jobs takes a number of cells >= 1, got {jobs}.")
+    if notice:
+        show.print(f"[yellow]{notice}[/]")
+    cells = len(spec["datasets"]) * len(spec["proposers"]) * len(spec["seeds"])
+    show.print(
+        f"Experiment {out}: {cells} runs ({', '.join(spec['datasets'])} x {', '.join(spec['proposers'])} x seeds "
+        f"{', '.join(map(str, spec['seeds']))}), {spec['iterations']} iterations x {spec['evals_per_iter']} "
+        f"evaluations, task model {spec['task_model']}, proposer model {spec['proposer_model'] or 'none'}."
+    )
+    if spec["max_cost"] is not None:
+        estimate = estimate_cost(spec)
+        guess = "unknown (a model without a price)" if estimate.total is None else f"~${estimate.total:,.2f}"
+        show.print(
+            f"Estimated cost: {guess} (rough, within a factor of several); cap ${spec['max_cost']:,.2f} "
+            f"(${spec['max_cost'] / cells:,.2f} per run)."
+        )
+    resume = f"metaharness bench harness --out {out}"
+    try:
+        records = run_experiment(out, spec, jobs=jobs, progress=GridLines(show), data_dir=data_dir)
+    except KeyboardInterrupt:
+        show.print(f"[yellow]Stopped. Finished runs are kept and a started one continues: resume with {resume}[/]")
+        raise typer.Exit(130) from None
+    failed = [r for r in records if r["status"] != "done"]
+    show.print(f"Tables: {write_results(out)} (also results.json, results.html)")
+    if failed:
+        show.print(f"[red]{len(failed)} run(s) failed (see {out / 'cells.jsonl'}); {resume} retries them.[/]")
+        raise typer.Exit(1)
+
+
+def harness_spec(out: Path, **given: Any) -> tuple[dict[str, Any], str | None]:
+    """The grid's spec from the options: a setting not given is the stored experiment's (so ``--out EXP`` alone
+    resumes), else the paper's. Without a proposer model and proposers not named, the offline trio (and a line
+    that says so), as :func:`metaharness.optimize.default_models` does for one run. Checked before anything
+    starts: names, model specs, ``-P`` options for every proposer."""
+    from metaharness.cli.search import check_settings
+    from metaharness.experiment import experiment_spec
+    from metaharness.experiment.grid import (
+        OFFLINE_PROPOSERS,
+        PAPER_DATASETS,
+        PAPER_PROPOSERS,
+        PAPER_SEEDS,
+        SPEC_FILE,
+    )
+    from metaharness.optimize import default_models
+    from metaharness.proposers import needs_model
+    from metaharness.store.files import read_json
+
+    try:
+        stored = read_json(out / SPEC_FILE) if (out / SPEC_FILE).is_file() else {}
+    except ValueError as exc:
+        raise InputError(f"{out / SPEC_FILE} is not valid JSON ({exc}): fix it or choose another --out.") from exc
+    datasets = _names("--datasets", given.pop("datasets")) or stored.get("datasets") or list(PAPER_DATASETS)
+    unknown = [d for d in datasets if d not in PAPER_DATASETS]
+    if unknown:
+        raise InputError(f"--datasets: unknown task(s) {', '.join(unknown)}; choose from {', '.join(PAPER_DATASETS)}.")
+    seeds = _seeds(given.pop("seeds")) or stored.get("seeds") or list(PAPER_SEEDS)
+    proposers = _names("--proposers", given.pop("proposers")) or stored.get("proposers")
+    settings: dict[str, Any] = {k: stored.get(k) if v is None else v for k, v in given.items()}
+    settings["options"] = given["options"] or stored.get("options") or {}
+    notice = None
+    task_model, _, proposer_model, _ = default_models(settings["task_model"], "tps", settings["proposer_model"])
+    if proposers is None:
+        proposers = list(PAPER_PROPOSERS if proposer_model else OFFLINE_PROPOSERS)
+        if not proposer_model:
+            notice = (
+                f"No proposer model (no API key configured, no --proposer-model): running the offline proposers "
+                f"{', '.join(OFFLINE_PROPOSERS)} with {task_model}. For the paper's grid pass --proposer-model "
+                "anthropic:claude-sonnet-4-5 (or set ANTHROPIC_API_KEY) and --task-model."
+            )
+    for proposer in proposers:
+        settings["options"] = check_settings(task_model, proposer, proposer_model, settings["options"])
+    settings["task_model"] = task_model
+    settings["proposer_model"] = proposer_model if any(needs_model(p) for p in proposers) else None
+    settings["test"] = True if settings["test"] is None else settings["test"]
+    defaults = {"iterations", "evals_per_iter"}  # the others' None is a value (no limit, no cap)
+    spec = experiment_spec(
+        datasets, proposers, seeds, **{k: v for k, v in settings.items() if v is not None or k not in defaults}
+    )
+    return spec, notice
+
+
+class GridLines:
+    """The grid's progress as one line per cell start and finish, with the count of finished runs."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+
+    def cell_started(self, cell: Any, done: int, total: int) -> None:
+        self.console.print(f"[{done}/{total} done] started {cell.name}")
+
+    def cell_finished(self, cell: Any, record: dict[str, Any], done: int, total: int) -> None:
+        took = f"in {record['seconds']:.0f} s"
+        if record["status"] == "done":
+            self.console.print(f"[{done}/{total} done] [green]finished[/] {cell.name} {took}")
+        else:
+            self.console.print(f"[{done}/{total} done] [red]failed[/] {cell.name} {took}: {record['error']}")
+
+
+def _names(option: str, text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise InputError(f"{option} takes comma-separated names, got '{text}'.")
+    return names
+
+
+def _seeds(text: str | None) -> list[int] | None:
+    names = _names("--seeds", text)
+    if names is None:
+        return None
+    if not all(n.isdigit() for n in names):
+        raise InputError(f"--seeds takes comma-separated integers >= 0 (e.g. 0,1,2), got '{text}'.")
+    return [int(n) for n in names]
+
+
 def register(app: typer.Typer) -> None:
-    bench = typer.Typer(help="Agent benchmarks: planning under a budget, long tool plans.", no_args_is_help=True)
+    bench = typer.Typer(
+        help="Benchmarks: agents planning under a budget, long tool plans, the harness-optimisation grid.",
+        no_args_is_help=True,
+    )
     for env_name in DEFAULT_SETS:
         bench.command(env_name)(_puzzle_command(env_name))
     bench.command("tools")(tools)
+    bench.command("harness")(harness)
     app.add_typer(bench, name="bench")

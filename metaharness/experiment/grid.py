@@ -1,0 +1,335 @@
+"""The experiment grid: one ordinary run directory per (dataset, proposer, seed) cell under one folder.
+
+``EXP/experiment.json`` keeps the grid's spec; ``EXP/cells.jsonl`` gets one line per finished attempt of a cell
+(``"done"`` or ``"failed"``, the last line of a cell wins); ``EXP/DATASET/PROPOSER/seedS`` is the cell's run
+directory, written by :func:`metaharness.optimize.optimize`. A rerun with the same spec resumes: cells whose last
+line is ``"done"`` are skipped, the others run again and their run directories continue where they stopped, so a
+killed experiment loses only the model calls in flight.
+
+>>> from metaharness.experiment import experiment_spec, run_experiment
+>>> spec = experiment_spec(["symptom2disease"], ["offline", "offline-best-of-n"], [0, 1], iterations=2, val_limit=5)
+>>> records = run_experiment("runs/exp", spec, jobs=2)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from metaharness import __version__
+from metaharness.errors import InputError
+from metaharness.optimize import DEFAULT_EVALS_PER_ITER
+from metaharness.store.files import append_jsonl, atomic_write_json, read_json, read_jsonl
+
+SPEC_FILE = "experiment.json"
+CELLS_FILE = "cells.jsonl"
+LOCK_FILE = ".experiment.lock"
+PAPER_DATASETS = ("lawbench", "symptom2disease", "uspto")
+PAPER_PROPOSERS = ("base", "tps")
+OFFLINE_PROPOSERS = ("offline", "offline-best-of-n", "offline-greedy")
+PAPER_SEEDS = (0, 1, 2)
+PAPER_ITERATIONS = 12
+# Keys of experiment.json that define the grid; "created" and "metaharness" only describe it.
+SPEC_KEYS = (
+    "datasets",
+    "proposers",
+    "seeds",
+    "iterations",
+    "evals_per_iter",
+    "val_limit",
+    "task_model",
+    "proposer_model",
+    "test",
+    "max_cost",
+    "options",
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell: a search of ``dataset`` by ``proposer`` with proposer option ``seed``."""
+
+    dataset: str
+    proposer: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        """``DATASET/PROPOSER/seedS``: the cell's key in cells.jsonl and its run directory relative to EXP."""
+        return f"{self.dataset}/{self.proposer}/seed{self.seed}"
+
+
+RunCell = Callable[[Cell, Path, dict[str, Any]], Any]
+
+
+class GridProgress(Protocol):
+    """What :func:`run_experiment` reports. ``done`` counts cells whose last line is "done" (earlier sessions
+    included) out of ``total``. A cell "starts" when it is handed to a worker (joblib dispatches one cell per free
+    worker, in plan order)."""
+
+    def cell_started(self, cell: Cell, done: int, total: int) -> None: ...
+
+    def cell_finished(self, cell: Cell, record: dict[str, Any], done: int, total: int) -> None: ...
+
+
+def plan_grid(datasets: list[str], proposers: list[str], seeds: list[int]) -> list[Cell]:
+    """Every (dataset, proposer, seed), dataset-major: a dataset's cells finish together, so its table fills first."""
+    return [Cell(d, p, s) for d in datasets for p in proposers for s in seeds]
+
+
+def experiment_spec(
+    datasets: list[str],
+    proposers: list[str],
+    seeds: list[int],
+    *,
+    iterations: int = PAPER_ITERATIONS,
+    evals_per_iter: int = DEFAULT_EVALS_PER_ITER,
+    val_limit: int | None = None,
+    task_model: str | None = None,
+    proposer_model: str | None = None,
+    test: bool = True,
+    max_cost: float | None = None,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The grid's defining settings (:data:`SPEC_KEYS`), checked; ``task_model`` None is the embedded model.
+
+    ``max_cost`` is the dollar cap of the whole experiment, split evenly over the cells (:func:`cell_cap`);
+    ``options`` go to every cell's proposer, with ``"seed"`` set per cell.
+    """
+    from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+
+    for key, values in (("datasets", datasets), ("proposers", proposers), ("seeds", seeds)):
+        if not values:
+            raise InputError(f"The experiment needs at least one of {key}.")
+        if len(set(values)) != len(values):
+            raise InputError(f"The experiment's {key} repeat a name: {', '.join(map(str, values))}.")
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+        raise InputError(f"Seeds are integers >= 0, got {', '.join(map(str, seeds))}.")
+    for key, value, least in (("iterations (--iters)", iterations, 0), ("evals_per_iter", evals_per_iter, 1)):
+        if value < least:
+            raise InputError(f"{key} must be at least {least}, got {value}.")
+    if val_limit is not None and val_limit < 1:
+        raise InputError(f"val_limit must be at least 1, got {val_limit}.")
+    if max_cost is not None and max_cost < 0:
+        raise InputError(f"max_cost must be at least 0 USD, got {max_cost}.")
+    if "seed" in (options or {}):
+        raise InputError("The proposer option 'seed' is set per cell by the grid's seeds: do not pass it.")
+    return {
+        "datasets": list(datasets),
+        "proposers": list(proposers),
+        "seeds": list(seeds),
+        "iterations": iterations,
+        "evals_per_iter": evals_per_iter,
+        "val_limit": val_limit,
+        "task_model": task_model or DEFAULT_TASK_MODEL_SPEC,
+        "proposer_model": proposer_model,
+        "test": test,
+        "max_cost": max_cost,
+        "options": dict(options or {}),
+    }
+
+
+def cells_of(spec: dict[str, Any]) -> list[Cell]:
+    return plan_grid(spec["datasets"], spec["proposers"], spec["seeds"])
+
+
+def cell_cap(spec: dict[str, Any]) -> float | None:
+    """Each cell's dollar cap: the experiment's ``max_cost`` over the number of cells (None: no cap)."""
+    return None if spec["max_cost"] is None else spec["max_cost"] / len(cells_of(spec))
+
+
+# The rough cost model of :func:`estimate_cost` (tokens per model call / per iteration).
+EXAMPLE_TOKENS = 400  # an example's own text in a prompt, on top of the harness's prompt
+OUTPUT_TOKENS = 150  # a task model's answer
+ASSUMED_VAL_EXAMPLES = 100  # when no val_limit is set (the paper's val splits are in the low hundreds)
+PROPOSER_INPUT_TOKENS = 300_000  # one iteration of a coding-agent proposer: files read, traces, several turns
+PROPOSER_OUTPUT_TOKENS = 20_000
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """Dollars per cell (None: a model without a known price) and over the grid (None if any cell is unknown)."""
+
+    per_cell: dict[str, float | None]
+    total: float | None
+
+
+def estimate_cost(spec: dict[str, Any]) -> CostEstimate:
+    """A rough dollar estimate of the grid before it starts, from the price table.
+
+    Per cell: (seeds + iterations x evals_per_iter) evaluations, each of ``val_limit`` examples (else
+    :data:`ASSUMED_VAL_EXAMPLES`) with one task-model call of (mean seed source size / 4 + :data:`EXAMPLE_TOKENS`)
+    input tokens and :data:`OUTPUT_TOKENS` output; plus, for a proposer with a proposer model, a flat
+    :data:`PROPOSER_INPUT_TOKENS` / :data:`PROPOSER_OUTPUT_TOKENS` per iteration. Harnesses that make several calls
+    per example, retrieval prompts and agent turns all vary by a factor of several: read it as an order of
+    magnitude, and keep a ``max_cost`` cap for the real bound. Local and self-hosted models cost $0.
+    """
+    from metaharness.models.prices import PriceTable
+    from metaharness.models.types import Usage
+    from metaharness.optimize import seeds_of
+    from metaharness.proposers import needs_model
+
+    prices = PriceTable()
+    task_price = prices.lookup(spec["task_model"])
+    proposer_price = prices.lookup(spec["proposer_model"]) if spec["proposer_model"] else None
+    examples = spec["val_limit"] or ASSUMED_VAL_EXAMPLES
+    per_cell: dict[str, float | None] = {}
+    for cell in cells_of(spec):
+        seeds = seeds_of(cell.dataset)
+        prompt = sum(len(s.source) for s in seeds) / len(seeds) / 4 + EXAMPLE_TOKENS
+        calls = (len(seeds) + spec["iterations"] * spec["evals_per_iter"]) * examples
+        task = Usage(input_tokens=int(prompt * calls), output_tokens=OUTPUT_TOKENS * calls)
+        dollars = task_price.dollars(task) if task_price else None
+        if needs_model(cell.proposer) and spec["proposer_model"]:
+            agent = Usage(
+                input_tokens=PROPOSER_INPUT_TOKENS * spec["iterations"],
+                output_tokens=PROPOSER_OUTPUT_TOKENS * spec["iterations"],
+            )
+            dollars = None if dollars is None or proposer_price is None else dollars + proposer_price.dollars(agent)
+        per_cell[cell.name] = dollars
+    values = list(per_cell.values())
+    return CostEstimate(per_cell, None if None in values else sum(v for v in values if v is not None))
+
+
+def optimize_cell(cell: Cell, run_dir: Path, spec: dict[str, Any], *, data_dir: str | Path | None = None) -> None:
+    """The default cell: :func:`metaharness.optimize.optimize` in ``run_dir`` (continued when it exists)."""
+    from metaharness.optimize import optimize, run_config
+
+    config = run_config(
+        cell.dataset,
+        proposer=cell.proposer,
+        task_model=spec["task_model"],
+        proposer_model=spec["proposer_model"],
+        val_limit=spec["val_limit"],
+        evals_per_iter=spec["evals_per_iter"],
+    )
+    optimize(
+        run_dir,
+        config,
+        iterations=spec["iterations"],
+        test=spec["test"],
+        max_cost=cell_cap(spec),
+        options={**spec["options"], "seed": cell.seed},
+        data_dir=data_dir,
+    )
+
+
+def read_cells(exp_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The last record of every cell in ``EXP/cells.jsonl``; a line torn by a kill is ignored."""
+    return {r["cell"]: r for r in read_jsonl(Path(exp_dir) / CELLS_FILE) if isinstance(r.get("cell"), str)}
+
+
+def run_experiment(
+    exp_dir: str | Path,
+    spec: dict[str, Any],
+    *,
+    jobs: int = 1,
+    run_cell: RunCell | None = None,
+    progress: GridProgress | None = None,
+    data_dir: str | Path | None = None,
+) -> list[dict[str, Any]]:
+    """Run (or resume) the grid of ``spec`` (:func:`experiment_spec` keys) in ``exp_dir``; the cells' last records.
+
+    ``jobs`` cells run at once in worker processes (joblib's loky backend; ``jobs=1`` runs in this process).
+    ``run_cell(cell, run_dir, spec)`` runs one cell (default :func:`optimize_cell` with ``data_dir``); an
+    exception fails that cell only: it is recorded with its message and the others go on. Each finished cell is
+    appended to cells.jsonl and fsynced before the next result is taken (:func:`~metaharness.store.files.append_jsonl`:
+    a line torn by a kill is closed off, and skipped on reading). A folder holding another spec is refused
+    (:class:`InputError` naming the differing keys); so is a folder another process is running.
+    Returns the last record of every cell that has one, in plan order.
+    """
+    from joblib import Parallel, delayed
+
+    if jobs < 1:
+        raise InputError(f"jobs must be at least 1, got {jobs}.")
+    unknown = sorted(set(spec) - {*SPEC_KEYS, "created", "metaharness"})
+    missing = [k for k in SPEC_KEYS[:3] if k not in spec]
+    if unknown or missing:
+        raise InputError(
+            f"The experiment spec has unknown settings ({', '.join(unknown) or 'none'}) or lacks "
+            f"{', '.join(missing) or 'none'}: its settings are {', '.join(SPEC_KEYS)}."
+        )
+    spec = experiment_spec(**{k: spec[k] for k in SPEC_KEYS if k in spec})
+    exp = Path(exp_dir)
+    exp.mkdir(parents=True, exist_ok=True)
+    run = run_cell or functools.partial(optimize_cell, data_dir=data_dir)
+    with _locked(exp):
+        _write_or_check_spec(exp, spec)
+        cells = cells_of(spec)
+        last = read_cells(exp)
+        pending = [c for c in cells if last.get(c.name, {}).get("status") != "done"]
+        done = len(cells) - len(pending)
+        by_name, queue = {c.name: c for c in pending}, iter(pending)
+        for cell in pending[:jobs]:
+            next(queue)
+            if progress:
+                progress.cell_started(cell, done, len(cells))
+        parallel = Parallel(n_jobs=jobs, return_as="generator_unordered", pre_dispatch="n_jobs", batch_size=1)
+        for record in parallel(delayed(_attempt)(run, c, exp, spec) for c in pending):
+            append_jsonl(exp / CELLS_FILE, record)
+            last[record["cell"]] = record
+            done += record["status"] == "done"
+            if progress:
+                progress.cell_finished(by_name[record["cell"]], record, done, len(cells))
+                following = next(queue, None)
+                if following is not None:
+                    progress.cell_started(following, done, len(cells))
+    return [last[c.name] for c in cells if c.name in last]
+
+
+def _attempt(run_cell: RunCell, cell: Cell, exp: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """One cell, in a worker: its record, "failed" with the exception's text on one line if it raised."""
+    started = time.perf_counter()
+    error = None
+    try:
+        run_cell(cell, exp / cell.name, spec)
+    except Exception as exc:  # a failed cell is recorded and the grid goes on
+        error = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return {
+        "cell": cell.name,
+        "dataset": cell.dataset,
+        "proposer": cell.proposer,
+        "seed": cell.seed,
+        "run_dir": cell.name,
+        "status": "failed" if error else "done",
+        "error": error,
+        "seconds": round(time.perf_counter() - started, 3),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _write_or_check_spec(exp: Path, spec: dict[str, Any]) -> None:
+    path = exp / SPEC_FILE
+    if path.exists():
+        try:
+            stored = read_json(path)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path} is not valid JSON ({exc}): fix it or choose another --out folder.") from exc
+        differing = [k for k in SPEC_KEYS if stored.get(k) != spec[k]]
+        if differing:
+            changes = "; ".join(f"{k}: {stored.get(k)!r} there, {spec[k]!r} now" for k in differing)
+            raise InputError(
+                f"{exp} holds an experiment with other settings ({changes}). Rerun with its settings to resume it, "
+                "or choose another --out folder."
+            )
+        return
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    atomic_write_json(path, {**spec, "created": created, "metaharness": __version__})
+
+
+@contextlib.contextmanager
+def _locked(exp: Path) -> Iterator[None]:
+    """One process per experiment folder (the lock goes with the process, even when it is killed)."""
+    with open(exp / LOCK_FILE, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise InputError(f"Another process is running the experiment in {exp}: wait for it or stop it.") from exc
+        yield
