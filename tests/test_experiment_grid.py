@@ -1,0 +1,225 @@
+"""The experiment grid with a fake cell (no model): planning, resume after a kill, failed cells, the spec check,
+a torn cells.jsonl line, parallel cells, the cost estimate and the CLI's option errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from command_line import assert_fails_cleanly, run_metaharness
+
+from metaharness.errors import InputError
+from metaharness.experiment import Cell, estimate_cost, experiment_spec, plan_grid, read_cells, run_experiment
+from metaharness.experiment.grid import CELLS_FILE, SPEC_FILE
+
+SPEC = experiment_spec(["lawbench", "uspto"], ["offline", "offline-greedy"], [0, 1], iterations=2, val_limit=3)
+
+
+def journal(run_dir: Path, cell: Cell, spec: dict) -> None:
+    """The fake cell: one line per call in EXP/calls.log, and its run directory."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir.parents[2] / "calls.log", "a") as log:
+        log.write(cell.name + "\n")
+
+
+def fake_cell(cell: Cell, run_dir: Path, spec: dict) -> None:
+    journal(run_dir, cell, spec)
+
+
+def calls(exp: Path) -> list[str]:
+    return (exp / "calls.log").read_text().split()
+
+
+def lines(exp: Path) -> list[dict]:
+    return [json.loads(line) for line in (exp / CELLS_FILE).read_text().splitlines()]
+
+
+def test_plan_grid_is_every_cell_dataset_major():
+    cells = plan_grid(["a", "b"], ["p", "q"], [0, 1, 2])
+    assert len(cells) == 12 and len(set(cells)) == 12
+    assert [c.name for c in cells[:4]] == ["a/p/seed0", "a/p/seed1", "a/p/seed2", "a/q/seed0"]
+    assert cells[-1] == Cell("b", "q", 2) and cells[-1].name == "b/q/seed2"
+
+
+def test_a_grid_runs_every_cell_once_and_a_rerun_skips_them(tmp_path):
+    exp = tmp_path / "exp"
+    records = run_experiment(exp, SPEC, run_cell=fake_cell)
+    names = [c.name for c in plan_grid(SPEC["datasets"], SPEC["proposers"], SPEC["seeds"])]
+    assert [r["cell"] for r in records] == names and {r["status"] for r in records} == {"done"}
+    assert sorted(calls(exp)) == sorted(names)
+    assert (exp / "lawbench/offline/seed1").is_dir()
+    stored = json.loads((exp / SPEC_FILE).read_text())
+    assert {k: stored[k] for k in SPEC} == SPEC and "created" in stored and "metaharness" in stored
+    assert run_experiment(exp, SPEC, run_cell=fake_cell) == records  # same spec: nothing left to run
+    assert len(calls(exp)) == len(names) and len(lines(exp)) == len(names)
+
+
+def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_cap(tmp_path, monkeypatch):
+    import metaharness.optimize
+
+    searches: list[tuple[Path, dict, dict]] = []
+    monkeypatch.setattr(
+        metaharness.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config, kw))
+    )
+    spec = {**SPEC, "max_cost": 4.0, "options": {"probe_size": 2}, "test": False}
+    run_experiment(tmp_path / "exp", spec, data_dir=tmp_path / "data")
+    assert len(searches) == 8
+    run_dir, config, kw = searches[5]  # uspto/offline/seed1
+    assert run_dir == tmp_path / "exp/uspto/offline/seed1"
+    assert (config["dataset"], config["proposer"], config["val_limit"], config["evals_per_iter"]) == (
+        "uspto",
+        "offline",
+        3,
+        3,
+    )
+    assert config["proposer_model"] is None and config["task_model"] == SPEC["task_model"]
+    assert kw == {
+        "iterations": 2,
+        "test": False,
+        "max_cost": 0.5,
+        "options": {"probe_size": 2, "seed": 1},
+        "data_dir": tmp_path / "data",
+    }
+
+
+KILLED = """
+import os, signal, sys
+from pathlib import Path
+from metaharness.experiment import experiment_spec, run_experiment
+
+exp = Path(sys.argv[1])
+
+def run_cell(cell, run_dir, spec):
+    log = exp / "calls.log"
+    before = log.read_text().split() if log.exists() else []
+    with open(log, "a") as handle:
+        handle.write(cell.name + "\\n")
+    if len(before) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # this very process, in the middle of its third cell
+
+run_experiment(exp, experiment_spec(**{SPEC!r}), run_cell=run_cell)
+"""
+
+
+def test_resume_after_a_kill_reruns_only_the_killed_and_the_unstarted_cells(tmp_path):
+    exp = tmp_path / "exp"
+    script = KILLED.replace("{SPEC!r}", repr(SPEC))
+    child = subprocess.run([sys.executable, "-c", textwrap.dedent(script), str(exp)], capture_output=True, timeout=60)
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+    names = [c.name for c in plan_grid(SPEC["datasets"], SPEC["proposers"], SPEC["seeds"])]
+    assert [r["cell"] for r in lines(exp)] == names[:2]  # the killed cell left no line
+    killed = names[2]
+
+    records = run_experiment(exp, SPEC, run_cell=fake_cell)
+    assert [r["cell"] for r in records] == names and {r["status"] for r in records} == {"done"}
+    assert sorted(r["cell"] for r in lines(exp)) == sorted(names)  # every cell done exactly once
+    ran = calls(exp)
+    assert ran.count(killed) == 2 and all(ran.count(n) == 1 for n in names if n != killed)
+
+
+def test_a_failed_cell_is_recorded_in_one_line_and_the_others_go_on(tmp_path):
+    exp = tmp_path / "exp"
+
+    def flaky(cell: Cell, run_dir: Path, spec: dict) -> None:
+        journal(run_dir, cell, spec)
+        if cell.name == "lawbench/offline-greedy/seed0":
+            raise RuntimeError("endpoint\nunreachable")
+
+    records = run_experiment(exp, SPEC, run_cell=flaky)
+    failed = [r for r in records if r["status"] == "failed"]
+    assert len(records) == 8 and [r["cell"] for r in failed] == ["lawbench/offline-greedy/seed0"]
+    assert failed[0]["error"] == "RuntimeError: endpoint unreachable"
+    assert all(r["error"] is None for r in records if r["status"] == "done")
+
+    rerun = run_experiment(exp, SPEC, run_cell=fake_cell)  # a resume retries the failed cell only
+    assert {r["status"] for r in rerun} == {"done"} and len(calls(exp)) == 9
+    assert read_cells(exp)["lawbench/offline-greedy/seed0"]["status"] == "done"  # the last line wins
+
+
+def test_another_spec_in_the_same_folder_is_refused_naming_the_differing_keys(tmp_path):
+    exp = tmp_path / "exp"
+    run_experiment(exp, SPEC, run_cell=fake_cell)
+    other = {**SPEC, "iterations": 5, "seeds": [0, 1, 2]}
+    with pytest.raises(InputError) as refused:
+        run_experiment(exp, other, run_cell=fake_cell)
+    message = str(refused.value)
+    assert "seeds: [0, 1] there, [0, 1, 2] now" in message and "iterations: 2 there, 5 now" in message
+    assert "val_limit" not in message and len(calls(exp)) == 8
+
+
+def test_a_torn_last_line_is_ignored_and_closed_off(tmp_path):
+    exp = tmp_path / "exp"
+    spec = {**SPEC, "datasets": ["uspto"], "proposers": ["offline"]}
+    run_experiment(exp, spec, run_cell=fake_cell)
+    with open(exp / CELLS_FILE, "r+b") as log:  # seed1's line, torn by a kill in the middle of its write
+        text = log.read()
+        cut = text.rindex(b"\n", 0, len(text) - 1) + 1
+        log.truncate(cut + 30)
+    assert set(read_cells(exp)) == {"uspto/offline/seed0"}
+    records = run_experiment(exp, spec, run_cell=fake_cell)
+    assert [r["status"] for r in records] == ["done", "done"]
+    assert calls(exp) == ["uspto/offline/seed0", "uspto/offline/seed1", "uspto/offline/seed1"]
+    kept = (exp / CELLS_FILE).read_text().splitlines()
+    assert len(kept) == 3 and json.loads(kept[2])["cell"] == "uspto/offline/seed1"  # the torn line stays alone
+
+
+def test_cells_run_in_parallel_worker_processes(tmp_path):
+    exp = tmp_path / "exp"
+
+    def where(cell: Cell, run_dir: Path, spec: dict) -> None:
+        run_dir.mkdir(parents=True)
+        (run_dir / "pid").write_text(str(os.getpid()))
+
+    started: list[str] = []
+    finished: list[tuple[str, int]] = []
+
+    class Progress:
+        def cell_started(self, cell: Cell, done: int, total: int) -> None:
+            started.append(cell.name)
+
+        def cell_finished(self, cell: Cell, record: dict, done: int, total: int) -> None:
+            finished.append((cell.name, done))
+
+    records = run_experiment(exp, SPEC, jobs=2, run_cell=where, progress=Progress())
+    pids = {(exp / r["run_dir"] / "pid").read_text() for r in records}
+    assert {r["status"] for r in records} == {"done"} and str(os.getpid()) not in pids
+    assert sorted(started) == sorted(r["cell"] for r in records) and [d for _, d in finished] == list(range(1, 9))
+
+
+def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
+    local = estimate_cost(SPEC)
+    assert local.total == 0.0 and set(local.per_cell.values()) == {0.0}
+    hosted = experiment_spec(
+        ["uspto"], ["tps"], [0, 1], iterations=12, task_model="openai:gpt-4.1-mini", proposer_model="anthropic:x"
+    )
+    assert estimate_cost(hosted).total is None  # an unpriced proposer model: unknown, not $0
+    priced = estimate_cost({**hosted, "proposer_model": "anthropic:claude-sonnet-4-5"})
+    task_only = estimate_cost({**hosted, "proposers": ["offline"], "proposer_model": None})
+    assert priced.total is not None and task_only.total is not None and priced.total > task_only.total > 0
+    assert estimate_cost({**hosted, "proposers": ["offline"], "proposer_model": None, "val_limit": 10}).total < (
+        task_only.total
+    )  # 10 examples instead of the assumed 100
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seeds", "0,x"], "--seeds takes comma-separated integers"),
+        (["--datasets", "gsm8k"], "--datasets: unknown task(s) gsm8k"),
+        (["--proposers", "base"], "needs a proposer model"),
+        (["--max-cost", "-3"], "--max-cost takes an amount of USD >= 0"),
+        (["--jobs", "0"], "--jobs takes a number of cells >= 1"),
+        (["-P", "seed=4"], "'seed' is set per cell"),
+    ],
+    ids=["seeds", "dataset", "model proposer without a model", "max cost", "jobs", "seed option"],
+)
+def test_bench_harness_option_errors_exit_2_with_one_line(tmp_path, args, message):
+    out = run_metaharness("bench", "harness", "--out", tmp_path / "exp", *args, cwd=tmp_path, timeout=60)
+    assert_fails_cleanly(out, message)
+    assert not (tmp_path / "exp").exists()  # nothing written
