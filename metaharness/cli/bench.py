@@ -208,12 +208,16 @@ def harness(
             f"Estimated cost: {guess} (rough, within a factor of several); cap ${spec['max_cost']:,.2f} "
             f"(${spec['max_cost'] / cells:,.2f} per run)."
         )
-    resume = f"metaharness bench harness --out {out}"
+    resume = f"metaharness bench harness --out {out}" + (f" --data-dir {data_dir}" if data_dir else "")
+    resume += f" --jobs {jobs}" if jobs > 1 else ""
+    lines = GridLines(show)
     try:
-        records = run_experiment(out, spec, jobs=jobs, progress=GridLines(show), data_dir=data_dir)
+        records = run_experiment(out, spec, jobs=jobs, progress=lines, data_dir=data_dir)
     except KeyboardInterrupt:
         show.print(f"[yellow]Stopped. Finished runs are kept and a started one continues: resume with {resume}[/]")
         raise typer.Exit(130) from None
+    if not lines.started:
+        show.print(f"All {cells} runs were done already.")
     failed = [r for r in records if r["status"] != "done"]
     show.print(f"Tables: {write_results(out)} (also results.json, results.html)")
     if failed:
@@ -233,16 +237,13 @@ def harness_spec(out: Path, **given: Any) -> tuple[dict[str, Any], str | None]:
         PAPER_DATASETS,
         PAPER_PROPOSERS,
         PAPER_SEEDS,
-        SPEC_FILE,
+        check_same_spec,
+        stored_spec,
     )
     from metaharness.optimize import default_models
     from metaharness.proposers import needs_model
-    from metaharness.store.files import read_json
 
-    try:
-        stored = read_json(out / SPEC_FILE) if (out / SPEC_FILE).is_file() else {}
-    except ValueError as exc:
-        raise InputError(f"{out / SPEC_FILE} is not valid JSON ({exc}): fix it or choose another --out.") from exc
+    stored = stored_spec(out) or {}
     datasets = _names("--datasets", given.pop("datasets")) or stored.get("datasets") or list(PAPER_DATASETS)
     unknown = [d for d in datasets if d not in PAPER_DATASETS]
     if unknown:
@@ -270,6 +271,7 @@ def harness_spec(out: Path, **given: Any) -> tuple[dict[str, Any], str | None]:
     spec = experiment_spec(
         datasets, proposers, seeds, **{k: v for k, v in settings.items() if v is not None or k not in defaults}
     )
+    check_same_spec(out, spec)
     return spec, notice
 
 
@@ -278,8 +280,10 @@ class GridLines:
 
     def __init__(self, console: Any) -> None:
         self.console = console
+        self.started = 0
 
     def cell_started(self, cell: Any, done: int, total: int) -> None:
+        self.started += 1
         self.console.print(f"[{done}/{total} done] started {cell.name}")
 
     def cell_finished(self, cell: Any, record: dict[str, Any], done: int, total: int) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -305,23 +304,35 @@ def _attempt(run_cell: RunCell, cell: Cell, exp: Path, spec: dict[str, Any]) -> 
     }
 
 
+def stored_spec(exp_dir: str | Path) -> dict[str, Any] | None:
+    """The spec kept in ``EXP/experiment.json``, None when there is none yet."""
+    path = Path(exp_dir) / SPEC_FILE
+    if not path.exists():
+        return None
+    try:
+        stored = read_json(path)
+    except ValueError as exc:
+        raise InputError(f"{path} is not valid JSON ({exc}): fix it or choose another --out folder.") from exc
+    return stored if isinstance(stored, dict) else {}
+
+
+def check_same_spec(exp_dir: str | Path, spec: dict[str, Any]) -> None:
+    """Refuse (:class:`InputError` naming the differing keys) a spec other than the one ``exp_dir`` holds."""
+    stored = stored_spec(exp_dir)
+    differing = [k for k in SPEC_KEYS if stored is not None and stored.get(k) != spec[k]]
+    if stored is not None and differing:
+        changes = "; ".join(f"{k}: {stored.get(k)!r} there, {spec[k]!r} now" for k in differing)
+        raise InputError(
+            f"{exp_dir} holds an experiment with other settings ({changes}). Rerun with its settings to resume it, "
+            "or choose another --out folder."
+        )
+
+
 def _write_or_check_spec(exp: Path, spec: dict[str, Any]) -> None:
-    path = exp / SPEC_FILE
-    if path.exists():
-        try:
-            stored = read_json(path)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path} is not valid JSON ({exc}): fix it or choose another --out folder.") from exc
-        differing = [k for k in SPEC_KEYS if stored.get(k) != spec[k]]
-        if differing:
-            changes = "; ".join(f"{k}: {stored.get(k)!r} there, {spec[k]!r} now" for k in differing)
-            raise InputError(
-                f"{exp} holds an experiment with other settings ({changes}). Rerun with its settings to resume it, "
-                "or choose another --out folder."
-            )
-        return
-    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    atomic_write_json(path, {**spec, "created": created, "metaharness": __version__})
+    check_same_spec(exp, spec)
+    if not (exp / SPEC_FILE).exists():
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        atomic_write_json(exp / SPEC_FILE, {**spec, "created": created, "metaharness": __version__})
 
 
 @contextlib.contextmanager
