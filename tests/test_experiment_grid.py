@@ -223,3 +223,13 @@ def test_bench_harness_option_errors_exit_2_with_one_line(tmp_path, args, messag
     out = run_metaharness("bench", "harness", "--out", tmp_path / "exp", *args, cwd=tmp_path, timeout=60)
     assert_fails_cleanly(out, message)
     assert not (tmp_path / "exp").exists()  # nothing written
+
+
+def test_bench_harness_refuses_other_settings_for_a_stored_experiment_before_starting(tmp_path):
+    exp = tmp_path / "exp"
+    stored = experiment_spec(["symptom2disease"], ["offline", "offline-greedy"], [0, 1], iterations=2, val_limit=3)
+    exp.mkdir()
+    (exp / SPEC_FILE).write_text(json.dumps(stored))
+    out = run_metaharness("bench", "harness", "--out", exp, "--iters", "5", "--proposers", "offline", timeout=60)
+    assert_fails_cleanly(out, "proposers: ['offline', 'offline-greedy'] there, ['offline'] now; iterations: 2 there")
+    assert out.stdout == "" and sorted(p.name for p in exp.iterdir()) == [SPEC_FILE]
