@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from metaharness.agents.tool_bench import AGENTS as TOOL_AGENTS
 from metaharness.agents.tool_bench import METRICS as TOOL_METRICS
@@ -208,6 +209,8 @@ def harness(
             f"Estimated cost: {guess} (rough, within a factor of several); cap ${spec['max_cost']:,.2f} "
             f"(${spec['max_cost'] / cells:,.2f} per run)."
         )
+        if estimate.total is not None and estimate.total > spec["max_cost"]:
+            show.print("[yellow]The estimate is above the cap: runs stop cleanly when they reach their share.[/]")
     resume = f"metaharness bench harness --out {out}" + (f" --data-dir {data_dir}" if data_dir else "")
     resume += f" --jobs {jobs}" if jobs > 1 else ""
     lines = GridLines(show)
@@ -291,7 +294,8 @@ class GridLines:
         if record["status"] == "done":
             self.console.print(f"[{done}/{total} done] [green]finished[/] {cell.name} {took}")
         else:
-            self.console.print(f"[{done}/{total} done] [red]failed[/] {cell.name} {took}: {record['error']}")
+            error = escape(str(record["error"]))
+            self.console.print(f"[{done}/{total} done] [red]failed[/] {cell.name} {took}: {error}")
 
 
 def _names(option: str, text: str | None) -> list[str] | None:
