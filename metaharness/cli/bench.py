@@ -143,20 +143,24 @@ def tools(
 
 
 def harness(
-    out: Path = typer.Option(..., "--out", help="Experiment folder (a rerun with the same settings resumes)."),
-    datasets: str | None = typer.Option(None, "--datasets", help="Comma-separated tasks [default: all three]."),
+    out: Path = typer.Option(
+        ..., "--out", help="Experiment folder; a rerun resumes it (settings not given are the stored ones)."
+    ),
+    datasets: str | None = typer.Option(None, "--datasets", help="Comma-separated tasks (default: all three)."),
     proposers: str | None = typer.Option(
         None,
         "--proposers",
-        help="Comma-separated proposers [base,tps; without a proposer model the offline trio].",
+        help="Comma-separated proposers (default: base,tps; without a proposer model the offline trio).",
     ),
-    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated proposer seeds [default: 0,1,2]."),
-    iters: int | None = typer.Option(None, "--iters", help="Iterations per run [default: 12]."),
-    evals_per_iter: int | None = typer.Option(None, "--evals-per-iter", help="Evaluations per iteration [3]."),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated proposer seeds (default: 0,1,2)."),
+    iters: int | None = typer.Option(None, "--iters", help="Iterations per run (default: 12)."),
+    evals_per_iter: int | None = typer.Option(
+        None, "--evals-per-iter", help="Candidate evaluations per iteration (default: 3)."
+    ),
     val_limit: int | None = typer.Option(None, "--val-limit", help="Evaluate on the first N validation examples only."),
-    task_model: str | None = typer.Option(None, "--task-model", help="Task model spec [default: the embedded one]."),
+    task_model: str | None = typer.Option(None, "--task-model", help="Task model spec (default: the embedded one)."),
     proposer_model: str | None = typer.Option(
-        None, "--proposer-model", help="Proposer model spec [default: the hosted model of the API key set, if any]."
+        None, "--proposer-model", help="Proposer model spec (default: the hosted model of the API key set, if any)."
     ),
     max_cost: float | None = typer.Option(
         None,
@@ -167,7 +171,9 @@ def harness(
     ),
     jobs: int = typer.Option(1, "--jobs", help="Cells run at once (processes; mind the model endpoints' limits)."),
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the tasks' splits (else downloaded)."),
-    test: bool | None = typer.Option(None, "--test/--no-test", help="Score each run's best on the test split [test]."),
+    test: bool | None = typer.Option(
+        None, "--test/--no-test", help="Score each run's best on the test split (default: test)."
+    ),
     proposer_option: list[str] = typer.Option(
         [], "--proposer-option", "-P", help="KEY=VALUE for every cell's proposer (the seed is set per cell)."
     ),
