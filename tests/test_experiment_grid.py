@@ -233,3 +233,19 @@ def test_bench_harness_refuses_other_settings_for_a_stored_experiment_before_sta
     out = run_metaharness("bench", "harness", "--out", exp, "--iters", "5", "--proposers", "offline", timeout=60)
     assert_fails_cleanly(out, "proposers: ['offline', 'offline-greedy'] there, ['offline'] now; iterations: 2 there")
     assert out.stdout == "" and sorted(p.name for p in exp.iterdir()) == [SPEC_FILE]
+
+
+@pytest.mark.slow
+def test_bench_harness_runs_a_tiny_offline_grid_on_the_embedded_model_and_a_rerun_resumes(tmp_path, shared_data_dir):
+    exp = tmp_path / "exp"
+    grid = ["--datasets", "symptom2disease", "--proposers", "offline,offline-best-of-n", "--seeds", "0"]
+    tiny = ["--iters", "1", "--evals-per-iter", "1", "--val-limit", "2", "--no-test", "--jobs", "2"]
+    first = run_metaharness("bench", "harness", "--out", exp, *grid, *tiny, "--data-dir", shared_data_dir)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "[2/2 done] finished" in first.stdout and (exp / "RESULTS.md").is_file()
+    assert {r["status"] for r in lines(exp)} == {"done"} and len(lines(exp)) == 2
+    for record in lines(exp):
+        assert (exp / record["run_dir"] / "summary.jsonl").is_file()
+    again = run_metaharness("bench", "harness", "--out", exp, "--data-dir", shared_data_dir)
+    assert again.returncode == 0 and "All 2 runs were done already." in again.stdout, again.stderr[-2000:]
+    assert len(lines(exp)) == 2
