@@ -16,7 +16,7 @@ from command_line import assert_fails_cleanly, run_metaharness
 
 from metaharness.errors import InputError
 from metaharness.experiment import Cell, estimate_cost, experiment_spec, plan_grid, read_cells, run_experiment
-from metaharness.experiment.grid import CELLS_FILE, SPEC_FILE
+from metaharness.experiment.grid import CELLS_FILE, LOCK_FILE, SPEC_FILE
 
 SPEC = experiment_spec(["lawbench", "uspto"], ["offline", "offline-greedy"], [0, 1], iterations=2, val_limit=3)
 
@@ -151,6 +151,33 @@ def test_another_spec_in_the_same_folder_is_refused_naming_the_differing_keys(tm
     message = str(refused.value)
     assert "seeds: [0, 1] there, [0, 1, 2] now" in message and "iterations: 2 there, 5 now" in message
     assert "val_limit" not in message and len(calls(exp)) == 8
+
+
+def test_a_folder_another_process_runs_is_refused(tmp_path):
+    exp = tmp_path / "exp"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(exp / LOCK_FILE)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        with pytest.raises(InputError, match="Another process is running the experiment"):
+            run_experiment(exp, SPEC, run_cell=fake_cell)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (exp / "calls.log").exists()
+    assert len(run_experiment(exp, SPEC, run_cell=fake_cell)) == 8  # the lock went with the process
+
+
+HOLD_LOCK = """
+import fcntl, pathlib, sys, time
+path = pathlib.Path(sys.argv[1])
+path.parent.mkdir(parents=True)
+handle = open(path, "w")
+fcntl.flock(handle, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)
+"""
 
 
 def test_a_torn_last_line_is_ignored_and_closed_off(tmp_path):
