@@ -4,7 +4,8 @@
 - :mod:`.browse`: ``history``, ``show``, ``diff``, ``report`` (a run's candidates, with plain-git equivalents);
 - :mod:`.evaluate`: ``eval`` (one harness on one split);
 - :mod:`.plan`: ``plan solve`` and ``plan serve`` (the planner core);
-- :mod:`.bench`: ``bench sokoban``, ``bench blocksworld``, ``bench tools`` (agent benchmarks).
+- :mod:`.bench`: ``bench harness`` (the harness-optimisation grid of the TPS paper), ``bench sokoban``,
+  ``bench blocksworld``, ``bench tools`` (agent benchmarks).
 
 Each module defines ``register(app)``. Command bodies import heavy libraries when they run, so that
 ``metaharness --help`` stays fast. The library never imports this package.
