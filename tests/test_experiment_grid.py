@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from command_line import assert_fails_cleanly, run_metaharness
 
-from metaharness.errors import InputError
+from metaharness.errors import ConfigurationError, InputError
 from metaharness.experiment import Cell, estimate_cost, experiment_spec, plan_grid, read_cells, run_experiment
 from metaharness.experiment.grid import CELLS_FILE, LOCK_FILE, SPEC_FILE
 
@@ -145,12 +145,83 @@ def test_a_failed_cell_is_recorded_in_one_line_and_the_others_go_on(tmp_path):
 def test_another_spec_in_the_same_folder_is_refused_naming_the_differing_keys(tmp_path):
     exp = tmp_path / "exp"
     run_experiment(exp, SPEC, run_cell=fake_cell)
-    other = {**SPEC, "iterations": 5, "seeds": [0, 1, 2]}
+    other = {**SPEC, "iterations": 1, "seeds": [0, 1, 2]}
     with pytest.raises(InputError) as refused:
         run_experiment(exp, other, run_cell=fake_cell)
     message = str(refused.value)
-    assert "seeds: [0, 1] there, [0, 1, 2] now" in message and "iterations: 2 there, 5 now" in message
-    assert "val_limit" not in message and len(calls(exp)) == 8
+    assert "seeds: [0, 1] there, [0, 1, 2] now" in message and "iterations: 2 there, 1 now" in message
+    assert "fewer cannot undo them" in message and "val_limit" not in message and len(calls(exp)) == 8
+    with pytest.raises(InputError, match="seeds: ") as refused:  # more iterations are no difference, more seeds are
+        run_experiment(exp, {**other, "iterations": 5}, run_cell=fake_cell)
+    assert "iterations" not in str(refused.value) and len(calls(exp)) == 8
+
+
+def test_more_iterations_continue_every_run_and_a_rerun_then_skips_them(tmp_path):
+    exp = tmp_path / "exp"
+    reached: list[tuple[str, int]] = []
+
+    def upto(cell: Cell, run_dir: Path, spec: dict) -> None:
+        journal(run_dir, cell, spec)
+        reached.append((cell.name, spec["iterations"]))
+
+    run_experiment(exp, SPEC, run_cell=upto)
+    old = lines(exp)
+    for record in old:  # cells.jsonl of an earlier version: no "iterations" (the folder's spec had 2)
+        del record["iterations"]
+    (exp / CELLS_FILE).write_text("".join(json.dumps(r) + "\n" for r in old))
+    records = run_experiment(exp, {**SPEC, "iterations": 4}, run_cell=upto)
+    assert [n for n, i in reached if i == 4] == [r["cell"] for r in records] and len(reached) == 16
+    assert {(r["status"], r["iterations"]) for r in records} == {("done", 4)}
+    stored = json.loads((exp / SPEC_FILE).read_text())
+    assert stored["iterations"] == 4 and [(e["from"], e["to"]) for e in stored["extended"]] == [(2, 4)]
+    assert run_experiment(exp, {k: stored[k] for k in stored}, run_cell=upto) == records and len(reached) == 16
+
+
+WORKER_KILLER = """
+import os, signal
+from pathlib import Path
+
+def run_cell(cell, run_dir, spec):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    attempts = run_dir / "attempts"
+    attempts.write_text(str(int(attempts.read_text() or 0) + 1) if attempts.exists() else "1")
+    if cell.name in KILLED and (cell.name in ALWAYS or attempts.read_text() == "1"):
+        os.kill(os.getpid(), signal.SIGKILL)  # the worker process that runs this cell
+"""
+
+
+@pytest.mark.parametrize("always", [False, True], ids=["once", "every time"])
+def test_a_worker_that_dies_is_replaced_and_a_cell_that_kills_it_twice_fails_alone(tmp_path, monkeypatch, always):
+    module = tmp_path / "worker_killer.py"
+    killed = ["lawbench/offline-greedy/seed0"]
+    module.write_text(f"KILLED = {killed!r}\nALWAYS = {killed if always else []!r}\n" + WORKER_KILLER)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the workers import the cell function by module name
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delitem(sys.modules, "worker_killer", raising=False)
+    import worker_killer
+
+    records = run_experiment(tmp_path / "exp", SPEC, jobs=2, run_cell=worker_killer.run_cell)
+    status = {r["cell"]: r["status"] for r in records}
+    assert len(status) == 8 and all(s == "done" for c, s in status.items() if c not in killed)
+    attempts = int((tmp_path / "exp" / killed[0] / "attempts").read_text())
+    if always:
+        (failed,) = [r for r in records if r["status"] == "failed"]
+        assert failed["cell"] == killed[0] and "its worker process died twice" in failed["error"]
+        assert attempts == 2
+    else:
+        assert status[killed[0]] == "done" and attempts == 2
+    assert len(lines(tmp_path / "exp")) == 8  # one line per cell: a worker's death is not a line
+
+
+def test_a_hosted_model_without_its_key_stops_the_grid_before_any_cell(tmp_path, monkeypatch):
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    hosted = experiment_spec(
+        ["uspto"], ["tps"], [0], iterations=1, task_model="local:smollm2-135m", proposer_model="anthropic:claude-x"
+    )
+    with pytest.raises(ConfigurationError, match="needs an Anthropic API key"):
+        run_experiment(tmp_path / "exp", hosted)
+    assert not (tmp_path / "exp").exists()
 
 
 def test_a_folder_another_process_runs_is_refused(tmp_path):
@@ -243,8 +314,9 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
         (["--max-cost", "-3"], "--max-cost takes an amount of USD >= 0"),
         (["--jobs", "0"], "--jobs takes a number of cells >= 1"),
         (["-P", "seed=4"], "'seed' is set per cell"),
+        (["--proposer-model", "anthropic:claude-sonnet-4-5"], "needs an Anthropic API key"),
     ],
-    ids=["seeds", "dataset", "model proposer without a model", "max cost", "jobs", "seed option"],
+    ids=["seeds", "dataset", "model proposer without a model", "max cost", "jobs", "seed option", "no key"],
 )
 def test_bench_harness_option_errors_exit_2_with_one_line(tmp_path, args, message):
     out = run_metaharness("bench", "harness", "--out", tmp_path / "exp", *args, cwd=tmp_path, timeout=60)
@@ -258,7 +330,7 @@ def test_bench_harness_refuses_other_settings_for_a_stored_experiment_before_sta
     exp.mkdir()
     (exp / SPEC_FILE).write_text(json.dumps(stored))
     out = run_metaharness("bench", "harness", "--out", exp, "--iters", "5", "--proposers", "offline", timeout=60)
-    assert_fails_cleanly(out, "proposers: ['offline', 'offline-greedy'] there, ['offline'] now; iterations: 2 there")
+    assert_fails_cleanly(out, "(proposers: ['offline', 'offline-greedy'] there, ['offline'] now).")
     assert out.stdout == "" and sorted(p.name for p in exp.iterdir()) == [SPEC_FILE]
 
 

@@ -181,6 +181,7 @@ def harness(
     """The harness-optimisation grid: one search per dataset x proposer x seed, then the tables over seeds."""
     from metaharness.cli.browse import console
     from metaharness.experiment import estimate_cost, run_experiment
+    from metaharness.experiment.grid import check_models, stored_spec
     from metaharness.experiment.results import write_results
 
     show = console()
@@ -200,6 +201,11 @@ def harness(
     )
     if jobs < 1:
         raise InputError(f"--jobs takes a number of cells >= 1, got {jobs}.")
+    check_models(spec)
+    before = (stored_spec(out) or {}).get("iterations")
+    if isinstance(before, int) and spec["iterations"] > before:
+        notice = f"{notice}\n" if notice else ""
+        notice += f"Extending {out} from {before} to {spec['iterations']} iterations: every run continues."
     if notice:
         show.print(f"[yellow]{notice}[/]")
     cells = len(spec["datasets"]) * len(spec["proposers"]) * len(spec["seeds"])

@@ -18,6 +18,7 @@ import fcntl
 import functools
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,7 +36,8 @@ PAPER_PROPOSERS = ("base", "tps")
 OFFLINE_PROPOSERS = ("offline", "offline-best-of-n", "offline-greedy")
 PAPER_SEEDS = (0, 1, 2)
 PAPER_ITERATIONS = 12
-# Keys of experiment.json that define the grid; "created" and "metaharness" only describe it.
+# Keys of experiment.json that define the grid; ABOUT_KEYS only describe it.
+ABOUT_KEYS = ("created", "metaharness", "extended")
 SPEC_KEYS = (
     "datasets",
     "proposers",
@@ -220,6 +222,21 @@ def optimize_cell(cell: Cell, run_dir: Path, spec: dict[str, Any], *, data_dir: 
     )
 
 
+def check_models(spec: dict[str, Any]) -> None:
+    """Raise, before any cell starts, the error a cell would meet connecting to the grid's models: the embedded
+    engine not installed, or a hosted model without its API key (:class:`~metaharness.errors.ConfigurationError`,
+    checked without a request)."""
+    from metaharness.models import connect
+    from metaharness.models.local import require_llama_cpp
+    from metaharness.models.spec import parse_spec
+
+    for model in filter(None, (spec["task_model"], spec["proposer_model"])):
+        if parse_spec(model).provider == "local":
+            require_llama_cpp(model)
+        else:
+            connect(model, cache=False)
+
+
 def read_cells(exp_dir: str | Path) -> dict[str, dict[str, Any]]:
     """The last record of every cell in ``EXP/cells.jsonl``; a line torn by a kill is ignored."""
     return {r["cell"]: r for r in read_jsonl(Path(exp_dir) / CELLS_FILE) if isinstance(r.get("cell"), str)}
@@ -241,14 +258,15 @@ def run_experiment(
     exception fails that cell only: it is recorded with its message and the others go on. Each finished cell is
     appended to cells.jsonl and fsynced before the next result is taken (:func:`~metaharness.store.files.append_jsonl`:
     a line torn by a kill is closed off, and skipped on reading). A folder holding another spec is refused
-    (:class:`InputError` naming the differing keys); so is a folder another process is running.
-    Returns the last record of every cell that has one, in plan order.
+    (:class:`InputError` naming the differing keys), except a larger ``iterations``: then every run continues to it
+    (:func:`check_same_spec`). So is a folder another process is running. A worker process that dies (killed, out
+    of memory) breaks the pool: the cells in flight run again one at a time, and one whose worker dies again is
+    recorded failed. With the default ``run_cell`` the models are checked first (:func:`check_models`), so a missing
+    key stops the grid before any cell starts. Returns the last record of every cell that has one, in plan order.
     """
-    from joblib import Parallel, delayed
-
     if jobs < 1:
         raise InputError(f"jobs must be at least 1, got {jobs}.")
-    unknown = sorted(set(spec) - {*SPEC_KEYS, "created", "metaharness"})
+    unknown = sorted(set(spec) - {*SPEC_KEYS, *ABOUT_KEYS})
     missing = [k for k in SPEC_KEYS[:3] if k not in spec]
     if unknown or missing:
         raise InputError(
@@ -256,31 +274,91 @@ def run_experiment(
             f"{', '.join(missing) or 'none'}: its settings are {', '.join(SPEC_KEYS)}."
         )
     spec = experiment_spec(**{k: spec[k] for k in SPEC_KEYS if k in spec})
+    if run_cell is None:
+        check_models(spec)
     exp = Path(exp_dir)
     exp.mkdir(parents=True, exist_ok=True)
     run = run_cell or functools.partial(optimize_cell, data_dir=data_dir)
     with _locked(exp):
-        _write_or_check_spec(exp, spec)
+        before = _write_or_check_spec(exp, spec)
         cells = cells_of(spec)
         last = read_cells(exp)
-        pending = [c for c in cells if last.get(c.name, {}).get("status") != "done"]
+        pending = [c for c in cells if not _finished(last.get(c.name), spec, before)]
         done = len(cells) - len(pending)
-        by_name, queue = {c.name: c for c in pending}, iter(pending)
-        for cell in pending[:jobs]:
-            next(queue)
-            if progress:
-                progress.cell_started(cell, done, len(cells))
-        parallel = Parallel(n_jobs=jobs, return_as="generator_unordered", pre_dispatch="n_jobs", batch_size=1)
-        for record in parallel(delayed(_attempt)(run, c, exp, spec) for c in pending):
+
+        def finish(record: dict[str, Any]) -> None:
+            nonlocal done
             append_jsonl(exp / CELLS_FILE, record)
             last[record["cell"]] = record
             done += record["status"] == "done"
             if progress:
                 progress.cell_finished(by_name[record["cell"]], record, done, len(cells))
-                following = next(queue, None)
-                if following is not None:
-                    progress.cell_started(following, done, len(cells))
+
+        def begin(cell: Cell) -> None:
+            if progress:
+                progress.cell_started(cell, done, len(cells))
+
+        by_name = {c.name: c for c in pending}
+        while pending:
+            dispatched: list[Cell] = []
+            ended: set[str] = set()
+            try:
+                for record in _pool_round(run, pending, exp, spec, jobs, dispatched, begin):
+                    finish(record)
+                    ended.add(record["cell"])
+                pending = []
+            except BrokenProcessPool:
+                # A worker died (killed, out of memory, a crash in native code) and took the pool with it. Which of
+                # the cells in flight killed it is unknown, so each runs again alone in a fresh pool; one whose
+                # worker dies again is recorded failed, and the grid goes on.
+                suspects = [c for c in dispatched if c.name not in ended]
+                for cell in suspects:
+                    try:
+                        for record in _pool_round(run, [cell], exp, spec, jobs, [], begin):
+                            finish(record)
+                    except BrokenProcessPool as exc:
+                        finish(_record(cell, f"its worker process died twice ({type(exc).__name__}): {exc}", 0.0))
+                pending = [c for c in pending if c.name not in ended and c not in suspects]
     return [last[c.name] for c in cells if c.name in last]
+
+
+def _pool_round(
+    run: RunCell,
+    pending: list[Cell],
+    exp: Path,
+    spec: dict[str, Any],
+    jobs: int,
+    dispatched: list[Cell],
+    begin: Callable[[Cell], None],
+) -> Iterator[dict[str, Any]]:
+    """One pass of a joblib pool (loky workers, one cell per task) over ``pending``: records as cells finish.
+    ``dispatched`` gets each cell as joblib takes it (a superset of the cells running when a worker dies);
+    ``begin`` is told when a cell starts, reckoned in order as one per free worker (for progress lines)."""
+    from joblib import Parallel, delayed
+
+    def tasks() -> Iterator[Any]:
+        for cell in pending:
+            dispatched.append(cell)
+            yield delayed(_attempt)(run, cell, exp, spec)
+
+    queue = iter(pending)
+    for _ in range(min(jobs, len(pending))):
+        begin(next(queue))
+    parallel = Parallel(n_jobs=jobs, return_as="generator_unordered", pre_dispatch="n_jobs", batch_size=1)
+    for record in parallel(tasks()):
+        yield record
+        following = next(queue, None)
+        if following is not None:
+            begin(following)
+
+
+def _finished(record: dict[str, Any] | None, spec: dict[str, Any], before: dict[str, Any] | None) -> bool:
+    """Whether a cell's last record is "done" with the spec's iterations (a record without the field counts the
+    iterations the folder's spec had before this session)."""
+    if record is None or record.get("status") != "done":
+        return False
+    ran = record.get("iterations", (before or spec)["iterations"])
+    return isinstance(ran, int) and ran >= spec["iterations"]
 
 
 def _attempt(run_cell: RunCell, cell: Cell, exp: Path, spec: dict[str, Any]) -> dict[str, Any]:
@@ -290,7 +368,12 @@ def _attempt(run_cell: RunCell, cell: Cell, exp: Path, spec: dict[str, Any]) -> 
     try:
         run_cell(cell, exp / cell.name, spec)
     except Exception as exc:  # a failed cell is recorded and the grid goes on
-        error = " ".join(f"{type(exc).__name__}: {exc}".split())
+        error = f"{type(exc).__name__}: {exc}"
+    return _record(cell, error, time.perf_counter() - started, iterations=spec["iterations"])
+
+
+def _record(cell: Cell, error: str | None, seconds: float, *, iterations: int | None = None) -> dict[str, Any]:
+    """A cell's line in cells.jsonl: "done" (with the iterations it ran to) or "failed" (the error on one line)."""
     return {
         "cell": cell.name,
         "dataset": cell.dataset,
@@ -298,8 +381,9 @@ def _attempt(run_cell: RunCell, cell: Cell, exp: Path, spec: dict[str, Any]) -> 
         "seed": cell.seed,
         "run_dir": cell.name,
         "status": "failed" if error else "done",
-        "error": error,
-        "seconds": round(time.perf_counter() - started, 3),
+        "error": " ".join(error.split()) if error else None,
+        "iterations": iterations,
+        "seconds": round(seconds, 3),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -317,22 +401,38 @@ def stored_spec(exp_dir: str | Path) -> dict[str, Any] | None:
 
 
 def check_same_spec(exp_dir: str | Path, spec: dict[str, Any]) -> None:
-    """Refuse (:class:`InputError` naming the differing keys) a spec other than the one ``exp_dir`` holds."""
+    """Refuse (:class:`InputError` naming the differing keys) a spec other than the one ``exp_dir`` holds. More
+    ``iterations`` than stored is allowed: every run continues to the new count. Fewer is refused, since the runs
+    went further already."""
     stored = stored_spec(exp_dir)
-    differing = [k for k in SPEC_KEYS if stored is not None and stored.get(k) != spec[k]]
-    if stored is not None and differing:
+    if stored is None:
+        return
+    differing = [k for k in SPEC_KEYS if stored.get(k) != spec[k] and not (k == "iterations" and _more(stored, spec))]
+    if differing:
         changes = "; ".join(f"{k}: {stored.get(k)!r} there, {spec[k]!r} now" for k in differing)
+        fewer = " (more iterations continue every run; fewer cannot undo them)" if "iterations" in differing else ""
         raise InputError(
-            f"{exp_dir} holds an experiment with other settings ({changes}). Rerun with its settings to resume it, "
-            "or choose another --out folder."
+            f"{exp_dir} holds an experiment with other settings ({changes}){fewer}. Rerun with its settings to "
+            "resume it, or choose another --out folder."
         )
 
 
-def _write_or_check_spec(exp: Path, spec: dict[str, Any]) -> None:
+def _more(stored: dict[str, Any], spec: dict[str, Any]) -> bool:
+    return isinstance(stored.get("iterations"), int) and spec["iterations"] > stored["iterations"]
+
+
+def _write_or_check_spec(exp: Path, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The folder's spec before this session (None for a new folder), after writing the new one: a new folder's,
+    or the stored one with more iterations (and a line of ``extended`` that says when)."""
     check_same_spec(exp, spec)
-    if not (exp / SPEC_FILE).exists():
-        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        atomic_write_json(exp / SPEC_FILE, {**spec, "created": created, "metaharness": __version__})
+    stored = stored_spec(exp)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if stored is None:
+        atomic_write_json(exp / SPEC_FILE, {**spec, "created": now, "metaharness": __version__})
+    elif _more(stored, spec):
+        extended = [*stored.get("extended", []), {"from": stored["iterations"], "to": spec["iterations"], "at": now}]
+        atomic_write_json(exp / SPEC_FILE, {**stored, "iterations": spec["iterations"], "extended": extended})
+    return stored
 
 
 @contextlib.contextmanager
