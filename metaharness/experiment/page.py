@@ -11,7 +11,7 @@ import html
 from typing import Any
 
 from metaharness.experiment.results import COLUMNS, failed_rows, table_rows
-from metaharness.report.page import _SCRIPT, _STYLE, _table
+from metaharness.report.page import PAGE_SCRIPT, PAGE_STYLE, html_table
 from metaharness.report.svg import Series, colour, svg_chart
 
 
@@ -40,15 +40,17 @@ def render_html(table: dict[str, Any]) -> str:
         f"<div><h2>{html.escape(name)}: best so far (mean over seeds)</h2>{curve_chart(groups)}</div>"
         for name, groups in sections
     )
-    tables = "".join(f"<h2>{html.escape(name)}</h2>" + _table(COLUMNS, table_rows(groups)) for name, groups in sections)
+    tables = "".join(
+        f"<h2>{html.escape(name)}</h2>" + html_table(COLUMNS, table_rows(groups)) for name, groups in sections
+    )
     failed = (
-        "<h2>Failed cells</h2>" + _table(["cell", "error"], failed_rows(table))
+        "<h2>Failed cells</h2>" + html_table(["cell", "error"], failed_rows(table))
         if table["failed"]
         else "<p class='note'>No cell failed.</p>"
     )
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>metaharness experiment</title><style>{_STYLE}</style></head><body>",
+        f"<title>metaharness experiment</title><style>{PAGE_STYLE}</style></head><body>",
         "<h1>metaharness experiment</h1>",
         f"<p>task model <code>{html.escape(str(spec.get('task_model')))}</code>, proposer model "
         f"<code>{html.escape(str(spec.get('proposer_model')))}</code>; {html.escape(str(spec.get('iterations')))} "
@@ -58,7 +60,7 @@ def render_html(table: dict[str, Any]) -> str:
         f"<div class='grid'>{charts}</div>",
         tables,
         failed,
-        f"<script>{_SCRIPT}</script>",
+        f"<script>{PAGE_SCRIPT}</script>",
         "</body></html>",
     ]
     return "".join(parts)

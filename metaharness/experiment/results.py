@@ -28,7 +28,7 @@ from typing import Any
 
 from metaharness.errors import InputError
 from metaharness.experiment.grid import SPEC_FILE, read_cells
-from metaharness.report.summary import _cell, _markdown_table
+from metaharness.report.summary import markdown_cell, markdown_table
 from metaharness.report.view import RunView
 from metaharness.store.files import atomic_write_json, atomic_write_text, read_json
 from metaharness.store.run_dir import RunDirectory
@@ -164,7 +164,7 @@ def _average(per_dataset: list[tuple[dict[str, Any], dict[Any, dict[str, Any]]]]
 
 
 COLUMNS = ["proposer", "runs", "best val mean (sd)", "test mean (sd)", "tokens", "USD", "|pred-actual|"]
-MARKDOWN_COLUMNS = [_cell(c) for c in COLUMNS]
+MARKDOWN_COLUMNS = [markdown_cell(c) for c in COLUMNS]
 
 
 def table_rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -204,17 +204,17 @@ def render_markdown(table: dict[str, Any]) -> str:
         f"val limit {spec.get('val_limit')}; seeds {spec.get('seeds')}. Mean (sample sd) over seeds.",
     ]
     for dataset, groups in table["datasets"].items():
-        lines += ["", f"## {dataset}", "", *_markdown_table(MARKDOWN_COLUMNS, table_rows(groups))]
+        lines += ["", f"## {dataset}", "", *markdown_table(MARKDOWN_COLUMNS, table_rows(groups))]
     lines += [
         "",
         "## Average over datasets",
         "",
         "Mean over datasets of the per-dataset means; sd over seeds of the per-seed averages across datasets.",
         "",
-        *_markdown_table(MARKDOWN_COLUMNS, table_rows(table["average"])),
+        *markdown_table(MARKDOWN_COLUMNS, table_rows(table["average"])),
     ]
     if table["failed"]:
-        lines += ["", "## Failed cells", "", *_markdown_table(["cell", "error"], failed_rows(table))]
+        lines += ["", "## Failed cells", "", *markdown_table(["cell", "error"], failed_rows(table))]
     return "\n".join(lines) + "\n"
 
 

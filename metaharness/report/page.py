@@ -79,7 +79,8 @@ def cost_chart(view: RunView) -> str:
     return "".join(charts)
 
 
-_STYLE = """
+# The pages' stylesheet, shared by the run report and the experiment page.
+PAGE_STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left}
@@ -88,7 +89,7 @@ th{background:#f0f0f0;cursor:pointer}.note{color:#666;font-size:13px}.grid{displ
 """
 
 # Click a header to sort a table; marks the page as rendered (tests check it from a headless browser).
-_SCRIPT = """
+PAGE_SCRIPT = """
 document.querySelectorAll('table.sortable th').forEach(function (th, col) {
   th.addEventListener('click', function () {
     var body = th.closest('table').tBodies[0];
@@ -107,7 +108,8 @@ document.documentElement.setAttribute('data-rendered', 'yes');
 """
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def html_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A sortable HTML table (:data:`PAGE_SCRIPT` sorts it) of escaped text cells; shared by the experiment page."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -117,12 +119,12 @@ def _prediction_table(view: RunView) -> str:
     headers, rows, error = prediction_rows(view)
     if not rows:
         return "<p class='note'>No evaluated candidate carried a predicted score.</p>"
-    return _table(headers, rows) + f"<p>mean absolute error {error:.3f} over {len(rows)} candidates</p>"
+    return html_table(headers, rows) + f"<p>mean absolute error {error:.3f} over {len(rows)} candidates</p>"
 
 
 def _cost_table(view: RunView) -> str:
     headers, rows = cost_rows(view)
-    return _table(headers, rows) if rows else "<p class='note'>No iteration recorded its costs.</p>"
+    return html_table(headers, rows) if rows else "<p class='note'>No iteration recorded its costs.</p>"
 
 
 def render_html(view: RunView) -> str:
@@ -152,7 +154,8 @@ def render_html(view: RunView) -> str:
     failed = [[str(it), error[:500]] for it, error in sorted(failed_iterations(view).items())]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>metaharness run {html.escape(str(cfg.get('dataset')))}</title><style>{_STYLE}</style></head><body>",
+        f"<title>metaharness run {html.escape(str(cfg.get('dataset')))}</title>",
+        f"<style>{PAGE_STYLE}</style></head><body>",
         f"<h1>metaharness run: {html.escape(str(cfg.get('dataset')))}</h1>",
         f"<p>task model <code>{html.escape(str(cfg.get('task_model')))}</code>, "
         f"proposer <code>{html.escape(str(cfg.get('proposer')))}</code>; "
@@ -171,23 +174,23 @@ def render_html(view: RunView) -> str:
         "</div><h2>Cost over time</h2><div class='grid'>",
         cost_chart(view),
         "</div><h2>Pareto front: score vs. context tokens vs. USD</h2>",
-        _table(["id", "val", "context tok", "USD", "summary"], front),
+        html_table(["id", "val", "context tok", "USD", "summary"], front),
         "<h2>Predicted vs. actual score of every candidate with a prediction</h2>",
         _prediction_table(view),
         "<h2>Predicted vs. realised cost per iteration</h2>",
         _cost_table(view),
         "<h2>Candidates</h2>",
-        _table(
+        html_table(
             ["id", "iteration", "parent", "val", "test", "predicted", "context tok", "USD", "summary / error"], rows
         ),
         "<h2>Predicted programs not yet chosen</h2>",
-        _table(PREDICTED_HEADERS, view.predicted_rows()) if view.predicted_nodes() else "<p class='note'>None.</p>",
+        html_table(PREDICTED_HEADERS, view.predicted_rows()) if view.predicted_nodes() else "<p class='note'>None.</p>",
         (
-            "<h2>Proposer failures (iterations without candidates)</h2>" + _table(["iteration", "error"], failed)
+            "<h2>Proposer failures (iterations without candidates)</h2>" + html_table(["iteration", "error"], failed)
             if failed
             else ""
         ),
-        f"<script>{_SCRIPT}</script>",
+        f"<script>{PAGE_SCRIPT}</script>",
         "</body></html>",
     ]
     return "".join(parts)

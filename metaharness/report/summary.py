@@ -109,7 +109,7 @@ def render_markdown(view: RunView) -> str:
         test = f"{view.test[r.id].primary:.4f}" if r.id in view.test else ""
         lines.append(
             f"| {r.id} | {r.score:.4f} | {test} | {cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | "
-            f"{_cell(r.summary)} |"
+            f"{markdown_cell(r.summary)} |"
         )
     lines += ["", "## Candidates", ""]
     lines += [
@@ -125,26 +125,26 @@ def render_markdown(view: RunView) -> str:
         text = r.summary + (f" -- {r.error.splitlines()[0]}" if r.failed and r.error else "")
         lines.append(
             f"| {r.id} | {r.iteration} | {r.parent or 'root'} | {val_text(r)} | {predicted} | "
-            f"{cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | {_cell(text)} |"
+            f"{cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | {markdown_cell(text)} |"
         )
     headers, rows, error = prediction_rows(view)
     if rows:
         lines += ["", f"## Predicted vs. actual score (mean absolute error {error:.3f} over {len(rows)})", ""]
-        lines += _markdown_table(headers, rows)
+        lines += markdown_table(headers, rows)
     headers, rows = cost_rows(view)
     if rows:
         lines += ["", "## Predicted vs. realised cost per iteration", ""]
         lines += [COST_LEGEND]
-        lines += [""] + _markdown_table(headers, rows)
+        lines += [""] + markdown_table(headers, rows)
     waiting = view.predicted_rows()
     if waiting:
         lines += ["", f"## Predicted programs not yet chosen ({len(waiting)}; `metaharness history --predicted`)", ""]
-        lines += _markdown_table(PREDICTED_HEADERS, waiting[:20])
+        lines += markdown_table(PREDICTED_HEADERS, waiting[:20])
         if len(waiting) > 20:
             lines.append(f"\n({len(waiting) - 20} more in `program-graph.json`)")
     if failed:
         lines += ["", "## Proposer failures (no candidates in these iterations)", ""]
-        lines += [f"- iteration {it}: {_cell(error, 300)}" for it, error in sorted(failed.items())]
+        lines += [f"- iteration {it}: {markdown_cell(error, 300)}" for it, error in sorted(failed.items())]
         lines.append("  (the tracebacks: `proposer_traceback` in the iteration's line of `summary.jsonl`)")
     if view.notes():
         lines += ["", "## Notes", ""] + [f"- {n}" for n in view.notes()]
@@ -162,15 +162,17 @@ def render_markdown(view: RunView) -> str:
     return "\n".join(lines)
 
 
-def _markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """The lines of a Markdown table; every cell goes through :func:`markdown_cell`."""
     return [
         "| " + " | ".join(headers) + " |",
         "|" + "---|" * len(headers),
-        *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows),
+        *("| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows),
     ]
 
 
-def _cell(text: str, width: int = 120) -> str:
+def markdown_cell(text: str, width: int = 120) -> str:
+    """``text`` as one table cell: whitespace collapsed to single spaces, ``|`` escaped, at most ``width`` chars."""
     return " ".join(text.split()).replace("|", "\\|")[:width]
 
 
