@@ -155,6 +155,15 @@ def test_average_over_datasets(exp):
     assert tps["curve"] == [[0, pytest.approx((0.2 + 0.65) / 2)], [1, pytest.approx((0.5 + 0.85) / 2)]]
 
 
+def test_paired_differences_by_seed_over_datasets(exp):
+    (pair,) = experiment_table(exp)["paired"]
+    # seed 0 is the only seed both have in every dataset (A/tps/seed1 failed): ((0.4 - 0.5) + (0.6 - 0.8)) / 2
+    assert (pair["a"], pair["b"]) == ("base", "tps")
+    assert pair["difference"] == {"mean": pytest.approx(-0.15), "sd": None, "n": 1}
+    # runs both have: A seed 0, B seeds 0 and 1, base below tps in all three
+    assert (pair["better"], pair["tied"], pair["worse"]) == (0, 0, 3)
+
+
 def test_write_results_markdown_and_json(exp):
     path = write_results(exp)
     text = path.read_text()
@@ -163,6 +172,7 @@ def test_write_results_markdown_and_json(exp):
     assert "| base | 2 | 0.350 (0.071) | 0.300 | 200 (141) | 0.0200 (0.0141) | - |" in text
     assert "## Average over datasets" in text and "| tps | 3 | 0.675 | 0.450 |" in text
     assert "| A/tps/seed1 | proposer raised: boom |" in text
+    assert "| base - tps | 1 | -0.150 | 0 / 0 / 3 |" in text
     saved = json.loads((exp / "results.json").read_text())
     assert saved["average"]["base"]["best_val"]["mean"] == pytest.approx(0.5)
     assert (exp / "results.html").exists()

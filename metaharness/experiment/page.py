@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from metaharness.experiment.results import COLUMNS, failed_rows, table_rows
+from metaharness.experiment.results import COLUMNS, PAIRED_COLUMNS, PAIRED_NOTE, failed_rows, paired_rows, table_rows
 from metaharness.report.page import PAGE_SCRIPT, PAGE_STYLE, html_table
 from metaharness.report.svg import Series, colour, svg_chart
 
@@ -43,6 +43,9 @@ def render_html(table: dict[str, Any]) -> str:
     tables = "".join(
         f"<h2>{html.escape(name)}</h2>" + html_table(COLUMNS, table_rows(groups)) for name, groups in sections
     )
+    if table["paired"]:
+        tables += f"<h2>Paired differences</h2><p class='note'>{html.escape(PAIRED_NOTE)}</p>"
+        tables += html_table(PAIRED_COLUMNS, paired_rows(table))
     failed = (
         "<h2>Failed cells</h2>" + html_table(["cell", "error"], failed_rows(table))
         if table["failed"]

@@ -17,7 +17,12 @@ The arithmetic (every figure a :func:`stat`: ``{"mean", "sd", "n"}``):
 - the average over datasets, per proposer: the mean is the mean over datasets of the per-dataset means (datasets
   without the figure left out); the sd is the sample sd over seeds of the per-seed averages across datasets, counting
   only the seeds that have the figure in every dataset (``n`` is the number of such seeds); the curve is, per
-  iteration, the mean over datasets of the per-dataset curve points.
+  iteration, the mean over datasets of the per-dataset curve points;
+- paired differences (:func:`paired_differences`), per pair of proposers (a, b) in the experiment's order: for each
+  seed that both have in every dataset, the mean over datasets of a's best validation score minus b's; the
+  difference is the :func:`stat` of these per-seed values. Beside it, over every (dataset, seed) both ran, how often
+  a ended above, level with (within 1e-9) or below b. Same seed, same probe sample and sampler state, so the pairing
+  takes out what a seed's draws share.
 """
 
 from __future__ import annotations
@@ -123,7 +128,45 @@ def experiment_table(exp_dir: Path) -> dict[str, Any]:
         per_dataset = [(table[d][proposer], _by_seed(runs, d, proposer)) for d in datasets if proposer in table[d]]
         if per_dataset:
             average[proposer] = _average(per_dataset)
-    return {"experiment": spec, "runs": runs, "failed": failed, "datasets": table, "average": average}
+    return {
+        "experiment": spec,
+        "runs": runs,
+        "failed": failed,
+        "datasets": table,
+        "average": average,
+        "paired": paired_differences(runs, datasets, proposers),
+    }
+
+
+def paired_differences(
+    runs: dict[str, dict[str, Any]], datasets: list[str], proposers: list[str], figure: str = "best_val"
+) -> list[dict[str, Any]]:
+    """Every pair of proposers (a before b in ``proposers``): ``{"a", "b", "difference": stat, "better", "tied",
+    "worse"}``, a's ``figure`` minus b's paired by seed (arithmetic in the module docstring)."""
+    pairs = []
+    for i, a in enumerate(proposers):
+        for b in proposers[i + 1 :]:
+            both = {
+                (d, s): (ra[figure], rb[figure])
+                for d in datasets
+                for s, ra in _by_seed(runs, d, a).items()
+                if (rb := _by_seed(runs, d, b).get(s)) is not None and ra[figure] is not None and rb[figure] is not None
+            }
+            seeds = sorted({s for _, s in both})
+            complete = [s for s in seeds if all((d, s) in both for d in datasets)]
+            per_seed = [statistics.fmean(both[d, s][0] - both[d, s][1] for d in datasets) for s in complete]
+            gaps = [x - y for x, y in both.values()]
+            pairs.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "difference": stat(list(per_seed)),
+                    "better": sum(g > 1e-9 for g in gaps),
+                    "tied": sum(abs(g) <= 1e-9 for g in gaps),
+                    "worse": sum(g < -1e-9 for g in gaps),
+                }
+            )
+    return pairs
 
 
 def _ordered(declared: list[str], seen: list[str]) -> list[str]:
@@ -183,11 +226,33 @@ def table_rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
     ]
 
 
-def _figure(value: dict[str, Any], form: str) -> str:
+def _figure(value: dict[str, Any], form: str, mean_form: str | None = None) -> str:
     if value["mean"] is None:
         return "-"
-    text = form.format(value["mean"])
+    text = (mean_form or form).format(value["mean"])
     return text + (f" ({form.format(value['sd'])})" if value["sd"] is not None else "")
+
+
+PAIRED_COLUMNS = ["a - b", "seeds", "mean difference (sd over seeds)", "runs a above / level / below b"]
+
+
+def paired_rows(table: dict[str, Any]) -> list[list[str]]:
+    """One row per pair under :data:`PAIRED_COLUMNS` (shared by ``RESULTS.md`` and the page)."""
+    return [
+        [
+            f"{p['a']} - {p['b']}",
+            str(p["difference"]["n"]),
+            _figure(p["difference"], "{:.3f}", mean_form="{:+.3f}"),
+            f"{p['better']} / {p['tied']} / {p['worse']}",
+        ]
+        for p in table["paired"]
+    ]
+
+
+PAIRED_NOTE = (
+    "Best val score of a minus b, paired by seed: per seed the mean over datasets of the difference, then the mean "
+    "(sample sd) over the seeds both have in every dataset; the last column counts the (dataset, seed) runs."
+)
 
 
 def failed_rows(table: dict[str, Any]) -> list[list[str]]:
@@ -213,6 +278,8 @@ def render_markdown(table: dict[str, Any]) -> str:
         "",
         *markdown_table(MARKDOWN_COLUMNS, table_rows(table["average"])),
     ]
+    if table["paired"]:
+        lines += ["", "## Paired differences", "", PAIRED_NOTE, "", *markdown_table(PAIRED_COLUMNS, paired_rows(table))]
     if table["failed"]:
         lines += ["", "## Failed cells", "", *markdown_table(["cell", "error"], failed_rows(table))]
     return "\n".join(lines) + "\n"
