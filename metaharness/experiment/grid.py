@@ -1,10 +1,11 @@
 """The experiment grid: one ordinary run directory per (dataset, proposer, seed) cell under one folder.
 
 ``EXP/experiment.json`` keeps the grid's spec; ``EXP/cells.jsonl`` gets one line per finished attempt of a cell
-(``"done"`` or ``"failed"``, the last line of a cell wins); ``EXP/DATASET/PROPOSER/seedS`` is the cell's run
-directory, written by :func:`metaharness.optimize.optimize`. A rerun with the same spec resumes: cells whose last
-line is ``"done"`` are skipped, the others run again and their run directories continue where they stopped, so a
-killed experiment loses only the model calls in flight.
+(``"done"`` with the iterations it ran to, or ``"failed"`` with the error; the last line of a cell wins);
+``EXP/DATASET/PROPOSER/seedS`` is the cell's run directory, written by :func:`metaharness.optimize.optimize`. A rerun
+with the same spec resumes: cells whose last line is ``"done"`` are skipped, the others run again and their run
+directories continue where they stopped, so a killed experiment loses only the model calls in flight. A rerun with
+more iterations continues every run to the new count (``experiment.json`` records it under ``extended``).
 
 >>> from metaharness.experiment import experiment_spec, run_experiment
 >>> spec = experiment_spec(["symptom2disease"], ["offline", "offline-best-of-n"], [0, 1], iterations=2, val_limit=5)
