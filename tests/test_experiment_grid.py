@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -211,6 +212,50 @@ def test_a_worker_that_dies_is_replaced_and_a_cell_that_kills_it_twice_fails_alo
     else:
         assert status[killed[0]] == "done" and attempts == 2
     assert len(lines(tmp_path / "exp")) == 8  # one line per cell: a worker's death is not a line
+
+
+ORPHANS = """
+import os, sys, time
+from pathlib import Path
+from metaharness.experiment import experiment_spec, run_experiment
+
+exp = Path(sys.argv[1])
+
+def run_cell(cell, run_dir, spec):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "pid").write_text(str(os.getpid()))
+    time.sleep(120)
+
+run_experiment(exp, experiment_spec(**{SPEC!r}), jobs=2, run_cell=run_cell)
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether the process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_killing_the_experiment_process_stops_its_workers(tmp_path):
+    exp = tmp_path / "exp"
+    script = ORPHANS.replace("{SPEC!r}", repr(SPEC))
+    main = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), str(exp)], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(pids := list(exp.glob("*/*/seed*/pid"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        workers = [int(p.read_text()) for p in pids]
+        assert len(workers) == 2 and main.pid not in workers and all(alive(w) for w in workers)
+    finally:
+        os.kill(main.pid, signal.SIGKILL)  # the experiment's own process, as a kill at any moment would
+        main.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(w) for w in workers), "a worker outlived the killed experiment"
+    assert not (exp / CELLS_FILE).exists()  # no cell finished: the rerun runs them all
 
 
 def test_a_hosted_model_without_its_key_stops_the_grid_before_any_cell(tmp_path, monkeypatch):

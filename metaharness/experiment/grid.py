@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures.process import BrokenProcessPool
@@ -340,7 +342,7 @@ def _pool_round(
     def tasks() -> Iterator[Any]:
         for cell in pending:
             dispatched.append(cell)
-            yield delayed(_attempt)(run, cell, exp, spec)
+            yield delayed(_attempt)(run, cell, exp, spec, owner=os.getpid())
 
     queue = iter(pending)
     for _ in range(min(jobs, len(pending))):
@@ -362,8 +364,13 @@ def _finished(record: dict[str, Any] | None, spec: dict[str, Any], before: dict[
     return isinstance(ran, int) and ran >= spec["iterations"]
 
 
-def _attempt(run_cell: RunCell, cell: Cell, exp: Path, spec: dict[str, Any]) -> dict[str, Any]:
-    """One cell, in a worker: its record, "failed" with the exception's text on one line if it raised."""
+def _attempt(
+    run_cell: RunCell, cell: Cell, exp: Path, spec: dict[str, Any], owner: int | None = None
+) -> dict[str, Any]:
+    """One cell, in a worker: its record, "failed" with the exception's text on one line if it raised. ``owner`` is
+    the experiment's process: a worker exits when it is gone (:func:`_exit_with`)."""
+    if owner is not None and owner != os.getpid():
+        _exit_with(owner)
     started = time.perf_counter()
     error = None
     try:
@@ -371,6 +378,20 @@ def _attempt(run_cell: RunCell, cell: Cell, exp: Path, spec: dict[str, Any]) -> 
     except Exception as exc:  # a failed cell is recorded and the grid goes on
         error = f"{type(exc).__name__}: {exc}"
     return _record(cell, error, time.perf_counter() - started, iterations=spec["iterations"])
+
+
+@functools.cache
+def _exit_with(owner: int) -> None:
+    """Make this worker process exit as soon as its parent ``owner`` (the experiment's process) is gone. A worker
+    otherwise runs its cell to the end after the experiment was killed, holding the run directory's lock against the
+    rerun that resumes it. Exiting mid-cell is safe: a run directory survives a kill at any moment."""
+
+    def watch() -> None:
+        while os.getppid() == owner:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="metaharness-exit-with-experiment", daemon=True).start()
 
 
 def _record(cell: Cell, error: str | None, seconds: float, *, iterations: int | None = None) -> dict[str, Any]:
