@@ -385,12 +385,12 @@ class Optimizer:
                 raise
             except Exception as exc:  # a proposer failure fails its iteration, not the run
                 raise _ProposerError(exc) from exc
-            if len(proposals) > state.evals_left:
+            if len(proposals) > state.proposals:
                 self.events.note(
-                    f"proposer {self.proposer.name} returned {len(proposals)} proposals for {state.evals_left} "
-                    f"evaluations; keeping the first {state.evals_left}"
+                    f"proposer {self.proposer.name} returned {len(proposals)} proposals for {state.proposals} "
+                    f"slots; keeping the first {state.proposals}"
                 )
-                proposals = proposals[: state.evals_left]
+                proposals = proposals[: state.proposals]
             if not proposals:
                 self.events.note(f"iteration {iteration}: the proposer returned no candidates")
             if state.graph is not None:  # always set by state(); a proposer may not replace it by None
@@ -413,7 +413,7 @@ class Optimizer:
             task=self.settings.task,
             iteration=iteration,
             candidates=self.store.candidates(),
-            evals_left=self.settings.evals_per_iter,
+            proposals=self.settings.evals_per_iter,
             budget=iteration_budget(self.budget(), self.settings.iteration_budget),
             run_dir=self.store.path,
             graph=self.store.program_graph(),

@@ -5,9 +5,9 @@ returns new candidate programs. The whole contract of :meth:`Proposer.propose`:
 
 - It receives a :class:`RunState` snapshot: every committed :class:`~metaharness.candidate.Candidate` so far
   (source, scores, cost, prediction, failed ones with their errors; :meth:`RunState.trace_path` finds a
-  candidate's per-example validation trace), the iteration number, the evaluations this iteration may still use
-  and any other budget left for it.
-- It returns at most ``state.evals_left`` :class:`Proposal` objects, in the order they should be evaluated. Each
+  candidate's per-example validation trace), the iteration number, how many proposals the
+  loop takes this iteration (``proposals``) and any other budget left for it.
+- It returns at most ``state.proposals`` :class:`Proposal` objects, in the order it wrote them. Each
   names an existing candidate id as ``parent`` (or ``None`` for a fresh program), carries the complete source of
   the new harness file (:mod:`metaharness.harness`) and says in words what changed (``summary``) and why it should
   help (``hypothesis``). ``prediction`` holds what the proposer predicted about the outcome (e.g.
@@ -19,7 +19,7 @@ returns new candidate programs. The whole contract of :meth:`Proposer.propose`:
   ``propose`` returns. A proposal that realises a graph node names it (``node``); a chosen chain
   A -> B -> C is one proposal C with ``parent`` A and ``intermediates`` [B]: the loop commits B as its own
   candidate (implemented, import-checked, not evaluated), then C as B's child. Intermediates do not count against
-  ``evals_left``; an intermediate shared by two proposals (the same ``node``) is committed once, and one whose node
+  ``proposals``; an intermediate shared by two proposals (the same ``node``) is committed once, and one whose node
   another proposal of the iteration evaluates, or a committed candidate already realised, is that candidate.
 - It never evaluates on the validation or test split: the loop does, within budget. It may run candidates on a
   few *training* examples (the offline proposer's probe) through the sandboxed evaluator.
@@ -44,7 +44,7 @@ class RunState:
     task: str
     iteration: int
     candidates: list[Candidate]
-    evals_left: int
+    proposals: int
     # Remaining caps for the iteration when set: {"tokens": ..., "usd": ...}.
     budget: dict[str, float] = field(default_factory=dict)
     run_dir: Path | None = None

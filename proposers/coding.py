@@ -303,7 +303,7 @@ class CodingProposer:
         return messages
 
     def propose(self, state: RunState) -> list[Proposal]:
-        k = state.evals_left
+        k = state.proposals
         if k < 1 or not state.candidates:
             return []
         workspace = self.workspace(state)

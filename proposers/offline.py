@@ -131,7 +131,7 @@ class OfflineProposer:
 
     def propose(self, state: RunState) -> list[Proposal]:
         evaluated = sorted(state.evaluated(), key=lambda c: -c.score)
-        if not evaluated or state.evals_left < 1:
+        if not evaluated or state.proposals < 1:
             return []
         graph, calibration = prepare(state)
         rng = random.Random(self.seed * 1009 + state.iteration)
@@ -201,7 +201,7 @@ class OfflineProposer:
             }
         record["selection"] = result.to_json()
         _write_record(state, record)
-        return out[: state.evals_left]
+        return out[: state.proposals]
 
 
 def _choosable(graph: PlanGraph) -> bool:

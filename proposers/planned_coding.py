@@ -156,7 +156,7 @@ class TPSProposer(CodingProposer):
         return (result if result is not None and result.evaluate else None), record
 
     def propose(self, state: RunState) -> list[Proposal]:
-        if state.evals_left < 1 or not state.candidates:
+        if state.proposals < 1 or not state.candidates:
             return []
         result, record = self.planning(state)
         workspace = self.workspace(state)
@@ -189,7 +189,7 @@ class TPSProposer(CodingProposer):
             "call finish:\n" + "\n".join(lines)
         )
         if not planned:
-            return ready[: state.evals_left]
+            return ready[: state.proposals]
         self.write(state, workspace, brief, len(names))
         written = {s.name: s for s in submitted(workspace, len(names))}
         out = list(ready)
@@ -212,7 +212,7 @@ class TPSProposer(CodingProposer):
                     proposal.summary = "; then ".join(proposal.prediction.get("chain", [proposal.summary]))
             out.append(proposal)
         extra = [to_proposal(s) for name, s in written.items() if name not in names]
-        return (out + extra)[: state.evals_left]
+        return (out + extra)[: state.proposals]
 
 
 class RevisionSampler:

@@ -36,9 +36,9 @@ UNBOUNDED = 1e18  # a budget entry the run does not cap (the plan graph format w
 
 
 def iteration_budget(state: RunState) -> dict[str, float]:
-    """The selection budget in the program graph's limits: ``evals_left`` evaluations plus any task-model token or
+    """The selection budget in the program graph's limits: ``proposals`` evaluations plus any task-model token or
     dollar cap the loop passes (absent entries are unbounded)."""
-    budget = {"evals": float(state.evals_left), "tokens": UNBOUNDED, "usd": UNBOUNDED}
+    budget = {"evals": float(state.proposals), "tokens": UNBOUNDED, "usd": UNBOUNDED}
     budget.update({k: float(v) for k, v in state.budget.items() if k in LIMITS and k != "evals"})
     return budget
 

@@ -70,7 +70,7 @@ def traced(tmp_path, shared_data_dir):
         evaluation=Evaluation("val", dict(report.scores), dict(report.cost)),
         trace="traces/c001.val.jsonl",
     )
-    state = RunState(task="symptom2disease", iteration=1, candidates=[candidate], evals_left=1, run_dir=tmp_path)
+    state = RunState(task="symptom2disease", iteration=1, candidates=[candidate], proposals=1, run_dir=tmp_path)
     return state, candidate, report
 
 
@@ -143,7 +143,7 @@ def test_trace_excerpts_of_chosen_examples_and_of_old_records(traced, tmp_path) 
 
 def test_trace_excerpts_without_a_trace_say_why() -> None:
     failed = Candidate(id="c002", parent="c001", iteration=1, source="x", status="failed", error="SyntaxError: oops")
-    state = RunState(task="t", iteration=2, candidates=[failed], evals_left=1)
+    state = RunState(task="t", iteration=2, candidates=[failed], proposals=1)
     assert "it failed: SyntaxError: oops" in trace_excerpts(state, failed)
 
 
@@ -157,7 +157,7 @@ def test_a_failed_example_shows_its_error_and_its_calls(tmp_path) -> None:
         calls=[{"messages": [{"role": "user", "content": "q"}], "response": None, "error": "bad lm() call: no"}],
     )
     path = write_records([record], tmp_path / "t.jsonl")
-    state = RunState(task="t", iteration=1, candidates=[], evals_left=1)
+    state = RunState(task="t", iteration=1, candidates=[], proposals=1)
     cand = Candidate(id="c1", parent=None, iteration=0, source="", trace=str(path), evaluation=Evaluation("val", {}))
     text = trace_excerpts(state, cand)
     assert "ERROR" in text and "[error]\nValueError: parse failed (harness.py line 9)" in text
@@ -192,14 +192,14 @@ def test_failed_attempts_are_whole_most_recent_first_within_budget() -> None:
             id="c7", parent="c1", iteration=4, source="", status="failed", summary="c", hypothesis="h", error="E3"
         ),
     ]
-    state = RunState(task="t", iteration=5, candidates=[_candidate("c1", 3), *failed], evals_left=1)
+    state = RunState(task="t", iteration=5, candidates=[_candidate("c1", 3), *failed], proposals=1)
     text = failed_attempts(state, None)
     assert text.index("## c7") < text.index("## c5") < text.index("## c2")
     assert long_error in text and "Hypothesis: h" in text and "(iteration 3, parent c2)" in text
     small = failed_attempts(state, 200)
     assert text_tokens(small) <= 200 and long_error not in small and "## c7" in small and "## c2" in small
     assert re.search(r"\[Left out whole .*: c5\. ", small)
-    assert "(none so far)" in failed_attempts(RunState(task="t", iteration=1, candidates=[], evals_left=1), 100)
+    assert "(none so far)" in failed_attempts(RunState(task="t", iteration=1, candidates=[], proposals=1), 100)
 
 
 def test_records_within_refers_only_to_messages_it_shows() -> None:

@@ -51,7 +51,7 @@ def test_seeds_then_iterations_commit_every_candidate(tmp_path):
     assert outcome.best.id == "c005" and outcome.iterations_done == 2 and outcome.stopped is None
     # the proposer saw the failed candidate of iteration 1 in iteration 2
     assert [c.id for c in proposer.states[1].failed()] == ["c004"]
-    assert proposer.states[0].evals_left == 2
+    assert proposer.states[0].proposals == 2
     assert [r["iteration"] for r in run.log_records("iteration")] == [0, 1, 2]
     assert run.log_records("test_skipped")[0]["reason"] == "no test split offline"
     assert "c005" in run.summary_md.read_text()

@@ -44,7 +44,7 @@ def test_a_token_budget_in_the_run_state_changes_what_is_chosen() -> None:
         add_evaluated(graph, "c1", 0.3)
         add_predicted(graph, "p1.0", "c1", 0.60, cost={"tokens": 90_000.0}, summary="long prompt")
         add_predicted(graph, "p1.1", "c1", 0.50, cost={"tokens": 2_000.0}, summary="vote")
-        state = RunState(task="t", iteration=1, candidates=[_seed()], evals_left=1, budget=budget)
+        state = RunState(task="t", iteration=1, candidates=[_seed()], proposals=1, budget=budget)
         result = choose(state, graph, "auto", seed=0)
         assert result is not None
         return [str(n) for n in result.evaluate]
@@ -58,7 +58,7 @@ def test_a_chosen_chain_becomes_one_proposal_with_its_intermediates() -> None:
     add_evaluated(graph, "c1", 0.3)
     add_predicted(graph, "p1.0", "c1", 0.35, summary="step one", data={"source": "A", "summary": "step one"})
     add_predicted(graph, "p1.1", "p1.0", 0.6, summary="step two", data={"source": "B", "summary": "step two"})
-    state = RunState(task="t", iteration=1, candidates=[_seed()], evals_left=1)
+    state = RunState(task="t", iteration=1, candidates=[_seed()], proposals=1)
     result = choose(state, graph, "auto", seed=0)
     assert result is not None and result.evaluate == ["p1.1"]
     (proposal,) = proposals(state, graph, result)
@@ -73,7 +73,7 @@ def test_predictions_are_re_predicted_as_the_calibration_learns() -> None:
     graph = program_graph("c1")
     add_evaluated(graph, "c1", 0.3)
     add_predicted(graph, "p1.0", "c1", 0.5, std=0.05, data={"base": "c1", "raw_gain": 0.2, "raw_std": 0.05})
-    state = RunState(task="t", iteration=2, candidates=[_seed()], evals_left=1)
+    state = RunState(task="t", iteration=2, candidates=[_seed()], proposals=1)
     assert recalibrate(graph, state, Calibration(slope=0.5, residual=0.1, pairs=3)) == 1
     node = graph.node("p1.0")
     assert node.score == pytest.approx(0.4) and node.std == pytest.approx(0.1)
@@ -169,7 +169,7 @@ def test_an_implemented_candidate_is_evaluated_as_it_is_once() -> None:
     add_predicted(graph, "p1.0", "c1", 0.7, summary="step one", data={"summary": "step one"})
     mark(graph, "p1.0", IMPLEMENTED, new_id="c2")
     implemented = Candidate(id="c2", parent="c1", source="B", iteration=1, status=IMPLEMENTED)
-    state = RunState(task="t", iteration=2, candidates=[_seed(), implemented], evals_left=1)
+    state = RunState(task="t", iteration=2, candidates=[_seed(), implemented], proposals=1)
     result = choose(state, graph, "auto", seed=0)
     assert result is not None and result.evaluate == ["c2"]
     (proposal,) = proposals(state, graph, result)

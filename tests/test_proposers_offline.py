@@ -71,7 +71,7 @@ def _state(iteration: int = 1, evals: int = 2) -> RunState:
             )
         )
     failed = Candidate(id="c9", parent="c0", source="class Harness: pass", iteration=0, status="failed", error="boom")
-    return RunState(task="symptom2disease", iteration=iteration, candidates=[*seeds, failed], evals_left=evals)
+    return RunState(task="symptom2disease", iteration=iteration, candidates=[*seeds, failed], proposals=evals)
 
 
 def test_held_out_probe_split_is_disjoint_from_the_harness_train(task) -> None:
@@ -88,7 +88,7 @@ def test_offline_proposer_plans_probes_and_chooses(task, tmp_path) -> None:
     assert isinstance(proposer, Proposer) and proposer.name == "offline"
     state = _state()
     proposals = proposer.propose(state)
-    assert 1 <= len(proposals) <= state.evals_left
+    assert 1 <= len(proposals) <= state.proposals
     known = {c.source for c in state.candidates}
     for p in proposals:
         assert p.parent in {"c0", "c1"}
@@ -167,7 +167,7 @@ def test_names_and_errors(task) -> None:
         get_proposer("oracle", task=task, task_model=keyword_model())
     assert (
         get_proposer("offline", task=task, task_model=keyword_model(), unknown_key=1).propose(
-            RunState(task="symptom2disease", iteration=1, candidates=[], evals_left=3)
+            RunState(task="symptom2disease", iteration=1, candidates=[], proposals=3)
         )
         == []
     )
@@ -187,14 +187,14 @@ def test_calibration_learns_how_far_predictions_held() -> None:
             prediction=prediction,
         )
 
-    fresh = RunState(task="t", iteration=1, candidates=[cand("s", 0.3)], evals_left=3)
+    fresh = RunState(task="t", iteration=1, candidates=[cand("s", 0.3)], proposals=3)
     assert calibrate(fresh).slope == 1.0 and calibrate(fresh).pairs == 0
     # Predicted gains of +0.2 that came out at +0.05: trust the probe much less, and widen the uncertainty.
     burnt = RunState(
         task="t",
         iteration=3,
         candidates=[cand("s", 0.3), cand("a", 0.35, 0.5), cand("b", 0.3, 0.5), cand("c", 0.40, 0.5)],
-        evals_left=3,
+        proposals=3,
     )
     cal = calibrate(burnt)
     assert cal.pairs == 3 and 0.2 < cal.slope < 0.6 and cal.residual > 0
