@@ -62,39 +62,30 @@ tools). The planner needs no C build: ``pip install metaharness``; only ``local:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+# Exported eagerly: a lazy module ``__getattr__`` loses to a submodule of the same name once anything has imported
+# that submodule (``metaharness.planner.solve`` the module would shadow ``solve`` the function).
+from metaharness.planner.graph import Edge, Node, PlanGraph
+from metaharness.planner.problem import SoftTargets
+from metaharness.planner.program import (
+    LIMITS,
+    add_evaluated,
+    add_predicted,
+    add_revision,
+    chain,
+    cost_vector,
+    depth,
+    incumbent,
+    mark,
+    nodes_with,
+    program_graph,
+)
+from metaharness.planner.result import PlanResult
+from metaharness.planner.selection import SELECTION_SOLVERS, select
+from metaharness.planner.session import Observation, PlanningSession
+from metaharness.planner.solve import SOLVERS, solve
+from metaharness.planner.subagents import ToolSpec
+from metaharness.planner.tps import PlanningResult, RouteStep, plan, replay
 
-# Names load on first use so that ``metaharness --help`` (which imports the ``plan`` command module) stays fast.
-_EXPORTS = {
-    "Edge": "graph",
-    "Node": "graph",
-    "PlanGraph": "graph",
-    "SoftTargets": "problem",
-    "PlanResult": "result",
-    "SOLVERS": "solve",
-    "solve": "solve",
-    "SELECTION_SOLVERS": "selection",
-    "select": "selection",
-    "LIMITS": "program",
-    "program_graph": "program",
-    "cost_vector": "program",
-    "add_evaluated": "program",
-    "add_predicted": "program",
-    "add_revision": "program",
-    "nodes_with": "program",
-    "incumbent": "program",
-    "chain": "program",
-    "depth": "program",
-    "mark": "program",
-    "PlanningResult": "tps",
-    "RouteStep": "tps",
-    "plan": "tps",
-    "replay": "tps",
-    "Observation": "session",
-    "PlanningSession": "session",
-    "ToolSpec": "subagents",
-}
 __all__ = [
     "LIMITS",
     "SELECTION_SOLVERS",
@@ -124,9 +115,3 @@ __all__ = [
     "select",
     "solve",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"metaharness.planner.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'metaharness.planner' has no attribute {name!r}")
