@@ -30,3 +30,11 @@ class BudgetExceeded(MetaharnessError):
     """A hard cost or token cap was reached; long-running work stops cleanly when it sees this."""
 
     exit_code = 3
+
+
+class ModelUnavailable(MetaharnessError):
+    """A model stayed unreachable through every retry (rate limits, overload, 5xx, timeouts): a systemic failure.
+    Work that needs it stops without recording a result (an outage is no score of 0); rerunning the same command
+    continues once the model answers again. Exit code 5."""
+
+    exit_code = 5

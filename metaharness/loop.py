@@ -12,7 +12,10 @@ proposals (:mod:`metaharness.proposal`), the evaluator only measures programs
 A rerun finds the journal and continues: it commits journaled results, finishes an open iteration, then starts the
 next one. A :class:`StopRequest` (Ctrl-C in the CLI) lets the step under way finish (an evaluation is completed and
 committed), then stops; the rest of the iteration's plan stays in the journal for the next run.
-:class:`~metaharness.errors.BudgetExceeded` from the model layer stops the run with a note in the summary.
+:class:`~metaharness.errors.BudgetExceeded` from the model layer stops the run with a note in the summary;
+:class:`~metaharness.errors.ModelUnavailable` from the evaluator (the task model stayed unreachable through its
+retries) logs a stop, records nothing for the candidate under way and is raised again (exit code 5; rerunning the
+same command continues).
 
 A proposer that raises (a context overflow, a model unreachable after retries, a malformed tool call: any exception
 but :class:`~metaharness.errors.BudgetExceeded`) fails its iteration only: the iteration's line records the error
@@ -31,7 +34,7 @@ from typing import Any
 
 from metaharness import frontier
 from metaharness.candidate import EVALUATED, FAILED, IMPLEMENTED, Candidate, Evaluation, candidate_id, id_number
-from metaharness.errors import BudgetExceeded, MetaharnessError
+from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.candidate_evaluator import CandidateEvaluator, CandidateFailed
 from metaharness.proposal import Proposal, Proposer, RunState
 from metaharness.store.crash import crash_point
@@ -241,9 +244,10 @@ class Optimizer:
     # -- the run ---------------------------------------------------------------------------------------------
 
     def run(self) -> Outcome:
-        """Run to the last iteration (and the test split); raises :class:`ProposerFailed` after logging a stop."""
+        """Run to the last iteration (and the test split); raises :class:`ProposerFailed` or
+        :class:`~metaharness.errors.ModelUnavailable` after logging a stop."""
         stopped = None
-        failure: ProposerFailed | None = None
+        failure: MetaharnessError | None = None
         test: dict[str, Evaluation] = {}
         self.events.run_started(self.store.path, self.spent)
         for action in self.store.recover():
@@ -258,6 +262,8 @@ class Optimizer:
                 test = self._test_split()
         except BudgetExceeded as exc:
             stopped = f"cost cap reached: {exc}"
+        except ModelUnavailable as exc:
+            stopped, failure = str(exc), exc
         except _Stopped:
             stopped = "interrupted by the user (Ctrl-C); rerun the same command to continue"
         except ProposerFailed as exc:

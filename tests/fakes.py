@@ -11,6 +11,8 @@ from the real thing; they are for unit tests of logic (real models run in the em
   that only connects by URL (a child process such as ``metaharness plan serve``).
 - :class:`MessagesAPI`: Anthropic's Messages API at the HTTP layer, under the real ``anthropic`` SDK, answering
   with queued responses of the recorded shape.
+- :class:`ToyTask`: a :class:`~metaharness.tasks.Task` held in memory (three validation examples), so the sandbox
+  and evaluator tests run without the paper's data.
 - :class:`FakeEvaluator`: a :class:`~metaharness.evaluation.candidate_evaluator.CandidateEvaluator` that scores a
   program by the ``# score=`` comment :func:`program` writes into it.
 - :class:`ScriptedProposer`: a :class:`~metaharness.proposal.Proposer` that revises the best candidate each
@@ -32,7 +34,7 @@ from typing import Any
 
 from metaharness import frontier
 from metaharness.candidate import Evaluation
-from metaharness.errors import BudgetExceeded
+from metaharness.errors import BudgetExceeded, InputError
 from metaharness.evaluation.candidate_evaluator import CandidateFailed, Progress
 from metaharness.evaluation.proxy import CallRecorder, ModelRef
 from metaharness.harness import LM
@@ -41,6 +43,7 @@ from metaharness.models.client import Client
 from metaharness.models.structured import check_choice
 from metaharness.models.types import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
 from metaharness.proposal import Proposal, RunState
+from metaharness.tasks import Example
 
 # ---------------------------------------------------------------- model clients
 
@@ -246,6 +249,42 @@ class MessagesAPI:
         """The real client for ``anthropic:MODEL``, talking to this API (set ``ANTHROPIC_API_KEY`` to ``key``)."""
         transport = http.Client(transport=http.MockTransport(self))
         return connect(f"anthropic:{model}", cache=False, retry=retry, http_client=transport)
+
+
+# ---------------------------------------------------------------- the task seam
+
+
+class ToyTask:
+    """Symptoms in, a diagnosis in ``[DIAGNOSIS]...[/DIAGNOSIS]`` tags out, scored by exact match (``primary``).
+
+    ``val-0000`` mentions a back, ``val-0001`` is dengue and mentions shivering, ``val-0002`` neither, so a test
+    harness can misbehave on chosen examples."""
+
+    name = "toy-diagnosis"
+    description = "Name the disease; answer as [DIAGNOSIS]name[/DIAGNOSIS]."
+    SPLITS = {
+        "train": [
+            ("train-0000", "High fever, a rash and pain behind the eyes.", "dengue"),
+            ("train-0001", "Itchy red rings on the skin.", "fungal infection"),
+        ],
+        "val": [
+            ("val-0000", "Silvery scales on my back and elbows.", "psoriasis"),
+            ("val-0001", "I am shivering with a high fever and my joints ache.", "dengue"),
+            ("val-0002", "An itchy red ring on my arm.", "fungal infection"),
+        ],
+    }
+
+    def load(self, split: str) -> list[Example]:
+        if split not in self.SPLITS:
+            raise InputError(f"the toy task has no split {split!r}")
+        return [Example(id, text, target) for id, text, target in self.SPLITS[split]]
+
+    def score(self, prediction: str, example: Example) -> dict[str, float]:
+        found = re.search(r"\[DIAGNOSIS\](.*?)\[/DIAGNOSIS\]", prediction, re.S)
+        return {"primary": float(found is not None and found.group(1).strip().lower() == example.target)}
+
+    def metric_names(self) -> list[str]:
+        return ["primary"]
 
 
 # ---------------------------------------------------------------- the loop's seams

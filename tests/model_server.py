@@ -93,6 +93,11 @@ class FaultProxy:
         with self._lock:
             self._faults.append((status, payload, headers or {}))
 
+    def heal(self) -> None:
+        """Drop the faults not yet answered: every later request is forwarded."""
+        with self._lock:
+            self._faults.clear()
+
     def posts(self, path: str = "/v1/chat/completions") -> int:
         with self._lock:
             return self.counts[("POST", path)]

@@ -10,9 +10,14 @@ evaluation stops with a clear message.
 Jobs that run in other processes (joblib's Dask, Ray or loky backends) reach the same client through
 :class:`ProxyServer`: a pickled :class:`ModelRef` carries no client and no key, only the address of a TCP server
 in the parent and a per-evaluation token, and every call of a remote job is made by the parent's client, so the
-run's ledger counts it and its caps hold. Wire format, one JSON line each way per connection: ``{"token",
-"request"}`` in, ``{"reply", "record"}`` (the reply for the harness, the call's trace record) or ``{"failure":
-{"kind", "message"}}`` out (a systemic failure, raised again in the remote job as the same error class).
+run's ledger counts it and its caps hold. Wire format, per connection: the token alone on the first line (at most
+:data:`TOKEN_LINE` bytes are read before it is checked, so a stranger is refused without sending megabytes), then
+one JSON line ``{"request"}`` in; one JSON line out: ``{"reply", "record"}`` (the reply for the harness, the call's
+trace record) or ``{"failure": {"kind", "message"}}`` (a systemic failure, raised again in the remote job as the
+same error class).
+
+A task model that stays unreachable through its retries raises :class:`~metaharness.errors.ModelUnavailable`:
+an outage is systemic, so the evaluation stops and scores nothing rather than scoring every example 0.
 """
 
 from __future__ import annotations
@@ -28,11 +33,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from metaharness.errors import BudgetExceeded, ConfigurationError, MetaharnessError
+from metaharness.errors import BudgetExceeded, ConfigurationError, MetaharnessError, ModelUnavailable
 from metaharness.models.types import ChatRequest, ChatResult, ModelClient
 
 MAX_TOKENS_CAP = 8192
-_SYSTEMIC = (BudgetExceeded, ConfigurationError)
+_SYSTEMIC = (BudgetExceeded, ConfigurationError, ModelUnavailable)
 # Where the parent's proxy listens, and the host remote workers are told to connect to: 127.0.0.1 unless set
 # (a cluster on other machines needs an address they can reach, e.g. the parent's LAN address).
 PROXY_HOST_ENV = "METAHARNESS_PROXY_HOST"
@@ -40,6 +45,8 @@ PROXY_PORT_ENV = "METAHARNESS_PROXY_PORT"
 # A remote call waits this long for the parent (model time included: retries of a slow server can take minutes).
 REMOTE_CALL_SECONDS = 1800.0
 MAX_LINE = 64 << 20
+TOKEN_LINE = 128  # bytes read from a connection before its token is checked (a token is 43 ASCII characters)
+_REFUSED = {"failure": {"kind": "ConfigurationError", "message": "refused: not this run's token"}}
 
 
 @dataclass(frozen=True)
@@ -178,6 +185,11 @@ class CallRecorder:
         client = self.model.client
         try:
             result = client.complete(request, role="task")
+        except ModelUnavailable as exc:
+            raise ModelUnavailable(
+                f"The task model {client.spec} is unavailable: {exc}. The evaluation stopped without recording a "
+                "score; rerun the same command to continue."
+            ) from exc
         except _SYSTEMIC:
             raise
         except Exception as exc:  # noqa: BLE001 - one call's failure goes back to the harness
@@ -206,24 +218,28 @@ class ProxyServer:
         host = host or os.environ.get(PROXY_HOST_ENV) or "127.0.0.1"
         port = port if port is not None else int(os.environ.get(PROXY_PORT_ENV) or 0)
         token = secrets.token_urlsafe(32)
+        expected = token.encode("ascii")
         proxy = self
 
         class Handler(socketserver.StreamRequestHandler):
-            timeout = 60.0  # to send the request line; the model call itself has no limit here
+            timeout = 60.0  # to send the request lines; the model call itself has no limit here
 
             def handle(self) -> None:
-                line = self.rfile.readline(MAX_LINE)
+                # A slow, vanished or hostile client ends its own connection quietly (no traceback on stderr).
+                with contextlib.suppress(OSError):
+                    self.wfile.write(json.dumps(self._answer()).encode() + b"\n")
+
+            def _answer(self) -> dict[str, Any]:
+                # Bytes against bytes: compare_digest refuses str with non-ASCII characters by raising.
+                if not hmac.compare_digest(self.rfile.readline(TOKEN_LINE).rstrip(b"\r\n"), expected):
+                    return _REFUSED
                 try:
-                    message = json.loads(line)
-                    authorised = isinstance(message, dict) and hmac.compare_digest(str(message.get("token", "")), token)
-                except (ValueError, UnicodeDecodeError):
-                    message, authorised = None, False
-                if not authorised:
-                    answer = {"failure": {"kind": "ConfigurationError", "message": "refused: not this run's token"}}
-                else:
-                    answer = proxy.answer(message.get("request") or {})
-                with contextlib.suppress(OSError):  # the job is gone (its worker died): nobody to answer
-                    self.wfile.write(json.dumps(answer).encode() + b"\n")
+                    message = json.loads(self.rfile.readline(MAX_LINE))
+                except ValueError:  # UnicodeDecodeError included
+                    message = None
+                if not isinstance(message, dict):
+                    return {"failure": {"kind": "ConfigurationError", "message": "malformed request line"}}
+                return proxy.answer(message.get("request") or {})
 
         class Server(socketserver.ThreadingTCPServer):
             # close() waits for the calls in flight, so the ledger is complete when an evaluation returns.
@@ -254,6 +270,7 @@ class ProxyServer:
 _FAILURES: dict[str, type[MetaharnessError]] = {
     "BudgetExceeded": BudgetExceeded,
     "ConfigurationError": ConfigurationError,
+    "ModelUnavailable": ModelUnavailable,
 }
 
 
@@ -267,7 +284,7 @@ class RemoteRecorder:
 
     def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
         where = f"{self.address.host}:{self.address.port}"
-        message = json.dumps({"token": self.address.token, "request": payload}).encode() + b"\n"
+        message = self.address.token.encode() + b"\n" + json.dumps({"request": payload}).encode() + b"\n"
         try:
             with socket.create_connection((self.address.host, self.address.port), timeout=REMOTE_CALL_SECONDS) as s:
                 s.sendall(message)

@@ -117,6 +117,9 @@ class Sandbox:
         except SandboxFailure as failure:
             self.close()
             raise SandboxFailure(f"{LOAD_FAILED}{failure}", fatal=True) from None
+        except BaseException:  # a systemic failure of a model call made while loading: no process is left behind
+            self.close()
+            raise
         if reply["type"] == "failed":
             self.close()
             raise SandboxFailure(f"{LOAD_FAILED}{reply['error']}", fatal=True)

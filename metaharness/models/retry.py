@@ -20,7 +20,7 @@ from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from metaharness.errors import ConfigurationError, InputError, MetaharnessError
+from metaharness.errors import ConfigurationError, InputError, MetaharnessError, ModelUnavailable
 
 if TYPE_CHECKING:
     import anthropic
@@ -30,8 +30,8 @@ T = TypeVar("T")
 log = logging.getLogger("metaharness.models")
 
 
-class RetriesExhausted(MetaharnessError):
-    """A transient failure (rate limit, overload, 5xx, timeout) persisted through every retry."""
+class RetriesExhausted(ModelUnavailable):
+    """A transient failure (rate limit, overload, 5xx, timeout) persisted through every retry (exit code 5)."""
 
 
 class Transient(Exception):
