@@ -194,6 +194,8 @@ class Outcome:
     best: Candidate | None
     frontier: list[Candidate]
     test: dict[str, Evaluation] = field(default_factory=dict)
+    # Stopped by a reached cost or token cap (``stopped`` says which); a larger cap continues the run.
+    capped: bool = False
 
 
 class _Stopped(Exception):
@@ -246,7 +248,7 @@ class Optimizer:
     def run(self) -> Outcome:
         """Run to the last iteration (and the test split); raises :class:`ProposerFailed` or
         :class:`~metaharness.errors.ModelUnavailable` after logging a stop."""
-        stopped = None
+        stopped, capped = None, False
         failure: MetaharnessError | None = None
         test: dict[str, Evaluation] = {}
         self.events.run_started(self.store.path, self.spent)
@@ -261,7 +263,7 @@ class Optimizer:
             if self.settings.test:
                 test = self._test_split()
         except BudgetExceeded as exc:
-            stopped = f"cost cap reached: {exc}"
+            stopped, capped = f"cost cap reached: {exc}", True
         except ModelUnavailable as exc:
             stopped, failure = str(exc), exc
         except _Stopped:
@@ -282,6 +284,7 @@ class Optimizer:
             best=frontier.best(candidates),
             frontier=frontier.pareto_front(candidates),
             test=test,
+            capped=capped,
         )
 
     def _check_stop(self) -> None:

@@ -111,7 +111,7 @@ def test_budget_exceeded_stops_cleanly_with_a_note(tmp_path):
     run, opt = make(tmp_path, ScriptedProposer(budget_at=2), FakeEvaluator(), iterations=3)
     outcome = opt.run()
     run.close()
-    assert outcome.stopped.startswith("cost cap reached") and outcome.iterations_done == 1
+    assert outcome.stopped.startswith("cost cap reached") and outcome.iterations_done == 1 and outcome.capped
     assert run.log_records("stop")[0]["reason"].startswith("cost cap reached")
     assert "cost cap reached" in run.summary_md.read_text()
 
