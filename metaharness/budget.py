@@ -1,0 +1,193 @@
+"""What a search may spend, in what users pay: example-evaluations, model tokens and dollars.
+
+One typed object goes from the command line to the solver. :class:`Spend` is an amount (what was spent, or what a
+plan is predicted to spend); :class:`Budget` is a limit per entry, ``math.inf`` where nothing is capped;
+:class:`SearchBudget` holds the two limits of a run:
+
+- ``per_iteration``: what one iteration's validation evaluations may spend (task-model calls only);
+- ``per_run``: what the whole run may spend over every session: ``evals`` counts validation
+  example-evaluations, ``tokens`` and ``usd`` count every model call of the run (task model on validation,
+  the proposer's probes, the proposer model), as ``--max-tokens`` and ``--max-cost`` always have.
+
+Spend is counted per run: a model call costs its tokens and dollars the first time this run makes it, and an
+example-evaluation counts when at least one of its calls cost something. A call the run already made (the response
+cache answers it) costs nothing, so a revision that leaves the prompts alone costs almost nothing to evaluate on
+examples its parent was evaluated on. A call the cache answers because *another* run made it still counts, so a
+run's spend, and every choice that depends on it, is the same on a cold or a warm cache.
+
+Budgets are validated once, here (:meth:`Budget.parse`, :meth:`Budget.checked`); everything downstream trusts them.
+
+>>> b = Budget.parse("evals=150,usd=0.5")
+>>> b.evals, b.tokens, b.usd
+(150.0, inf, 0.5)
+>>> b.allows(Spend(evals=100, usd=0.2)), b.allows(Spend(evals=151))
+(True, False)
+>>> b.left(Spend(evals=100, usd=0.2))
+Budget(evals=50.0, tokens=inf, usd=0.3)
+>>> str(Budget(evals=150))
+'evals=150'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from metaharness.errors import InputError
+
+ENTRIES = ("evals", "tokens", "usd")
+# Rounding slack when a total is compared with a limit (sums of floats, dollars to 1e-9).
+TOLERANCE = 1e-9
+
+
+def _number(name: str, value: object, *, allow_inf: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"Budget entry {name} must be a number, got {value!r}.")
+    number = float(value)
+    if math.isnan(number) or number < 0 or (math.isinf(number) and not allow_inf):
+        raise InputError(f"Budget entry {name} must be a {'' if allow_inf else 'finite '}number >= 0, got {value!r}.")
+    return number
+
+
+@dataclass(frozen=True)
+class Spend:
+    """An amount of each entry: spent so far, or predicted for a plan. Entries are finite and >= 0."""
+
+    evals: float = 0.0
+    tokens: float = 0.0
+    usd: float = 0.0
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(self.evals + other.evals, self.tokens + other.tokens, self.usd + other.usd)
+
+    def __sub__(self, other: Spend) -> Spend:
+        """The difference, floored at 0 per entry (a spend never goes negative)."""
+        return Spend(
+            max(0.0, self.evals - other.evals), max(0.0, self.tokens - other.tokens), max(0.0, self.usd - other.usd)
+        )
+
+    def scaled(self, factor: float) -> Spend:
+        return Spend(self.evals * factor, self.tokens * factor, self.usd * factor)
+
+    def vector(self) -> tuple[float, float, float]:
+        return (self.evals, self.tokens, self.usd)
+
+    def to_json(self) -> dict[str, float]:
+        return {"evals": round(self.evals, 6), "tokens": round(self.tokens, 3), "usd": round(self.usd, 9)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Spend:
+        """A spend from its JSON form (missing entries are 0); InputError naming a bad entry."""
+        data = data or {}
+        return cls(*(_number(k, data.get(k, 0.0), allow_inf=False) for k in ENTRIES))
+
+    def __str__(self) -> str:
+        return f"{self.evals:g} evals, {self.tokens:,.0f} tokens, ${self.usd:.4f}"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A limit per entry (``math.inf``: not capped). ``evals`` counts example-evaluations."""
+
+    evals: float = math.inf
+    tokens: float = math.inf
+    usd: float = math.inf
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _number(f.name, getattr(self, f.name), allow_inf=True)
+
+    @classmethod
+    def checked(cls, data: Mapping[str, Any] | None) -> Budget:
+        """A budget from a mapping of named limits (absent or ``None``: not capped); InputError naming an unknown
+        entry (with the known ones) or a bad value."""
+        data = dict(data or {})
+        unknown = sorted(k for k in data if k not in ENTRIES)
+        if unknown:
+            raise InputError(
+                f"Unknown budget entr{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}: use "
+                f"{', '.join(ENTRIES)}."
+            )
+        values = {k: math.inf if data.get(k) is None else data[k] for k in ENTRIES}
+        return cls(**values)
+
+    @classmethod
+    def parse(cls, text: str, *, option: str = "--budget") -> Budget:
+        """``evals=150,tokens=300000,usd=0.5`` (any subset; each entry once); InputError with one line otherwise."""
+        entries: dict[str, float] = {}
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            key, sep, value = part.partition("=")
+            key = key.strip()
+            try:
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if not sep or math.isnan(number):
+                raise InputError(
+                    f"{option} takes KEY=NUMBER entries separated by commas (e.g. evals=150,tokens=300000,usd=0.5), "
+                    f"got {part!r}."
+                )
+            if key in entries:
+                raise InputError(f"{option} names {key} twice.")
+            entries[key] = number
+        if not entries:
+            raise InputError(f"{option} is empty: give entries such as evals=150,tokens=300000,usd=0.5.")
+        try:
+            return cls.checked(entries)
+        except InputError as exc:
+            raise InputError(f"{option}: {exc}") from None
+
+    def allows(self, spend: Spend) -> bool:
+        """Whether ``spend`` stays within every entry."""
+        return all(s <= b + TOLERANCE * max(1.0, b) for s, b in zip(spend.vector(), self.vector(), strict=True))
+
+    def left(self, spent: Spend) -> Budget:
+        """What remains after ``spent`` (never below 0)."""
+        return Budget(*(max(0.0, b - s) for b, s in zip(self.vector(), spent.vector(), strict=True)))
+
+    def tightest(self, other: Budget) -> Budget:
+        """The smaller limit of each entry."""
+        return Budget(*(min(a, b) for a, b in zip(self.vector(), other.vector(), strict=True)))
+
+    def exhausted(self) -> bool:
+        """Nothing more can be spent: some entry is at 0."""
+        return any(b <= TOLERANCE for b in self.vector())
+
+    def vector(self) -> tuple[float, float, float]:
+        return (self.evals, self.tokens, self.usd)
+
+    def capped(self) -> dict[str, float]:
+        """The capped entries only."""
+        return {k: v for k, v in zip(ENTRIES, self.vector(), strict=True) if math.isfinite(v)}
+
+    def to_json(self) -> dict[str, float | None]:
+        """Every entry, ``None`` where nothing is capped (JSON has no infinity)."""
+        return {k: (v if math.isfinite(v) else None) for k, v in zip(ENTRIES, self.vector(), strict=True)}
+
+    def __str__(self) -> str:
+        capped = self.capped()
+        return ",".join(f"{k}={v:g}" for k, v in capped.items()) if capped else "unlimited"
+
+
+@dataclass(frozen=True)
+class SearchBudget:
+    """The limits of a run: ``per_iteration`` (one iteration's validation evaluations) and ``per_run`` (the whole
+    run, every session; see the module docstring for what each entry counts)."""
+
+    per_iteration: Budget = Budget()
+    per_run: Budget = Budget()
+
+    def for_iteration(self, run_spent: Spend, iteration_spent: Spend) -> Budget:
+        """What the rest of an iteration may spend: the smaller of the iteration's limit minus what the iteration
+        spent, and the run's limit minus what the run spent."""
+        return self.per_iteration.left(iteration_spent).tightest(self.per_run.left(run_spent))
+
+    def to_json(self) -> dict[str, dict[str, float | None]]:
+        return {"per_iteration": self.per_iteration.to_json(), "per_run": self.per_run.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> SearchBudget:
+        data = data or {}
+        return cls(Budget.checked(data.get("per_iteration")), Budget.checked(data.get("per_run")))
