@@ -159,6 +159,7 @@ def run_ledger(
         max_tokens=None if max_tokens is None else max(0, max_tokens - int(previous["tokens"])),
         prices=prices,
     )
+    ledger.remember(run.spend.keys())
 
     def journal(charge: Charge) -> None:
         usage = charge.usage
@@ -170,6 +171,7 @@ def run_ledger(
             output_tokens=usage.output_tokens,
             cached_tokens=usage.cached_tokens,
             cache_write_tokens=usage.cache_write_tokens,
+            key=charge.key,
         )
 
     ledger.add_listener(journal)

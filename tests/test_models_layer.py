@@ -137,6 +137,27 @@ def test_only_deterministic_requests_are_cached(tmp_path):
     assert len(scripted.requests) == 3
 
 
+def test_spend_is_counted_per_run_whatever_the_shared_cache_holds(tmp_path):
+    """A run pays for a call the first time it makes it, even when another run filled the cache; a repeat is free,
+    also in a later session that remembers the run's keys."""
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    first_run = Ledger()
+    Client("local:x", backend("a"), cache=cache, ledger=first_run).complete(ask())
+    charges = []
+    second_run = Ledger()
+    second_run.add_listener(charges.append)
+    client = Client("local:x", backend("never asked"), cache=cache, ledger=second_run)
+    shared = client.complete(ask())
+    assert shared.cached and shared.charged  # answered by the cache, paid as if made: another run filled it
+    repeat = client.complete(ask())
+    assert repeat.cached and not repeat.charged
+    assert second_run.tokens == first_run.tokens > 0 and len(charges) == 1 and charges[0].key
+    resumed = Ledger()
+    resumed.remember([charges[0].key])
+    again = Client("local:x", backend("never asked"), cache=cache, ledger=resumed).complete(ask())
+    assert not again.charged and resumed.tokens == 0
+
+
 def test_cache_is_shared_by_threads_and_processes(tmp_path):
     path = tmp_path / "c.sqlite"
     cache = ResponseCache(path)

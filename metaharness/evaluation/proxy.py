@@ -118,7 +118,7 @@ class ModelRef:
 
 
 def _dollars(client: ModelClient, result: ChatResult) -> float:
-    if result.cached:
+    if not result.charged:
         return 0.0
     ledger = getattr(client, "ledger", None)
     price = ledger.prices.lookup(client.spec) if ledger is not None else None
@@ -173,6 +173,7 @@ class CallRecorder:
             "output_tokens": 0,
             "latency_s": 0.0,
             "cached": False,
+            "charged": False,
             "usd": 0.0,
             "error": None,
         }
@@ -202,6 +203,7 @@ class CallRecorder:
             output_tokens=result.usage.output_tokens,
             latency_s=round(result.latency_s, 4),
             cached=result.cached,
+            charged=result.charged,
             usd=_dollars(client, result),
         )
         return {"text": result.text, "parsed": result.parsed}

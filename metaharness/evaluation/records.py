@@ -18,7 +18,8 @@ class ExampleRecord:
 
     ``calls`` holds one dict per task-model call: ``messages``, ``options`` (``max_tokens``, ``temperature``,
     ``stop``, ``json_schema`` as the harness passed them), ``response`` (text), ``parsed`` (JSON-schema calls),
-    ``input_tokens``, ``output_tokens``, ``latency_s``, ``cached``, ``usd``, ``error``.
+    ``input_tokens``, ``output_tokens``, ``latency_s``, ``cached`` (the response cache answered), ``charged`` (the
+    run's ledger counted it as spent: the run had not made it before), ``usd`` (0 unless charged), ``error``.
     A failed example has ``error`` set, ``prediction`` None and every score 0.
     """
 
@@ -108,4 +109,18 @@ def total_cost(records: list[ExampleRecord]) -> dict[str, float]:
         "context_tokens": sum(r.input_tokens for r in records) / len(records) if records else 0.0,
         "calls": len(calls),
         "cached_calls": sum(1 for c in calls if c.get("cached")),
+        **charged_cost(records),
+    }
+
+
+def charged_cost(records: list[ExampleRecord]) -> dict[str, float]:
+    """What the run was charged for these records (see metaharness.budget): ``charged_examples``, the examples with
+    at least one charged call, and ``charged_tokens``, the input and output tokens of the charged calls (``usd``
+    counts charged calls only already)."""
+    charged = [[c for c in r.calls if c.get("charged", not c.get("cached"))] for r in records]
+    return {
+        "charged_examples": sum(1 for calls in charged if calls),
+        "charged_tokens": sum(
+            int(c.get("input_tokens") or 0) + int(c.get("output_tokens") or 0) for cs in charged for c in cs
+        ),
     }

@@ -1,7 +1,8 @@
 """``connect(spec)``: the client layer every part of metaharness calls models through.
 
 A :class:`Client` wraps one backend (Anthropic, an OpenAI-compatible server, or the embedded model) with what is
-the same for all of them: the response cache, the cost ledger and its caps, and the validation of structured
+the same for all of them: the response cache, the cost ledger and its caps (spend counted per run: a repeat of a
+call the run already paid for is free, see :mod:`metaharness.models.ledger`), and the validation of structured
 output with one repair request. Backends only translate a :class:`ChatRequest` to their wire format and back, and
 retry transient failures (see :mod:`metaharness.models.retry`).
 
@@ -49,8 +50,13 @@ class Client:
         if cache is not None:
             hit = cache.get(key)
             if hit is not None:
-                self.ledger.record_cache_hit(self.spec, role)
                 hit.cached = True
+                if self.ledger.charged_before(key):
+                    self.ledger.record_cache_hit(self.spec, role)
+                    hit.charged = False
+                else:  # the cache was filled by another run: this run pays what the call cost there
+                    self.ledger.check(self.spec)
+                    self.ledger.record(self.spec, role, hit.usage, key=key)
                 hit.latency_s = time.perf_counter() - start
                 return hit
         self.ledger.check(self.spec)
@@ -58,7 +64,7 @@ class Client:
         try:
             self._check_structure(request, result)
         finally:
-            self.ledger.record(self.spec, role, result.usage)
+            self.ledger.record(self.spec, role, result.usage, key=key)
         result.latency_s = time.perf_counter() - start
         if cache is not None:
             cache.put(key, self.spec, result)

@@ -5,13 +5,18 @@ checked against the caps *before* it is sent, so a run stops cleanly with
 :class:`~metaharness.errors.BudgetExceeded` instead of overspending; :meth:`Ledger.totals` goes into run records.
 Listeners (:meth:`Ledger.add_listener`) receive every recorded call as a :class:`Charge`, e.g. to journal spend as
 it happens (a run directory's ``spend.jsonl``).
+
+Spend is counted per run (see :mod:`metaharness.budget`): the ledger remembers the request keys it charged
+(``remember`` restores them for a resumed run). A call the response cache answers is free when the ledger charged
+that request before, and is charged at its recorded usage when it did not (another run filled the cache), so what
+a run spends does not depend on how warm the shared cache was. A call the cache cannot answer is always charged.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,6 +62,8 @@ class Charge:
     role: str
     usage: Usage
     dollars: float
+    # The response cache's key of the request ("" for a request that is not cacheable).
+    key: str = ""
 
     @property
     def tokens(self) -> int:
@@ -83,6 +90,17 @@ class Ledger:
         self._by_role: dict[str, _Tally] = defaultdict(_Tally)
         self._unpriced: set[str] = set()
         self._listeners: list[Callable[[Charge], None]] = []
+        self._charged_keys: set[str] = set()
+
+    def remember(self, keys: Iterable[str]) -> None:
+        """Requests charged by earlier sessions of the run: a repeat of one is free."""
+        with self._lock:
+            self._charged_keys.update(k for k in keys if k)
+
+    def charged_before(self, key: str) -> bool:
+        """Whether this run was already charged for the request with cache key ``key``."""
+        with self._lock:
+            return bool(key) and key in self._charged_keys
 
     def add_listener(self, listener: Callable[[Charge], None]) -> None:
         """Call ``listener(charge)`` after every recorded call (not cache hits, which cost nothing).
@@ -112,24 +130,28 @@ class Ledger:
                     f"cap to continue."
                 )
 
-    def record(self, spec: str, role: str, usage: Usage) -> float:
-        """Add one call's usage; returns its cost in dollars (0 for unpriced models, which are listed)."""
+    def record(self, spec: str, role: str, usage: Usage, *, key: str = "") -> float:
+        """Add one call's usage (``key``: its cache key, remembered); returns its cost in dollars (0 for unpriced
+        models, which are listed)."""
         price = self.prices.lookup(spec)
         dollars = 0.0 if price is None else price.dollars(usage)
         with self._lock:
+            if key:
+                self._charged_keys.add(key)
             if price is None:
                 self._unpriced.add(spec)
             for tally in (self._total, self._by_model[spec], self._by_role[role]):
                 tally.add(usage, dollars)
             listeners = list(self._listeners)
         if listeners:
-            charge = Charge(spec, role, usage, dollars)
+            charge = Charge(spec, role, usage, dollars, key)
             for listener in listeners:
                 listener(charge)
         return dollars
 
     def record_cache_hit(self, spec: str, role: str) -> None:
-        """A request answered from the response cache: no tokens, no dollars."""
+        """A repeat of a request this run was charged for, answered from the response cache: no tokens, no
+        dollars."""
         with self._lock:
             for tally in (self._total, self._by_model[spec], self._by_role[role]):
                 tally.cache_hits += 1

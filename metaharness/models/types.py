@@ -119,7 +119,10 @@ class ChatResult:
     latency_s: float
     model: str
     raw_id: str | None = None
+    # ``cached``: answered by the response cache; ``charged``: counted as spent by the ledger (a call its run had not
+    # made before, see metaharness.models.ledger)
     cached: bool = False
+    charged: bool = True
 
     @property
     def text(self) -> str:

@@ -287,6 +287,6 @@ class RunDirectory:
         """Everything the run has spent over all its sessions (``spend.jsonl``): ``{"usd", "tokens", "calls"}``."""
         return self.spend.totals()
 
-    def record_spend(self, model: str, role: str, usd: float, **tokens: int) -> None:
-        """Journal one model call's cost (appended and fsynced before this returns)."""
-        self.spend.record(model, role, usd, **tokens)
+    def record_spend(self, model: str, role: str, usd: float, *, key: str = "", **tokens: int) -> None:
+        """Journal one model call's cost (appended and fsynced before this returns); ``key``: its cache key."""
+        self.spend.record(model, role, usd, key=key, **tokens)

@@ -4,12 +4,14 @@ A run's spend is the sum of its lines, over every session of the run, so a sessi
 everything it spent on record except the calls still in flight (sent, not yet answered). Each line is
 
     {"time": ..., "session": ..., "model": "openai:gpt-4.1", "role": "task", "input_tokens": 812,
-     "output_tokens": 9, "cached_tokens": 0, "cache_write_tokens": 0, "tokens": 821, "usd": 0.00166}
+     "output_tokens": 9, "cached_tokens": 0, "cache_write_tokens": 0, "tokens": 821, "usd": 0.00166,
+     "key": "3f2a..."}
 
-(``tokens`` is input plus output, what a token cap counts). A run directory written before this journal existed
-gets one ``{"carried": true, ...}`` line holding the last ``spent`` its ``summary.jsonl`` recorded. Lines are
-written under a lock, so the threads of a parallel evaluation may record at once; a line torn by a kill is skipped
-when read back (:mod:`metaharness.store.files`).
+(``tokens`` is input plus output, what a token cap counts; ``key`` is the response cache's key of the request, so
+a resumed run knows which calls it already paid for: a repeat is free, see :mod:`metaharness.models.ledger`). A
+run directory written before this journal existed gets one ``{"carried": true, ...}`` line holding the last
+``spent`` its ``summary.jsonl`` recorded. Lines are written under a lock, so the threads of a parallel evaluation
+may record at once; a line torn by a kill is skipped when read back (:mod:`metaharness.store.files`).
 """
 
 from __future__ import annotations
@@ -37,11 +39,14 @@ class SpendJournal:
         self.session = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + f"/{os.getpid()}/{secrets.token_hex(3)}"
         self._lock = threading.Lock()
 
-    def record(self, model: str, role: str, usd: float, **tokens: int) -> None:
-        """Append one call (``input_tokens``, ``output_tokens``, ... as keywords) and fsync it."""
+    def record(self, model: str, role: str, usd: float, *, key: str = "", **tokens: int) -> None:
+        """Append one call (``input_tokens``, ``output_tokens``, ... as keywords; ``key``: its request's cache key)
+        and fsync it."""
         entry: dict[str, Any] = {"model": model, "role": role, **{k: int(tokens.get(k, 0)) for k in TOKEN_FIELDS}}
         entry["tokens"] = entry["input_tokens"] + entry["output_tokens"]
         entry["usd"] = float(usd)
+        if key:
+            entry["key"] = key
         self._append(entry)
         crash_point("spend:recorded")
 
@@ -59,6 +64,10 @@ class SpendJournal:
 
     def records(self) -> list[dict[str, Any]]:
         return read_jsonl(self.path)
+
+    def keys(self) -> list[str]:
+        """The cache keys of every journaled call (the requests this run paid for)."""
+        return [str(entry["key"]) for entry in self.records() if entry.get("key")]
 
     def totals(self) -> dict[str, float]:
         """What the run has spent so far: ``{"usd": ..., "tokens": ..., "calls": ...}`` (calls: journaled calls)."""
