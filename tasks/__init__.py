@@ -1,6 +1,6 @@
 """Tasks, installed as ``metaharness.tasks``: what a harness is optimised for, and the agents' environments.
 
-Two kinds, one folder each:
+Three kinds:
 
 - :mod:`.text`: the text benchmarks of the Meta-Harness paper, each a :class:`Task` (:mod:`.task` is the contract
   the evaluator, the loop and the proposers rely on)::
@@ -10,12 +10,20 @@ Two kinds, one folder each:
       examples = task.load("val")                          # list[Example(id, input, target, raw)]
       task.score("[DIAGNOSIS]dengue[/DIAGNOSIS]", examples[1])   # {"primary": 1.0}
 
+- :mod:`.custom`: your own task, a folder with ``task.toml`` or a dataset ``hf:OWNER/NAME``; :func:`open_task`
+  takes any of the three references (:mod:`.registry`)::
+
+      task = open_task("mytask")                           # the folder mytask/ (metaharness init mytask)
+      task = open_task("hf:openai/gsm8k", settings={"data.config": "main", "metric.name": "numeric"})
+
 - :mod:`.environments`: Sokoban and BlocksWorld under a step budget (exact oracles) and ToolWorld (long tool
   plans), which the agent benchmarks play.
 """
 
+from metaharness.tasks.custom import CustomTask
+from metaharness.tasks.registry import open_task, reopen_task, task_origin
 from metaharness.tasks.task import Example, Task
 from metaharness.tasks.text import TEXT_TASK_NAMES as TASK_NAMES
 from metaharness.tasks.text import get_text_task as get_task
 
-__all__ = ["TASK_NAMES", "Example", "Task", "get_task"]
+__all__ = ["TASK_NAMES", "CustomTask", "Example", "Task", "get_task", "open_task", "reopen_task", "task_origin"]
