@@ -1,5 +1,6 @@
 """The ``metaharness`` command line: one module per command group, each a thin layer over the library.
 
+- :mod:`.init_task`: ``init`` (a working task folder to start your own task from);
 - :mod:`.search`: ``optimize`` (a search, with progress, Ctrl-C handling and the final table);
 - :mod:`.browse`: ``history``, ``show``, ``diff``, ``report`` (a run's candidates, with plain-git equivalents);
 - :mod:`.evaluate`: ``eval`` (one harness on one split);
@@ -20,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from metaharness import __version__
-from metaharness.cli import bench, browse, evaluate, plan, search
+from metaharness.cli import bench, browse, evaluate, init_task, plan, search
 from metaharness.errors import MetaharnessError
 
 app = typer.Typer(
@@ -47,7 +48,7 @@ def _root(
     """Optimise LLM harnesses with a proposer model, TPS plan graphs and a budgeted solver."""
 
 
-for _group in (search, browse, evaluate, plan, bench):
+for _group in (init_task, search, browse, evaluate, plan, bench):
     _group.register(app)
 
 

@@ -1,4 +1,9 @@
-"""``metaharness eval``: score one harness (a file or a seed name) on a task split, with a table and a trace."""
+"""``metaharness eval``: score one harness (a file or a seed name) on a task split, with a table and a trace.
+
+A seed name is resolved among the task's seeds (:func:`metaharness.candidates.seed_sources`: the paper task's
+folder, a task folder's ``candidates/``, or the standard seeds written for the task); its source is saved as
+``harness.py`` beside the results.
+"""
 
 from __future__ import annotations
 
@@ -8,26 +13,41 @@ from pathlib import Path
 import typer
 
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+from metaharness.tasks.task import Task
 
 
-def _resolve(candidate: str, task: str) -> Path:
+def _resolve(candidate: str, task: Task, folder: Path) -> Path:
+    """The harness file to evaluate: ``candidate`` itself when it is a file, a paper task's seed file, else the
+    task's seed of that name written to ``folder/harness.py``."""
     path = Path(candidate)
     if path.suffix == ".py" or path.exists():
         return path
-    from metaharness.candidates import seed_path
+    from metaharness.candidates import seed_path, seed_sources
+    from metaharness.tasks import CustomTask
 
-    return seed_path(task, candidate)
+    if not isinstance(task, CustomTask):
+        return seed_path(task.name, candidate)
+    source = seed_sources(task, [candidate.removesuffix(".py").replace("-", "_")])
+    folder.mkdir(parents=True, exist_ok=True)
+    harness = folder / "harness.py"
+    harness.write_text(next(iter(source.values())), encoding="utf-8")
+    return harness
 
 
 def eval_command(
     candidate: str = typer.Argument(..., help="A harness .py file, or a seed name (zero_shot, few_shot, retrieval)."),
-    dataset: str = typer.Option(..., "--dataset", "-d", help="Task: lawbench, symptom2disease or uspto."),
+    dataset: str = typer.Option(
+        ..., "--dataset", "-d", help="Task: lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME."
+    ),
     split: str = typer.Option("val", "--split", help="Split to score: val or test (train also works)."),
     task_model: str = typer.Option(DEFAULT_TASK_MODEL_SPEC, "--task-model", help="Model spec of the task model."),
     limit: int | None = typer.Option(None, "--limit", help="Score only the first N examples."),
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the splits (else download)."),
     out: Path | None = typer.Option(None, "--out", help="Folder for summary.json and records.jsonl."),
     workers: int | None = typer.Option(None, "--workers", help="Examples in flight at once (default 8)."),
+    task_setting: list[str] = typer.Option(
+        [], "--task-setting", "-T", help="KEY=VALUE for a task folder or hf: dataset (e.g. -T data.config=main)."
+    ),
 ) -> None:
     """Score a harness on a task split; print the score table and write summary.json + records.jsonl."""
     from rich.console import Console
@@ -37,15 +57,18 @@ def eval_command(
     from metaharness.errors import InputError
     from metaharness.evaluation import evaluate
     from metaharness.models.spec import parse_spec
-    from metaharness.tasks import get_task
+    from metaharness.tasks import CustomTask, open_task
+    from metaharness.tasks.custom.spec import flat_settings
 
     parse_spec(task_model)
     for option, count in (("--limit", limit), ("--workers", workers)):
         if count is not None and count < 1:
             raise InputError(f"{option} must be at least 1, got {count}.")
     console = Console()
-    task = get_task(dataset, data_dir=data_dir)
-    harness = _resolve(candidate, task.name)
+    task = open_task(dataset, data_dir=data_dir, settings=flat_settings(task_setting))
+    stem = Path(candidate).stem.replace("-", "_")
+    folder = out or Path("runs") / "eval" / f"{task.name}-{split}-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    harness = _resolve(candidate, task, folder)
     primary: list[float] = []
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -56,7 +79,7 @@ def eval_command(
         console=console,
         transient=True,
     ) as bar:
-        tracker = bar.add_task(f"{task.name}/{split} {harness.stem}", total=None, status="")
+        tracker = bar.add_task(f"{task.name}/{split} {stem}", total=None, status="")
 
         def progress(record, done: int, total: int) -> None:
             primary.append(record.scores.get("primary", 0.0))
@@ -64,11 +87,12 @@ def eval_command(
 
         report = evaluate(harness, task, split, model=task_model, limit=limit, workers=workers, progress=progress)
 
+    metric = f"metric {task.metric.name}" if isinstance(task, CustomTask) else "paper metric"
     table = Table(title=f"{harness} on {task.name}/{split} with {report.model}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in report.scores.items():
-        table.add_row(name + (" (paper metric)" if name == "primary" else ""), f"{value:.3f}")
+        table.add_row(name + (f" ({metric})" if name == "primary" else ""), f"{value:.3f}")
     table.add_row("examples", str(len(report.records)))
     table.add_row("errors", str(report.errors))
     table.add_row("model calls (cached)", f"{int(report.cost['calls'])} ({int(report.cost['cached_calls'])})")
@@ -81,7 +105,6 @@ def eval_command(
         first = next(r for r in report.records if r.error)
         reason = (first.error or "").splitlines()[0]
         console.print(f"[yellow]{report.errors} example(s) failed; first ({first.id}):[/] {reason}")
-    folder = out or Path("runs") / "eval" / f"{task.name}-{split}-{harness.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     summary, records = report.write(folder)
     console.print(f"summary: {summary}\nrecords: {records}")
 
