@@ -111,9 +111,10 @@ class Ledger:
         with self._lock:
             self._listeners.append(listener)
 
-    def check(self, spec: str) -> None:
-        """Raise before a call that the caps no longer allow (or that a dollar cap cannot account for)."""
-        if self.max_dollars is not None and self.prices.lookup(spec) is None:
+    def check(self, spec: str, *, billed: bool = False) -> None:
+        """Raise before a call that the caps no longer allow (or that a dollar cap cannot account for: a model
+        without a price, unless ``billed``, when the backend itself reports what each call cost)."""
+        if self.max_dollars is not None and not billed and self.prices.lookup(spec) is None:
             raise ConfigurationError(
                 f"A dollar cap is set but there is no price for '{spec}'. Add one to a JSON/TOML price file named by "
                 f'{PRICES_ENV} (dollars per million tokens, e.g. {{"{spec}": {{"input": 1.0, "output": 4.0}}}}).'
@@ -130,15 +131,18 @@ class Ledger:
                     f"cap to continue."
                 )
 
-    def record(self, spec: str, role: str, usage: Usage, *, key: str = "") -> float:
-        """Add one call's usage (``key``: its cache key, remembered); returns its cost in dollars (0 for unpriced
-        models, which are listed)."""
-        price = self.prices.lookup(spec)
-        dollars = 0.0 if price is None else price.dollars(usage)
+    def record(self, spec: str, role: str, usage: Usage, *, key: str = "", dollars: float | None = None) -> float:
+        """Add one call's usage (``key``: its cache key, remembered); returns its cost in dollars: ``dollars`` when
+        the backend billed the call itself (a coding-agent CLI reports its cost), else priced from the table (0 for
+        unpriced models, which are listed)."""
+        price = self.prices.lookup(spec) if dollars is None else None
+        unpriced = dollars is None and price is None
+        if dollars is None:
+            dollars = 0.0 if price is None else price.dollars(usage)
         with self._lock:
             if key:
                 self._charged_keys.add(key)
-            if price is None:
+            if unpriced:
                 self._unpriced.add(spec)
             for tally in (self._total, self._by_model[spec], self._by_role[role]):
                 tally.add(usage, dollars)
