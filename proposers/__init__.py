@@ -14,7 +14,9 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
 
 - ``task``: a :class:`~metaharness.tasks.Task` or task name (required);
 - ``task_model``: ModelClient or spec string of the fixed task model (offline: required, used for the probe);
-- ``model``: ModelClient or spec string of the proposer model (``base`` and ``tps``: required);
+- ``model``: ModelClient or spec string of the proposer model (``base`` and ``tps``: required); ``claude-code[:MODEL]``
+  or ``codex[:MODEL]`` make a coding-agent CLI the engine that writes the candidates (:mod:`.engines`;
+  :func:`connect_proposer` builds either);
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
   examples per probe; offline 8, tps 6, base 4), ``plans`` (revisions sampled per iteration; offline 6, tps 4),
   ``operators`` (offline: restrict the operator library to these names), ``probe_tokens`` / ``frontier`` /
@@ -22,7 +24,8 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
   ``depth`` (offline and tps: longest revision chain from an implemented candidate, default 3), ``max_steps`` /
   ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``context_tokens`` (base/tps: the
   proposer model's context window, which the agent's transcript is compacted to fit; default the client's, else
-  32768), ``run_dir`` (offline: probe files go under ``<run_dir>/proposer/probe``; base/tps: transcripts and
+  32768), ``agent_seconds`` (base/tps with a coding-agent CLI: the wall-time limit of one of its sessions, default
+  1800), ``run_dir`` (offline: probe files go under ``<run_dir>/proposer/probe``; base/tps: transcripts and
   planning records under ``<run_dir>/proposer``, else under the run directory the loop passes in
   ``RunState.run_dir``).
 """
@@ -33,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.errors import ConfigurationError, InputError
+from metaharness.models.ledger import Ledger
+from metaharness.models.types import ModelClient
 from metaharness.proposal import Proposer
 from metaharness.tasks.task import Task
 
@@ -52,10 +57,11 @@ OPTION_KEYS = (
     "max_steps",
     "max_tokens",
     "context_tokens",
+    "agent_seconds",
 )
 # The settings each family takes (``tps`` also takes ``plans``).
 OFFLINE_KEYS = ("seed", "workers", "probe_size", "plans", "operators", "probe_tokens", "frontier", "extend", "depth")
-CODING_KEYS = ("seed", "workers", "probe_size", "max_steps", "max_tokens", "context_tokens")
+CODING_KEYS = ("seed", "workers", "probe_size", "max_steps", "max_tokens", "context_tokens", "agent_seconds")
 PROPOSER_NAMES: tuple[str, ...] = ("offline", "base", "tps") + tuple(
     f"{family}{suffix}" for family in _FAMILIES for suffix in _SELECTIONS if suffix
 )
@@ -93,6 +99,10 @@ _VALUES: dict[str, tuple[Any, str]] = {
     "probe_tokens": (
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"),
         "a number > 0",
+    ),
+    "agent_seconds": (
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"),
+        "a number of seconds > 0",
     ),
 }
 
@@ -151,6 +161,37 @@ def operator_names(value: Any) -> list[str]:
     return names
 
 
+def connect_proposer(spec: str, ledger: Ledger | None = None) -> ModelClient:
+    """The proposer model a spec names: a coding-agent CLI engine (``claude-code[:MODEL]``, ``codex[:MODEL]``) or
+    a model (:func:`metaharness.models.connect`), counting into ``ledger``."""
+    from metaharness.proposers.engines import EngineClient, is_engine
+
+    if is_engine(spec):
+        return EngineClient(spec, ledger=ledger)
+    from metaharness.models import connect
+
+    return connect(spec, ledger=ledger)
+
+
+def check_proposer_model(name: str, spec: str) -> None:
+    """Before a run starts: ``spec`` is a valid proposer model for the proposer ``name``; an engine is installed
+    and logged in (:meth:`~metaharness.proposers.engines.EngineClient.check`). InputError / ConfigurationError
+    with one line otherwise."""
+    from metaharness.proposers.engines import EngineClient, is_engine
+
+    if not is_engine(spec):
+        from metaharness.models.spec import parse_spec
+
+        parse_spec(spec)
+        return
+    if not needs_model(name):
+        raise InputError(
+            f"{spec} is a coding-agent engine for the base and tps proposers, not for {name}; use --proposer base or "
+            "--proposer tps with it."
+        )
+    EngineClient(spec).check()
+
+
 def get_proposer(name: str, **config: Any) -> Proposer:
     """Build the proposer ``name`` from ``config`` (keys in the module docstring)."""
     family, selection = _split(name.strip().lower())
@@ -172,10 +213,14 @@ def get_proposer(name: str, **config: Any) -> Proposer:
     if model is None:
         raise ConfigurationError(
             f"The {name} proposer drives a coding agent and needs a proposer model with tool calling: pass "
-            "--proposer-model (e.g. anthropic:claude-sonnet-4-5, or openai:MODEL@http://host:port/v1), or use "
-            "--proposer offline, which needs no hosted model."
+            "--proposer-model (e.g. anthropic:claude-sonnet-4-5, openai:MODEL@http://host:port/v1, or a coding-agent "
+            "CLI: claude-code, codex), or use --proposer offline, which needs no hosted model."
         )
-    coding = {k: options[k] for k in CODING_KEYS if k in options}
+    coding = {k: options[k] for k in CODING_KEYS if k in options and k != "agent_seconds"}
+    if isinstance(model, str):
+        model = connect_proposer(model)
+    if "agent_seconds" in options and hasattr(model, "seconds"):
+        model.seconds = float(options["agent_seconds"])
     if family == "base":
         from metaharness.proposers.coding import CodingProposer
 

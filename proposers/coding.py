@@ -11,6 +11,12 @@ Valid submissions become proposals; when fewer than ``K`` pass the import check,
 the loop records the failure with its error and the next iteration's workspace shows it. The transcript of every
 iteration is written to ``<run_dir>/proposer/iter-<n>/`` when a run directory is known.
 
+With a coding-agent CLI as the proposer model (``claude-code`` or ``codex``, :mod:`.engines`), the CLI does the
+writing instead: one headless session in the same workspace (:data:`ENGINE_SYSTEM` tells it to write
+``new/<name>/harness.py`` and ``submission.json``), its submissions import-checked when it stops
+(:meth:`Workspace.collect`), and one more session to fix those that fail; its event stream is the iteration's
+``transcript.jsonl`` and, as messages, its ``transcript.json``.
+
 The conversation sent to the model stays within its context window (:class:`Transcript`): the system prompt, the
 task and the last :data:`KEEP_TURNS` turns are sent whole; when the estimate passes the budget (the window less the
 answer's ``max_tokens``), older tool results become a one-line stub (``[compacted: 5400 chars of read_file
@@ -29,8 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from metaharness import frontier
+from metaharness.errors import MetaharnessError
 from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError, Tool
 from metaharness.proposal import Proposal, RunState
+from metaharness.proposers.engines import EngineClient, is_engine
 from metaharness.proposers.evidence import CHARS_PER_TOKEN
 from metaharness.proposers.probe import Prober
 from metaharness.proposers.workspace import Submission, Workspace
@@ -55,6 +63,26 @@ How to work:
 5. Remember what failed: summary.md lists failed attempts with their errors; do not repeat them.
 When {k} candidate(s) are submitted, call finish."""
 
+ENGINE_SYSTEM = """You are the proposer in a harness-optimisation loop (Meta-Harness). A harness is the Python program
+around a fixed task model: how the prompt is built, which training examples are shown or retrieved, how the answer
+is parsed. This session you write {k} new candidate harness(es) as files in the current folder (README.md
+explains the layout and how to submit).
+
+How to work:
+1. Read summary.md and failures.md. Then read the code AND the traces of the best candidates and of failed ones
+   (candidates/<id>/traces/index.md lists every example, failing first; candidates/<id>/traces/<example>.md holds
+   the prompts the harness sent and the model's answers): find which examples they get wrong and why. Scores alone
+   do not tell you what to fix.
+2. For each new candidate: copy candidates/<parent>/harness.py to new/<name>/harness.py, edit it, and write
+   new/<name>/submission.json with its parent id, a one-line summary of the change and your hypothesis of why it
+   helps. Each submission is imported and constructed in a sandbox when you stop; keep it importable.
+3. Mix exploitation (a targeted fix to the best candidate) and exploration (a different idea: prompt, retrieval,
+   answer parsing, voting, memory built from the training examples).
+4. Never hard-code dataset names, example inputs or gold answers: the harness must work on unseen examples and may
+   learn only from `train`. Keep to the standard library.
+5. Remember what failed: summary.md lists failed attempts with their errors; do not repeat them.
+Write only under new/. Stop when {k} candidate(s) are written."""
+
 MAX_STEPS = 40
 MAX_BAD_TURNS = 3
 # The proposer model's context window when the client does not know it (hosted models have more).
@@ -64,6 +92,11 @@ KEEP_TURNS = 6  # the latest turns (a model reply with its tool results) always 
 # JSON inside JSON), with the evidence module's characters per token.
 LOW_WATER = 0.6  # compacting goes on to this share of the budget, so the sent prefix changes seldom
 STUB_ARGUMENT = 160  # tool-call arguments longer than this are stubbed in compacted turns
+
+
+class ProposerEngineFailed(MetaharnessError):
+    """A coding-agent CLI session ended without writing any candidate (its API refused, it crashed, it ran out of
+    time): the iteration fails with the CLI's own message, and the next one tries again."""
 
 
 def context_window(model: ModelClient) -> int | None:
@@ -252,8 +285,9 @@ class CodingProposer:
         if isinstance(model, str):
             from metaharness.models import connect
 
-            model = connect(model)
-        self.model = model
+            model = EngineClient(model) if is_engine(model) else connect(model)
+        self.model: ModelClient = model
+        self.engine = model if isinstance(model, EngineClient) else None
         self.task = task
         self.run_dir = Path(run_dir) if run_dir else None
         self.max_steps = max_steps
@@ -284,10 +318,13 @@ class CodingProposer:
             task_description=getattr(self.task, "description", ""),
             probe=self.prober.run if self.prober else None,
             check=self._check,
+            submit_by_file=self.engine is not None,
         )
 
     def write(self, state: RunState, workspace: Workspace, brief: str, k: int) -> list[dict[str, Any]]:
         """Run the agent with ``brief`` as its task message and keep the transcript beside the workspace."""
+        if self.engine is not None:
+            return self.write_with_engine(self.engine, state, workspace, brief, k)
         messages = run_agent(
             self.model,
             workspace,
@@ -302,6 +339,37 @@ class CodingProposer:
         transcript.write_text(json.dumps(messages, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
         return messages
 
+    def write_with_engine(
+        self, engine: EngineClient, state: RunState, workspace: Workspace, brief: str, k: int
+    ) -> list[dict[str, Any]]:
+        """A coding-agent CLI session writes the candidates (the module docstring); a second session fixes the
+        submissions whose import check failed. Raises when the CLI failed and nothing was written."""
+        folder = workspace.root.parent
+        budget = state.budget.get("usd")
+        run = engine.run_agent(
+            workspace.root, ENGINE_SYSTEM.format(k=k), brief, folder=folder, budget_usd=budget, turns=self.max_steps
+        )
+        messages = run.messages
+        lines = workspace.collect()
+        failing = [s for s in workspace.submissions.values() if s.error is not None]
+        if run.error is None and failing and len(workspace.valid()) < k:
+            problems = "\n".join(f"- new/{s.name}: {s.error}" for s in failing)
+            fix = f"These submissions failed their import check; fix each file (keep its submission.json):\n{problems}"
+            budget = None if budget is None else max(0.0, budget - (run.dollars or 0.0))
+            second = engine.run_agent(
+                workspace.root, ENGINE_SYSTEM.format(k=k), fix, folder=folder, budget_usd=budget, turns=self.max_steps
+            )
+            messages += second.messages
+            lines = workspace.collect()
+            run.error = second.error
+        messages.append({"role": "user", "content": "Submitted:\n" + "\n".join(lines or ["nothing"])})
+        (folder / "transcript.json").write_text(
+            json.dumps(messages, indent=1, ensure_ascii=False, default=str), encoding="utf-8"
+        )
+        if run.error is not None and not workspace.submissions:
+            raise ProposerEngineFailed(f"{engine.spec} wrote no candidate: {run.error}")
+        return messages
+
     def propose(self, state: RunState) -> list[Proposal]:
         k = state.proposals
         if k < 1 or not state.candidates:
@@ -311,7 +379,7 @@ class CodingProposer:
         brief = (
             f"Iteration {state.iteration}. Write {k} new candidate(s). The best so far is "
             f"{best.id if best else 'none'} with score {best.score if best else 0:.3f}. "
-            "Start with read_file summary.md."
+            + ("Start with summary.md." if self.engine else "Start with read_file summary.md.")
         )
         self.write(state, workspace, brief, k)
         return [to_proposal(s) for s in submitted(workspace, k)]

@@ -58,6 +58,7 @@ from typing import Any
 
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.ledger import Ledger
+from metaharness.models.prices import Price
 from metaharness.models.structured import check_choice
 from metaharness.models.types import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
 
@@ -430,19 +431,26 @@ class EngineClient:
             run.error = f"{self.engine.binary} exited with code {process.returncode}: {tail or run.error}"
         return run
 
+    def _price(self) -> Price | None:
+        """What a session's tokens cost when the CLI does not bill them itself: ``openai:MODEL`` from the table."""
+        return self.ledger.prices.lookup(f"openai:{self.model}") if self.model and not self.engine.billed else None
+
     def _charge(self, run: AgentRun, role: Role) -> None:
         if self.engine.billed:
-            self.ledger.record(self.spec, role, run.usage, dollars=run.dollars or 0.0)
-            return
-        price = self.ledger.prices.lookup(f"openai:{self.model}") if self.model else None
-        dollars = price.dollars(run.usage) if price is not None else None
+            dollars = run.dollars or 0.0
+        else:
+            price = self._price()
+            dollars = price.dollars(run.usage) if price is not None else 0.0
         self.ledger.record(self.spec, role, run.usage, dollars=dollars)
 
     def _check_caps(self) -> None:
-        if self.engine.billed or self.model is None:
-            self.ledger.check(self.spec, billed=self.engine.billed)
-        else:
-            self.ledger.check(f"openai:{self.model}")
+        """Before a session: the run's caps allow it, and a dollar cap can count it."""
+        if self.ledger.max_dollars is not None and not self.engine.billed and self._price() is None:
+            raise ConfigurationError(
+                f"A dollar cap is set, but {self.spec} does not report its cost and its model has no price: name a "
+                f"priced model ({self.engine.name}:MODEL, priced as openai:MODEL), or drop --max-cost."
+            )
+        self.ledger.check(self.spec, billed=True)
 
     def run_agent(
         self,

@@ -186,7 +186,9 @@ class TPSProposer(CodingProposer):
         brief = (
             f"Iteration {state.iteration}. The planner chose these revisions; implement exactly these, one new "
             "candidate each, under the given names and in this order (a step builds on the one before it), then "
-            "call finish:\n" + "\n".join(lines)
+            + ("stop" if self.engine else "call finish")
+            + ":\n"
+            + "\n".join(lines)
         )
         if not planned:
             return ready[: state.proposals]

@@ -13,6 +13,7 @@ Layout (what the agent sees; paths are relative to the workspace root)::
     candidates/<id>/traces/<example>.md     one example whole, readable: input, target, prediction, scores,
                                             error, then every call's messages verbatim and the model's answer
     new/<name>/harness.py          candidates the agent writes
+    new/<name>/submission.json     (coding-agent CLIs) the candidate's parent, summary and hypothesis
 
 No trace, source or error is clipped (the index's previews point at the whole example): ``read_file`` pages
 through a long file (``offset``), ``grep`` shows the matching part of a long line with its column. The renderings
@@ -22,6 +23,11 @@ The tools (:meth:`Workspace.tools`) are plain functions over this folder: list, 
 candidate, run a new candidate on a few held-out training examples, submit it (with an import check in the
 sandbox), finish. Paths outside the workspace, and writes outside ``new/``, are refused with a message the model
 can act on. The proposer's own secrets never reach the harness: runs go through the sandboxed evaluator.
+
+A coding-agent CLI (:mod:`.engines`) works on the same folder with its own file tools instead: it writes
+``new/<name>/harness.py`` and ``new/<name>/submission.json`` (``{"parent", "summary", "hypothesis"}``, as the
+README tells it), and :meth:`Workspace.collect` submits what it wrote when the session ends, with the same import
+check.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from metaharness.proposers.evidence import failed_attempts, failing_order, load_
 from metaharness.proposers.probe import ProbeResult
 
 READ_CHARS = 6000  # per read_file call
+SUBMISSION_FILE = "submission.json"
 GREP_CHARS = 200  # of a matching line, around the match
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -152,7 +159,9 @@ class Workspace:
         task_description: str,
         probe: Callable[[str], ProbeResult] | None,
         check: Callable[[Path], str | None],
+        submit_by_file: bool = False,
     ) -> None:
+        """``submit_by_file``: the agent submits by writing ``submission.json`` files (a coding-agent CLI)."""
         self.root = Path(root)
         self.state = state
         self._probe = probe
@@ -162,7 +171,8 @@ class Workspace:
         if self.root.exists():
             shutil.rmtree(self.root)
         (self.root / "new").mkdir(parents=True)
-        (self.root / "README.md").write_text(_README.format(task=task_description, contract=CONTRACT), encoding="utf-8")
+        readme = _README.format(task=task_description, contract=CONTRACT) + (_BY_FILE if submit_by_file else "")
+        (self.root / "README.md").write_text(readme, encoding="utf-8")
         (self.root / "summary.md").write_text(summary_table(state), encoding="utf-8")
         (self.root / "failures.md").write_text(failed_attempts(state, None) + "\n", encoding="utf-8")
         for cand in state.candidates:
@@ -298,6 +308,36 @@ class Workspace:
         self.finished = True
         return "finished"
 
+    def collect(self) -> list[str]:
+        """Submit every ``new/<name>/harness.py`` a coding-agent CLI wrote, with its ``submission.json``; one line
+        per candidate says how its import check went. A candidate without a readable ``submission.json`` naming a
+        known parent is recorded as failed (under the best candidate) with what is missing."""
+        from metaharness import frontier
+
+        lines = []
+        for folder in sorted(p for p in (self.root / "new").iterdir() if (p / HARNESS_FILE).is_file()):
+            name = folder.name
+            try:
+                meta = json.loads((folder / SUBMISSION_FILE).read_text(encoding="utf-8"))
+                parent, summary = str(meta["parent"]), str(meta.get("summary") or "")
+                hypothesis = str(meta.get("hypothesis") or "")
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                best = frontier.best(self.state.candidates) or self.state.candidates[0]
+                problem = f"new/{name}/{SUBMISSION_FILE} is missing or does not name a parent ({type(exc).__name__})"
+                source = (folder / HARNESS_FILE).read_text(encoding="utf-8")
+                self.submissions[name] = Submission(name, best.id, f"revision {name}", "", source, problem)
+                lines.append(f"new/{name}: {problem}")
+                continue
+            reply = self.submit(name, parent, summary, hypothesis)
+            if name not in self.submissions:  # an unknown parent: recorded as failed with the reply
+                source = (folder / HARNESS_FILE).read_text(encoding="utf-8")
+                best = frontier.best(self.state.candidates) or self.state.candidates[0]
+                self.submissions[name] = Submission(
+                    name, best.id, summary or f"revision {name}", hypothesis, source, reply
+                )
+            lines.append(reply)
+        return lines
+
     def valid(self) -> list[Submission]:
         return [s for s in self.submissions.values() if s.error is None]
 
@@ -409,4 +449,16 @@ Harness contract:
 
 Nothing here is cut: read_file shows a long file in pages (call it again with the offset it gives); grep shows
 the matching part of a long line. Compare prediction, target and the model's response to find what to fix.
+"""
+
+_BY_FILE = """
+## Submitting a candidate
+
+Write each new candidate as new/<name>/harness.py (name: letters, digits, '-' or '_'), usually starting from a copy
+of candidates/<id>/harness.py, and beside it new/<name>/submission.json:
+
+    {"parent": "<the candidate id it revises>", "summary": "<one line: what changed>", "hypothesis": "<why it helps>"}
+
+When you stop, every such folder is submitted: each harness is imported and constructed in a sandbox, and one that
+fails is recorded with its error. Write only under new/; do not evaluate candidates on validation examples.
 """
