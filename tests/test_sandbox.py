@@ -1,17 +1,19 @@
 """Hostile and broken harnesses are contained: each scores 0 with a clear error and the evaluation completes.
 
-The task model here is a scripted model (these tests check the sandbox and the evaluator's failure handling,
-not a model); every harness runs in the real sandbox process.
+The task model here is a scripted model and the task a small one held in memory (these tests check the sandbox and
+the evaluator's failure handling, not a model or a dataset, so they never skip); every harness runs in the real
+sandbox process. tests/test_hostile_harnesses.py attacks the sandbox itself.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
-from fakes import ScriptedModel
+from fakes import ScriptedModel, ToyTask
 
 from metaharness.evaluation import HarnessInvalid, SandboxLimits, check_harness, evaluate
 from metaharness.evaluation.confine import probe
@@ -33,37 +35,29 @@ def predict_harness(tmp_path: Path, predict_body: str, imports: str = "") -> Pat
     return write_harness(tmp_path, f"{imports}\n{header}{body}\n")
 
 
-def run(path: Path, shared_data_dir: Path, *, limit: int = 3, limits: SandboxLimits | None = None, **kw):
-    return evaluate(
-        path,
-        "symptom2disease",
-        "val",
-        model=ScriptedModel(DENGUE),
-        limit=limit,
-        workers=3,
-        data_dir=shared_data_dir,
-        limits=limits,
-        **kw,
-    )
+def run(path: Path, *, limit: int = 3, limits: SandboxLimits | None = None, **kw):
+    return evaluate(path, ToyTask(), "val", model=ScriptedModel(DENGUE), limit=limit, workers=3, limits=limits, **kw)
 
 
 def assert_contained(report, pattern: str, failing: set[str]):
+    """The examples in ``failing`` failed with an error matching the regular expression ``pattern``; the others
+    succeeded."""
     assert len(report.records) == 3
     for record in report.records:
         if record.id in failing:
-            assert record.error is not None and pattern in record.error, record.error
+            assert record.error is not None and re.search(pattern, record.error), record.error
             assert record.scores["primary"] == 0.0
         else:
             assert record.error is None, record.error
     assert report.errors == len(failing)
 
 
-def test_this_machine_confines_writes():
+def test_this_machine_holds_every_guarantee():
     machine = probe()
-    # root drops its capabilities (or becomes nobody without Landlock); a normal user needs Landlock
-    expected = {"landlock+nocaps", "nobody"} if machine["uid"] == 0 else {"landlock"}
-    assert machine["write_barrier"] in expected, machine
-    assert machine["write_barrier"].startswith("landlock") == bool(machine["landlock_abi"])
+    assert machine["missing"] == [], machine  # elsewhere evaluations refuse to start (see test_hostile_harnesses)
+    assert "namespaces" in machine["layers"] and "seccomp" in machine["layers"]
+    if machine["uid"] == 0:
+        assert "uid 65534" in machine["layers"]
 
 
 # Harnesses that misbehave on the first validation example (the one about a back): what they do (a statement in
@@ -73,7 +67,7 @@ MISBEHAVIOUR = [
         'raise ValueError("cannot handle backs")',
         "",
         None,
-        "ValueError: cannot handle backs (harness.py line",  # the harness's line, for the proposer
+        r"ValueError: cannot handle backs \(harness.py line",  # the harness's line, for the proposer
         id="raises",
     ),
     pytest.param(
@@ -105,13 +99,13 @@ MISBEHAVIOUR = [
 
 
 @pytest.mark.parametrize(("statement", "imports", "limits", "error"), MISBEHAVIOUR)
-def test_misbehaviour_fails_only_that_example(tmp_path, shared_data_dir, statement, imports, limits, error):
+def test_misbehaviour_fails_only_that_example(tmp_path, statement, imports, limits, error):
     body = f'if "back" in x:\n{textwrap.indent(statement, "    ")}\nreturn self.lm(x)'
-    report = run(predict_harness(tmp_path, body, imports), shared_data_dir, limits=limits)
+    report = run(predict_harness(tmp_path, body, imports), limits=limits)
     assert_contained(report, error, {"val-0000"})
 
 
-def test_model_time_does_not_count_against_the_wall_time(tmp_path, shared_data_dir):
+def test_model_time_does_not_count_against_the_wall_time(tmp_path):
     path = predict_harness(
         tmp_path,
         """
@@ -120,17 +114,16 @@ def test_model_time_does_not_count_against_the_wall_time(tmp_path, shared_data_d
     )
     report = evaluate(
         path,
-        "symptom2disease",
+        ToyTask(),
         "val",
         model=ScriptedModel(DENGUE, latency=0.8),
         limit=2,
-        data_dir=shared_data_dir,
         limits=SandboxLimits(wall_seconds=1.0),
     )
     assert report.errors == 0
 
 
-def test_harness_that_looks_for_keys(tmp_path, shared_data_dir, monkeypatch):
+def test_harness_that_looks_for_keys(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     path = predict_harness(
@@ -148,13 +141,13 @@ def test_harness_that_looks_for_keys(tmp_path, shared_data_dir, monkeypatch):
     """,
         "import glob, os",
     )
-    report = run(path, shared_data_dir)
+    report = run(path)
     assert_contained(report, "RuntimeError: no key found", {"val-0000"})
     for record in report.records:
         assert SECRET not in (record.prediction or "") and SECRET not in (record.error or "")
 
 
-def test_harness_that_writes_outside_its_folder(tmp_path, shared_data_dir):
+def test_harness_that_writes_outside_its_folder(tmp_path):
     outside = tmp_path / "outside.txt"
     repo_file = Path(__file__).resolve().parent / "sandbox-escape.txt"
     path = predict_harness(
@@ -168,12 +161,13 @@ def test_harness_that_writes_outside_its_folder(tmp_path, shared_data_dir):
         return self.lm(x)
     """,
     )
-    report = run(path, shared_data_dir)
-    assert_contained(report, "PermissionError", {"val-0000", "val-0001"})
+    report = run(path)
+    # Outside the scratch folder the sandbox's file system has nothing writable, and no tmp_path at all.
+    assert_contained(report, "(PermissionError|FileNotFoundError|OSError: .*Read-only)", {"val-0000", "val-0001"})
     assert not outside.exists() and not repo_file.exists()
 
 
-def test_harness_that_prints_garbage_and_returns_garbage(tmp_path, shared_data_dir):
+def test_harness_that_prints_garbage_and_returns_garbage(tmp_path):
     path = predict_harness(
         tmp_path,
         """
@@ -185,30 +179,30 @@ def test_harness_that_prints_garbage_and_returns_garbage(tmp_path, shared_data_d
     """,
         "import sys",
     )
-    report = run(path, shared_data_dir)
+    report = run(path)
     assert_contained(report, "predict returned int, not str", {"val-0000"})
     assert report.records[1].scores["primary"] == 1.0  # val-0001 is dengue
 
 
-def test_missing_import_fails_every_example_and_check_harness(tmp_path, shared_data_dir):
+def test_missing_import_fails_every_example_and_check_harness(tmp_path):
     path = predict_harness(tmp_path, 'return ""', "import no_such_module_anywhere")
     with pytest.raises(HarnessInvalid, match="No module named 'no_such_module_anywhere'"):
-        check_harness(path, "symptom2disease", data_dir=shared_data_dir)
-    report = run(path, shared_data_dir)
+        check_harness(path, ToyTask())
+    report = run(path)
     assert report.errors == 3 and report.scores["primary"] == 0.0
     assert all("failed to load" in r.error for r in report.records)
 
 
-def test_check_harness_rejects_a_file_without_harness_class(tmp_path, shared_data_dir):
+def test_check_harness_rejects_a_file_without_harness_class(tmp_path):
     path = write_harness(tmp_path, "class Model:\n    pass\n")
     with pytest.raises(HarnessInvalid, match="no class named Harness"):
-        check_harness(path, "symptom2disease", data_dir=shared_data_dir)
+        check_harness(path, ToyTask())
 
 
-def test_sandbox_environment_holds_no_secrets(tmp_path, shared_data_dir, monkeypatch):
+def test_sandbox_environment_holds_no_secrets(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET)
     path = predict_harness(tmp_path, 'return " ".join(sorted(os.environ))', "import os")
-    report = run(path, shared_data_dir, limit=1)
+    report = run(path, limit=1)
     names = set(report.records[0].prediction.split())
     assert names <= {
         "PATH",
@@ -225,7 +219,7 @@ def test_sandbox_environment_holds_no_secrets(tmp_path, shared_data_dir, monkeyp
     assert os.environ["MY_SERVICE_TOKEN"] == SECRET
 
 
-def test_string_hashing_is_the_same_in_every_run(tmp_path, shared_data_dir):
+def test_string_hashing_is_the_same_in_every_run(tmp_path):
     path = predict_harness(tmp_path, 'return str(hash("metaharness")) + " " + ",".join({"a", "b", "c", "d"})')
-    first = run(path, shared_data_dir, limit=1).records[0].prediction
-    assert first == run(path, shared_data_dir, limit=1).records[0].prediction
+    first = run(path, limit=1).records[0].prediction
+    assert first == run(path, limit=1).records[0].prediction

@@ -19,10 +19,12 @@ Public API::
 - The loop reaches all this through the evaluator seam (:mod:`.candidate_evaluator`).
 
 The harness program and its ``lm`` are specified in :mod:`metaharness.harness`. Isolation (:mod:`.sandbox`,
-:mod:`.confine`): each harness instance lives in its own process, confined by Landlock (and, as root, without
-capabilities) to a scratch folder, with address-space, CPU-time, wall-time and model-call limits, an environment
-without secrets and no network; its model calls go through the parent's proxy (:mod:`.proxy`), which owns the
-client and records every call; :mod:`.worker` is the sandbox process's side.
+:mod:`.confine`, :mod:`.namespaces`, :mod:`.syscall_filter`): each harness instance lives in its own process, in
+its own network, PID and mount namespaces with a file system holding only Python, the system libraries and a
+scratch folder, as an unprivileged uid, under a seccomp filter that refuses every socket and under Landlock, with
+address-space, CPU-time, process, file-size, wall-time and model-call limits it cannot raise, an environment
+without secrets, and bounded output (:mod:`.bounds`); its model calls go through the parent's proxy
+(:mod:`.proxy`), which owns the client and records every call; :mod:`.worker` is the sandbox process's side.
 """
 
 from __future__ import annotations

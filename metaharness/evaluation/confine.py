@@ -1,27 +1,34 @@
-"""Confinement a sandbox process applies to itself before it loads untrusted harness code (stdlib only).
+"""Confinement a sandbox process applies to itself before it loads untrusted harness code (stdlib, and libseccomp
+when installed).
 
-What holds, in this order (:func:`confine`):
+The parent decides once per process which layers this machine offers (:func:`isolation`); the worker applies
+them with :func:`confine`, in this order:
 
-1. resource limits (``setrlimit``): address space, CPU seconds, new processes/threads, no core dumps;
-2. when running as root: every capability is dropped (effective, permitted, inheritable, ambient and the bounding
-   set), so the process keeps uid 0 but can no longer raise its limits, load kernel modules, mount, trace or
-   override file permissions;
-3. ``no_new_privs`` and a Landlock ruleset (Linux >= 5.13, syscalls through ctypes): writes are allowed only
-   beneath the scratch folder (and to ``/dev/null``), reads only beneath the Python installation, the system
-   library folders and the scratch folder; on ABI >= 4 no TCP connection or bind is allowed at all (the task model
-   is reachable only through the parent's proxy); on ABI >= 6 signals and abstract unix sockets outside the sandbox
-   are refused. Landlock also stops the process from ptrace-reading other processes (``/proc/<pid>/environ``).
+1. **namespaces** (:mod:`.namespaces`; as root, or where unprivileged user namespaces are allowed): network, PID,
+   mount, IPC and UTS namespaces, and a new root holding only the Python installation, the system libraries, a
+   few /dev nodes, the namespace's /proc and the scratch folder;
+2. **an unprivileged uid**: as root, the capability bounding set is emptied and the process becomes ``nobody``
+   (65534). With namespaces this works wherever Python is installed (the view makes it readable to nobody);
+   without them, only where Landlock is missing (today's fallback, which needs a world-readable Python);
+3. **limits that cannot be raised** (``setrlimit`` with hard == soft): address space, CPU seconds for the whole
+   life of the worker (the parent enforces the per-example CPU limit from outside), processes and threads (which
+   bind because the uid is not root), file size, no core dumps;
+4. **seccomp** (:mod:`.syscall_filter`): no socket of any family;
+5. **Landlock** (Linux >= 5.13, syscalls through ctypes): writes only beneath the scratch folder (and to
+   /dev/null), reads only beneath the Python installation, the system library folders, /dev, /proc and the
+   scratch folder; on ABI >= 4 no TCP bind or connect; on ABI >= 6 no signals and no abstract Unix sockets
+   outside the sandbox. Landlock also stops the process from ptrace-reading other processes;
+6. **no capabilities** left (effective, permitted, inheritable, ambient) and ``no_new_privs``.
 
-Landlock is enforced by the kernel whatever the uid, so the write barrier holds for root and for normal users
-alike. When the kernel lacks Landlock, :func:`confine` raises :class:`ConfinementUnavailable` unless the process
-runs as root; then it switches to the unprivileged user ``nobody`` (65534), which can write only where ``nobody``
-may (this needs the Python installation to be readable by ``nobody``). :func:`probe`
-reports what this machine offers.
+:data:`GUARANTEES` lists what a sandbox must hold; :class:`Isolation` says which layers a machine has and which
+guarantees they leave ``missing``. When a kernel lacks Landlock and the evaluator is neither root nor allowed
+namespaces, :func:`confine` raises :class:`ConfinementUnavailable`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import resource
 import sys
@@ -87,12 +94,77 @@ class _PathBeneathAttr(ctypes.Structure):
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-process limits of a sandbox: address space (MiB), CPU seconds, and how many processes/threads it may
-    start (on top of those its uid already runs)."""
+    """Per-process limits of a sandbox: address space (MiB), CPU seconds, how many processes/threads it may start
+    (on top of those its uid already runs), and the size of any file it writes (MiB)."""
 
     memory_mb: int = 4096
     cpu_seconds: int = 300
     max_processes: int = 256
+    file_mb: int = 256
+
+
+GUARANTEES = {
+    "network": "no network of any family (TCP, UDP, Unix, raw, netlink)",
+    "files": "writes only in its own folder, reads only Python and the system libraries",
+    "processes": "every process it starts ends with its evaluation",
+    "privacy": "other processes and their command lines are invisible",
+    "uid": "an unprivileged uid, with limits it cannot raise",
+}
+# Tasks charged to the uid of a sandbox in its own user namespace before the harness starts: monitor, init, worker.
+_SANDBOX_TASKS = 3
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The layers a sandbox gets on this machine (see the module docstring) and the guarantees they leave missing.
+
+    ``uid``: the uid the harness runs as when it is not the evaluator's (root's sandboxes run as nobody);
+    ``why``: why namespaces are unavailable, when they are."""
+
+    namespaces: bool
+    seccomp: bool
+    landlock_abi: int
+    uid: int | None
+    missing: tuple[str, ...]
+    why: str = ""
+
+    @property
+    def layers(self) -> list[str]:
+        found = [
+            "namespaces" if self.namespaces else "",
+            f"uid {self.uid}" if self.uid is not None else ("no capabilities" if os.geteuid() == 0 else ""),
+            "seccomp" if self.seccomp else "",
+            f"landlock (ABI {self.landlock_abi})" if self.landlock_abi else "",
+        ]
+        return [layer for layer in found if layer]
+
+    def plan(self) -> dict[str, object]:
+        """What the worker needs to know (the ``isolation`` of its init message)."""
+        return {"namespaces": self.namespaces, "seccomp": self.seccomp, "uid": self.uid}
+
+
+def _missing(namespaces: bool, seccomp: bool, abi: int, root: bool) -> tuple[str, ...]:
+    held = {
+        "network": seccomp or namespaces,  # namespaces: no interface up, and no host Unix socket in the view
+        "files": namespaces or bool(abi),
+        "processes": namespaces,
+        "privacy": namespaces,
+        "uid": namespaces or not root,
+    }
+    return tuple(name for name in GUARANTEES if not held[name])
+
+
+@functools.cache
+def isolation() -> Isolation:
+    """What a sandbox gets on this machine (namespaces are tried once in a child process)."""
+    from metaharness.evaluation import namespaces, syscall_filter
+
+    abi = landlock_abi()
+    root = os.geteuid() == 0
+    usable, why = namespaces.available()
+    seccomp = syscall_filter.available()
+    uid = NOBODY if root and (usable or not abi) else None
+    return Isolation(usable, seccomp, abi, uid, _missing(usable, seccomp, abi, root), why)
 
 
 def _libc() -> ctypes.CDLL:
@@ -110,16 +182,19 @@ def landlock_abi() -> int:
 
 
 def probe() -> dict[str, object]:
-    """What confinement this machine offers: Landlock ABI, uid, and the write barrier that would be used."""
-    abi = landlock_abi()
-    root = os.geteuid() == 0
-    barrier = ("landlock+nocaps" if root else "landlock") if abi else ("nobody" if root else None)
-    return {"landlock_abi": abi, "uid": os.geteuid(), "write_barrier": barrier}
+    """What confinement this machine offers: its layers, the guarantees missing, Landlock ABI and uid."""
+    found = isolation()
+    return {
+        "layers": found.layers,
+        "missing": [GUARANTEES[name] for name in found.missing],
+        "landlock_abi": found.landlock_abi,
+        "uid": os.geteuid(),
+    }
 
 
 def read_roots() -> list[str]:
-    """Folders a harness may read: the Python installation and site-packages, system programs and libraries, /dev,
-    /proc (other processes' entries stay closed: Landlock forbids tracing them)."""
+    """Folders a harness may read: the Python installation and site-packages, system programs and libraries, time
+    zones and certificates (plus, in Landlock's rules, /dev and /proc)."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths.update(sysconfig.get_paths().get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib"))
     paths.update(entry for entry in sys.path if entry and entry.endswith(("site-packages", "dist-packages")))
@@ -133,8 +208,6 @@ def read_roots() -> list[str]:
             "/lib64",
             "/usr/share/zoneinfo",
             "/etc/ssl",
-            "/proc",
-            "/dev",
         )
     )
     return sorted(p for p in paths if p and os.path.exists(p))
@@ -156,19 +229,23 @@ def _tasks_of_uid(uid: int) -> int:
     return count
 
 
-def _set_limits(limits: Limits, uid: int) -> None:
-    memory = limits.memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    processes = _tasks_of_uid(uid) + limits.max_processes
-    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+def _set_limits(limits: Limits, charged: int) -> None:
+    """Hard == soft for every limit; ``charged``: the tasks already counted against the uid the harness runs as."""
+
+    def fix(kind: int, value: int) -> None:
+        resource.setrlimit(kind, (value, value))
+
+    fix(resource.RLIMIT_AS, limits.memory_mb << 20)
+    fix(resource.RLIMIT_CPU, limits.cpu_seconds)
+    fix(resource.RLIMIT_CORE, 0)
+    fix(resource.RLIMIT_FSIZE, limits.file_mb << 20)
+    fix(resource.RLIMIT_NPROC, charged + limits.max_processes)
 
 
-def _become_nobody() -> None:
+def _become(uid: int) -> None:
     os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)  # all uids become 65534: permitted and effective capabilities are cleared
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # every uid leaves 0: permitted and effective capabilities are cleared
 
 
 class _CapHeader(ctypes.Structure):
@@ -179,14 +256,19 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def _drop_capabilities() -> None:
-    """Empty the bounding and ambient sets, then clear effective/permitted/inheritable (capset, version 3)."""
+def _drop_bounding_set() -> None:
+    """Empty the bounding set, so no later exec can gain a capability (needs CAP_SETPCAP)."""
     libc = _libc()
     with open("/proc/sys/kernel/cap_last_cap") as handle:
         last = int(handle.read())
     for cap in range(last + 1):
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap})")
+
+
+def _clear_capabilities() -> None:
+    """Clear the ambient set, then effective/permitted/inheritable (capset, version 3)."""
+    libc = _libc()
     libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
@@ -224,7 +306,7 @@ def _apply_landlock(abi: int, writable: str) -> None:
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
-        for root in read_roots():
+        for root in [*read_roots(), *(p for p in ("/proc", "/dev") if os.path.exists(p))]:
             _add_rule(libc, ruleset, root, _READ & handled)
         _add_rule(libc, ruleset, "/dev/null", (_READ | _FS["write_file"]) & handled)
         _add_rule(libc, ruleset, writable, handled)
@@ -236,23 +318,39 @@ def _apply_landlock(abi: int, writable: str) -> None:
         os.close(ruleset)
 
 
-def confine(scratch: str, limits: Limits) -> str:
-    """Confine the calling process to ``scratch``; returns the barrier used (see the module docstring)."""
+def confine(scratch: str, limits: Limits, plan: dict[str, object]) -> list[str]:
+    """Confine the calling process to ``scratch`` with the layers of ``plan`` (:meth:`Isolation.plan`); returns
+    the layers applied. With namespaces it returns in a new process (see :mod:`.namespaces`)."""
+    from metaharness.evaluation import namespaces, syscall_filter
+
     abi = landlock_abi()
     root = os.geteuid() == 0
-    if not abi and not root:
+    uid = plan.get("uid")
+    if not (plan.get("namespaces") or abi or root):
         raise ConfinementUnavailable(
-            "This kernel has no Landlock (Linux >= 5.13 with landlock in the LSM list) and the evaluator is not "
-            "root, so a harness could write anywhere this user can. Run on a kernel with Landlock enabled, or as "
-            "root (the sandbox then drops to the unprivileged user nobody)."
+            "This kernel has neither Landlock (Linux >= 5.13 with landlock in the LSM list) nor unprivileged user "
+            "namespaces, so a harness could write anywhere this user can. Enable either, or run as root."
         )
-    barrier = str(probe()["write_barrier"])
-    _set_limits(limits, os.getuid() if abi else NOBODY)
+    charged = _tasks_of_uid(uid if isinstance(uid, int) else os.getuid())  # read before /proc is the sandbox's
+    if plan.get("seccomp"):
+        syscall_filter.available()  # loads libseccomp while the host's library paths and ldconfig are in view
+    layers = []
+    if plan.get("namespaces"):
+        namespaces.enter(scratch, read_roots())
+        layers.append("namespaces")
+        charged = charged if root else _SANDBOX_TASKS  # its own user namespace counts only the sandbox's tasks
+    if root or plan.get("namespaces"):
+        _drop_bounding_set()
+    _set_limits(limits, charged + (1 if isinstance(uid, int) else 0))
+    if isinstance(uid, int):
+        _become(uid)
+        layers.append(f"uid {uid}")
+    if plan.get("seccomp"):
+        syscall_filter.deny_network()
+        layers.append("seccomp")
     if abi:
-        _apply_landlock(abi, scratch)  # needs no privilege; sets no_new_privs first
-        if root:
-            _drop_capabilities()
-    else:
-        _become_nobody()
-        _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    return barrier
+        _apply_landlock(abi, scratch)
+        layers.append(f"landlock (ABI {abi})")
+    _clear_capabilities()
+    _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    return layers

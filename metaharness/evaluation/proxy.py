@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaharness.errors import BudgetExceeded, ConfigurationError, MetaharnessError, ModelUnavailable
+from metaharness.evaluation.bounds import MAX_CALL_TEXT_CHARS, cut
 from metaharness.models.types import ChatRequest, ChatResult, ModelClient
 
 MAX_TOKENS_CAP = 8192
@@ -155,6 +156,28 @@ def _build_request(payload: dict[str, Any]) -> ChatRequest:
     )
 
 
+def _traced(messages: Any) -> Any:
+    """The messages of a call as its trace record keeps them: roles and contents, at most MAX_CALL_TEXT_CHARS
+    characters of content in all, with a marker where they were cut (a harness may send megabytes)."""
+    if not isinstance(messages, list):
+        return None if messages is None else cut(str(messages), MAX_CALL_TEXT_CHARS)
+    left = MAX_CALL_TEXT_CHARS
+    kept: list[Any] = []
+    for index, message in enumerate(messages):
+        if left <= 0:
+            kept.append({"role": "system", "content": f"[cut by metaharness: {len(messages) - index} more messages]"})
+            break
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            content = message["content"]
+            kept.append({"role": cut(str(message.get("role")), 20), "content": cut(content, left)})
+            left -= len(content)
+        else:
+            text = cut(str(message), left)
+            kept.append(text)
+            left -= len(text)
+    return kept
+
+
 class CallRecorder:
     """Answers the calls of one example and keeps their records (``calls``) for its trace."""
 
@@ -163,9 +186,14 @@ class CallRecorder:
         self.calls: list[dict[str, Any]] = []
 
     def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
-        options = {key: payload.get(key) for key in ("max_tokens", "temperature", "stop", "json_schema")}
+        options: dict[str, Any] = {
+            key: payload.get(key) for key in ("max_tokens", "temperature", "stop", "json_schema")
+        }
+        shown = json.dumps(options, default=str)
+        if len(shown) > MAX_CALL_TEXT_CHARS:  # a schema or stop list of megabytes: kept as cut text
+            options = {"cut": cut(shown, MAX_CALL_TEXT_CHARS)}
         record: dict[str, Any] = {
-            "messages": payload.get("messages"),
+            "messages": _traced(payload.get("messages")),
             "options": options,
             "response": None,
             "parsed": None,

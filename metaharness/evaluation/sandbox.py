@@ -5,7 +5,13 @@ writable place, see :mod:`metaharness.evaluation.confine`) with an environment t
 ``PATH``, ``LANG``, ``HOME``/``TMPDIR`` (the scratch folder) and ``PYTHONDONTWRITEBYTECODE``/``PYTHONHASHSEED``.
 While the harness works on an example, every model call it makes arrives here and is answered by ``on_call`` (the
 proxy that owns the real client). The wall-time limit counts only the harness's own time: time spent inside model
-calls is excluded, so a slow or busy model never makes a harness time out.
+calls is excluded, so a slow or busy model never makes a harness time out. The per-example CPU limit is enforced
+from here too (the worker's CPU time is read from /proc), so the harness cannot raise it.
+
+A sandbox starts only where every guarantee of :data:`~metaharness.evaluation.confine.GUARANTEES` holds, or when
+``METAHARNESS_WEAK_SANDBOX=1`` accepts the ones missing; otherwise :class:`ConfigurationError` says which are
+missing and why. Output is bounded (:mod:`.bounds`): the reply pipe is read with a bounded buffer and a message
+over the cap kills the sandbox.
 
 Failures become :class:`SandboxFailure` with a message meant for the trace: the harness's traceback, "exceeded
 the wall-time limit", "exceeded the CPU-time limit", "killed (out of memory?)", the tail of its stderr.
@@ -27,8 +33,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from metaharness.evaluation.confine import NOBODY, Limits, landlock_abi
+from metaharness.errors import ConfigurationError
+from metaharness.evaluation.bounds import MARKER_CHARS, MAX_ERROR_CHARS, MAX_MESSAGE_BYTES, MAX_PREDICTION_CHARS, cut
+from metaharness.evaluation.confine import GUARANTEES, Isolation, Limits, isolation
 from metaharness.harness import TrainItem
+
+# Set to 1 to run harnesses on a machine where some guarantee of the sandbox cannot hold (see require_isolation).
+WEAK_SANDBOX_ENV = "METAHARNESS_WEAK_SANDBOX"
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,12 @@ class SandboxLimits(Limits):
     max_calls: int = 32
 
     def process_limits(self) -> dict[str, int]:
-        return {"memory_mb": self.memory_mb, "cpu_seconds": self.cpu_seconds, "max_processes": self.max_processes}
+        return {
+            "memory_mb": self.memory_mb,
+            "cpu_seconds": self.cpu_seconds,
+            "max_processes": self.max_processes,
+            "file_mb": self.file_mb,
+        }
 
 
 class SandboxFailure(Exception):
@@ -60,6 +77,39 @@ CallHandler = Callable[[dict[str, Any]], dict[str, Any]]
 # is built here from scratch, and PYTHONHASHSEED in it keeps set and dict-of-set orders identical across runs.
 _PYTHON_FLAGS = ("-s", "-B", "-P") if sys.version_info >= (3, 11) else ("-s", "-B")
 _SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+
+
+def require_isolation() -> Isolation:
+    """This machine's :class:`~metaharness.evaluation.confine.Isolation`; raises ConfigurationError (one line) when
+    a guarantee is missing, unless ``METAHARNESS_WEAK_SANDBOX=1``."""
+    found = isolation()
+    if found.missing and os.environ.get(WEAK_SANDBOX_ENV) != "1":
+        missing = "; ".join(GUARANTEES[name] for name in found.missing)
+        why = f" (namespaces: {found.why})" if found.why else ""
+        raise ConfigurationError(
+            f"This machine cannot sandbox untrusted harness code: missing {missing}{why}. Allow unprivileged user "
+            f"namespaces (or run as root) and install libseccomp2, or set {WEAK_SANDBOX_ENV}=1 to run without them."
+        )
+    return found
+
+
+def _first_child(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            children = handle.read().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` (all its threads), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 def clean_environment(scratch: str) -> dict[str, str]:
@@ -84,12 +134,16 @@ class Sandbox:
         self.limits = limits
         self.on_call = on_call
         self.examples_run = 0
-        self.barrier: str | None = None
+        self.isolation = require_isolation()
+        self.layers: list[str] = []
         self.scratch = tempfile.mkdtemp(prefix="metaharness-sandbox-")
-        if os.geteuid() == 0 and not landlock_abi():
-            os.chown(self.scratch, NOBODY, NOBODY)  # the fallback barrier runs the harness as nobody
+        if self.isolation.uid is not None:
+            os.chown(self.scratch, self.isolation.uid, self.isolation.uid)
         self._log = tempfile.TemporaryFile(prefix="metaharness-sandbox-log-")  # noqa: SIM115 - close() closes it
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no end of line
+        self._worker_pid: int | None = None
+        self._cpu_start: float | None = None
         self.process = subprocess.Popen(
             [sys.executable, *_PYTHON_FLAGS, "-m", "metaharness.evaluation.worker"],
             stdin=subprocess.PIPE,
@@ -108,6 +162,7 @@ class Sandbox:
                     "type": "init",
                     "scratch": self.scratch,
                     "limits": limits.process_limits(),
+                    "isolation": self.isolation.plan(),
                     "source": source,
                     "train": train,
                     "context_window": context_window,
@@ -123,16 +178,20 @@ class Sandbox:
         if reply["type"] == "failed":
             self.close()
             raise SandboxFailure(f"{LOAD_FAILED}{reply['error']}", fatal=True)
-        self.barrier = reply.get("barrier")
+        self.layers = list(reply.get("layers") or [])
 
     def predict(self, text: str) -> str:
         """Run ``Harness.predict(text)``; raises :class:`SandboxFailure` (its ``fatal`` says if we must restart)."""
         self.examples_run += 1
+        self._cpu_start = None  # taken at the first look at the worker, below
         self._send({"type": "predict", "input": text})
         reply = self._wait_reply(("result",), phase="predicting", seconds=self.limits.wall_seconds)
         if "error" in reply:
-            raise SandboxFailure(reply["error"], fatal=False)
-        return reply["prediction"]
+            raise SandboxFailure(cut(str(reply["error"]), MAX_ERROR_CHARS + MARKER_CHARS), fatal=False)
+        prediction = reply.get("prediction")
+        if not isinstance(prediction, str):  # only a harness writing to the pipe itself gets here
+            raise SandboxFailure("the sandbox protocol was corrupted while predicting", fatal=False)
+        return cut(prediction, MAX_PREDICTION_CHARS + MARKER_CHARS)
 
     @property
     def alive(self) -> bool:
@@ -177,13 +236,23 @@ class Sandbox:
             self._send({"type": "response", **reply})
 
     def _read_message(self, deadline: float, phase: str, seconds: float) -> dict[str, Any]:
+        """The next JSON line from the worker. The buffer grows by chunks and only new bytes are searched for the
+        end of line, so a long line costs linear time; a line over MAX_MESSAGE_BYTES kills the sandbox."""
         fd = self._replies.fileno()
-        while b"\n" not in self._buffer:
+        while (end := self._buffer.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(self._buffer)
+            if self._scanned > MAX_MESSAGE_BYTES:
+                self.close()
+                cap = MAX_MESSAGE_BYTES >> 20
+                raise SandboxFailure(
+                    f"the harness sent a message of more than {cap} MiB while {phase} (killed)", fatal=True
+                )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.close()
                 raise SandboxFailure(f"exceeded the wall-time limit of {seconds:g}s while {phase} (killed)", fatal=True)
-            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+            self._check_cpu(phase)
+            ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 20)
@@ -193,18 +262,36 @@ class Sandbox:
                 self.close()
                 raise SandboxFailure(message, fatal=True)
             self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        self._scanned = 0
         try:
             return json.loads(line)
         except json.JSONDecodeError:
             self.close()
             raise SandboxFailure(f"the sandbox protocol was corrupted while {phase}", fatal=True) from None
 
+    def _check_cpu(self, phase: str) -> None:
+        """Kill the worker once it has used more than ``cpu_seconds`` of CPU since the example (or loading) began."""
+        if self._worker_pid is None:
+            # The worker is the process started, or with namespaces the first child of its first child (init).
+            init = _first_child(self.process.pid) if self.isolation.namespaces else self.process.pid
+            self._worker_pid = _first_child(init) if init is not None and self.isolation.namespaces else init
+        used = _cpu_seconds(self._worker_pid) if self._worker_pid is not None else None
+        if used is None:
+            return
+        if self._cpu_start is None:
+            self._cpu_start = used
+        elif used - self._cpu_start > self.limits.cpu_seconds:
+            self.close()
+            raise SandboxFailure(
+                f"exceeded the CPU-time limit of {self.limits.cpu_seconds}s per example while {phase} (killed)",
+                fatal=True,
+            )
+
     def _death_message(self, when: str) -> str:
         code = self.process.wait()
-        if code == -signal.SIGXCPU:
-            reason = f"exceeded the CPU-time limit of {self.limits.cpu_seconds}s per example"
-        elif code < 0:
+        if code < 0:
             reason = f"was killed by signal {signal.Signals(-code).name}"
             if -code in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT):
                 reason += f" (out of memory? the limit is {self.limits.memory_mb} MiB)"

@@ -5,10 +5,14 @@ clean environment. It speaks JSON lines with the parent: requests on stdin, repl
 harness's own ``print`` output goes to stderr, which the parent keeps as a log), so nothing a harness prints can
 corrupt the protocol.
 
-Parent -> worker: ``{"type": "init", "scratch", "limits", "source", "train", "context_window"}`` once, then
-``{"type": "predict", "input"}`` per example, and ``{"type": "response", "text"|"parsed"|"error"}`` answering each
-model call. Worker -> parent: ``{"type": "ready", "barrier"}`` or ``{"type": "failed", "error"}`` after init,
-``{"type": "call", "request"}`` per model call, ``{"type": "result", "prediction"|"error"}`` per example.
+Parent -> worker: ``{"type": "init", "scratch", "limits", "isolation", "source", "train", "context_window"}``
+once, then ``{"type": "predict", "input"}`` per example, and ``{"type": "response", "text"|"parsed"|"error"}``
+answering each model call. Worker -> parent: ``{"type": "ready", "layers"}`` or ``{"type": "failed", "error"}``
+after init, ``{"type": "call", "request"}`` per model call, ``{"type": "result", "prediction"|"error"}`` per
+example. Predictions and errors are cut to the caps of :mod:`.bounds` before they are sent.
+
+The worker's CPU limit is a hard limit for its whole life (:data:`MAX_EXAMPLES_PER_WORKER` examples); the
+per-example CPU limit is enforced by the parent, which reads the worker's CPU time from outside.
 
 The ``lm`` object a harness receives is :class:`metaharness.harness.LM`, whose model calls go over this pipe.
 """
@@ -17,18 +21,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
-import resource
 import sys
 import threading
 import traceback
 from typing import IO, Any
 
+from metaharness.evaluation.bounds import MAX_ERROR_CHARS, MAX_PREDICTION_CHARS, cut
 from metaharness.evaluation.confine import Limits, confine
 from metaharness.harness import HARNESS_FILE, LM, Harness, TrainItem
 
-MAX_EXAMPLES_PER_WORKER = 64  # the CPU hard limit allows this many examples; the pool retires a worker sooner
+MAX_EXAMPLES_PER_WORKER = 64  # the CPU hard limit allows this many examples; the pool retires a worker then
 
 
 class _Channel:
@@ -60,7 +63,8 @@ def _error_text() -> str:
     kind, value, tb = sys.exc_info()
     frames = [f for f in traceback.extract_tb(tb) if f.filename.endswith(HARNESS_FILE)]
     where = f" (harness.py line {frames[-1].lineno})" if frames else ""
-    return f"{kind.__name__ if kind else 'Error'}: {value}{where}\n{traceback.format_exc(limit=-8)}"
+    headline = f"{kind.__name__ if kind else 'Error'}: {cut(str(value), MAX_ERROR_CHARS // 2)}{where}"
+    return cut(f"{headline}\n{traceback.format_exc(limit=-8)}", MAX_ERROR_CHARS)
 
 
 def _load_harness(scratch: str, source: str, lm: LM, train: list[TrainItem]) -> Harness:
@@ -85,18 +89,6 @@ def _load_harness(scratch: str, source: str, lm: LM, train: list[TrainItem]) -> 
     return harness
 
 
-def _cpu_used() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _allow_cpu(seconds: int) -> None:
-    """Per-example CPU limit: the soft limit is reset before each example (SIGXCPU kills the worker past it)."""
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    soft = math.ceil(_cpu_used()) + seconds
-    resource.setrlimit(resource.RLIMIT_CPU, (min(soft, hard), hard))
-
-
 def main() -> None:
     protocol_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # the harness's print() goes to the stderr log, never into the protocol
@@ -104,22 +96,21 @@ def main() -> None:
     init = channel.receive()
     limits = Limits(**init["limits"])
     scratch = init["scratch"]
-    barrier = confine(
-        scratch, Limits(limits.memory_mb, limits.cpu_seconds * (MAX_EXAMPLES_PER_WORKER + 1), limits.max_processes)
+    lifetime = limits.cpu_seconds * (MAX_EXAMPLES_PER_WORKER + 1)
+    layers = confine(
+        scratch, Limits(limits.memory_mb, lifetime, limits.max_processes, limits.file_mb), init["isolation"]
     )
     os.chdir(scratch)
-    _allow_cpu(limits.cpu_seconds)
     try:
         harness = _load_harness(scratch, init["source"], LM(channel.call, init["context_window"]), init["train"])
     except BaseException:  # noqa: BLE001 - any failure of untrusted code is reported, including SystemExit
         channel.send({"type": "failed", "error": _error_text()})
         return
-    channel.send({"type": "ready", "barrier": barrier})
+    channel.send({"type": "ready", "layers": layers})
     while True:
         message = channel.receive()
         if message.get("type") != "predict":
             continue
-        _allow_cpu(limits.cpu_seconds)
         try:
             prediction = harness.predict(message["input"])
         except BaseException:  # noqa: BLE001 - the example fails, the worker answers the next one
@@ -128,7 +119,7 @@ def main() -> None:
         if not isinstance(prediction, str):
             channel.send({"type": "result", "error": f"predict returned {type(prediction).__name__}, not str"})
         else:
-            channel.send({"type": "result", "prediction": prediction})
+            channel.send({"type": "result", "prediction": cut(prediction, MAX_PREDICTION_CHARS)})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,423 @@
+"""A battery of hostile harnesses against the real sandbox: none may escape, and none needs a dataset.
+
+Each harness tries one family of attacks on the first example of a task held in memory and returns what each
+attempt gave (an exception's name and message, or ``ALLOWED``). The test owns every target: listeners on
+127.0.0.1 and on Unix sockets that must receive nothing, files outside the scratch folder that must stay
+untouched, secrets in the parent's environment and on disk that must not be read, and process names that must not
+survive the evaluation. ``python benchmarks/hostile_harnesses.py`` prints the same outcomes as a table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from fakes import ScriptedModel, ToyTask
+
+from metaharness.errors import ConfigurationError
+from metaharness.evaluation import SandboxLimits, evaluate
+from metaharness.evaluation import sandbox as sandbox_module
+from metaharness.evaluation.bounds import MAX_MESSAGE_BYTES, MAX_PREDICTION_CHARS
+from metaharness.evaluation.confine import GUARANTEES, Isolation, _missing
+
+SECRET = "sk-hostile-test-secret-0123456789"
+HEADER = """
+import ctypes, json, os, resource, signal, socket, sys, time
+
+
+def attempt(action):
+    try:
+        return "ALLOWED " + repr(action())[:200]
+    except BaseException as error:
+        return f"{type(error).__name__}: {error}"
+
+
+def name_this_process(name):
+    ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME: shown in /proc/PID/comm
+
+
+class Harness:
+    def __init__(self, lm, train):
+        self.lm = lm
+
+    def predict(self, x):
+"""
+
+
+def attack(tmp_path: Path, body: str, limits: SandboxLimits | None = None):
+    """Run a harness whose ``predict`` is ``body`` on one example; return its record and the trace file's size."""
+    path = tmp_path / "harness.py"
+    path.write_text(HEADER + textwrap.indent(textwrap.dedent(body).strip(), " " * 8) + "\n")
+    trace = tmp_path / "records.jsonl"
+    report = evaluate(
+        path,
+        ToyTask(),
+        "val",
+        model=ScriptedModel("[DIAGNOSIS]x[/DIAGNOSIS]"),
+        limit=1,
+        limits=limits,
+        trace_path=trace,
+    )
+    return report.records[0], trace.stat().st_size
+
+
+def outcomes(tmp_path: Path, body: str, limits: SandboxLimits | None = None) -> dict[str, str]:
+    record, _ = attack(tmp_path, body, limits)
+    assert record.error is None, record.error
+    return json.loads(record.prediction)
+
+
+def assert_refused(found: dict[str, str]) -> None:
+    escaped = {name: outcome for name, outcome in found.items() if outcome.startswith("ALLOWED")}
+    assert not escaped, escaped
+
+
+def processes_named(name: str) -> list[int]:
+    """Host pids whose command name is ``name`` (the sandbox's processes are visible from here)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/comm") as handle:
+                if entry.isdigit() and handle.read().strip() == name:
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def assert_none_survive(name: str) -> None:
+    """The kernel kills a namespace's processes as its init exits; give it a moment, then none may be left."""
+    for _ in range(100):
+        if not processes_named(name):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"processes named {name} outlived their evaluation: {processes_named(name)}")
+
+
+@pytest.fixture
+def shared_folder():
+    """A folder outside the sandbox that the file permissions alone would let anyone use."""
+    folder = Path(tempfile.mkdtemp(prefix="metaharness-hostile-"))
+    folder.chmod(0o777)
+    yield folder
+    for path in folder.iterdir():
+        path.unlink()
+    folder.rmdir()
+
+
+# ---------------------------------------------------------------- the network
+
+
+def test_tcp_reaches_no_listener(tmp_path):
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener6 = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    port, port6 = listener.getsockname()[1], listener6.getsockname()[1]
+    found = outcomes(
+        tmp_path,
+        f"""
+        return json.dumps({{
+            "tcp 127.0.0.1": attempt(lambda: socket.create_connection(("127.0.0.1", {port}), timeout=3)),
+            "tcp ::1": attempt(lambda: socket.create_connection(("::1", {port6}), timeout=3)),
+            "tcp listen": attempt(lambda: socket.create_server(("127.0.0.1", 0))),
+        }})
+        """,
+    )
+    assert_refused(found)
+    for server in (listener, listener6):
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nothing connected
+        server.close()
+
+
+def test_udp_sends_nothing(tmp_path):
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    port = receiver.getsockname()[1]
+    found = outcomes(
+        tmp_path,
+        f"""
+        def send():
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            return s.sendto(b"escaped", ("127.0.0.1", {port}))
+        return json.dumps({{"udp 127.0.0.1": attempt(send)}})
+        """,
+    )
+    assert_refused(found)
+    receiver.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        receiver.recvfrom(100)  # no datagram arrived
+    receiver.close()
+
+
+def test_unix_sockets_outside_the_folder_accept_nothing(tmp_path, shared_folder):
+    path = str(shared_folder / "service.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o777)
+    listener.listen()
+    abstract_name = f"metaharness-test-{uuid.uuid4().hex}"
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind("\0" + abstract_name)
+    abstract.listen()
+    found = outcomes(
+        tmp_path,
+        f"""
+        def connect(address):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(address)
+            return s.send(b"escaped")
+        return json.dumps({{
+            "unix path": attempt(lambda: connect({path!r})),
+            "unix abstract": attempt(lambda: connect("\\0{abstract_name}")),
+            "unix datagram to the journal": attempt(
+                lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"x", "/dev/log")
+            ),
+        }})
+        """,
+    )
+    assert_refused(found)
+    for server in (listener, abstract):
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            server.accept()
+        server.close()
+
+
+def test_raw_netlink_and_packet_sockets_are_refused(tmp_path):
+    found = outcomes(
+        tmp_path,
+        """
+        return json.dumps({
+            "raw icmp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)),
+            "netlink route": attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)),
+            "packet": attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)),
+            "udp ipv6": attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)),
+        })
+        """,
+    )
+    assert_refused(found)
+
+
+# ---------------------------------------------------------------- processes and limits
+
+
+def test_a_fork_storm_stops_at_the_process_limit_and_leaves_nothing(tmp_path):
+    name = f"mh{uuid.uuid4().hex[:12]}"
+    found = outcomes(
+        tmp_path,
+        f"""
+        forked = 0
+        try:
+            for _ in range(1000):
+                if os.fork() == 0:
+                    name_this_process({name!r})
+                    time.sleep(600)
+                    os._exit(0)
+                forked += 1
+            error = "none"
+        except OSError as exc:
+            error = str(exc)
+        return json.dumps({{"forked": str(forked), "error": error}})
+        """,
+        SandboxLimits(max_processes=40),
+    )
+    assert int(found["forked"]) <= 40 and "Resource temporarily unavailable" in found["error"], found
+    assert_none_survive(name)
+
+
+def test_setsid_daemons_end_with_the_evaluation(tmp_path):
+    name = f"mh{uuid.uuid4().hex[:12]}"
+    found = outcomes(
+        tmp_path,
+        f"""
+        started = 0
+        for _ in range(5):
+            first = os.fork()
+            if first == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    name_this_process({name!r})
+                    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+                    time.sleep(600)
+                os._exit(0)
+            os.waitpid(first, 0)
+            started += 1
+        time.sleep(0.2)
+        return json.dumps({{"daemons": str(started)}})
+        """,
+    )
+    assert found == {"daemons": "5"}
+    assert_none_survive(name)
+
+
+def test_limits_cannot_be_raised(tmp_path):
+    found = outcomes(
+        tmp_path,
+        """
+        kinds = {"cpu": resource.RLIMIT_CPU, "processes": resource.RLIMIT_NPROC, "file size": resource.RLIMIT_FSIZE,
+                 "memory": resource.RLIMIT_AS}
+        found = {}
+        for name, kind in kinds.items():
+            soft, hard = resource.getrlimit(kind)
+            found[name + " soft == hard"] = str(soft == hard and hard != resource.RLIM_INFINITY)
+            found["raise " + name] = attempt(lambda: resource.setrlimit(kind, (hard + 1, hard + 1)))
+            found["lift " + name] = attempt(
+                lambda: resource.setrlimit(kind, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            )
+        found["uid"] = str(os.getuid())
+        return json.dumps(found)
+        """,
+    )
+    assert {k: v for k, v in found.items() if k.endswith("soft == hard")} == dict.fromkeys(
+        ("cpu soft == hard", "processes soft == hard", "file size soft == hard", "memory soft == hard"), "True"
+    )
+    assert_refused(found)
+    assert found["uid"] != "0"
+
+
+def test_a_file_past_the_size_limit_cannot_be_written(tmp_path):
+    found = outcomes(
+        tmp_path,
+        """
+        def write():
+            with open("big.bin", "wb") as handle:
+                handle.write(b"x" * (16 << 20))
+        return json.dumps({"16 MiB file with an 8 MiB limit": attempt(write)})
+        """,
+        SandboxLimits(file_mb=8),
+    )
+    assert_refused(found)
+    assert "File too large" in found["16 MiB file with an 8 MiB limit"]
+
+
+def test_the_cpu_limit_holds_although_the_harness_tries_to_lift_it(tmp_path):
+    record, _ = attack(
+        tmp_path,
+        """
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        try:
+            resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+        except (ValueError, OSError):
+            pass
+        while True:
+            pass
+        """,
+        SandboxLimits(cpu_seconds=2),
+    )
+    assert "CPU-time limit of 2s" in record.error
+
+
+# ---------------------------------------------------------------- output
+
+
+def test_a_100_mb_answer_is_cut_with_a_marker(tmp_path):
+    record, trace_bytes = attack(tmp_path, 'return "x" * 100_000_000')
+    assert record.error is None
+    assert len(record.prediction) < MAX_PREDICTION_CHARS + 200
+    assert record.prediction.endswith(
+        f"[cut by metaharness: 100,000,000 characters, the first {MAX_PREDICTION_CHARS:,} kept]"
+    )
+    assert trace_bytes < 4 * MAX_PREDICTION_CHARS
+
+
+def test_a_100_mb_message_written_to_the_pipe_kills_the_sandbox(tmp_path):
+    record, trace_bytes = attack(
+        tmp_path,
+        """
+        pipe = self.lm._call_model.__self__._writer  # the worker's protocol pipe, reached around the worker
+        pipe.write(b'{"type": "result", "prediction": "' + b"x" * 100_000_000 + b'"}\\n')
+        pipe.flush()
+        return "unreachable"
+        """,
+    )
+    assert record.prediction is None and f"more than {MAX_MESSAGE_BYTES >> 20} MiB" in record.error
+    assert trace_bytes < 100_000
+
+
+def test_huge_model_calls_are_cut_in_the_trace(tmp_path):
+    record, trace_bytes = attack(tmp_path, 'return self.lm("y" * 5_000_000, max_tokens=4)')
+    assert record.error is None and len(record.calls) == 1
+    assert "[cut by metaharness: 5,000,000 characters" in record.calls[0]["messages"][-1]["content"]
+    assert trace_bytes < 1_000_000
+
+
+# ---------------------------------------------------------------- files and secrets
+
+
+def test_writes_outside_the_folder_fail(tmp_path, shared_folder):
+    targets = [str(shared_folder / "escape.txt"), "/tmp/metaharness-escape.txt", "/dev/shm/metaharness-escape"]
+    targets.append(str(Path(__file__).resolve().parent / "sandbox-escape.txt"))
+    found = outcomes(
+        tmp_path,
+        f"""
+        found = {{}}
+        for target in {targets!r}:
+            found["write " + target] = attempt(lambda: open(target, "w").write("escaped"))
+        found["write scratch"] = str(open("notes.txt", "w").write("mine"))
+        found["mkdir /etc/escape"] = attempt(lambda: os.mkdir("/etc/escape"))
+        return json.dumps(found)
+        """,
+    )
+    assert found.pop("write scratch") == "4"
+    assert_refused(found)
+    assert not any(os.path.exists(target) for target in targets)
+
+
+def test_secrets_stay_out_of_reach(tmp_path, shared_folder, monkeypatch):
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "METAHARNESS_TEST_TOKEN"):
+        monkeypatch.setenv(variable, SECRET)
+    secret_file = shared_folder / "credentials"
+    secret_file.write_text(SECRET)
+    secret_file.chmod(0o644)
+    found = outcomes(
+        tmp_path,
+        f"""
+        seen = {{"environment": " ".join(f"{{k}}={{v}}" for k, v in os.environ.items())}}
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                for part in ("environ", "cmdline"):
+                    seen[f"/proc/{{pid}}/{{part}}"] = attempt(lambda: open(f"/proc/{{pid}}/{{part}}", "rb").read())
+        seen["visible pids"] = " ".join(sorted(p for p in os.listdir("/proc") if p.isdigit()))
+        for path in ({str(secret_file)!r}, "/etc/shadow", "/root/.bash_history", "/proc/{os.getpid()}/environ"):
+            seen["read " + path] = attempt(lambda: open(path).read())
+        seen["signal the test process"] = attempt(lambda: os.kill({os.getpid()}, signal.SIGTERM))
+        return json.dumps(seen)
+        """,
+    )
+    assert SECRET not in json.dumps(found)
+    assert found["visible pids"] == "1 2"  # the sandbox's init and worker: nothing of the host
+    assert "pytest" not in json.dumps(found)
+    assert_refused({k: v for k, v in found.items() if k.startswith(("read", "signal"))})
+
+
+# ---------------------------------------------------------------- machines without every guarantee
+
+
+def test_what_each_machine_holds():
+    everything = _missing(namespaces=True, seccomp=True, abi=7, root=True)
+    assert everything == ()
+    assert _missing(namespaces=True, seccomp=False, abi=0, root=False) == ()  # a view without host sockets
+    assert _missing(namespaces=False, seccomp=True, abi=4, root=False) == ("processes", "privacy")
+    assert _missing(namespaces=False, seccomp=False, abi=4, root=True) == ("network", "processes", "privacy", "uid")
+    assert _missing(namespaces=False, seccomp=False, abi=0, root=False) == ("network", "files", "processes", "privacy")
+
+
+def test_a_machine_missing_a_guarantee_refuses_untrusted_code_unless_told(tmp_path, monkeypatch):
+    weak = Isolation(False, True, 4, None, ("processes", "privacy"), why="unshare: Operation not permitted")
+    monkeypatch.setattr(sandbox_module, "isolation", lambda: weak)
+    monkeypatch.delenv(sandbox_module.WEAK_SANDBOX_ENV, raising=False)
+    path = tmp_path / "harness.py"
+    path.write_text(HEADER + "        return 'ran'\n")
+    with pytest.raises(ConfigurationError) as refused:
+        evaluate(path, ToyTask(), "val", model=ScriptedModel("x"), limit=1)
+    message = str(refused.value)
+    assert "\n" not in message and GUARANTEES["processes"] in message and "METAHARNESS_WEAK_SANDBOX=1" in message
+    assert "Operation not permitted" in message
