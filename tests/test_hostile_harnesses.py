@@ -28,6 +28,10 @@ from metaharness.evaluation.bounds import MAX_MESSAGE_BYTES, MAX_PREDICTION_CHAR
 from metaharness.evaluation.confine import GUARANTEES, Isolation, _missing
 
 SECRET = "sk-hostile-test-secret-0123456789"
+# What each test's harness saw: {test name: {attempt: outcome}} (benchmarks/hostile_harnesses.py prints it).
+OBSERVED: dict[str, dict[str, str]] = {}
+# What each test's harness saw: {test name: {attempt: outcome}} (benchmarks/hostile_harnesses.py prints it).
+OBSERVED: dict[str, dict[str, str]] = {}
 HEADER = """
 import ctypes, json, os, resource, signal, socket, sys, time
 
@@ -56,16 +60,15 @@ def attack(tmp_path: Path, body: str, limits: SandboxLimits | None = None):
     path = tmp_path / "harness.py"
     path.write_text(HEADER + textwrap.indent(textwrap.dedent(body).strip(), " " * 8) + "\n")
     trace = tmp_path / "records.jsonl"
-    report = evaluate(
-        path,
-        ToyTask(),
-        "val",
-        model=ScriptedModel("[DIAGNOSIS]x[/DIAGNOSIS]"),
-        limit=1,
-        limits=limits,
-        trace_path=trace,
-    )
-    return report.records[0], trace.stat().st_size
+    model = ScriptedModel("[DIAGNOSIS]x[/DIAGNOSIS]")
+    report = evaluate(path, ToyTask(), "val", model=model, limit=1, limits=limits, trace_path=trace)
+    record = report.records[0]
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
+    try:
+        OBSERVED[test] = json.loads(record.prediction or "")
+    except ValueError:
+        OBSERVED[test] = {"error": (record.error or "")[:300], "prediction": (record.prediction or "")[-100:]}
+    return record, trace.stat().st_size
 
 
 def outcomes(tmp_path: Path, body: str, limits: SandboxLimits | None = None) -> dict[str, str]:
