@@ -78,7 +78,7 @@ def test_write_summary_and_records(echo, shared_data_dir, tmp_path):
     summary, records = report.write(tmp_path / "out")
     data = json.loads(summary.read_text())
     assert data["scores"] == report.scores and data["examples"] == 2 and data["model"] == "scripted:test"
-    assert data["sandbox"]["layers"] and data["sandbox"]["missing"] == []
+    assert data["sandbox"]["write_barrier"]
     assert len(records.read_text().splitlines()) == 2
 
 

@@ -182,9 +182,11 @@ def landlock_abi() -> int:
 
 
 def probe() -> dict[str, object]:
-    """What confinement this machine offers: its layers, the guarantees missing, Landlock ABI and uid."""
+    """What confinement this machine offers: its layers (also joined by "+" as ``write_barrier``, the name an
+    evaluation report's sandbox entry reads), the guarantees missing, Landlock ABI and uid."""
     found = isolation()
     return {
+        "write_barrier": "+".join(found.layers),
         "layers": found.layers,
         "missing": [GUARANTEES[name] for name in found.missing],
         "landlock_abi": found.landlock_abi,

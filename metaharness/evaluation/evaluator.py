@@ -275,7 +275,7 @@ def evaluate(
         cost=total_cost(records),
         errors=sum(1 for r in records if r.error is not None),
         seconds=round(time.perf_counter() - started, 3),
-        sandbox={"limits": asdict(limits), "workers": n_jobs, **probe()},
+        sandbox={"limits": asdict(limits), "workers": n_jobs, "write_barrier": probe()["write_barrier"]},
         load_error=next((r.error for r in records if r.error and r.error.startswith(LOAD_FAILED)), None),
     )
 
