@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from metaharness.errors import InputError
+from metaharness.planner.bounds import reach
 from metaharness.planner.exact import solve_exact
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.ilp import solve_ilp
@@ -101,10 +102,11 @@ def merged_plan_graph(rng: random.Random, nodes: int, edges: int, limits: int, r
 
     # Budget: the cheapest way to a goal in each entry plus slack (TAPE: B = T* + slack); horizon = step budget.
     probe = prepare(graph, [1e9] * limits, horizon=nodes)
-    steps = probe.steps_to_goal[probe.start]
+    need = reach(probe)
+    steps = need.steps[probe.start]
     if math.isinf(steps):
         return merged_plan_graph(rng, nodes, edges, limits, rewards)
-    cheapest = probe.cost_to_goal[probe.start]
+    cheapest = need.cost[-1, probe.start]
     step_budget = min(50, int(steps) + rng.randint(2, 12))
     graph.budget = (float(step_budget), *(round(c * rng.uniform(1.1, 1.6), 2) for c in cheapest[1:]))
     graph.horizon = step_budget

@@ -1,7 +1,11 @@
-"""Bounds for the exact solver: what a label at (node, step) can still gain, and what it must still lose.
+"""Bounds for the exact and ILP solvers: what a partial walk at (node, step) can still gain, and what it must still
+spend. Every table is a dynamic programme over steps on the edge arrays (numpy), so building one costs a few
+vector operations per step whatever the graph's size.
 
 All tables ignore the path taken so far and relax the budget, so they bound every feasible continuation:
 
+- :func:`reach`: per limit (and for a weighted sum of the limits) the least cost of a walk from each node to a goal
+  within s steps, and the fewest steps to a goal: the resources a partial walk still needs.
 - :func:`lagrangian_table`: for multipliers mu >= 0 (one per limit), ``G[t][v]`` is the largest
   sum_i (discount^i * reward(v(i+1)) - mu . cost(e(i+1))) over walks from v that start at absolute step t and end at
   their first goal by the horizon. A continuation that fits the remaining budget R gains at most G[t][v] + mu . R,
@@ -9,78 +13,136 @@ All tables ignore the path taken so far and relax the budget, so they bound ever
   subgradient steps on the start's bound (a Lagrangian dual), and the solver takes the least bound over them.
 - :func:`least_values`: ``low[s][v]``, the least value (first step undiscounted) of a walk from v to a goal in at
   most s steps; it prices how much a later label loses to discounting, for dominance across steps.
-- ``Problem.steps_to_goal`` and ``Problem.cost_to_goal`` (per-limit shortest paths to the goals on the reverse
-  graph) are the resources still needed; :func:`weighted_cost_to_goal` adds shortest paths for a weighted sum of
-  the limits, which binds when no single limit does.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from metaharness.planner.problem import Problem
 
-# Tables are built for at most this many absolute steps; labels deeper than that get no value bound (+inf).
+# Value tables are built for at most this many absolute steps; labels deeper than that get no value bound (+inf).
 TABLE_STEPS_CAP = 512
 
 
 @dataclass
-class LagrangianTable:
-    """``G[t][v]`` as above for multipliers ``mu``; ``choice[t][v]`` is the maximising edge (-1 where none)."""
+class Reach:
+    """What a walk from a node needs to reach a goal. ``cost[s, v, j]``: the least cost in limit j of a walk from v
+    to a goal in at most s steps (each limit minimised on its own); ``weighted[s, v]`` the same for
+    ``weight . cost``; ``steps[v]`` the fewest steps (inf when no goal is reachable). Rows stop where they stop
+    changing: row ``min(s, rows - 1)`` holds for s steps."""
 
-    mu: tuple[float, ...]
-    G: list[list[float]]
-    choice: list[list[int]]
+    cost: np.ndarray
+    weighted: np.ndarray
+    steps: np.ndarray
+    weight: np.ndarray
+
+    def row(self, steps_left: int) -> int:
+        return min(steps_left, self.cost.shape[0] - 1)
+
+
+def reach(p: Problem) -> Reach:
+    """:class:`Reach` for ``p``, with weights 1 / budget (so the weighted sum binds when no single limit does)."""
+    a = p.arrays
+    weight = np.array([1.0 / b if b > 0 else 0.0 for b in p.slack])
+    edge_costs = np.concatenate([a.cost, (a.cost @ weight)[:, None], np.ones((len(a.src), 1))], axis=1)
+    rows = _least_rows(p, edge_costs)
+    limits = p.limits
+    return Reach(rows[:, :, :limits], rows[:, :, limits], rows[-1, :, limits + 1], weight)
+
+
+def _least_rows(p: Problem, edge_costs: np.ndarray) -> np.ndarray:
+    """``rows[s, v, k]``: least ``edge_costs[:, k]`` summed over a walk from v to its first goal in at most s steps
+    (Bellman-Ford by steps, stopped when a row repeats: shortest walks to a goal are simple paths)."""
+    a = p.arrays
+    n = len(a.goal)
+    start = np.where(a.goal, 0.0, np.inf)[:, None].repeat(edge_costs.shape[1], axis=1)
+    rows = [start]
+    live = a.live_sources  # edges out of non-goal nodes, sorted by source
+    cost = edge_costs[live]
+    dst = a.dst[live]
+    starts, sources = a.live_starts, a.live_source_nodes
+    for _ in range(max(1, min(p.horizon, n))):
+        prev = rows[-1]
+        row = prev.copy()
+        if len(live):
+            best = np.minimum.reduceat(cost + prev[dst], starts, axis=0)
+            row[sources] = np.minimum(prev[sources], best)
+        if np.array_equal(row, prev):
+            break
+        rows.append(row)
+    return np.stack(rows)
+
+
+@dataclass
+class LagrangianTable:
+    """``G[t][v]`` as above for multipliers ``mu`` (rows 0 .. min(horizon, cap) - 1)."""
+
+    mu: np.ndarray
+    G: np.ndarray
 
     def bound(self, t: int, v: int, remaining: Sequence[float]) -> float:
         """Upper bound on what a label at ``v`` after ``t`` steps with ``remaining`` budget can still gain."""
         if t >= len(self.G):
             return math.inf
-        return self.G[t][v] + sum(m * r for m, r in zip(self.mu, remaining, strict=False) if m)
+        return float(self.G[t][v] + float(np.dot(self.mu, remaining)))
 
     def walk(self, p: Problem) -> list[int]:
-        """The maximising walk from the start (edge indices; [] when no goal is reachable)."""
-        path, at = [], p.start
-        for t in range(len(self.choice)):
-            e = self.choice[t][at]
-            if e < 0:
+        """The maximising walk from the start (edge indices; [] when no goal is reachable within the table)."""
+        a = p.arrays
+        penalty = a.cost @ self.mu
+        path: list[int] = []
+        at = p.start
+        for t in range(len(self.G) - 1):
+            edges = a.out_edges(at)
+            if not len(edges):
                 return []
+            after = np.where(a.goal[a.dst[edges]], 0.0, self.G[t + 1][a.dst[edges]])
+            values = p.discount**t * a.reward[a.dst[edges]] - penalty[edges] + after
+            k = int(np.argmax(values))
+            if values[k] == -np.inf:
+                return []
+            e = int(edges[k])
             path.append(e)
-            at = p.dst[e]
-            if p.goal[at]:
+            at = int(a.dst[e])
+            if a.goal[at]:
                 return path
         return []
 
 
-def lagrangian_table(p: Problem, mu: Sequence[float]) -> LagrangianTable:
-    """Backward DP over absolute steps H-1 .. 0 (``H`` capped at :data:`TABLE_STEPS_CAP`)."""
-    n, steps = len(p.node_ids), min(p.horizon, TABLE_STEPS_CAP)
-    penalty = [sum(m * c for m, c in zip(mu, cost, strict=False) if m) for cost in p.cost]
+def lagrangian_table(p: Problem, mu: Sequence[float] | np.ndarray) -> LagrangianTable:
+    """The table for one vector of multipliers (see :func:`lagrangian_tables`)."""
+    return lagrangian_tables(p, [mu])[0]
+
+
+def lagrangian_tables(p: Problem, mus: Sequence[Sequence[float] | np.ndarray]) -> list[LagrangianTable]:
+    """Backward DP over absolute steps H-1 .. 0 (``H`` capped at :data:`TABLE_STEPS_CAP`), for several vectors of
+    multipliers at once."""
+    a = p.arrays
+    n, steps = len(a.goal), min(p.horizon, TABLE_STEPS_CAP)
+    multipliers = np.asarray(mus, dtype=float).reshape(len(mus), p.limits)
+    live = a.live_sources
+    dst = a.dst[live]
+    penalty = multipliers @ a.cost[live].T  # tables x live edges
+    reward = a.reward[dst]
+    ends = a.goal[dst]
+    starts, sources = a.live_starts, a.live_source_nodes
+    G = np.full((len(multipliers), steps + 1, n), -np.inf)
     # Walks still running at the cap are not bounded by the table: +inf beyond it.
-    nxt = [math.inf if steps < p.horizon else -math.inf] * n
-    edges = [(e, p.src[e], p.dst[e], p.goal[p.dst[e]]) for e in range(len(p.src))]
-    reward, goal_reward = p.reward, [r if g else 0.0 for r, g in zip(p.reward, p.goal, strict=False)]
-    G: list[list[float]] = [[]] * steps
-    choice: list[list[int]] = [[]] * steps
+    G[:, steps] = np.inf if steps < p.horizon else -np.inf
     for t in range(steps - 1, -1, -1):
-        scale = p.discount**t
-        row = [-math.inf] * n
-        pick = [-1] * n
-        for e, u, w, is_goal in edges:
-            val = (scale * goal_reward[w] if is_goal else scale * reward[w] + nxt[w]) - penalty[e]
-            if val > row[u]:
-                row[u] = val
-                pick[u] = e
-        G[t], choice[t] = row, pick
-        nxt = row
-    return LagrangianTable(tuple(mu), G, choice)
+        if len(live):
+            values = p.discount**t * reward - penalty + np.where(ends, 0.0, G[:, t + 1, dst])
+            G[:, t, sources] = np.maximum.reduceat(values, starts, axis=1)
+    return [LagrangianTable(mu, table) for mu, table in zip(multipliers, G, strict=True)]
 
 
 def dual_tables(
-    p: Problem, incumbent: float, *, first: LagrangianTable | None = None, iterations: int = 6
+    p: Problem, incumbent: float, *, first: LagrangianTable | None = None, iterations: int = 8
 ) -> tuple[list[LagrangianTable], list[list[int]]]:
     """Tables for mu = 0 and a few subgradient steps on min_mu G_mu[0][start] + mu . budget.
 
@@ -88,74 +150,47 @@ def dual_tables(
     when the caller has it. Also returns the maximising walks met on the way (candidate plans for the caller to
     check against the budget).
     """
-    mu = [0.0] * p.limits
+    a = p.arrays
+    budget = np.asarray(p.budget, dtype=float)
+    mu = np.zeros(p.limits)
     tables: list[LagrangianTable] = []
     walks: list[list[int]] = []
-    best_bound = math.inf
     for k in range(iterations if p.limits else 1):
         table = first if k == 0 and first is not None else lagrangian_table(p, mu)
         tables.append(table)
         bound = table.bound(0, p.start, p.budget)
-        best_bound = min(best_bound, bound)
         walk = table.walk(p)
         if not walk or not math.isfinite(bound):
             break
         walks.append(walk)
-        used = [sum(p.cost[e][j] for e in walk) for j in range(p.limits)]
-        grad = [b - u for b, u in zip(p.budget, used, strict=False)]  # subgradient of the dual at mu
-        norm = sum(g * g for g in grad)
+        grad = budget - a.cost[walk].sum(axis=0)  # subgradient of the dual at mu
+        norm = float(grad @ grad)
         if norm == 0.0 or (math.isfinite(incumbent) and bound <= incumbent):
             break
         target = incumbent if math.isfinite(incumbent) else bound - max(1.0, abs(bound)) * 0.1
-        step = max(bound - target, 1e-6) / norm
-        new_mu = [max(0.0, m - step * g) for m, g in zip(mu, grad, strict=False)]
-        if new_mu == mu:
+        new_mu = np.maximum(0.0, mu - max(bound - target, 1e-6) / norm * grad)
+        if np.array_equal(new_mu, mu):
             break
         mu = new_mu
     return tables, walks
 
 
-def least_values(p: Problem, steps: int) -> list[list[float]]:
+def least_values(p: Problem, steps: int) -> np.ndarray:
     """``low[s][v]``: the least value of a walk from v to a goal in at most s steps (first step undiscounted, budget
     ignored); +inf where no goal is reachable in s steps."""
-    n = len(p.node_ids)
-    rows = [[math.inf] * n]
-    d = p.discount
-    for _ in range(steps):
-        prev = rows[-1]
-        row = [math.inf] * n
-        for e, v in enumerate(p.src):
-            w = p.dst[e]
-            if p.goal[w]:
-                val = p.reward[w]
-            elif prev[w] < math.inf:
-                val = p.reward[w] + d * prev[w]
-            else:
-                continue
-            if val < row[v]:
-                row[v] = val
-        rows.append(row)
-    return rows
-
-
-def weighted_cost_to_goal(p: Problem, weight: Sequence[float]) -> list[float]:
-    """Least ``weight . cost`` of a walk from each node to a goal (Dijkstra on the reverse graph; inf when none)."""
-    into: list[list[int]] = [[] for _ in p.node_ids]
-    for e, w in enumerate(p.dst):
-        into[w].append(e)
-    price = [sum(a * c for a, c in zip(weight, cost, strict=False)) for cost in p.cost]
-    best = [0.0 if g else math.inf for g in p.goal]
-    heap = [(0.0, i) for i, g in enumerate(p.goal) if g]
-    while heap:
-        d, v = heapq.heappop(heap)
-        if d > best[v]:
-            continue
-        for e in into[v]:
-            u = p.src[e]
-            if p.goal[u]:
-                continue
-            nd = d + price[e]
-            if nd < best[u]:
-                best[u] = nd
-                heapq.heappush(heap, (nd, u))
-    return best
+    a = p.arrays
+    n = len(a.goal)
+    live = a.live_sources
+    dst = a.dst[live]
+    reward = a.reward[dst]
+    ends = a.goal[dst]
+    starts, sources = a.live_starts, a.live_source_nodes
+    low = np.full((steps + 1, n), np.inf)
+    for s in range(1, steps + 1):
+        if len(live):
+            after = low[s - 1][dst]
+            with np.errstate(invalid="ignore"):  # discount 0 times an unreachable (+inf) continuation stays +inf
+                after = np.where(np.isinf(after), after, p.discount * after)
+            values = reward + np.where(ends, 0.0, after)
+            low[s][sources] = np.minimum.reduceat(values, starts)
+    return low

@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 
 from metaharness.errors import MetaharnessError
+from metaharness.planner.bounds import reach
 from metaharness.planner.problem import Problem
 from metaharness.planner.result import PlanResult, Status
 
@@ -27,7 +28,7 @@ FEASIBILITY_TOLERANCE = 1e-9
 def time_expanded_layers(problem: Problem) -> list[list[int]]:
     """``layers[t]`` lists the edges that may be step t + 1 of a feasible plan (budget-, horizon-pruned)."""
     p = problem
-    steps_to_goal, cost_to_goal = p.steps_to_goal, p.cost_to_goal
+    rch = reach(p)
     cheapest = {p.start: tuple(0.0 for _ in p.budget)}  # least cost per entry to stand at a node after t steps
     layers: list[list[int]] = []
     for t in range(p.horizon):
@@ -36,10 +37,11 @@ def time_expanded_layers(problem: Problem) -> list[list[int]]:
         for v, base in cheapest.items():
             for e in p.out[v]:
                 w = p.dst[e]
-                if t + 1 + steps_to_goal[w] > p.horizon:
+                if t + 1 + rch.steps[w] > p.horizon:
                     continue
                 total = tuple(a + b for a, b in zip(base, p.cost[e], strict=False))
-                if any(x + y > s for x, y, s in zip(total, cost_to_goal[w], p.slack, strict=False)):
+                need = rch.cost[rch.row(p.horizon - t - 1), w]
+                if any(x + y > s for x, y, s in zip(total, need, p.slack, strict=False)):
                     continue
                 layer.append(e)
                 if not p.goal[w]:

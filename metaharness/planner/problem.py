@@ -9,13 +9,13 @@ by the exact and ILP solvers for pruning.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import networkx as nx
+import numpy as np
 
 from metaharness.errors import InputError
 from metaharness.planner.graph import BUDGET_TOLERANCE, NodeId, PlanGraph, fits
@@ -53,6 +53,49 @@ class Walk:
     value: float
     cost: list[float]
     objective: float
+
+
+@dataclass(frozen=True)
+class Arrays:
+    """A problem's graph as arrays: edge ``src``, ``dst`` and ``cost`` (edges x limits), node ``reward`` and
+    ``goal``; ``by_source`` lists the edges sorted by source, ``out_ptr[v]:out_ptr[v + 1]`` the slice of it leaving
+    v. ``live`` are the edges that leave non-goal nodes (a walk ends at its first goal), sorted by source, in runs
+    that start at ``live_starts`` and leave ``live_source_nodes`` (the form ``np.ufunc.reduceat`` takes)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    cost: np.ndarray
+    reward: np.ndarray
+    goal: np.ndarray
+    by_source: np.ndarray
+    out_ptr: np.ndarray
+    live_sources: np.ndarray
+    live_starts: np.ndarray
+    live_source_nodes: np.ndarray
+
+    @classmethod
+    def of(cls, p: Problem) -> Arrays:
+        src = np.asarray(p.src, dtype=np.int64)
+        goal = np.asarray(p.goal, dtype=bool)
+        by_source = np.argsort(src, kind="stable")
+        out_ptr = np.searchsorted(src[by_source], np.arange(len(goal) + 1))
+        live = by_source[~goal[src[by_source]]]
+        runs = np.flatnonzero(np.r_[True, src[live][1:] != src[live][:-1]]) if len(live) else np.zeros(0, np.int64)
+        return cls(
+            src,
+            np.asarray(p.dst, dtype=np.int64),
+            np.asarray(p.cost, dtype=float).reshape(len(src), p.limits),
+            np.asarray(p.reward, dtype=float),
+            goal,
+            by_source,
+            out_ptr,
+            live,
+            runs,
+            src[live][runs] if len(live) else np.zeros(0, np.int64),
+        )
+
+    def out_edges(self, v: int) -> np.ndarray:
+        return self.by_source[self.out_ptr[v] : self.out_ptr[v + 1]]
 
 
 @dataclass
@@ -101,44 +144,9 @@ class Problem:
         return value - self.soft.penalty(cost) if self.soft else value
 
     @cached_property
-    def steps_to_goal(self) -> list[float]:
-        """Fewest steps from each node to a goal without passing another goal (inf when none)."""
-        dist = [0.0 if g else math.inf for g in self.goal]
-        queue = [i for i, g in enumerate(self.goal) if g]
-        into = self._into()
-        while queue:
-            nxt = []
-            for v in queue:
-                for e in into[v]:
-                    u = self.src[e]
-                    if not self.goal[u] and dist[u] == math.inf:
-                        dist[u] = dist[v] + 1
-                        nxt.append(u)
-            queue = nxt
-        return dist
-
-    @cached_property
-    def cost_to_goal(self) -> list[tuple[float, ...]]:
-        """Per limit, the least cost from each node to a goal (each entry minimised on its own: a lower bound)."""
-        per_limit = []
-        into = self._into()
-        for j in range(self.limits):
-            best = [0.0 if g else math.inf for g in self.goal]
-            heap = [(0.0, i) for i, g in enumerate(self.goal) if g]
-            while heap:
-                d, v = heapq.heappop(heap)
-                if d > best[v]:
-                    continue
-                for e in into[v]:
-                    u = self.src[e]
-                    if self.goal[u]:
-                        continue
-                    nd = d + self.cost[e][j]
-                    if nd < best[u]:
-                        best[u] = nd
-                        heapq.heappush(heap, (nd, u))
-            per_limit.append(best)
-        return [tuple(per_limit[j][v] for j in range(self.limits)) for v in range(len(self.node_ids))]
+    def arrays(self) -> Arrays:
+        """The problem as numpy arrays, for the solvers' vectorised passes."""
+        return Arrays.of(self)
 
     def check_walk(self, path: Sequence[NodeId]) -> Walk:
         """Check that ``path`` (edge ids) is a feasible plan; raise :class:`InputError` saying why not."""
@@ -165,12 +173,6 @@ class Problem:
         if not fits(total, self.budget):
             raise InputError(f"The plan costs {total}, over the budget {list(self.budget)}.")
         return Walk(list(path), nodes, value, total, self.objective(value, total))
-
-    def _into(self) -> list[list[int]]:
-        into: list[list[int]] = [[] for _ in self.node_ids]
-        for e, w in enumerate(self.dst):
-            into[w].append(e)
-        return into
 
 
 def prepare(
