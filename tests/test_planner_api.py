@@ -37,3 +37,54 @@ def test_solve_is_the_function_after_its_module_was_imported_first() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['e']"
+
+
+def _graph(**changes):
+    data = {
+        "start": "s",
+        "budget": [2, 2],
+        "limits": ["steps", "usd"],
+        "nodes": [{"id": "s"}, {"id": "a"}, {"id": "g", "reward": 1, "goal": True}],
+        "edges": [
+            {"id": "fast", "source": "s", "target": "g", "cost": [1, 3]},
+            {"id": "e1", "source": "s", "target": "a", "cost": [1, 1]},
+            {"id": "e2", "source": "a", "target": "g", "cost": [2, 1]},
+        ],
+    }
+    return {**data, **changes}
+
+
+def test_unknown_fields_are_refused_with_the_closest_known_name():
+    import pytest
+
+    from metaharness.errors import InputError
+    from metaharness.planner import PlanGraph
+
+    with pytest.raises(InputError, match='Unknown field "rewrd" in the node #1 .*did you mean "reward"'):
+        PlanGraph.from_json(_graph(nodes=[{"id": "s"}, {"id": "a", "rewrd": 1}]))
+    with pytest.raises(InputError, match='Unknown field "horizn" in the plan graph; did you mean "horizon"'):
+        PlanGraph.from_json(_graph(horizn=3))
+    with pytest.raises(InputError, match='Unknown field "weight" in the edge #0'):
+        PlanGraph.from_json(_graph(edges=[{"id": "e", "source": "s", "target": "a", "cost": [1, 1], "weight": 2}]))
+
+
+def test_an_infeasible_result_says_why_with_the_closest_miss():
+    from metaharness.planner import PlanGraph, solve
+
+    over = solve(PlanGraph.from_json(_graph())).to_json()
+    assert over["status"] == "infeasible" and over["path"] == []
+    assert over["reason"].startswith("No walk to a goal fits every limit at once")
+    assert over["closest"] == {"path": ["fast"], "nodes": ["s", "g"], "cost": [1.0, 3.0], "over": {"usd": 1.0}}
+    cases = {
+        "no goal node": _graph(nodes=[{"id": "s"}, {"id": "a"}, {"id": "g"}]),
+        "No goal can be reached from the start 's'": _graph(edges=[]),
+        "The nearest goal is 2 steps from the start 's', beyond the horizon of 1": _graph(
+            edges=[_graph()["edges"][1], _graph()["edges"][2]], horizon=1, budget=[9, 9]
+        ),
+        "usd needs 2 (budget 1)": _graph(budget=[9, 1]),
+    }
+    for reason, data in cases.items():
+        for solver in ("exact", "ilp"):
+            result = solve(PlanGraph.from_json(data), solver=solver)
+            assert result.status == "infeasible" and reason in result.reason, (solver, result.reason)
+            assert result.closest is None

@@ -14,6 +14,7 @@ feasible plans, the solver output and the errors) is specified once, in ``docs/p
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +30,11 @@ NodeId = str | int
 
 # Sums of real costs are compared with the budget up to this relative slack (0.1 + 0.2 fits a budget of 0.3).
 BUDGET_TOLERANCE = 1e-9
+
+# The fields of the JSON format (docs/plan-graphs.md); anything else is refused.
+GRAPH_FIELDS = ("start", "budget", "nodes", "edges", "horizon", "discount", "limits", "problem")
+NODE_FIELDS = ("id", "reward", "goal", "dead_end", "state", "key", "score", "std", "cost", "status", "data")
+EDGE_FIELDS = ("id", "source", "target", "action", "cost", "data")
 
 # What a graph asks for: "path" (a walk to a goal, the TPS plan graphs) or "selection" (which program nodes to
 # implement and evaluate, :mod:`metaharness.planner.selection`).
@@ -372,6 +378,7 @@ class PlanGraph:
             raise InputError(
                 f"A plan graph is a JSON object with start, budget, nodes and edges; got {type(data).__name__}."
             )
+        _known_fields(data, GRAPH_FIELDS, "the plan graph")
         for field in ("start", "budget", "nodes", "edges"):
             if field not in data:
                 raise InputError(f'The plan graph is missing the required field "{field}".')
@@ -397,7 +404,7 @@ class PlanGraph:
         )
         _check_id(graph.start, "start")
         for i, raw in enumerate(data["nodes"]):
-            item = _record(raw, f"node #{i}", required=("id",))
+            item = _record(raw, f"node #{i}", required=("id",), known=NODE_FIELDS)
             key = item.get("key")
             cost = item.get("cost", [])
             if not isinstance(cost, list):
@@ -416,7 +423,7 @@ class PlanGraph:
                 data=item.get("data"),
             )
         for i, raw in enumerate(data["edges"]):
-            item = _record(raw, f"edge #{i}", required=("id", "source", "target", "cost"))
+            item = _record(raw, f"edge #{i}", required=("id", "source", "target", "cost"), known=EDGE_FIELDS)
             if not isinstance(item["cost"], list):
                 raise InputError(f"The cost of edge {item['id']!r} must be a list of numbers; got {item['cost']!r}.")
             graph.add_edge(
@@ -508,14 +515,24 @@ def _check_discount(discount: float) -> None:
         raise InputError(f'"discount" must be between 0 and 1; got {discount!r}.')
 
 
-def _record(raw: Any, where: str, required: Sequence[str]) -> Mapping[str, Any]:
+def _record(raw: Any, where: str, required: Sequence[str], known: Sequence[str]) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise InputError(f"The {where} must be a JSON object; got {raw!r}.")
+    name = f"{where} ({raw['id']!r})" if "id" in raw else where
+    _known_fields(raw, known, f"the {name}")
     for field in required:
         if field not in raw:
-            name = f"{where} ({raw['id']!r})" if "id" in raw else where
             raise InputError(f'The {name} is missing the required field "{field}".')
     return raw
+
+
+def _known_fields(data: Mapping[str, Any], known: Sequence[str], where: str) -> None:
+    """Refuse a field the format does not have (a misspelling would otherwise be ignored), naming the closest."""
+    for field in data:
+        if field not in known:
+            close = difflib.get_close_matches(str(field), known, n=1, cutoff=0.5)
+            hint = f'; did you mean "{close[0]}"?' if close else f"; the fields are {', '.join(known)}."
+            raise InputError(f'Unknown field "{field}" in {where}{hint}')
 
 
 def _flag(item: Mapping[str, Any], field: str, index: int) -> bool:

@@ -37,6 +37,10 @@ class PlanResult:
     note: str = ""
     evaluate: list[NodeId] = field(default_factory=list)
     gap: float | None = None
+    # Set on "infeasible" plan-graph results: why (one sentence), and the closest miss ({"path", "nodes", "cost",
+    # "over"}: the walk that breaks the budget least, by how much per limit) when the budget is what fails.
+    reason: str = ""
+    closest: dict[str, Any] | None = None
 
     @classmethod
     def from_walk(cls, status: Status, solver: str, walk: Walk, *, soft: bool, seconds: float = 0.0) -> PlanResult:
@@ -66,4 +70,8 @@ class PlanResult:
             out["evaluate"] = self.evaluate
         if self.gap is not None:
             out["gap"] = self.gap
+        if self.reason:
+            out["reason"] = self.reason
+        if self.closest is not None:
+            out["closest"] = self.closest
         return out

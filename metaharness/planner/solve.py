@@ -20,6 +20,7 @@ from metaharness.errors import InputError
 from metaharness.models.types import ModelClient
 from metaharness.planner.exact import LabelLimitReached, solve_exact
 from metaharness.planner.graph import PlanGraph
+from metaharness.planner.infeasible import diagnose
 from metaharness.planner.problem import SoftTargets, prepare
 from metaharness.planner.result import PlanResult
 
@@ -85,5 +86,8 @@ def solve(
             result = solve_ilp(problem, time_limit=time_limit)
     else:
         result = solve_exact(problem)
+    if result.status == "infeasible":
+        found = diagnose(problem)
+        result.reason, result.closest = found.reason, found.closest
     result.seconds = time.perf_counter() - started
     return result

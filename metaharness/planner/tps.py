@@ -215,8 +215,8 @@ def plan(
             if not graph.goals()
             else "no sampled route reaches the goal within the remaining budget"
         )
-        if solution.note:
-            reason += f" ({solution.note})"
+        if solution.reason or solution.note:
+            reason += f" ({solution.reason or solution.note})"
         return PlanningResult("no_route", task, graph=graph, solution=solution, stages=stages, reason=reason + ".")
     route = []
     for edge_id in solution.path:
