@@ -184,3 +184,30 @@ def test_async_calls_run_off_the_event_loop():
     result, during_plan, seen = asyncio.run(run())
     assert result.status == "route" and during_plan >= 5  # the loop kept running while the stages worked
     assert seen.status == "replanned" and s.plans == 2
+
+
+def test_the_session_ends_when_the_realised_spend_uses_up_the_budget():
+    """Zero-cost predictions and a real cost per step: the loop ends at the budget instead of running on."""
+
+    class Free:
+        def simulate(self, task, plan):
+            return [SimulatedStep(OUTCOMES[a][0], (0.0,)) for a in plan.subplans]
+
+    s = session({"steps": 3}, simulator=Free())
+    s.plan(["At the door; the key is on the table."])
+    seen = []
+    while s.step is not None:  # every step fails: the agent is still at the door
+        seen.append(s.observe("At the door; the key is on the table.", {"steps": 1}))
+    assert [o.status for o in seen] == ["replanned", "replanned", "exhausted"]
+    assert seen[-1].step is None and "steps 3 of 3" in seen[-1].reason and s.spent == (3.0,)
+    assert s.used_up() == "steps 3 of 3"
+
+
+def test_a_limit_nothing_was_spent_on_never_ends_the_session():
+    class Priced:
+        def simulate(self, task, plan):
+            return [SimulatedStep(OUTCOMES[a][0], (OUTCOMES[a][1], 0.0)) for a in plan.subplans]
+
+    s = session({"steps": 4, "usd": 0}, simulator=Priced())
+    assert s.plan(["At the door; the key is on the table."]).status == "route"
+    assert s.observe("holding the key", {"steps": 1}).status == "continue" and s.used_up() == ""

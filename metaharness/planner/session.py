@@ -6,7 +6,7 @@ The agent keeps its own loop; the session keeps the route, the budget and the ch
     session.plan(["player at (1,1), box at (2,1)"])          # -> PlanningResult; session.step is its first step
     while session.step is not None:
         state = execute(session.step.action)                   # or session.step.call with tools=[...]
-        seen = session.observe(state, {"steps": 1})            # "continue", "done" or "replanned"
+        seen = session.observe(state, {"steps": 1})            # "continue", "done", "replanned", "exhausted"
 
 The contract (``docs/planning-session.md``):
 
@@ -28,6 +28,9 @@ The contract (``docs/planning-session.md``):
   otherwise, and when there was no step to check, the session plans again from ``history`` (default: the history
   so far, then ``"carried out: ACTION"`` and the observed state) and answers ``"replanned"`` with the new route's
   first step (None when it found none).
+- The session ends when the realised spend has reached the budget in some limit (one anything was spent on) and
+  the route is not complete: ``observe`` answers ``"exhausted"`` (step None; ``reason`` names the limits) instead
+  of continuing or replanning, so ``while session.step is not None`` always ends.
 - ``aplan`` and ``aobserve`` are the same calls for asyncio servers (run in a worker thread). Calls on one session
   are serialised by a lock; the session is for one agent loop at a time.
 """
@@ -43,6 +46,7 @@ from typing import Any, Literal
 
 from metaharness.errors import InputError
 from metaharness.models.types import ModelClient
+from metaharness.planner.graph import BUDGET_TOLERANCE
 from metaharness.planner.solve import SolverName
 from metaharness.planner.subagents import (
     DEFAULT_PLANS,
@@ -64,13 +68,15 @@ class Observation:
     """What :meth:`PlanningSession.observe` found.
 
     ``status``: "continue" (the prediction held; carry out :attr:`step`, the route's next step), "done" (it held and
-    the route is complete: the predicted goal state is reached), or "replanned" (it did not hold, or there was no
+    the route is complete: the predicted goal state is reached), "replanned" (it did not hold, or there was no
     step to check: :attr:`planning` is the new call's result and :attr:`step` its first step, None without a
-    route). ``checked`` is the step whose prediction was checked, ``matched`` whether it held, ``reason`` why not.
-    ``calls`` are the model exchanges the state check made (a model judge), for the agent's trace.
+    route), or "exhausted" (the route is not complete but the realised spend has used up the budget in some limit:
+    the session ends, :attr:`step` is None and :attr:`reason` names the limits). ``checked`` is the step whose
+    prediction was checked, ``matched`` whether it held, ``reason`` why not. ``calls`` are the model exchanges
+    the state check made (a model judge), for the agent's trace.
     """
 
-    status: Literal["continue", "done", "replanned"]
+    status: Literal["continue", "done", "replanned", "exhausted"]
     step: RouteStep | None
     checked: RouteStep | None
     matched: bool
@@ -136,6 +142,15 @@ class PlanningSession:
     def step(self) -> RouteStep | None:
         """The step to carry out next (None: no route, or the route is done)."""
         return self.route[0] if self.route else None
+
+    def used_up(self) -> str:
+        """The limits whose realised spend has reached the budget, as text (e.g. ``"steps 3 of 3"``; "" when none).
+        A limit nothing was spent on never counts, so a zero budget for a free resource does not end a session."""
+        return ", ".join(
+            f"{n} {s:g} of {b:g}"
+            for n, b, s in zip(self.limits, self.budget, self.spent, strict=True)
+            if s > 0 and s >= b - BUDGET_TOLERANCE * max(1.0, abs(b))
+        )
 
     @property
     def remaining(self) -> dict[str, float]:
@@ -220,8 +235,15 @@ class PlanningSession:
             reason, calls = self._mismatch(checked, state, key, cost, last=len(self.route) == 1)
             if not reason:
                 self.route = self.route[1:]
-                status: Literal["continue", "done"] = "continue" if self.route else "done"
-                return Observation(status, self.step, checked, True, calls=calls)
+                if not self.route:
+                    return Observation("done", None, checked, True, calls=calls)
+        used_up = self.used_up()
+        if used_up:
+            self.route = []
+            why = f"the budget is spent ({used_up})" + (f"; {reason}" if reason else "")
+            return Observation("exhausted", None, checked, checked is not None and not reason, why, calls=calls)
+        if not reason:
+            return Observation("continue", self.step, checked, True, calls=calls)
         if history is None:
             done = f"carried out: {checked.action}" if checked is not None else "carried out a step off the route"
             history = [*self.history, done, state]
