@@ -2,7 +2,8 @@
 # The core install, without the `local` extra, in a fresh virtual environment (issue 15):
 #   1. `pip install .` brings no llama_cpp (nothing is compiled);
 #   2. `metaharness plan solve` solves a plan graph file;
-#   3. a `local:` spec and the no-key default of `plan serve` are refused with one line and exit code 2;
+#   3. a `local:` spec is refused with one line and exit code 2; `plan serve` without --model answers `solve` and
+#      says that `plan` needs a model;
 #   4. `metaharness plan serve --model openai:...@URL` answers a real `mcp` client session (tools listed, `solve` and
 #      `plan` called) with the model on the tests' local OpenAI-compatible server (llama-cpp-python's, started from
 #      DEV_PYTHON, an interpreter with the dev install, i.e. metaharness[local]).
@@ -57,7 +58,7 @@ EOF
 step "ok: metaharness plan solve -> $(tr -d ' \n' < "$work/solved.json" | cut -c1-80)..."
 
 # 3. local specs refused
-for args in "plan serve --model local:smollm2-135m" "plan serve"; do
+for args in "plan serve --model local:smollm2-135m"; do
   set +e
   # shellcheck disable=SC2086
   "$venv/metaharness" $args < /dev/null > /dev/null 2> "$work/err.txt"
@@ -107,6 +108,20 @@ async def session_run():
         )
         return tools, solved.model_dump(by_alias=True), planned.model_dump(by_alias=True)
 
+
+async def no_model_run():
+    bare = StdioServerParameters(command=command, args=["plan", "serve"])
+    async with stdio_client(bare) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        solved = await session.call_tool("solve", {"graph": json.load(open(graph_file))})
+        planned = await session.call_tool("plan", {"history": ["here"], "goal": "there", "budget": {"steps": 1}})
+        return solved.model_dump(by_alias=True), planned.model_dump(by_alias=True)
+
+
+solved, planned = anyio.run(no_model_run)
+assert not solved["isError"] and json.loads(solved["content"][0]["text"])["path"] == ["e2", "e3"], solved
+assert planned["isError"] and "needs a model" in planned["content"][0]["text"], planned
+print("core-install: ok: plan serve without --model solves and says plan needs a model")
 
 tools, solved, planned = anyio.run(session_run)
 assert tools == ["plan", "solve"], tools

@@ -283,3 +283,35 @@ def test_mcp_session_lists_and_calls_plan_and_solve(scripted_model, tmp_path):
     solved, bad = solved.model_dump(by_alias=True), bad.model_dump(by_alias=True)
     assert not solved["isError"] and json.loads(solved["content"][0]["text"])["path"] == ["e2", "e3"]
     assert bad["isError"] and "budget" in bad["content"][0]["text"]
+
+
+def test_solve_needs_no_model_and_plan_says_it_needs_one():
+    assert call_tool("solve", {"graph": GRAPH})["path"] == ["e2", "e3"]
+    with pytest.raises(InputError, match="The plan tool needs a model"):
+        call_tool("plan", {"history": ["At the door."], "goal": "open the door", "budget": {"steps": 4}})
+
+
+def test_mcp_server_without_a_model_solves_and_explains_plan(tmp_path):
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "metaharness", "plan", "serve"],
+        env={**os.environ, "METAHARNESS_CACHE_DIR": str(tmp_path)},
+    )
+
+    async def session_run():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = [t.name for t in (await session.list_tools()).tools]
+            solved = await session.call_tool("solve", {"graph": GRAPH})
+            planned = await session.call_tool(
+                "plan", {"history": ["At the door."], "goal": "open the door", "budget": {"steps": 4}}
+            )
+            return tools, solved.model_dump(by_alias=True), planned.model_dump(by_alias=True)
+
+    tools, solved, planned = anyio.run(session_run)
+    assert tools == ["plan", "solve"]
+    assert not solved["isError"] and json.loads(solved["content"][0]["text"])["path"] == ["e2", "e3"]
+    assert planned["isError"] and "needs a model" in planned["content"][0]["text"]

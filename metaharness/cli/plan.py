@@ -52,7 +52,12 @@ def register(app: typer.Typer) -> None:
 
     @plan_app.command("serve")
     def serve_command(
-        model: str = typer.Option(DEFAULT_TASK_MODEL_SPEC, "--model", help="Model spec for the planning subagents."),
+        model: str = typer.Option(
+            None,
+            "--model",
+            help="Model spec for the planning subagents of `plan` (e.g. openai:MODEL@http://127.0.0.1:8000/v1 or "
+            f"{DEFAULT_TASK_MODEL_SPEC}); without it the server answers `solve` and `plan` says it needs a model.",
+        ),
         plans: int = typer.Option(4, "--plans", "-m", help="Candidate plans sampled per call (M)."),
         solver: str = typer.Option("exact", "--solver", help="exact, ilp or auto."),
         horizon: int = typer.Option(None, "--horizon", help="The most steps a route may take (default: nodes)."),
@@ -69,7 +74,8 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"Unknown solver {solver!r}; use one of {', '.join(CLI_SOLVERS)}.")
         if plans < 1 or (horizon is not None and horizon < 1):
             raise InputError("--plans and --horizon must be at least 1.")
-        server = build_mcp_server(connect(model), m=plans, solver=solver, horizon=horizon, max_tokens=max_tokens)
+        client = connect(model) if model is not None else None
+        server = build_mcp_server(client, m=plans, solver=solver, horizon=horizon, max_tokens=max_tokens)
         logging.getLogger("httpx").setLevel(logging.WARNING)  # again: the MCP SDK may configure logging itself
         server.run("stdio")
 

@@ -199,15 +199,25 @@ def _validated(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     return dict(arguments)
 
 
-def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient, **options: Any) -> dict[str, Any]:
+PLAN_NEEDS_A_MODEL = (
+    "The plan tool needs a model for its planning subagents: pass model=connect(SPEC) in Python, or start the "
+    "server with `metaharness plan serve --model SPEC` (e.g. openai:MODEL@http://127.0.0.1:8000/v1); the solve "
+    "tool needs none."
+)
+
+
+def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient | None = None, **options: Any) -> dict[str, Any]:
     """Run the ``plan`` tool on a tool call's arguments; ``options`` (the server's defaults) go to
     :func:`metaharness.planner.tps.plan`, and the call's own ``plans``, ``horizon``, ``solver`` and ``tools``
     override them.
 
-    Arguments that do not match the tool's schema raise :class:`InputError` (send its message back to the model).
-    The result's route steps carry ``call`` (``{"tool", "arguments"}``) when the call gave ``tools``.
+    Arguments that do not match the tool's schema, and a call without ``model`` (and without stages in
+    ``options``), raise :class:`InputError` (send its message back to the model). The result's route steps carry
+    ``call`` (``{"tool", "arguments"}``) when the call gave ``tools``.
     """
     arguments = _validated(PLAN_TOOL_NAME, arguments)
+    if model is None and not all(options.get(stage) for stage in ("sampler", "simulator", "labeler")):
+        raise InputError(PLAN_NEEDS_A_MODEL)
     per_call = {"plans": "m", "horizon": "horizon", "solver": "solver", "tools": "tools"}
     options = {**options, **{option: arguments[key] for key, option in per_call.items() if key in arguments}}
     result = plan(arguments["history"], arguments["goal"], arguments["budget"], model=model, **options)
@@ -245,15 +255,20 @@ def call_solve_tool(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return result.to_json()
 
 
-def call_tool(name: str, arguments: Mapping[str, Any], *, model: ModelClient, **options: Any) -> dict[str, Any]:
-    """Dispatch a tool call by name (``plan`` or ``solve``); ``options`` go to :func:`call_plan_tool`."""
+def call_tool(
+    name: str, arguments: Mapping[str, Any], *, model: ModelClient | None = None, **options: Any
+) -> dict[str, Any]:
+    """Dispatch a tool call by name (``plan`` or ``solve``); ``options`` go to :func:`call_plan_tool`. ``solve``
+    needs no model; ``plan`` without one raises :class:`InputError` saying so."""
     if _tool(name).name == SOLVE_TOOL_NAME:
         return call_solve_tool(arguments)
     return call_plan_tool(arguments, model=model, **options)
 
 
-def build_mcp_server(model: ModelClient, **options: Any) -> MCPServer:
-    """An MCP server whose ``plan`` tool runs :func:`call_plan_tool`; ``.run("stdio")`` serves it.
+def build_mcp_server(model: ModelClient | None = None, **options: Any) -> MCPServer:
+    """An MCP server with the tools ``plan`` (:func:`call_plan_tool`) and ``solve`` (:func:`call_solve_tool`);
+    ``.run("stdio")`` serves it. Without ``model`` it still lists both, ``solve`` works and ``plan`` answers with
+    an error saying that it needs a model.
 
     mcp 2.x calls the high-level server ``MCPServer`` (``mcp.server.mcpserver``); 1.x called it ``FastMCP``
     (``mcp.server.fastmcp``), with the same ``tool`` decorator and ``run``.
