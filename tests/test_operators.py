@@ -9,6 +9,7 @@ questions with SMILES (USPTO).
 
 from __future__ import annotations
 
+import random
 import re
 import types
 
@@ -124,29 +125,47 @@ def test_every_applicable_operator_keeps_a_valid_harness(task, path) -> None:
 
 
 @pytest.mark.parametrize("task", list(TRAIN))
-def test_chains_of_depth_three_are_working_programs_and_give_36_candidates(task: str) -> None:
-    """Every chain of up to three applicable operators from the retrieval seed, and of up to two from the others,
-    imports, instantiates and answers a training example; the distinct programs are enough for 12 iterations of
-    three evaluations."""
+def test_random_chains_of_depth_three_are_working_programs(task: str) -> None:
+    """Chains of three operators, drawn at random from what applies at each step (every seed, 20 chains each),
+    import, instantiate and answer a training example: operators compose."""
     profile, train = PROFILE[task], TRAIN[task]
-    frontier = [(seed(task, name), (), depth) for name, depth in (("zero_shot", 2), ("few_shot", 2), ("retrieval", 3))]
-    seen = {source for source, _, _ in frontier}
+    rng = random.Random(7)
     deepest = 0
-    while frontier:
-        source, chain, depth = frontier.pop()
-        if len(chain) == depth:
-            continue
-        for op in applicable(source, profile):
-            new = op.apply(source).source
-            if new in seen:
-                continue
-            seen.add(new)
-            module, harness, _ = load(new, REPLY[task], train)
+    for name in ("zero_shot", "few_shot", "retrieval"):
+        for _ in range(20):
+            source, chain = seed(task, name), []
+            for _step in range(3):
+                ops = applicable(source, profile)
+                if not ops:
+                    break
+                op = rng.choice(ops)
+                source, chain = op.apply(source).source, [*chain, op.name]
+            module, harness, _ = load(source, REPLY[task], train)
             answer = harness.predict(train[-1]["input"])
-            assert isinstance(module.Harness, type) and isinstance(answer, str), (*chain, op.name)
-            deepest = max(deepest, len(chain) + 1)
-            frontier.append((new, (*chain, op.name), depth))
-    assert deepest == 3 and len(seen) - 3 >= 36, len(seen) - 3
+            assert isinstance(module.Harness, type) and isinstance(answer, str), chain
+            deepest = max(deepest, len(chain))
+    assert deepest == 3
+
+
+@pytest.mark.parametrize("task", list(TRAIN))
+def test_every_task_has_enough_distinct_revisions_for_twelve_proposals_an_iteration(task: str) -> None:
+    """From each seed at least 12 distinct one-step revisions, and from the three seeds together at least 12 x 12
+    distinct programs within two revisions: enough for 12 iterations of 12 proposals without running dry, USPTO
+    included (no label vocabulary there: prompts, answer lengths, shots, SMILES clean-up and retro rules)."""
+    profile = PROFILE[task]
+    seeds = [seed(task, name) for name in ("zero_shot", "few_shot", "retrieval")]
+    known = set(seeds)
+    firsts = []
+    for source in seeds:
+        first = sorted({op.apply(source).source for op in applicable(source, profile)} - known)
+        assert len(first) >= 12, (task, len(first))
+        known |= set(first)
+        firsts += first
+    for revised in firsts:  # second revisions, until there are enough
+        if len(known) - len(seeds) >= 144:
+            break
+        known |= {op.apply(revised).source for op in applicable(revised, profile)}
+    assert len(known) - len(seeds) >= 144, len(known)
 
 
 @pytest.mark.parametrize(("task", "path"), SEED_CASES, ids=lambda c: getattr(c, "stem", c))
@@ -296,3 +315,42 @@ def test_operators_refuse_what_they_cannot_edit() -> None:
     names = {op.name for op in applicable(seed("lawbench", "retrieval"), PROFILE["lawbench"])}
     assert "retro_rules" not in names and "balanced_shots" not in names
     assert len(set(OPERATOR_NAMES)) == len(OPERATORS)
+
+
+def test_parameter_grids_are_families_of_distinct_operators_that_set_absolute_values() -> None:
+    retrieval = seed("symptom2disease", "retrieval")
+    assert "K = 3\n" in revise(retrieval, "retrieve_k3")
+    assert not get_operator("retrieve_k3").applies(revise(retrieval, "retrieve_k3"))
+    assert {get_operator(n).kind for n in ("retrieve_k3", "retrieve_k24", "more_retrieved")} == {"retrieve_k"}
+
+    few = revise(seed("symptom2disease", "few_shot"), "few_shot_2")
+    module, harness, _ = load(few, "dengue")
+    assert module.MAX_SHOTS == 2 and len(harness.shots) == 2
+    assert "MAX_SHOTS = 8" in revise(few, "few_shot_8") and not get_operator("few_shot_2").applies(few)
+    assert not get_operator("few_shot_2").applies(retrieval)  # a retrieving harness has no shot prefix
+
+    _, harness, lm = load(revise(seed("uspto", "zero_shot"), "answer_tokens_64"), "CCO", TRAIN["uspto"])
+    harness.predict(TRAIN["uspto"][0]["input"])
+    assert lm.requests[0].max_tokens == 64
+    assert "SHOT_CHARS = 200" in revise(seed("lawbench", "few_shot"), "shot_chars_200")
+
+    voted = revise(seed("symptom2disease", "retrieval"), "neighbour_vote_k9_w0.0")
+    assert "VOTE_K = 9" in voted and "VOTE_MODEL_WEIGHT = 0.0" in voted
+    assert "VOTE_K = 15" in revise(voted, "vote_k15") and "VOTE_MODEL_WEIGHT = 1.0" in revise(voted, "vote_weight_1.0")
+    assert not get_operator("vote_k9").applies(voted) and not get_operator("neighbour_vote").applies(voted)
+    assert "INDEX_NGRAM = 0" in revise(revise(voted, "char_4grams"), "word_terms")
+
+    # One answer-format sentence per program.
+    formatted = revise(seed("symptom2disease", "zero_shot"), "answer_format_short")
+    assert not any(get_operator(n).applies(formatted) for n in ("answer_format", "answer_format_examples"))
+
+
+def test_retro_rules_leave_skipped_reaction_types_to_the_model() -> None:
+    train = TRAIN["uspto"]
+    ruled = revise(seed("uspto", "zero_shot"), "retro_rules")
+    skipped = revise(ruled, "retro_skip_protections")
+    _, harness, _ = load(skipped, "CCO", train)
+    assert harness.predict(train[0]["input"]) == "CCO"  # a protection: the model answers
+    assert harness.predict(train[1]["input"]) == train[1]["target"]  # an oxidation: still the rule
+    assert not get_operator("retro_skip_protections").applies(skipped)
+    assert not get_operator("retro_skip_oxidations").applies(seed("uspto", "zero_shot"))  # no rules yet

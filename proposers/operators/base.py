@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from metaharness.errors import InputError
-from metaharness.proposers.operators.editing import SourceEditor, harness_editor
+from metaharness.proposers.operators.editing import SourceEditor, harness_editor, parse
 
 # The list separators of multi-label answers, in the order the LawBench metric tries them. ``、`` is not one of
 # them here: charge names contain it (``组织、强迫、引诱、容留、介绍卖淫``).
@@ -88,6 +88,14 @@ class Operator:
     fits: Callable[[AnswerProfile], bool] = lambda profile: True
     # Changes only what happens after the model answers: the model calls are the parent's (served from the cache).
     post_processing: bool = False
+    # Operators made from one parameter grid share a family (``retrieve_k``: ``retrieve_k1``, ``retrieve_k2``, ...);
+    # the offline proposer samples across families first, so one grid does not crowd out the others.
+    family: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The operator's family, or its own name when it belongs to none."""
+        return self.family or self.name
 
     def applies(self, source: str, profile: AnswerProfile | None = None) -> bool:
         editor = harness_editor(source)
@@ -97,5 +105,5 @@ class Operator:
         if not self.applies(source):
             raise InputError(f"Operator '{self.name}' does not apply to this harness source.")
         new_source, summary = self._apply(source)
-        compile(new_source, "<harness>", "exec")  # an operator must never produce a syntax error
+        parse(new_source)  # an operator must never produce a syntax error (the parse is cached for the next edit)
         return Revision(new_source, summary, self.name)

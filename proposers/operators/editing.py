@@ -19,7 +19,7 @@ class SourceEditor:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.tree = _parse(source)
+        self.tree = parse(source)
         self.lines = re.findall(r"[^\n]*\n|[^\n]+$", source)  # ast counts lines by "\n" only
 
     def harness(self) -> ast.ClassDef | None:
@@ -60,9 +60,9 @@ class SourceEditor:
 
 
 @lru_cache(maxsize=512)
-def _parse(source: str) -> ast.Module:
-    """Parsed source, shared between editors: a search edits the same programs many times, and editors only read
-    the tree."""
+def parse(source: str) -> ast.Module:
+    """Parsed source (raises SyntaxError), shared between editors: a search edits the same programs many times, and
+    editors only read the tree."""
     return ast.parse(source)
 
 
@@ -165,6 +165,23 @@ def prepend_to_init(source: str, code: str) -> str:
     if has_doc and len(init.body) == 1:
         return editor.insert_lines(end_line(first), indent(code, prefix))
     return editor.insert_lines(anchor.lineno - 1, indent(code, prefix))
+
+
+def append_to_init(source: str, code: str) -> str:
+    """Insert ``code`` (unindented statements) after the last statement of ``Harness.__init__``."""
+    editor = SourceEditor(source)
+    init = editor.method("__init__")
+    assert init is not None
+    last = init.body[-1]
+    return editor.insert_lines(end_line(last), indent(code, indent_of(editor, last)))
+
+
+def replace_all(source: str, nodes: list[Located], text: str) -> str:
+    """``source`` with every node in ``nodes`` replaced by ``text`` (from the last, so earlier offsets hold)."""
+    editor = SourceEditor(source)
+    for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        editor = SourceEditor(editor.replace(node, text))
+    return editor.source
 
 
 def harness_editor(source: str) -> SourceEditor | None:

@@ -285,6 +285,7 @@ def _tune(
     applies: Callable[[float], bool],
     phrase: str,
     fits: Callable[[AnswerProfile], bool] = labelled,
+    family: str = "",
 ) -> Operator:
     """The operator ``operator``: change the numeric vote setting ``name`` (present once a vote was added)."""
 
@@ -299,7 +300,25 @@ def _tune(
         value = int(value) if isinstance(old, int) else round(value, 3)
         return set_constant(source, name, value), f"{phrase}: {name} {old} -> {value}"
 
-    return Operator(operator, phrase, can, apply, fits=fits, post_processing=True)
+    return Operator(operator, phrase, can, apply, fits=fits, post_processing=True, family=family or name.lower())
+
+
+def _grid(
+    prefix: str,
+    name: str,
+    values: tuple[float, ...],
+    phrase: str,
+    fits: Callable[[AnswerProfile], bool] = labelled,
+) -> tuple[Operator, ...]:
+    """One :func:`_tune` operator per value: ``<prefix><value>`` sets the vote setting ``name`` to it."""
+
+    def to(value: float) -> Callable[[float], float]:
+        return lambda old: value
+
+    def other_than(value: float) -> Callable[[float], bool]:
+        return lambda old: old != value
+
+    return tuple(_tune(f"{prefix}{v}", name, to(v), other_than(v), f"{phrase} {v}", fits) for v in values)
 
 
 def _index_ngram(n: int) -> Operator:
@@ -307,18 +326,20 @@ def _index_ngram(n: int) -> Operator:
         value = constant(editor, "INDEX_NGRAM")
         return isinstance(value, int) and value != n
 
+    def terms(value: object) -> str:
+        return f"character {value}-grams" if value else "words"
+
     def apply(source: str) -> tuple[str, str]:
         old = constant(source, "INDEX_NGRAM")
-        return set_constant(source, "INDEX_NGRAM", n), (
-            f"neighbour index on character {n}-grams instead of {'words' if not old else f'{old}-grams'}"
-        )
+        return set_constant(source, "INDEX_NGRAM", n), f"neighbour index on {terms(n)} instead of {terms(old)}"
 
     return Operator(
-        f"char_{n}grams",
-        f"neighbour retrieval over character {n}-grams (text without word spaces: Chinese, SMILES)",
+        f"char_{n}grams" if n else "word_terms",
+        f"neighbour retrieval over {terms(n)} (n-grams: text without word spaces, Chinese, SMILES)",
         can,
         apply,
         post_processing=True,
+        family="index_terms",
     )
 
 
@@ -331,6 +352,12 @@ def _small_vocabulary(profile: AnswerProfile) -> bool:
     return 1 < profile.labels <= 60
 
 
+# The vote settings' grids: a new vote takes K from the middle three and the weight from every other value.
+VOTE_K_GRID = (1, 3, 5, 9, 15, 25)
+VOTE_WEIGHT_GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
+VOTE_SHARE_GRID = (1.0, 0.75, 0.5, 0.3)
+INDEX_NGRAM_GRID = (0, 2, 3, 4)
+
 LABEL_OPERATORS: tuple[Operator, ...] = (
     Operator(
         "snap_to_labels",
@@ -340,13 +367,18 @@ LABEL_OPERATORS: tuple[Operator, ...] = (
         fits=labelled,
         post_processing=True,
     ),
-    Operator(
-        "neighbour_vote",
-        "vote with the labels of the 5 nearest training examples (the model's answer at half weight)",
-        _no_wrap("vote"),
-        _vote_operator(5, 0.5),
-        fits=labelled,
-        post_processing=True,
+    *(
+        Operator(
+            "neighbour_vote" if (k, w) == (5, 0.5) else f"neighbour_vote_k{k}_w{w}",
+            f"vote with the labels of the {k} nearest training examples (the model's answer at weight {w})",
+            _no_wrap("vote"),
+            _vote_operator(k, w),
+            fits=labelled,
+            post_processing=True,
+            family="neighbour_vote",
+        )
+        for k in VOTE_K_GRID[1:4]
+        for w in VOTE_WEIGHT_GRID[::2]
     ),
     Operator(
         "neighbour_fallback",
@@ -358,8 +390,10 @@ LABEL_OPERATORS: tuple[Operator, ...] = (
     ),
     _tune("more_voters", "VOTE_K", lambda k: k * 2, lambda k: k < 40, "twice as many voting neighbours"),
     _tune("fewer_voters", "VOTE_K", lambda k: max(1, k // 2), lambda k: k > 1, "half as many voting neighbours"),
+    *_grid("vote_k", "VOTE_K", VOTE_K_GRID, "voting neighbours:"),
     _tune("model_free_vote", "VOTE_MODEL_WEIGHT", lambda w: 0.0, lambda w: w > 0, "the model's answer not counted"),
     _tune("trust_model", "VOTE_MODEL_WEIGHT", lambda w: max(1.0, w * 2), lambda w: w < 1, "model answer counts more"),
+    *_grid("vote_weight_", "VOTE_MODEL_WEIGHT", VOTE_WEIGHT_GRID, "weight of the model's answer in the vote:"),
     _tune(
         "label_sets",
         "VOTE_SHARE",
@@ -368,8 +402,8 @@ LABEL_OPERATORS: tuple[Operator, ...] = (
         "answer every label with at least half the top vote (a label set)",
         fits=lambda p: p.multi_label,
     ),
-    _index_ngram(2),
-    _index_ngram(3),
+    *_grid("vote_share_", "VOTE_SHARE", VOTE_SHARE_GRID, "share of the top vote kept:", fits=lambda p: p.multi_label),
+    *(_index_ngram(n) for n in INDEX_NGRAM_GRID),
     Operator(
         "label_list",
         "the list of possible answers in the system prompt (vocabularies of up to 60 labels)",

@@ -7,7 +7,8 @@ A small model rarely writes the reactants' SMILES right, so these revisions lean
 - ``retro_rules`` / ``retro_rules_fallback``: a handful of textbook one-step disconnections keyed by the reaction
   type the question states (Boc protection, alcohol -> carbonyl oxidation, nitro/acid reductions, ester and
   ether deprotections, amide couplings, NBS brominations), applied to the product with RDKit reaction SMARTS;
-  the first answers with a rule whenever one fires, the second only when the model's answer is not valid SMILES.
+  the first answers with a rule whenever one fires, the second only when the model's answer is not valid SMILES;
+  ``RETRO_TYPES`` lists the reaction types the rules answer for, and ``retro_skip_<type>`` leaves one to the model.
 
 The generated code imports RDKit inside the harness and leaves the answer alone when RDKit is not installed
 (``pip install 'metaharness[chem]'``), so a revision never breaks a program.
@@ -18,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from metaharness.proposers.operators.base import AnswerProfile, Operator
-from metaharness.proposers.operators.editing import SourceEditor, append_helpers, wrap_predict
+from metaharness.proposers.operators.editing import (
+    SourceEditor,
+    add_constants,
+    append_helpers,
+    constant,
+    set_constant,
+    wrap_predict,
+)
 
 SMILES_HELPERS = {
     "_canonical_smiles": '''
@@ -84,7 +92,7 @@ def _retro_rule_answer(question):
     if kind is None or mol is None:
         return None
     name = kind.group(1).strip().lower()
-    rules = next((rules for key, rules in _RETRO_RULES.items() if name.startswith(key)), [])
+    rules = next((rules for key, rules in _RETRO_RULES.items() if name.startswith(key) and key in RETRO_TYPES), [])
     for smarts, reagent in rules:
         for outcome in AllChem.ReactionFromSmarts(smarts).RunReactants((mol,)):
             try:
@@ -127,6 +135,9 @@ def _rules(fallback_only: bool) -> Callable[[str], tuple[str, str]]:
         guard = valid if fallback_only else ""
         source = wrap_predict(source, tag, guard + "ruled = _retro_rule_answer(x)\nreturn ruled or answer\n")
         what = "when the model's answer is not valid SMILES" if fallback_only else "whenever a rule fires"
+        source = add_constants(
+            source, {"RETRO_TYPES": list(RETRO_TYPES)}, "Reaction types the retro rules answer (the rest: the model)."
+        )
         return append_helpers(source, SMILES_HELPERS), (
             f"answer with a one-step retro rule for the stated reaction type (RDKit reaction SMARTS) {what}"
         )
@@ -136,6 +147,35 @@ def _rules(fallback_only: bool) -> Callable[[str], tuple[str, str]]:
 
 def _no_rules(editor: SourceEditor) -> bool:
     return "_predict_before_rules" not in editor.source
+
+
+# The reaction types of ``_RETRO_RULES``, in its order.
+RETRO_TYPES = ("protections", "oxidations", "reductions", "deprotections", "acylation", "functional group addition")
+
+
+def _retro_skip(kind: str) -> Operator:
+    """Leave reaction type ``kind`` to the model: drop it from ``RETRO_TYPES`` (once the rules are there)."""
+
+    def can(editor: SourceEditor) -> bool:
+        types = constant(editor, "RETRO_TYPES")
+        return isinstance(types, list) and kind in types
+
+    def apply(source: str) -> tuple[str, str]:
+        types = constant(source, "RETRO_TYPES")
+        assert isinstance(types, list)
+        return set_constant(source, "RETRO_TYPES", [t for t in types if t != kind]), (
+            f"no retro rule for {kind}: the model answers those reactions"
+        )
+
+    return Operator(
+        f"retro_skip_{kind.replace(' ', '_')}",
+        f"retro rules no longer answer {kind}",
+        can,
+        apply,
+        fits=molecules,
+        post_processing=True,
+        family="retro_types",
+    )
 
 
 SMILES_OPERATORS: tuple[Operator, ...] = (
@@ -163,4 +203,5 @@ SMILES_OPERATORS: tuple[Operator, ...] = (
         fits=molecules,
         post_processing=True,
     ),
+    *(_retro_skip(kind) for kind in RETRO_TYPES),
 )
