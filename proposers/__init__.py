@@ -4,8 +4,9 @@
 :class:`metaharness.proposal.Proposer`. Names:
 
 - ``offline``: no hosted model; operator-library revisions, predicted by probing on held-out training examples,
-  chosen by the planner's selection solver over the run's program graph (:mod:`.offline`). ``offline-greedy``,
-  ``offline-random``, ``offline-best-of-n``: the same with a baseline selection rule instead of the solver.
+  returned in the order they were made (:mod:`.offline`); the loop allots their evaluations. ``offline-greedy``,
+  ``offline-random``, ``offline-best-of-n``: the same proposer under those names (the selection rule they named
+  is the loop's now).
 - ``base``: the Meta-Harness coding agent (:mod:`.coding`); needs a proposer model with tool calling.
 - ``tps``: the coding agent after TPS planning over program space (:mod:`.planned_coding`); ``tps-greedy``,
   ``tps-random``, ``tps-best-of-n``: the same planning with a baseline selection rule.
@@ -18,9 +19,11 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
   or ``codex[:MODEL]`` make a coding-agent CLI the engine that writes the candidates (:mod:`.engines`;
   :func:`connect_proposer` builds either);
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
-  examples per probe; offline 8, tps 6, base 4), ``plans`` (revisions sampled per iteration; offline 6, tps 4),
+  examples per probe; offline 8, tps 6, base 4), ``plans`` (offline: the least number of new candidates per
+  iteration, default 12; tps: revisions sampled per iteration, default 4),
   ``operators`` (offline: restrict the operator library to these names), ``probe_tokens`` / ``frontier`` /
-  ``extend`` (offline: probe token budget per iteration, parents revised, candidates extended per level),
+  ``extend`` (offline: a cap on new probe tokens per iteration, default scaled to the proposals wanted; parents
+  revised at a time; candidates extended per level),
   ``depth`` (offline and tps: longest revision chain from an implemented candidate, default 3), ``max_steps`` /
   ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``context_tokens`` (base/tps: the
   proposer model's context window, which the agent's transcript is compacted to fit; default the client's, else
@@ -208,7 +211,7 @@ def get_proposer(name: str, **config: Any) -> Proposer:
         offline = {k: v for k, v in options.items() if k in OFFLINE_KEYS}
         if "operators" in offline:
             offline["operators"] = operator_names(offline["operators"])
-        return OfflineProposer(task, task_model, selection=selection, probe_dir=probe_dir, **offline)
+        return OfflineProposer(task, task_model, name=name.strip().lower(), probe_dir=probe_dir, **offline)
     model = config.get("model")
     if model is None:
         raise ConfigurationError(

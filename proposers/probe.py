@@ -7,14 +7,24 @@ up. Nothing here touches the validation split.
 
 A :class:`ProbeResult` keeps each example's prediction and score, so two candidates whose predictions are identical
 on every probe example can be merged (TPS's merging stage) and a revision's *flips* (examples it newly gets right
-or wrong) can be read off against its parent.
+or wrong) can be read off against its parent, and each model call's request, so the share of a revision's calls
+that repeat its parent's (:meth:`ProbeResult.repeat`) says what evaluating it would cost beyond the parent.
+
+What a probe can resolve: a probe of 8 examples that sees no flip does not show that a revision changes nothing,
+only that it rarely changes an outcome. :func:`gain_std` is the prior uncertainty of the score change a full
+evaluation would measure, from the probe's per-example differences, a :class:`ChangePrior` fitted on how often
+this run's revisions changed probe outcomes, and the size of the validation split; :class:`Spread` rescales it by
+how far this run's evaluated predictions actually landed from their prediction, in units of that uncertainty.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import random
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +76,25 @@ class ProbeResult:
     context_tokens: float = 0.0  # mean prompt tokens per example
     # The per-example records (every model call's prompt and answer), for the subagents that read behaviour.
     records: list[ExampleRecord] = field(default_factory=list, compare=False, repr=False)
+    # Input + output tokens of the calls this prober had not made before (what probing this source cost).
+    new_tokens: float = 0.0
+
+    def requests(self) -> list[str]:
+        """One key per model call, in order: a digest of its request (messages and options, as recorded)."""
+        return [request_key(call) for record in self.records for call in record.calls]
+
+    def repeat(self, parent: ProbeResult) -> float:
+        """The share of this candidate's probe calls whose request equals one of ``parent``'s (1.0 when it makes
+        no call): on examples the parent was evaluated on, only the other calls cost anything."""
+        mine = self.requests()
+        if not mine:
+            return 1.0
+        theirs = set(parent.requests())
+        return sum(key in theirs for key in mine) / len(mine)
+
+    def differences(self, parent: ProbeResult) -> list[float]:
+        """Per probe example, this candidate's primary score minus ``parent``'s (in example-id order)."""
+        return [self.correct[k] - parent.correct.get(k, 0.0) for k in sorted(self.correct)]
 
     @property
     def score(self) -> float:
@@ -85,6 +114,98 @@ class ProbeResult:
         gained = [k for k in self.correct if self.correct[k] > parent.correct.get(k, 0.0)]
         lost = [k for k in self.correct if self.correct[k] < parent.correct.get(k, 0.0)]
         return {"gained": sorted(gained), "lost": sorted(lost)}
+
+
+def request_key(call: dict[str, object]) -> str:
+    """A digest of one recorded model call's request: its messages and options, nothing it got back."""
+    request = {"messages": call.get("messages"), "options": call.get("options")}
+    return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _call_tokens(call: dict[str, object]) -> float:
+    return float(call.get("input_tokens") or 0) + float(call.get("output_tokens") or 0)  # type: ignore[arg-type]
+
+
+# Before a run has probed anything: a revision flips about 1 example in 10, a prior worth half a probe of 8.
+DEFAULT_RATE = 0.1
+DEFAULT_WEIGHT = 4.0
+WEIGHT_RANGE = (0.5, 50.0)
+
+
+@dataclass(frozen=True)
+class ChangePrior:
+    """How much a revision changes outcomes, before its probe: ``rate`` is the expected squared per-example score
+    change (for 0/1 scores, the share of examples that flip), ``weight`` how many probe examples the prior is
+    worth. :meth:`fit` reads it off the run's probes (empirical Bayes, beta-binomial moments)."""
+
+    rate: float = DEFAULT_RATE
+    weight: float = DEFAULT_WEIGHT
+    revisions: int = 0
+
+    @classmethod
+    def fit(cls, changes: Iterable[tuple[float, int]]) -> ChangePrior:
+        """The prior from ``(sum of squared per-example changes, examples)`` of each probed revision: the pooled
+        rate (with the default as two probes' worth of pseudo-data), and the weight from how much the revisions'
+        rates vary beyond binomial noise (revisions that either do nothing or a lot make a quiet probe telling,
+        so the weight is low). Fewer than 5 revisions keep the default weight."""
+        rows = [(float(x), int(n)) for x, n in changes if n > 0]
+        pseudo = 16
+        total_x = sum(x for x, _ in rows)
+        total_n = sum(n for _, n in rows)
+        rate = (total_x + DEFAULT_RATE * pseudo) / (total_n + pseudo)
+        if len(rows) < 5:
+            return cls(round(rate, 6), DEFAULT_WEIGHT, len(rows))
+        mean_n = total_n / len(rows)
+        spread = sum(n * (x / n - rate) ** 2 for x, n in rows) / total_n
+        binomial = rate * max(1e-9, 1.0 - rate) / mean_n
+        rho = (spread / binomial - 1.0) / max(1.0, mean_n - 1.0)
+        low, high = WEIGHT_RANGE
+        rho = min(1 / (1 + low), max(1 / (1 + high), rho))
+        return cls(round(rate, 6), round(1 / rho - 1, 4), len(rows))
+
+    def to_json(self) -> dict[str, float]:
+        return {"rate": self.rate, "weight": self.weight, "revisions": self.revisions}
+
+
+def gain_std(differences: list[float], prior: ChangePrior, val_examples: int) -> float:
+    """The prior standard deviation of a revision's score change as a full evaluation on ``val_examples``
+    validation examples would measure it, given its probe's per-example ``differences`` from its base.
+
+    Two parts: what the probe leaves open about the revision's true mean change (a Dirichlet posterior over
+    gained / lost / same, with ``prior`` as pseudo-examples: a quiet probe of 8 examples still allows a change of
+    1 in 20), and the sampling of the validation split itself (each of its examples flips with the posterior
+    rate). For 0/1 scores and no prior this is the binomial standard error of a difference of proportions."""
+    n = len(differences)
+    total = n + prior.weight
+    if total <= 0:
+        return 0.0
+    second = (sum(d * d for d in differences) + prior.weight * prior.rate) / total
+    mean = sum(differences) / total
+    variance = max(0.0, second - mean * mean) / (total + 1)
+    if val_examples > 0:
+        variance += second / val_examples
+    return math.sqrt(variance)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far this run's evaluated predictions landed from their prediction, in units of their probe std:
+    ``scale`` is the root mean square of (actual - predicted) / probe_std over ``pairs`` evaluated predictions,
+    with one pseudo-pair at 1 per ``prior`` (so a few lucky pairs cannot shrink it much), clipped to
+    [0.5, 3]. Multiplying :func:`gain_std` by it is what "calibrated uncertainty" means here."""
+
+    scale: float = 1.0
+    pairs: int = 0
+
+    @classmethod
+    def fit(cls, misses: Iterable[tuple[float, float]], *, prior: float = 2.0) -> Spread:
+        """``misses``: (actual - predicted, probe std) per evaluated prediction."""
+        z2 = [(miss / std) ** 2 for miss, std in misses if std > 0]
+        scale = math.sqrt((sum(z2) + prior) / (len(z2) + prior))
+        return cls(round(min(3.0, max(0.5, scale)), 4), len(z2))
+
+    def to_json(self) -> dict[str, float]:
+        return {"scale": self.scale, "pairs": self.pairs}
 
 
 class Prober:
@@ -111,6 +232,7 @@ class Prober:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._memo: dict[str, ProbeResult] = {}
+        self._requests: set[str] = set()  # every call request this prober made (see ProbeResult.new_tokens)
         self.runs = 0  # sources actually evaluated (not memoised)
 
     @property
@@ -131,6 +253,12 @@ class Prober:
             path.write_text(source, encoding="utf-8")
             report = evaluate(path, self.held_out, "probe", model=self.model, workers=self.workers)
             self.runs += 1
+            new_tokens = 0.0
+            for call in (call for record in report.records for call in record.calls):
+                request = request_key(call)
+                if request not in self._requests:
+                    self._requests.add(request)
+                    new_tokens += _call_tokens(call)
             self._memo[key] = ProbeResult(
                 predictions={r.id: r.prediction for r in report.records},
                 correct={r.id: float(r.scores.get("primary", 0.0)) for r in report.records},
@@ -138,5 +266,6 @@ class Prober:
                 tokens=float(report.cost.get("input_tokens", 0)) + float(report.cost.get("output_tokens", 0)),
                 context_tokens=float(report.cost.get("context_tokens", 0)),
                 records=list(report.records),
+                new_tokens=new_tokens,
             )
         return self._memo[key]
