@@ -10,12 +10,14 @@ Every iteration grows the run's lasting program graph (``RunState.graph``) with 
    of the most promising predicted candidates anywhere in the graph, into chains of up to ``depth`` revisions
    (compositions of operators, each step its own node);
 2. simulation, by execution (:class:`ProbeSimulator`): each revised candidate runs on held-out training examples
-   with the task model (:mod:`.probe`); its predicted validation score is its base's measured score plus the probe
-   difference scaled by the run's calibration; its uncertainty is what the probe leaves open (:func:`gain_std`,
-   with a prior fitted on the run's probes) times how far the run's predictions have landed (:class:`Spread`),
-   never below the calibration residual; its cost per validation example is the base's measured tokens per
-   example scaled by the probe's, priced like the task model, with the share of its calls that repeat its
-   base's (``repeat``: 1.0 for a post-processing revision, which costs nothing where its base was evaluated);
+   with the task model (:mod:`.probe`). Its predicted validation score is its base's measured score plus the probe
+   difference scaled by the run's calibration. Its ``std`` is the uncertainty of its true score (before the noise
+   of measuring it on a few examples, which ``pair_variance`` gives per example): what the probe leaves open
+   (:func:`estimate_change`, with a prior fitted on the run's probes) times how far the run's predictions have
+   landed (:class:`Spread`), never below the calibration residual. Its cost per validation example when its calls
+   are new (``tokens_per_example``, ``usd_per_example``) is its base's measured cost per example scaled by the
+   probe's, priced like the task model; ``repeat`` is the share of its calls that repeat its base's (1.0 for a
+   post-processing revision, which costs nothing on the examples its base was evaluated on);
 3. merging by behaviour: candidates of the same base with identical predictions on every probe example are one
    node (the planner's key merger, the key being base and behaviour), unless the probe saw the revision change
    nothing from the program it revised: quiet probes are no evidence that two programs are the same;
@@ -28,9 +30,9 @@ prompts alone reuse their base's calls and cost nothing.
 The proposer does not choose what to evaluate: the loop allots evaluations. It returns up to ``state.proposals``
 proposals in the order the revisions were generated (so "best of N" is "the first N"), then, if this iteration
 made fewer, the run's earlier predictions nobody took, oldest first. Every proposal carries its full prediction
-(score, std, flips, probe numbers, cost per example, repeat, chain). Nothing here reads the validation split, and
-nothing depends on ``PYTHONHASHSEED``: a different ``seed`` gives other probe examples, another operator order and
-other tie-breaks.
+(score, std, pair variance, flips, probe numbers, cost per example, repeat, chain). Nothing here reads the
+validation split, and nothing depends on ``PYTHONHASHSEED``: a different ``seed`` gives other probe examples,
+another operator order and other tie-breaks.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from metaharness.planner.result import PlanResult
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
 from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.operators import Operator, Revision, answer_profile, applicable, get_operator
-from metaharness.proposers.probe import ChangePrior, Prober, ProbeResult, Spread, gain_std
+from metaharness.proposers.probe import ChangePrior, Prober, ProbeResult, Spread, estimate_change
 from metaharness.proposers.program_search import (
     MIN_STD,
     Calibration,
@@ -276,16 +278,18 @@ def _probe_changes(graph: PlanGraph) -> list[tuple[float, int]]:
     return rows
 
 
-def _misses(state: RunState, calibration: Calibration) -> list[tuple[float, float]]:
-    """(actual - predicted score, probe std) of every evaluated candidate predicted by a probe, re-predicted with
-    today's calibration, for :class:`Spread`."""
+def _misses(state: RunState, calibration: Calibration) -> list[tuple[float, float, float]]:
+    """(actual - predicted score, probe std, sampling variance of the actual) of every evaluated candidate
+    predicted by a probe, re-predicted with today's calibration, for :class:`Spread`."""
     scores = {c.id: c.score for c in state.evaluated()}
     misses = []
     for cand in state.evaluated():
         pred = cand.prediction or {}
         base, gain, std = pred.get("base"), pred.get("raw_gain"), pred.get("probe_std")
         if base in scores and isinstance(gain, (int, float)) and isinstance(std, (int, float)):
-            misses.append((cand.score - predicted_score(scores[base], gain, calibration), float(std)))
+            examples = cand.evaluation.examples if cand.evaluation else 0
+            sampling = float(pred.get("pair_variance", 0.0)) / examples if examples else 0.0
+            misses.append((cand.score - predicted_score(scores[base], gain, calibration), float(std), sampling))
     return misses
 
 
@@ -390,7 +394,6 @@ class ProbeSimulator:
         self.proposer, self.graph, self.state, self.calibration = proposer, graph, state, calibration
         self.sources, self.seen, self.prior, self.spread, self.budget = sources, seen, prior, spread, budget
         self.candidates = {c.id: c for c in state.candidates}
-        self.val_examples = max((c.evaluation.examples for c in state.evaluated() if c.evaluation), default=0)
         self.spent = 0.0
         self.tokens = 0.0
         self.skipped = 0
@@ -458,8 +461,8 @@ class ProbeSimulator:
         flips = result.flips(base_probe)
         n = max(1, len(result.correct))
         raw_gain = result.score - base_probe.score
-        probe_std = gain_std(result.differences(base_probe), self.prior, self.val_examples)
-        raw_std = probe_std * self.spread.scale
+        change = estimate_change(result.differences(base_probe), self.prior)
+        raw_std = change.std * self.spread.scale
         broken = len(result.errors) > n / 2
         # Cost per validation example when its calls are new: the base's measured tokens per example scaled by the
         # probe's change, priced like the task model.
@@ -496,8 +499,9 @@ class ProbeSimulator:
                 "iteration": self.state.iteration,
                 "base": base.id,
                 "raw_gain": round(raw_gain, 6),
-                "probe_std": round(probe_std, 6),
+                "probe_std": round(change.std, 6),
                 "raw_std": round(raw_std, 6),
+                "pair_variance": round(change.pair_variance, 6),
                 "tokens_per_example": round(per_example, 1),
                 "usd_per_example": round(usd_per_example, 9),
                 "repeat": round(result.repeat(base_probe), 4),

@@ -11,10 +11,10 @@ or wrong) can be read off against its parent, and each model call's request, so 
 that repeat its parent's (:meth:`ProbeResult.repeat`) says what evaluating it would cost beyond the parent.
 
 What a probe can resolve: a probe of 8 examples that sees no flip does not show that a revision changes nothing,
-only that it rarely changes an outcome. :func:`gain_std` is the prior uncertainty of the score change a full
-evaluation would measure, from the probe's per-example differences, a :class:`ChangePrior` fitted on how often
-this run's revisions changed probe outcomes, and the size of the validation split; :class:`Spread` rescales it by
-how far this run's evaluated predictions actually landed from their prediction, in units of that uncertainty.
+only that it rarely changes an outcome. :func:`estimate_change` is what the probe's per-example differences say
+about the revision's true change of score (mean, uncertainty, per-example variance of paired differences), with a
+:class:`ChangePrior` fitted on how often this run's revisions changed probe outcomes; :class:`Spread` rescales
+the uncertainty by how far this run's evaluated predictions actually landed from their prediction.
 """
 
 from __future__ import annotations
@@ -167,42 +167,57 @@ class ChangePrior:
         return {"rate": self.rate, "weight": self.weight, "revisions": self.revisions}
 
 
-def gain_std(differences: list[float], prior: ChangePrior, val_examples: int) -> float:
-    """The prior standard deviation of a revision's score change as a full evaluation on ``val_examples``
-    validation examples would measure it, given its probe's per-example ``differences`` from its base.
+@dataclass(frozen=True)
+class Change:
+    """What a probe says about a revision's true change of score against its base (the change over the whole
+    distribution the examples come from, not over one split): its posterior ``mean`` (shrunk towards 0), ``std``,
+    and ``pair_variance``, the expected variance of one example's paired difference (what scoring the revision
+    and its base on the same examples measures, example by example)."""
 
-    Two parts: what the probe leaves open about the revision's true mean change (a Dirichlet posterior over
-    gained / lost / same, with ``prior`` as pseudo-examples: a quiet probe of 8 examples still allows a change of
-    1 in 20), and the sampling of the validation split itself (each of its examples flips with the posterior
-    rate). For 0/1 scores and no prior this is the binomial standard error of a difference of proportions."""
-    n = len(differences)
-    total = n + prior.weight
+    mean: float
+    std: float
+    pair_variance: float
+
+    def sampling_variance(self, examples: int) -> float:
+        """The variance a measurement of the change on ``examples`` paired examples adds to it."""
+        return self.pair_variance / examples if examples > 0 else 0.0
+
+
+def estimate_change(differences: list[float], prior: ChangePrior) -> Change:
+    """The :class:`Change` a probe's per-example ``differences`` (revision minus base) support: a Dirichlet
+    posterior over gained / lost / same, with ``prior`` as pseudo-examples (weight x rate squared changes, mean 0),
+    so a quiet probe of 8 examples still allows a change of about 1 in 20. With no prior it is the usual standard
+    error of a mean paired difference (with n + 1 for n)."""
+    total = len(differences) + prior.weight
     if total <= 0:
-        return 0.0
+        return Change(0.0, 0.0, 0.0)
     second = (sum(d * d for d in differences) + prior.weight * prior.rate) / total
     mean = sum(differences) / total
-    variance = max(0.0, second - mean * mean) / (total + 1)
-    if val_examples > 0:
-        variance += second / val_examples
-    return math.sqrt(variance)
+    pair_variance = max(0.0, second - mean * mean)
+    return Change(mean, math.sqrt(pair_variance / (total + 1)), pair_variance)
 
 
 @dataclass(frozen=True)
 class Spread:
-    """How far this run's evaluated predictions landed from their prediction, in units of their probe std:
-    ``scale`` is the root mean square of (actual - predicted) / probe_std over ``pairs`` evaluated predictions,
-    with one pseudo-pair at 1 per ``prior`` (so a few lucky pairs cannot shrink it much), clipped to
-    [0.5, 3]. Multiplying :func:`gain_std` by it is what "calibrated uncertainty" means here."""
+    """How far this run's evaluated predictions landed from their prediction, in units of their probe std, beyond
+    what measuring them on a few validation examples explains: ``scale`` solves mean(miss^2 - sampling variance) =
+    scale^2 x mean(std^2) over ``pairs`` evaluated predictions, with ``prior`` pseudo-pairs at scale 1 (so a few
+    lucky pairs cannot shrink it much), clipped to [0.5, 3]. A probe's std times ``scale`` is its calibrated
+    uncertainty."""
 
     scale: float = 1.0
     pairs: int = 0
 
     @classmethod
-    def fit(cls, misses: Iterable[tuple[float, float]], *, prior: float = 2.0) -> Spread:
-        """``misses``: (actual - predicted, probe std) per evaluated prediction."""
-        z2 = [(miss / std) ** 2 for miss, std in misses if std > 0]
-        scale = math.sqrt((sum(z2) + prior) / (len(z2) + prior))
-        return cls(round(min(3.0, max(0.5, scale)), 4), len(z2))
+    def fit(cls, misses: Iterable[tuple[float, float, float]], *, prior: float = 2.0) -> Spread:
+        """``misses``: (actual - predicted, probe std, sampling variance of the actual) per evaluated prediction."""
+        rows = [(miss, std, sampling) for miss, std, sampling in misses if std > 0]
+        if not rows:
+            return cls()
+        typical = sum(std * std for _, std, _ in rows) / len(rows)
+        excess = sum(miss * miss - sampling for miss, _, sampling in rows) + prior * typical
+        squared = excess / (sum(std * std for _, std, _ in rows) + prior * typical)
+        return cls(round(math.sqrt(min(9.0, max(0.25, squared))), 4), len(rows))
 
     def to_json(self) -> dict[str, float]:
         return {"scale": self.scale, "pairs": self.pairs}

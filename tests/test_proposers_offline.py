@@ -7,6 +7,7 @@ the embedded model runs in the slow end-to-end test and in the optimize run repo
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
 from metaharness.proposal import Proposer, RunState
 from metaharness.proposers import PROPOSER_NAMES, get_proposer
-from metaharness.proposers.probe import ChangePrior, HeldOutTask, Spread, gain_std
+from metaharness.proposers.probe import ChangePrior, HeldOutTask, Spread, estimate_change
 from metaharness.tasks import get_task
 
 
@@ -123,7 +124,7 @@ def test_offline_proposer_makes_many_proposals_and_returns_the_first_in_generati
         compile(p.source, "harness.py", "exec")
         pred = p.prediction
         assert {"score", "std", "base", "raw_gain", "node", "chain", "flips", "probe", "cost"} <= set(pred)
-        assert {"tokens_per_example", "usd_per_example", "repeat", "probe_std"} <= set(pred)
+        assert {"tokens_per_example", "usd_per_example", "repeat", "probe_std", "pair_variance"} <= set(pred)
         assert pred["selection"] == "generation" and pred["probe"]["examples"] == 6
         assert 0.0 <= pred["score"] <= 1.0 and pred["std"] > 0.03 and pred["usd_per_example"] == 0.0
         assert p.summary == (pred["chain"][-1] if p.intermediates else "; then ".join(pred["chain"]))
@@ -153,14 +154,17 @@ def test_predictions_say_what_a_candidate_costs_per_example_and_how_much_repeats
 
 
 def test_a_quiet_probe_does_not_claim_a_small_uncertainty() -> None:
-    """A probe of 8 examples that saw no flip cannot resolve a change of 1 in 20: the std stays near 0.06 on a
-    50-example split (not the 0.03 floor), shrinks with a larger probe, and grows with what did flip."""
+    """A probe of 8 examples that saw no flip cannot resolve a change of 1 in 20: the std of the true change stays
+    near 0.05 (above the 0.03 floor), shrinks with a larger probe and grows with what did flip; the per-example
+    variance of paired differences says how noisy measuring it is."""
     prior = ChangePrior()
-    quiet = gain_std([0.0] * 8, prior, 50)
-    assert 0.05 < quiet < 0.08
-    assert gain_std([0.0] * 200, prior, 50) < 0.03 < quiet
-    assert gain_std([1.0, 1.0] + [0.0] * 6, prior, 50) > 2 * quiet
-    assert gain_std([0.0] * 8, prior, 10) > quiet  # a smaller split measures more noise
+    quiet = estimate_change([0.0] * 8, prior)
+    assert 0.045 < quiet.std < 0.06 and quiet.mean == 0.0
+    assert quiet.pair_variance == pytest.approx(0.4 / 12)
+    assert estimate_change([0.0] * 200, prior).std < 0.03 < quiet.std
+    flipped = estimate_change([1.0, 1.0] + [0.0] * 6, prior)
+    assert flipped.std > 2 * quiet.std and flipped.mean == pytest.approx(2 / 12)
+    assert quiet.sampling_variance(10) == pytest.approx(quiet.pair_variance / 10)
 
 
 def test_the_change_prior_and_the_spread_come_from_the_run() -> None:
@@ -172,8 +176,11 @@ def test_the_change_prior_and_the_spread_come_from_the_run() -> None:
     uniform = ChangePrior.fit([(1.0, 8)] * 10 + [(2.0, 8)] * 10)
     assert mixed.weight < uniform.weight
     assert Spread.fit([]).scale == 1.0
-    assert Spread.fit([(0.2, 0.1)] * 20).scale == pytest.approx(1.93, abs=0.01)  # misses of 2 std: widen
-    assert Spread.fit([(0.0, 0.1)] * 20).scale == 0.5  # never narrower than half
+    # Misses of 2 std, no sampling noise: widen, towards 2 (two pseudo-pairs at 1 hold it back a little).
+    assert Spread.fit([(0.2, 0.1, 0.0)] * 20).scale == pytest.approx(math.sqrt(82 / 22), abs=1e-3)
+    # The same misses, all explained by measuring on few examples: no widening beyond the floor of one half.
+    assert Spread.fit([(0.2, 0.1, 0.04)] * 20).scale == 0.5
+    assert Spread.fit([(0.0, 0.1, 0.0)] * 20).scale == 0.5  # never narrower than half
 
 
 def test_a_probe_budget_scaled_to_the_base_prompt_probes_every_wanted_revision(task) -> None:
