@@ -382,3 +382,27 @@ def test_integer_ids_are_echoed_and_integral_float_horizon_is_accepted():
     )
     result = solve(graph).to_json()
     assert graph.horizon == 3 and (result["path"], result["nodes"]) == ([7], [0, 1])
+
+
+def test_ilp_keeps_the_tie_rule_a_cheap_cycle_and_its_time_limit():
+    """Equal value: the fewest steps; a cycle of tiny cost adds no layers; a limit stops it, whatever the stage."""
+    from metaharness.planner.ilp import time_expanded_layers
+
+    nodes = [{"id": "s"}, {"id": "a"}, {"id": "b"}, {"id": "g", "reward": 1, "goal": True}]
+    edges = [("sa", "s", "a"), ("ab", "a", "b"), ("ba", "b", "a"), ("bg", "b", "g"), ("ag", "a", "g")]
+    tie = PlanGraph.from_json(
+        {"start": "s", "budget": [10], "horizon": 8, "nodes": nodes,
+         "edges": [{"id": i, "source": u, "target": v, "cost": [1]} for i, u, v in edges]}
+    )  # fmt: skip
+    for solver in ("exact", "ilp", "auto"):
+        assert solve(tie, solver=solver).path == ["sa", "ag"]
+    cycle = PlanGraph.from_json(
+        {"start": "s", "budget": [10], "nodes": nodes,
+         "edges": [{"id": "sa", "source": "s", "target": "a", "cost": [0.001]},
+                   {"id": "as", "source": "a", "target": "s", "cost": [0.001]},
+                   {"id": "ag", "source": "a", "target": "g", "cost": [1]}]}
+    )  # fmt: skip
+    assert prepare(cycle).horizon >= 10_000 and len(time_expanded_layers(prepare(cycle))) <= 4
+    assert solve(cycle, solver="ilp").path == ["sa", "ag"]
+    stopped = solve(tie, solver="ilp", time_limit=1e-9)
+    assert stopped.status == "unknown" and "time limit" in stopped.note

@@ -57,8 +57,9 @@ class LabelLimitReached(Exception):
 
 
 @dataclass
-class _Plan:
-    """A feasible plan the search found: its objective (value minus any soft-target penalty), value, cost, edges."""
+class FoundPlan:
+    """A feasible plan the search found: its objective (value minus any soft-target penalty), value, cost (a vector,
+    one entry per limit) and edges (indices into the problem's edges)."""
 
     objective: float
     value: float
@@ -73,6 +74,13 @@ class _Plan:
 def _beats(value: float, best: float) -> bool:
     """Strictly better than ``best`` by more than the value tolerance (so ties keep the earlier, shorter plan)."""
     return best == -math.inf or value > best + VALUE_TOLERANCE * max(1.0, abs(best))
+
+
+def beam_plan(problem: Problem, *, beam: int = 3) -> FoundPlan | None:
+    """A good feasible plan fast, without proof: the beam search alone (at most ``beam`` labels per node and step).
+    The ILP starts from it."""
+    zero = lagrangian_table(problem, [0.0] * problem.limits)
+    return _Search(_Shared(problem, [zero]), beam=beam).run()
 
 
 # Subgradient steps for the Lagrangian tables, and the factors by which each multiplier of the best table is scaled
@@ -151,15 +159,15 @@ class _Budget:
                 raise LabelLimitReached()
 
 
-def _objective(plan: _Plan | None) -> float:
+def _objective(plan: FoundPlan | None) -> float:
     return -math.inf if plan is None else plan.objective
 
 
-def _better(a: _Plan, b: _Plan) -> bool:
+def _better(a: FoundPlan, b: FoundPlan) -> bool:
     return _beats(a.objective, b.objective) or (a.steps < b.steps and not _beats(b.objective, a.objective))
 
 
-def _plan_of(p: Problem, walk: list[int]) -> _Plan | None:
+def _plan_of(p: Problem, walk: list[int]) -> FoundPlan | None:
     """``walk`` as a plan when it is feasible (the Lagrangian walks may break the budget)."""
     a = p.arrays
     if not walk or len(walk) > p.horizon or not a.goal[a.dst[walk[-1]]] or a.goal[a.dst[walk[:-1]]].any():
@@ -168,7 +176,7 @@ def _plan_of(p: Problem, walk: list[int]) -> _Plan | None:
     if (cost > np.asarray(p.slack)).any():
         return None
     value = float(np.dot(p.discount ** np.arange(len(walk)), a.reward[a.dst[walk]]))
-    return _Plan(p.objective(value, cost.tolist()), value, cost, list(walk))
+    return FoundPlan(p.objective(value, cost.tolist()), value, cost, list(walk))
 
 
 class _Shared:
@@ -311,7 +319,7 @@ class _Search:
     """
 
     def __init__(
-        self, shared: _Shared, *, best: _Plan | None = None, labels: _Budget | None = None, beam: int | None = None
+        self, shared: _Shared, *, best: FoundPlan | None = None, labels: _Budget | None = None, beam: int | None = None
     ) -> None:
         self.shared = shared
         self.best = best
@@ -338,7 +346,7 @@ class _Search:
         bound = float(np.partition(pending, len(pending) - count)[len(pending) - count])
         return bound - 2 * VALUE_TOLERANCE * max(1.0, abs(bound))  # so labels with exactly this bound are admitted
 
-    def run(self, floor: float = -math.inf) -> _Plan | None:
+    def run(self, floor: float = -math.inf) -> FoundPlan | None:
         """Extend every label that could beat ``floor`` and the best plan (or tie the best in fewer steps), and
         their descendants; return the best plan found so far (None: none yet)."""
         shared = self.shared
@@ -441,7 +449,7 @@ class _Search:
         best = self.best
         if best is None or _beats(top, best.objective) or (step < best.steps and not _beats(best.objective, top)):
             g = goals[k]
-            self.best = _Plan(top, float(value[g]), total[g], [*self._path(int(parents[g])), int(edge[g])])
+            self.best = FoundPlan(top, float(value[g]), total[g], [*self._path(int(parents[g])), int(edge[g])])
 
     def _path(self, label: int) -> list[int]:
         edges = []

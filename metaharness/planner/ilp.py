@@ -5,7 +5,14 @@ flow in at step t equals the flow out at step t + 1; goal nodes absorb it (a pla
 flow may remain at a non-goal node after the last layer. Unlike TAPE's CP-SAT model the coefficients are the exact
 real costs and rewards (no x1000 rounding) and the layers end where the budget does: a variable ``x[e, t]`` exists
 only when the cheapest t-1 steps to e's source plus e plus the cheapest way on to a goal fit the budget in every
-entry and a goal is reachable within the horizon, so no horizon is stretched past the budget.
+entry and a goal is reachable within the horizon, so no horizon is stretched past the budget. With discount 1 and
+no cycle of positive reward, an optimal plan of fewest steps repeats no node, so the layers stop at the number of
+nodes (a cheap cycle no longer multiplies them).
+
+The documented tie rule (among plans of equal value the one with fewest steps) is a second solve: with the value
+held at its optimum, minimise the steps. ``time_limit`` is wall-clock time for everything (layers, model, both
+solves); SCIP starts from the exact solver's beam plan, so a solve stopped by the limit still returns a plan when
+one exists (status "feasible").
 
 Richer objectives live here too: :class:`~metaharness.planner.problem.SoftTargets` keep the hard budget and
 subtract a weighted penalty for exceeding a preferred cost level.
@@ -13,25 +20,35 @@ subtract a weighted penalty for exceeding a preferred cost level.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
+from typing import Any
+
+import networkx as nx
 
 from metaharness.errors import MetaharnessError
 from metaharness.planner.bounds import reach
-from metaharness.planner.problem import Problem
+from metaharness.planner.problem import VALUE_TOLERANCE, Problem
 from metaharness.planner.result import PlanResult, Status
 
 # SCIP's default feasibility tolerance (1e-6) would let a plan exceed the budget by that much.
 FEASIBILITY_TOLERANCE = 1e-9
 
 
-def time_expanded_layers(problem: Problem) -> list[list[int]]:
+class _OutOfTime(Exception):
+    """The time limit passed before SCIP could start."""
+
+
+def time_expanded_layers(problem: Problem, deadline: float = math.inf) -> list[list[int]]:
     """``layers[t]`` lists the edges that may be step t + 1 of a feasible plan (budget-, horizon-pruned)."""
     p = problem
     rch = reach(p)
     cheapest = {p.start: tuple(0.0 for _ in p.budget)}  # least cost per entry to stand at a node after t steps
     layers: list[list[int]] = []
-    for t in range(p.horizon):
+    for t in range(min(p.horizon, _useful_steps(p))):
+        if time.perf_counter() > deadline:
+            raise _OutOfTime()
         layer: list[int] = []
         reached: dict[int, tuple[float, ...]] = {}
         for v, base in cheapest.items():
@@ -54,13 +71,36 @@ def time_expanded_layers(problem: Problem) -> list[list[int]]:
     return layers
 
 
-def solve_ilp(problem: Problem, *, time_limit: float | None = None) -> PlanResult:
-    """Solve with SCIP; "optimal"/"infeasible" are proofs, a time limit may leave "feasible" or "unknown"."""
+def _useful_steps(p: Problem) -> float:
+    """How many steps an optimal plan of fewest steps may take: the number of nodes when the discount is 1 and no
+    cycle through non-goal nodes has positive reward (cutting such a cycle out of a plan keeps its value, saves
+    cost and steps), else unbounded."""
+    if p.discount < 1.0:
+        return math.inf
+    loss = nx.DiGraph()
+    for u, w in zip(p.src, p.dst, strict=True):
+        if not p.goal[u] and not p.goal[w]:
+            loss.add_edge(u, w, weight=min(-p.reward[w], loss.get_edge_data(u, w, {"weight": math.inf})["weight"]))
+    if loss.number_of_edges() and nx.negative_edge_cycle(loss):
+        return math.inf
+    return len(p.node_ids)
+
+
+def solve_ilp(problem: Problem, *, time_limit: float | None = None, started: float | None = None) -> PlanResult:
+    """Solve with SCIP; "optimal"/"infeasible" are proofs, a time limit may leave "feasible" or "unknown".
+
+    ``time_limit`` counts wall-clock seconds from ``started`` (a ``time.perf_counter()`` value; default now), so a
+    caller that validated the graph first can include that time.
+    """
     from pyscipopt import Model, quicksum
 
-    started = time.perf_counter()
+    started = time.perf_counter() if started is None else started
+    deadline = math.inf if time_limit is None else started + time_limit
     p = problem
-    layers = time_expanded_layers(p)
+    try:
+        layers = time_expanded_layers(p, deadline)
+    except _OutOfTime:
+        return _out_of_time(started, "building the layers")
     if not layers:
         return PlanResult("infeasible", "ilp", time.perf_counter() - started)
 
@@ -68,17 +108,21 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None) -> PlanResul
     model.hideOutput()
     model.setParam("numerics/feastol", FEASIBILITY_TOLERANCE)
     model.setParam("limits/gap", 0.0)
-    if time_limit is not None:
-        model.setParam("limits/time", float(time_limit))
+    model.setParam("timing/clocktype", 2)  # wall clock, as the time limit is
 
-    x = {}
+    x: dict[tuple[int, int], Any] = {}
     inflow: dict[tuple[int, int], list] = defaultdict(list)  # (node, t) -> vars of edges arriving at step t
     outflow: dict[tuple[int, int], list] = defaultdict(list)  # (node, t) -> vars of edges leaving as step t + 1
+    value_terms = []
     for t, layer in enumerate(layers):
+        if time.perf_counter() > deadline:
+            return _out_of_time(started, "building the model")
         weight = p.discount**t
         for e in layer:
-            var = model.addVar(vtype="B", name=f"x_{e}_{t + 1}", obj=weight * p.reward[p.dst[e]])
+            var = model.addVar(vtype="B", name=f"x_{e}_{t + 1}")
             x[e, t] = var
+            if p.reward[p.dst[e]]:
+                value_terms.append(weight * p.reward[p.dst[e]] * var)
             outflow[p.src[e], t].append(var)
             if not p.goal[p.dst[e]]:
                 inflow[p.dst[e], t + 1].append(var)
@@ -87,27 +131,107 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None) -> PlanResul
     for v, t in set(inflow) | {key for key in outflow if key[1] > 0}:
         model.addCons(quicksum(inflow.get((v, t), [])) == quicksum(outflow.get((v, t), [])), name=f"flow_{v}_{t}")
 
+    objective = quicksum(value_terms)
+    excess: dict[int, Any] = {}
     for j, limit in enumerate(p.budget):
         terms = [p.cost[e][j] * var for (e, _), var in x.items() if p.cost[e][j]]
         if terms:
             spent = quicksum(terms)
             model.addCons(spent <= limit, name=f"budget_{j}")
             if p.soft and p.soft.weight[j]:
-                excess = model.addVar(vtype="C", lb=0.0, name=f"excess_{j}", obj=-p.soft.weight[j])
-                model.addCons(excess >= spent - p.soft.target[j], name=f"soft_{j}")
-    model.setMaximize()
-    model.optimize()
+                excess[j] = model.addVar(vtype="C", lb=0.0, name=f"excess_{j}")
+                model.addCons(excess[j] >= spent - p.soft.target[j], name=f"soft_{j}")
+                objective = objective - p.soft.weight[j] * excess[j]
+    model.setObjective(objective, "maximize")
+    start_plan = _start_plan(p, x, excess)
+    if start_plan:
+        _add_start(model, start_plan)
 
-    status = model.getStatus()
-    seconds = time.perf_counter() - started
+    status = _optimize(model, deadline)
     if status == "infeasible":
-        return PlanResult("infeasible", "ilp", seconds)
+        return PlanResult("infeasible", "ilp", time.perf_counter() - started)
     if model.getNSols() == 0:
         if status == "optimal":
             raise MetaharnessError("SCIP reported an optimum without a solution; please report this graph.")
-        return PlanResult("unknown", "ilp", seconds, note=f"SCIP stopped with status {status!r} before a plan.")
+        return PlanResult(
+            "unknown", "ilp", time.perf_counter() - started, note=f"SCIP stopped ({status}) before a plan."
+        )
+    values = {key: model.getVal(var) for key, var in x.items()}
+    if status == "optimal":
+        values = _fewest_steps(model, x, excess, objective, values, deadline)
+    path = _walk(p, layers, values)
+    walk = p.check_walk(path)
+    result_status: Status = "optimal" if status == "optimal" else "feasible"
+    note = "" if status == "optimal" else f"SCIP stopped at its time limit ({status}); the plan may not be optimal."
+    result = PlanResult.from_walk(
+        result_status, "ilp", walk, soft=p.soft is not None, seconds=time.perf_counter() - started
+    )
+    result.note = note
+    return result
 
-    chosen = {(p.src[e], t): e for (e, t), var in x.items() if model.getVal(var) > 0.5}
+
+# Of the time left when SCIP starts, this much is kept for reading the solution and checking the plan.
+READ_MARGIN = 0.05
+
+
+def _optimize(model: Any, deadline: float) -> str:
+    if math.isfinite(deadline):
+        model.setParam("limits/time", max(0.0, (deadline - time.perf_counter()) * (1 - READ_MARGIN)))
+    model.optimize()
+    return str(model.getStatus())
+
+
+def _fewest_steps(
+    model: Any,
+    x: dict[tuple[int, int], Any],
+    excess: dict[int, Any],
+    objective: Any,
+    values: dict[tuple[int, int], float],
+    deadline: float,
+) -> dict[tuple[int, int], float]:
+    """The second solve: the optimum's value held (up to the value tolerance), the fewest steps. Returns the new
+    solution, or ``values`` when the time limit stops it without a better one."""
+    from pyscipopt import quicksum
+
+    best = model.getObjVal()
+    steps = sum(v > 0.5 for v in values.values())
+    start = [(var, float(values[key] > 0.5)) for key, var in x.items()]
+    start += [(var, model.getVal(var)) for var in excess.values()]
+    model.freeTransform()
+    model.addCons(objective >= best - VALUE_TOLERANCE * max(1.0, abs(best)), name="keep_value")
+    model.setObjective(quicksum(x.values()), "minimize")
+    _add_start(model, start)
+    status = _optimize(model, deadline)
+    if model.getNSols() == 0 or status not in ("optimal", "timelimit", "gaplimit", "sollimit"):
+        return values
+    fewer = {key: model.getVal(var) for key, var in x.items()}
+    return fewer if sum(v > 0.5 for v in fewer.values()) <= steps else values
+
+
+def _start_plan(p: Problem, x: dict[tuple[int, int], Any], excess: dict[int, Any]) -> list[tuple[Any, float]]:
+    """The exact solver's beam plan as a SCIP start ((variable, value) pairs), or [] when it finds none."""
+    from metaharness.planner.exact import beam_plan
+
+    plan = beam_plan(p)
+    if plan is None or any((e, t) not in x for t, e in enumerate(plan.edges)):
+        return []
+    start = [(x[e, t], 1.0) for t, e in enumerate(plan.edges)]
+    for j, var in excess.items():
+        assert p.soft is not None
+        start.append((var, max(0.0, float(plan.cost[j]) - p.soft.target[j])))
+    return start
+
+
+def _add_start(model: Any, values: list[tuple[Any, float]]) -> None:
+    sol = model.createSol()
+    for var, value in values:
+        model.setSolVal(sol, var, value)
+    model.addSol(sol, free=True)
+
+
+def _walk(p: Problem, layers: list[list[int]], values: dict[tuple[int, int], float]) -> list:
+    """The edge ids of the plan a solution's ``x`` values describe."""
+    chosen = {(p.src[e], t): e for (e, t), value in values.items() if value > 0.5}
     path, at = [], p.start
     for t in range(len(layers)):
         step = chosen.get((at, t))
@@ -117,8 +241,10 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None) -> PlanResul
         at = p.dst[step]
         if p.goal[at]:
             break
-    walk = p.check_walk(path)
-    result_status: Status = "optimal" if status == "optimal" else "feasible"
-    return PlanResult.from_walk(
-        result_status, "ilp", walk, soft=p.soft is not None, seconds=time.perf_counter() - started
+    return path
+
+
+def _out_of_time(started: float, stage: str) -> PlanResult:
+    return PlanResult(
+        "unknown", "ilp", time.perf_counter() - started, note=f"The time limit passed while {stage}, before SCIP ran."
     )

@@ -76,14 +76,14 @@ def solve(
     elif solver == "ilp":
         from metaharness.planner.ilp import solve_ilp
 
-        result = solve_ilp(problem, time_limit=time_limit)
+        result = solve_ilp(problem, time_limit=time_limit, started=started)
     elif solver == "auto":
         try:
             result = solve_exact(problem, max_labels=AUTO_LABEL_LIMIT)
         except LabelLimitReached:
             from metaharness.planner.ilp import solve_ilp
 
-            result = solve_ilp(problem, time_limit=time_limit)
+            result = solve_ilp(problem, time_limit=time_limit, started=started)
     else:
         result = solve_exact(problem)
     if result.status == "infeasible":
