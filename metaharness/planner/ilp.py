@@ -46,7 +46,8 @@ def time_expanded_layers(problem: Problem, deadline: float = math.inf) -> list[l
     rch = reach(p)
     cheapest = {p.start: tuple(0.0 for _ in p.budget)}  # least cost per entry to stand at a node after t steps
     layers: list[list[int]] = []
-    for t in range(min(p.horizon, _useful_steps(p))):
+    steps = _useful_steps(p)
+    for t in range(p.horizon if steps is None else min(p.horizon, steps)):
         if time.perf_counter() > deadline:
             raise _OutOfTime()
         layer: list[int] = []
@@ -71,18 +72,18 @@ def time_expanded_layers(problem: Problem, deadline: float = math.inf) -> list[l
     return layers
 
 
-def _useful_steps(p: Problem) -> float:
+def _useful_steps(p: Problem) -> int | None:
     """How many steps an optimal plan of fewest steps may take: the number of nodes when the discount is 1 and no
     cycle through non-goal nodes has positive reward (cutting such a cycle out of a plan keeps its value, saves
-    cost and steps), else unbounded."""
+    cost and steps); None (unbounded) otherwise."""
     if p.discount < 1.0:
-        return math.inf
+        return None
     loss = nx.DiGraph()
     for u, w in zip(p.src, p.dst, strict=True):
         if not p.goal[u] and not p.goal[w]:
             loss.add_edge(u, w, weight=min(-p.reward[w], loss.get_edge_data(u, w, {"weight": math.inf})["weight"]))
     if loss.number_of_edges() and nx.negative_edge_cycle(loss):
-        return math.inf
+        return None
     return len(p.node_ids)
 
 
