@@ -2,10 +2,13 @@
 
 A :class:`Candidate` is a program (its complete source), where it came from (``parent``: the candidate it revises,
 ``None`` for a seed), why (``summary``, ``hypothesis``, the proposer's ``prediction``), and what its validation run
-measured (:class:`Evaluation`), or the ``error`` that made it fail. An ``implemented`` candidate is an
-intermediate step of a chosen revision chain (A -> B -> C: B): committed so that git's parents are the revisions,
-checked for import errors but never evaluated, so it has no score and is never the best. Ids are ``c001``,
-``c002``, ... in the order candidates were planned. The store writes a candidate into its commit (see
+measured (:class:`Evaluation`, maybe on part of the validation examples so far: see :attr:`Candidate.supported`), or
+the ``error`` that made it fail. An ``implemented`` candidate passed the import check and has no score yet: every
+proposal is committed so when it is checked (so is an intermediate step of a chosen revision chain A -> B -> C: B,
+whose commit makes git's parents the revisions), and the loop's staged evaluation (:mod:`metaharness.staging`)
+then scores it on as many validation examples as it allots. Only a :attr:`~Candidate.supported` candidate can be
+the best. Ids are ``c001``, ``c002``, ... in the order candidates were planned. The store writes a candidate into
+its commit and its evaluation into the commit's git note, updated as the evaluation is continued (see
 :mod:`metaharness.store`).
 """
 
@@ -14,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from metaharness.budget import Spend
 
 CANDIDATE_ID = re.compile(r"^c\d{3,}$")
 
@@ -31,24 +36,88 @@ def id_number(cid: str) -> int:
     return int(cid[1:])
 
 
+@dataclass(frozen=True)
+class Increment:
+    """One stage of a staged evaluation: in ``iteration``, ``examples`` more examples for ``spend`` (what the run
+    was charged: example-evaluations, tokens, dollars)."""
+
+    iteration: int
+    examples: int
+    spend: Spend
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"iteration": self.iteration, "examples": self.examples, "spend": self.spend.to_json()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Increment:
+        return cls(int(data["iteration"]), int(data["examples"]), Spend.from_json(data.get("spend")))
+
+
 @dataclass
 class Evaluation:
-    """What one run of a candidate on a split measured (aggregates; the per-example records are in the trace)."""
+    """What a candidate's run on a split measured (aggregates; the per-example records are in the trace).
+
+    A validation evaluation may be *partial*: scored on ``example_ids``, a prefix of the search's example order, out
+    of a share of ``share`` examples; continued later by :meth:`merge` (``increments`` says when each part ran and
+    what it cost). ``share`` 0 (an evaluation of a whole split) means the evaluation is complete.
+    """
 
     split: str
     scores: dict[str, float]
-    # input_tokens, output_tokens, usd, context_tokens (prompt tokens per example), ...
+    # input_tokens, output_tokens, usd, context_tokens (prompt tokens per example), charged_examples, charged_tokens
     cost: dict[str, float] = field(default_factory=dict)
     examples: int = 0
     errors: int = 0
     seconds: float = 0.0
+    example_ids: list[str] = field(default_factory=list)
+    # The primary score of each of ``example_ids``, in the same order (what paired comparisons read).
+    example_scores: list[float] = field(default_factory=list)
+    share: int = 0
+    increments: list[Increment] = field(default_factory=list)
 
     @property
     def primary(self) -> float:
         return float(self.scores.get("primary", 0.0))
 
+    @property
+    def supported(self) -> bool:
+        """Scored on every example of its share: the score can stand for the candidate (be the best, be judged)."""
+        return self.examples >= self.share
+
+    def spend(self) -> Spend:
+        """What the run was charged for it (a fake or older evaluation without charge counts: every example)."""
+        return Spend(
+            self.cost.get("charged_examples", float(self.examples)),
+            self.cost.get("charged_tokens", self.cost.get("input_tokens", 0.0) + self.cost.get("output_tokens", 0.0)),
+            self.cost.get("usd", 0.0),
+        )
+
+    def merge(self, more: Evaluation) -> Evaluation:
+        """This evaluation continued by ``more`` (other examples of the same split): means weighted by examples,
+        costs added (``context_tokens``, a per-example mean, weighted), example ids and increments appended."""
+        n = self.examples + more.examples
+        weight = (lambda a, b: (a * self.examples + b * more.examples) / n) if n else (lambda a, b: 0.0)
+        names = list(dict.fromkeys([*self.scores, *more.scores]))
+        cost = {k: self.cost.get(k, 0.0) + more.cost.get(k, 0.0) for k in dict.fromkeys([*self.cost, *more.cost])}
+        if "context_tokens" in cost:
+            cost["context_tokens"] = weight(self.cost.get("context_tokens", 0.0), more.cost.get("context_tokens", 0.0))
+        return Evaluation(
+            split=self.split,
+            scores={k: weight(self.scores.get(k, 0.0), more.scores.get(k, 0.0)) for k in names},
+            cost=cost,
+            examples=n,
+            errors=self.errors + more.errors,
+            seconds=self.seconds + more.seconds,
+            example_ids=[*self.example_ids, *more.example_ids],
+            example_scores=[*self.example_scores, *more.example_scores],
+            share=max(self.share, more.share),
+            increments=[*self.increments, *more.increments],
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "seconds": round(self.seconds, 3)}
+        data = {**asdict(self), "seconds": round(self.seconds, 3)}
+        data["increments"] = [i.to_dict() for i in self.increments]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Evaluation:
@@ -59,6 +128,10 @@ class Evaluation:
             examples=int(data.get("examples", 0)),
             errors=int(data.get("errors", 0)),
             seconds=float(data.get("seconds", 0.0)),
+            example_ids=[str(i) for i in data.get("example_ids", [])],
+            example_scores=[float(x) for x in data.get("example_scores", [])],
+            share=int(data.get("share", 0)),
+            increments=[Increment.from_dict(i) for i in data.get("increments", [])],
         )
 
 
@@ -90,7 +163,18 @@ class Candidate:
 
     @property
     def evaluated(self) -> bool:
+        """Scored on at least one validation example (maybe partly: see :attr:`supported`)."""
         return self.status == EVALUATED and self.evaluation is not None
+
+    @property
+    def supported(self) -> bool:
+        """Evaluated on every example of the search's share: only such a candidate can be the best."""
+        return self.evaluated and self.evaluation is not None and self.evaluation.supported
+
+    @property
+    def partial(self) -> bool:
+        """Evaluated on part of the search's share so far."""
+        return self.evaluated and not self.supported
 
     @property
     def score(self) -> float:

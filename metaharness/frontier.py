@@ -1,8 +1,10 @@
 """The search frontier: the best candidate, and the Pareto set of score against context size and cost.
 
-A candidate is on the Pareto front when no other evaluated candidate is at least as good on every objective
-(higher validation score, fewer prompt tokens per example, fewer dollars) and strictly better on one. Failed
-candidates are never on it.
+Only *supported* candidates count (scored on every example of the search's share; see
+:attr:`metaharness.candidate.Candidate.supported`): a candidate scored on a few examples so far is not compared on
+a score those examples cannot support. A candidate is on the Pareto front when no other supported candidate is at
+least as good on every objective (higher validation score, fewer prompt tokens per example, fewer dollars) and
+strictly better on one. Failed candidates are never on it.
 
 >>> from metaharness.candidate import Candidate, Evaluation
 >>> def cand(cid, score, ctx):
@@ -30,16 +32,18 @@ def dominates(a: Candidate, b: Candidate) -> bool:
 
 
 def evaluated(records: Iterable[Candidate]) -> list[Candidate]:
-    return [r for r in records if r.evaluated]
+    """The supported candidates (see the module docstring)."""
+    return [r for r in records if r.supported]
 
 
 def best(records: Iterable[Candidate]) -> Candidate | None:
-    """The highest validation score; the earliest candidate wins a tie (as the store's ``best`` ref does)."""
+    """The highest validation score among supported candidates; the earliest wins a tie (as the store's ``best``
+    ref does)."""
     done = evaluated(records)
     return max(done, key=lambda r: r.score) if done else None
 
 
 def pareto_front(records: Iterable[Candidate]) -> list[Candidate]:
-    """Non-dominated evaluated candidates, in the order given (duplicates in every objective all stay)."""
+    """Non-dominated supported candidates, in the order given (duplicates in every objective all stay)."""
     done = evaluated(records)
     return [r for r in done if not any(dominates(o, r) for o in done)]

@@ -1,30 +1,37 @@
-"""The optimisation loop: seeds, then propose -> check -> evaluate -> commit, iteration after iteration.
+"""The optimisation loop: seeds, then propose -> check -> commit -> staged evaluation, iteration after iteration.
 
 The loop owns the candidates; the proposer only reads a :class:`~metaharness.proposal.RunState` and returns
 proposals (:mod:`metaharness.proposal`), the evaluator only measures programs
-(:mod:`metaharness.evaluation.candidate_evaluator`), and everything durable goes through a
-:class:`~metaharness.store.RunStore`, in an order that makes a kill at any moment harmless:
+(:mod:`metaharness.evaluation.candidate_evaluator`), a policy (:mod:`metaharness.staging`) decides which candidates
+get how many more validation examples, and everything durable goes through a :class:`~metaharness.store.RunStore`,
+in an order that makes a kill at any moment harmless:
 
-1. an iteration's proposals are journaled (with their ids) before any is evaluated;
-2. a candidate is committed only after its evaluation is fully written (journal first, then one git transaction);
-3. the iteration's line in ``summary.jsonl`` is written after all its candidates are committed.
+1. an iteration's proposals are journaled (with their ids) before any is checked;
+2. each is committed once checked (implemented, or failed with its error), unscored;
+3. round after round, the policy picks candidates and stages; each stage's records are written, then the
+   candidate's evaluation is journaled and recorded in its git note in one transaction (its examples, its
+   scores, what the stage cost);
+4. the iteration's line in ``summary.jsonl`` is written after its last round.
 
-A rerun finds the journal and continues: it commits journaled results, finishes an open iteration, then starts the
-next one. A :class:`StopRequest` (Ctrl-C in the CLI) lets the step under way finish (an evaluation is completed and
-committed), then stops; the rest of the iteration's plan stays in the journal for the next run.
+A rerun finds the journal and continues: it records journaled evaluations, finishes an open iteration (the policy
+decides again from the evidence recorded, so a stage already recorded is never run twice), then starts the next
+one. A :class:`StopRequest` (Ctrl-C in the CLI) lets the stage under way finish and be recorded, then stops.
 :class:`~metaharness.errors.BudgetExceeded` from the model layer stops the run with a note in the summary;
 :class:`~metaharness.errors.ModelUnavailable` from the evaluator (the task model stayed unreachable through its
-retries) logs a stop, records nothing for the candidate under way and is raised again (exit code 5; rerunning the
+retries) logs a stop, records nothing for the stage under way and is raised again (exit code 5; rerunning the
 same command continues).
 
 A proposer that raises (a context overflow, a model unreachable after retries, a malformed tool call: any exception
-but :class:`~metaharness.errors.BudgetExceeded`) fails its iteration only: the iteration's line records the error
-(``proposer_error``) and the next iteration asks again. After ``max_proposer_failures`` failed iterations in a row
-the run logs a stop and raises :class:`ProposerFailed`.
+but :class:`~metaharness.errors.BudgetExceeded`) does not use up an iteration: the failure is logged (a
+``"proposer_failure"`` line with the error) and the same iteration asks again. After ``max_proposer_failures``
+failures in a row in one session the run logs a stop and raises :class:`ProposerFailed`; rerunning continues.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 import time
 import traceback
 from collections.abc import Callable
@@ -33,11 +40,23 @@ from pathlib import Path
 from typing import Any
 
 from metaharness import frontier
-from metaharness.candidate import EVALUATED, FAILED, IMPLEMENTED, Candidate, Evaluation, candidate_id, id_number
+from metaharness.budget import Budget, SearchBudget, Spend
+from metaharness.candidate import (
+    EVALUATED,
+    FAILED,
+    IMPLEMENTED,
+    Candidate,
+    Evaluation,
+    Increment,
+    candidate_id,
+    id_number,
+)
 from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.candidate_evaluator import CandidateEvaluator, CandidateFailed
 from metaharness.proposal import Proposal, Proposer, RunState
+from metaharness.staging import ExampleOrder, Policy, Standing, alternatives, decide
 from metaharness.store.crash import crash_point
+from metaharness.store.files import atomic_write_text
 from metaharness.store.protocol import RunStore
 
 
@@ -76,47 +95,29 @@ class Seed:
 
 
 DEFAULT_MAX_PROPOSER_FAILURES = 3
+DEFAULT_PROPOSALS = 12
 
 
 @dataclass
 class LoopSettings:
-    """What the loop does: ``iterations`` after the seeds, ``evals_per_iter`` candidate evaluations each."""
+    """What the loop does: ``iterations`` after the seeds; each takes up to ``proposals`` proposals and evaluates
+    them with ``policy`` (:mod:`metaharness.staging`) within ``budget``; ``evals_per_iter`` is the shorthand used
+    when ``budget`` names no per-iteration evaluation limit (that many full evaluations)."""
 
     task: str
     iterations: int
     evals_per_iter: int = 3
     # Evaluate the best and the frontier on the test split at the end (when the split is available).
     test: bool = True
-    # Stop the run (ProposerFailed) once this many iterations in a row failed because the proposer raised.
+    # Stop the run (ProposerFailed) once the proposer failed this many times in a row in one session.
     max_proposer_failures: int = DEFAULT_MAX_PROPOSER_FAILURES
-    # What one iteration's candidates may cost beyond the evaluation count: ``tokens`` (task-model tokens of
-    # their evaluations) and ``usd`` (dollars); the proposer's selection keeps every entry, and so do the caps
-    # left for the whole run (the smaller of the two wins).
-    iteration_budget: dict[str, float] = field(default_factory=dict)
-
-
-def iteration_budget(run_left: dict[str, float], per_iteration: dict[str, float]) -> dict[str, float]:
-    """The budget an iteration's selection must keep: per entry, the smaller of what the run has left and what one
-    iteration may spend."""
-    budget = dict(run_left)
-    for key, value in per_iteration.items():
-        budget[key] = min(float(value), budget.get(key, float(value)))
-    return budget
-
-
-def predicted_cost(candidates: list[Candidate]) -> dict[str, float]:
-    """What the proposer predicted ``candidates`` cost: ``prediction["cost"]`` (tokens, dollars of the evaluation)
-    of every candidate planned for evaluation, plus ``prediction["edit_cost"]`` (of writing the revision) of every
-    candidate, intermediates included."""
-    total: dict[str, float] = {}
-    for candidate in candidates:
-        prediction = candidate.prediction or {}
-        parts = [prediction.get("edit_cost")] + ([] if candidate.implemented else [prediction.get("cost")])
-        for part in parts:
-            for key, value in (part if isinstance(part, dict) else {}).items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    total[key] = round(total.get(key, 0.0) + float(value), 6)
-    return total
+    budget: SearchBudget = field(default_factory=SearchBudget)
+    policy: Policy = "best-of-n"
+    proposals: int | None = None  # default: evals_per_iter with best-of-n, else DEFAULT_PROPOSALS
+    solver: str = "auto"  # the planner policy's allocation solver
+    seed: int = 0  # orders the validation examples
+    holdout: int = 0  # validation examples kept out of the search, to judge the best on
+    first_stage: int | None = None  # examples in the first stage of the ladder (default: about a twelfth)
 
 
 def plan_entries(proposals: list[Proposal], first: int, realised: dict[str, str]) -> list[dict[str, Any]]:
@@ -194,6 +195,8 @@ class Outcome:
     best: Candidate | None
     frontier: list[Candidate]
     test: dict[str, Evaluation] = field(default_factory=dict)
+    # The best candidate's score on the held-out validation examples (when the run holds some out).
+    holdout: dict[str, Evaluation] = field(default_factory=dict)
     # Stopped by a reached cost or token cap (``stopped`` says which); a larger cap continues the run.
     capped: bool = False
 
@@ -255,11 +258,26 @@ class Optimizer:
         for action in self.store.recover():
             self.events.note(action)
         try:
+            self.order = ExampleOrder.of(
+                self.evaluator.examples("val"), seed=self.settings.seed, holdout=self.settings.holdout
+            )
             # Iteration 0 evaluates the seeds; a plan left open by an interrupted run is finished first.
-            for iteration in range(0, self.settings.iterations + 1):
-                if iteration not in self.store.completed_iterations():
-                    self._check_stop()
-                    self._iteration(iteration)
+            iteration, failures = 0, 0
+            while iteration <= self.settings.iterations:
+                if iteration in self.store.completed_iterations():
+                    iteration += 1
+                    continue
+                self._check_stop()
+                if self._iteration(iteration):
+                    iteration, failures = iteration + 1, 0
+                    continue
+                failures += 1
+                if failures >= max(1, self.settings.max_proposer_failures):
+                    raise ProposerFailed(
+                        f"the proposer {self.proposer.name} failed {failures} times in a row in iteration {iteration}; "
+                        f"last error: {self._last_proposer_error()[:500]}. Fix the cause (the errors are in "
+                        "summary.jsonl and SUMMARY.md), then rerun the same command to continue"
+                    )
             if self.settings.test:
                 test = self._test_split()
         except BudgetExceeded as exc:
@@ -278,12 +296,15 @@ class Optimizer:
             raise failure
         candidates = self.store.candidates()
         done = self.store.completed_iterations()
+        best = frontier.best(candidates)
+        judged = self.store.split_result(best.id, "holdout") if best is not None else None
         return Outcome(
             iterations_done=max((i for i in done if i > 0), default=0),
             stopped=stopped,
-            best=frontier.best(candidates),
+            best=best,
             frontier=frontier.pareto_front(candidates),
             test=test,
+            holdout={best.id: judged} if best is not None and judged is not None else {},
             capped=capped,
         )
 
@@ -291,7 +312,9 @@ class Optimizer:
         if self.stop.requested:
             raise _Stopped
 
-    def _iteration(self, iteration: int) -> None:
+    def _iteration(self, iteration: int) -> bool:
+        """Propose (or reopen the journaled plan), check and commit, evaluate in stages, judge, log; False when
+        the proposer failed (nothing was committed; the iteration is asked again)."""
         started = time.monotonic()
         self.events.iteration_started(iteration, self.settings.iterations)
         plan = self.store.plan(iteration)
@@ -299,8 +322,8 @@ class Optimizer:
             try:
                 plan = self._plan(iteration)
             except _ProposerError as failed:
-                self._proposer_failed(iteration, failed.error, started)
-                return
+                self._proposer_failed(iteration, failed.error)
+                return False
             crash_point("iteration:proposed")
             self.store.save_plan(iteration, plan)
             crash_point("iteration:planned")
@@ -308,10 +331,11 @@ class Optimizer:
             self._check_stop()
             if not self.store.has(entry["id"]):
                 self._realise(entry, iteration)
+        record = self._evaluate(iteration, [e["id"] for e in plan if e.get("evaluate", True)])
+        self._judge()
         candidates = self.store.candidates()
         mine = [r for r in candidates if r.iteration == iteration]
         best = frontier.best(candidates)
-        spent = self.spent()
         self.store.log(
             {
                 "type": "iteration",
@@ -322,64 +346,185 @@ class Optimizer:
                 "failed": sum(r.failed for r in mine),
                 "best": best.id if best else None,
                 "best_score": best.score if best else None,
+                "holdout": self._holdout_of(best),
                 "frontier": [r.id for r in frontier.pareto_front(candidates)],
-                "spent": spent,
-                "cost": {"predicted": predicted_cost(mine), "realised": self._realised(spent)},
+                "spent": self.spent(),
+                **record,
                 "seconds": round(time.monotonic() - started, 3),
             }
         )
         crash_point("iteration:logged")
         self.store.drop_plan(iteration)
         self._write_summary()
+        return True
 
-    def _realised(self, spent: dict[str, float]) -> dict[str, float]:
-        """What this iteration cost: the run's spend now minus the spend the previous iteration line recorded."""
-        lines = self.store.log_records("iteration")
-        before: dict[str, Any] = lines[-1].get("spent", {}) if lines else {}
-        return {k: round(float(v) - float(before.get(k, 0.0)), 6) for k, v in spent.items()}
+    # -- staged evaluation -----------------------------------------------------------------------------------
 
-    def _proposer_failed(self, iteration: int, error: BaseException, started: float) -> None:
-        """Log the iteration as failed by the proposer; raise :class:`ProposerFailed` after too many in a row."""
+    def _spent(self, iteration: int) -> tuple[Spend, Spend]:
+        """(what the run spent, what this iteration's evaluations spent): validation example-evaluations from the
+        candidates' recorded stages; tokens and dollars of the run from the ledger, of the iteration from its
+        stages."""
+        run = Spend()
+        this = Spend()
+        for candidate in self.store.candidates():
+            for increment in candidate.evaluation.increments if candidate.evaluation else []:
+                run = run + Spend(increment.spend.evals)
+                if increment.iteration == iteration:
+                    this = this + increment.spend
+        money = self.spent()
+        return Spend(run.evals, float(money.get("tokens", 0)), float(money.get("usd", 0.0))), this
+
+    def _budget(self, iteration: int) -> Budget:
+        """What this iteration's evaluations may still spend (the seeds: only the run's limits bind)."""
+        run, this = self._spent(iteration)
+        budget = self.settings.budget
+        if iteration == 0:
+            return budget.per_run.left(run)
+        per_iteration = budget.per_iteration
+        if per_iteration.evals == math.inf:
+            per_iteration = dataclasses.replace(
+                per_iteration, evals=float(self.settings.evals_per_iter * self.order.share)
+            )
+        return SearchBudget(per_iteration, budget.per_run).for_iteration(run, this)
+
+    def standing(self, iteration: int, proposals: list[str]) -> Standing:
+        """What the policy decides from now (see :mod:`metaharness.staging`)."""
+        return Standing(
+            self.store.candidates(),
+            self.order,
+            self._budget(iteration),
+            iteration,
+            proposals,
+            self.settings.first_stage,
+        )
+
+    def _evaluate(self, iteration: int, proposals: list[str]) -> dict[str, Any]:
+        """The iteration's rounds of staged evaluation (iteration 0: every seed to its whole share); returns what
+        the iteration's line records about them."""
+        policy: Policy = "all" if iteration == 0 else self.settings.policy
+        rounds: list[dict[str, Any]] = []
+        first: Standing | None = None
+        predicted = Spend()
+        before: dict[str, int] = {}
+        while True:
+            standing = self.standing(iteration, proposals)
+            first = first or standing
+            decision = decide(standing, policy, solver=self.settings.solver)
+            if not decision.steps:
+                break
+            self._check_stop()
+            rounds.append(decision.to_json())
+            progressed = False
+            for cid in sorted(decision.steps):
+                self._check_stop()
+                candidate = standing.by_id[cid]
+                before.setdefault(cid, candidate.evaluation.examples if candidate.evaluation else 0)
+                cost = (
+                    standing.cost_to(cid, decision.steps[cid])
+                    if decision.steps[cid] in [o.target for o in standing.arm(cid).options]
+                    else Spend()
+                )
+                if self._score(candidate, decision.steps[cid], iteration, decision.ids.get(cid)):
+                    predicted, progressed = predicted + cost, True
+            if not progressed:
+                self.events.note(f"iteration {iteration}: the {policy} policy chose nothing that could be scored")
+                break
+        _, realised = self._spent(iteration)
+        after = {c.id: c.evaluation.examples for c in self.store.candidates() if c.id in before and c.evaluation}
+        assert first is not None
+        return {
+            "policy": policy,
+            "considered": [a.id for a in first.arms],
+            "allotted": {cid: [before[cid], after.get(cid, before[cid])] for cid in sorted(before)},
+            "cost": {"predicted": predicted.to_json(), "realised": realised.to_json()},
+            "budget": first.budget.to_json(),
+            "reference": first.reference.id if first.reference else None,
+            "calibration": first.calibration.to_json(),
+            "alternatives": alternatives(first) if iteration > 0 and first.arms else {},
+            "rounds": rounds,
+        }
+
+    def _score(self, candidate: Candidate, target: int, iteration: int, ids: list[str] | None) -> bool:
+        """Score ``candidate`` on more validation examples (``ids``, else the next ones of the order up to
+        ``target``) and record its evaluation; False when there was nothing to score."""
+        scored = candidate.evaluation.example_ids if candidate.evaluation else []
+        ids = ids or self.order.next_ids(scored, target - len(scored))
+        if not ids:
+            return False
+        self.events.candidate_started(candidate.id, f"val +{len(ids)}", candidate.summary)
+        harness = self.store.work_file(candidate.id, candidate.source)
+        trace = self.store.trace_path(candidate.id, "val")
+        part = trace.with_name(f"{candidate.id}.val.part.jsonl")
+        try:
+            more = self.evaluator.evaluate(harness, "val", trace_path=part, progress=self._progress, examples=ids)
+        except CandidateFailed as exc:
+            self._record_failure(candidate, str(exc))
+            return True
+        crash_point("candidate:evaluated")
+        more.share = self.order.share
+        more.increments = [Increment(iteration, len(more.example_ids), more.spend())]
+        evaluation = candidate.evaluation.merge(more) if candidate.evaluation else more
+        merge_trace(trace, part, keep=scored)
+        updated = dataclasses.replace(
+            candidate, status=EVALUATED, evaluation=evaluation, trace=self.store.relative(trace)
+        )
+        self.events.candidate_finished(self.store.record_evaluation(updated))
+        return True
+
+    def _record_failure(self, candidate: Candidate, error: str) -> None:
+        """A candidate that passed its check but cannot run: recorded failed (its note says why)."""
+        failed = dataclasses.replace(candidate, status=FAILED, error=error, evaluation=None)
+        self.store.record_failure(failed)
+        self.events.candidate_finished(failed)
+
+    def _judge(self) -> None:
+        """Score the best candidate on the held-out validation examples, once per candidate (when there are any)."""
+        best = frontier.best(self.store.candidates())
+        if not self.order.holdout or best is None or self.store.split_result(best.id, "holdout") is not None:
+            return
+        self._check_stop()
+        self.events.candidate_started(best.id, "holdout", best.summary)
+        harness = self.store.work_file(best.id, best.source)
+        evaluation = self.evaluator.evaluate(
+            harness,
+            "val",
+            trace_path=self.store.trace_path(best.id, "holdout"),
+            progress=self._progress,
+            examples=list(self.order.holdout),
+        )
+        evaluation = dataclasses.replace(evaluation, split="holdout")
+        self.store.save_split_result(best.id, "holdout", evaluation)
+
+    def _holdout_of(self, best: Candidate | None) -> float | None:
+        judged = self.store.split_result(best.id, "holdout") if best is not None else None
+        return judged.primary if judged is not None else None
+
+    # -- proposing -------------------------------------------------------------------------------------------
+
+    def _proposer_failed(self, iteration: int, error: BaseException) -> None:
+        """Log that the proposer failed in ``iteration`` (nothing was committed; it is asked again)."""
         message = f"{type(error).__name__}: {error}".strip()
         details = "".join(traceback.format_exception(error))
-        candidates = self.store.candidates()
-        best = frontier.best(candidates)
         self.store.log(
             {
-                "type": "iteration",
+                "type": "proposer_failure",
                 "iteration": iteration,
-                "candidates": [],
-                "evaluated": 0,
-                "failed": 0,
-                "best": best.id if best else None,
-                "best_score": best.score if best else None,
-                "frontier": [r.id for r in frontier.pareto_front(candidates)],
                 "proposer_error": message[:2000],
                 "proposer_traceback": details[-8000:],
                 "spent": self.spent(),
-                "seconds": round(time.monotonic() - started, 3),
             }
         )
         self.events.note(f"iteration {iteration}: the proposer {self.proposer.name} failed: {message[:300]}")
         self._write_summary()
-        failed = self._failed_in_a_row(iteration)
-        limit = max(1, self.settings.max_proposer_failures)
-        if len(failed) >= limit:
-            raise ProposerFailed(
-                f"the proposer {self.proposer.name} failed in {len(failed)} iterations in a row "
-                f"({', '.join(map(str, failed))}); last error: {message[:500]}. Fix the cause (the errors are in "
-                "summary.jsonl and SUMMARY.md), then rerun the same command to continue"
-            )
 
-    def _failed_in_a_row(self, iteration: int) -> list[int]:
-        """The iterations up to ``iteration`` whose proposer failed, counting back to the last one that did not."""
-        lines = {int(r["iteration"]): r for r in self.store.log_records("iteration")}
-        failed: list[int] = []
-        for it in range(iteration, 0, -1):
-            if it not in lines or not lines[it].get("proposer_error"):
-                break
-            failed.insert(0, it)
-        return failed
+    def _last_proposer_error(self) -> str:
+        lines = self.store.log_records("proposer_failure")
+        return str(lines[-1].get("proposer_error", "")) if lines else ""
+
+    def proposals_wanted(self) -> int:
+        if self.settings.proposals is not None:
+            return self.settings.proposals
+        return self.settings.evals_per_iter if self.settings.policy == "best-of-n" else DEFAULT_PROPOSALS
 
     def _plan(self, iteration: int) -> list[dict[str, Any]]:
         """The candidates of an iteration, with fresh ids: the seeds first, then what the proposer returns."""
@@ -422,26 +567,31 @@ class Optimizer:
             task=self.settings.task,
             iteration=iteration,
             candidates=self.store.candidates(),
-            proposals=self.settings.evals_per_iter,
-            budget=iteration_budget(self.budget(), self.settings.iteration_budget),
+            proposals=self.proposals_wanted(),
+            budget=self._money_left(),
             run_dir=self.store.path,
             graph=self.store.program_graph(),
         )
 
+    def _money_left(self) -> Budget:
+        """The run's tokens and dollars left (what a proposer may still spend of its own)."""
+        left = self.budget()
+        return Budget(tokens=left.get("tokens", math.inf), usd=left.get("usd", math.inf))
+
     def _realise(self, entry: dict[str, Any], iteration: int) -> None:
-        """Check, evaluate and commit one planned candidate (an intermediate of a chain: check and commit)."""
+        """Check and commit one planned candidate: implemented (to be scored by the staged evaluation), or failed."""
         candidate = Candidate(
             id=entry["id"],
             parent=entry["parent"],
             iteration=iteration,
             source=entry["source"],
+            status=IMPLEMENTED,
             summary=entry.get("summary", ""),
             hypothesis=entry.get("hypothesis", ""),
             prediction=entry.get("prediction"),
+            trace=self.store.relative(self.store.trace_path(entry["id"], "val")),
         )
-        self.events.candidate_started(
-            candidate.id, "val" if entry.get("evaluate", True) else "check", candidate.summary
-        )
+        self.events.candidate_started(candidate.id, "check", candidate.summary)
         if candidate.parent is not None and not self.store.has(candidate.parent):
             unknown, candidate.parent = candidate.parent, None  # committed on the root so the proposer sees the mistake
             self._fail(candidate, f"parent '{unknown}' is not a candidate of this run (known: {self._known_ids()})")
@@ -451,24 +601,6 @@ class Optimizer:
         if error:
             self._fail(candidate, error)
             return
-        if not entry.get("evaluate", True):
-            candidate.status = IMPLEMENTED
-            self._commit(candidate)
-            return
-        trace = self.store.trace_path(candidate.id, "val")
-        try:
-            candidate.evaluation = self.evaluator.evaluate(harness, "val", trace_path=trace, progress=self._progress)
-        except CandidateFailed as exc:
-            self._fail(candidate, str(exc))
-            return
-        except (MetaharnessError, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # an evaluator bug must not stop the search: candidate it with the candidate
-            self._fail(candidate, "evaluation crashed: " + "".join(traceback.format_exception_only(exc)).strip())
-            return
-        crash_point("candidate:evaluated")
-        candidate.status = EVALUATED
-        candidate.trace = self.store.relative(trace)
         self._commit(candidate)
 
     def _commit(self, candidate: Candidate) -> None:
@@ -485,6 +617,7 @@ class Optimizer:
     def _fail(self, candidate: Candidate, error: str) -> None:
         candidate.status = FAILED
         candidate.error = error
+        candidate.trace = None
         self._commit(candidate)
 
     def _test_split(self) -> dict[str, Evaluation]:
@@ -516,6 +649,23 @@ class Optimizer:
     def _write_summary(self) -> None:
         if self.write_summary is not None:
             self.write_summary()
+
+
+def merge_trace(trace: Path, part: Path, *, keep: list[str]) -> None:
+    """Append the records of ``part`` (a stage's) to ``trace``, keeping only the records of ``keep`` already there
+    (a stage cut short by a kill left others), atomically; then remove ``part``."""
+    kept = set(keep)
+    lines = []
+    if trace.exists():
+        for line in trace.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line).get("id") in kept:
+                    lines.append(line)
+            except json.JSONDecodeError:
+                continue  # a torn line: its example is scored again if needed
+    lines += [line for line in part.read_text(encoding="utf-8").splitlines() if line.strip()]
+    atomic_write_text(trace, "".join(line + "\n" for line in lines))
+    part.unlink(missing_ok=True)
 
 
 def _checked(proposal: object) -> Proposal:

@@ -7,8 +7,8 @@ the run directory (created, or reopened and repaired), then runs the :class:`~me
 ``SUMMARY.md`` current.
 
 >>> from metaharness.optimize import optimize, run_config
->>> config = run_config("symptom2disease", proposer="offline", val_limit=10)  # doctest: +SKIP
->>> outcome = optimize("runs/s2d", config, iterations=2)  # doctest: +SKIP
+>>> settings = run_config("symptom2disease", proposer="offline", val_limit=10)  # doctest: +SKIP
+>>> outcome = optimize("runs/s2d", settings, iterations=2)  # doctest: +SKIP
 >>> outcome.best.id, outcome.best.score  # doctest: +SKIP
 """
 
@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaharness import __version__
+from metaharness.budget import Budget
 from metaharness.errors import InputError
 from metaharness.loop import (
-    DEFAULT_MAX_PROPOSER_FAILURES,
     LoopEvents,
     LoopSettings,
     Optimizer,
@@ -36,9 +34,10 @@ from metaharness.models.ledger import Charge, Ledger
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC, require_llama_cpp
 from metaharness.models.prices import PriceTable
 from metaharness.models.spec import parse_spec
+from metaharness.settings import RunSettings
+from metaharness.staging import ExampleOrder
 from metaharness.store.run_dir import RunDirectory
 
-DEFAULT_EVALS_PER_ITER = 3
 # Hosted proposer models used when the matching key is set and no proposer model is named.
 HOSTED_PROPOSERS = (("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"), ("OPENAI_API_KEY", "openai:gpt-4.1"))
 MODEL_PROPOSERS = ("base", "tps")
@@ -70,27 +69,10 @@ def default_models(
     return task_model, proposer, proposer_model, notice
 
 
-def run_config(
-    dataset: str,
-    *,
-    task_model: str | None = None,
-    proposer: str | None = None,
-    proposer_model: str | None = None,
-    evals_per_iter: int = DEFAULT_EVALS_PER_ITER,
-    val_limit: int | None = None,
-) -> dict[str, Any]:
-    """The settings a run directory keeps for its whole life (``run.json`` in its root commit), defaults filled in."""
-    task_model, proposer, proposer_model, _ = default_models(task_model, proposer, proposer_model)
-    return {
-        "dataset": dataset,
-        "task_model": task_model,
-        "proposer": proposer,
-        "proposer_model": proposer_model,
-        "evals_per_iter": evals_per_iter,
-        "val_limit": val_limit,
-        "metaharness": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+def run_config(dataset: str, **given: Any) -> RunSettings:
+    """The settings of a new run of ``dataset``, defaults filled in (:class:`~metaharness.settings.RunSettings`;
+    keyword arguments name its fields, e.g. ``proposer="offline", val_limit=10, evaluation="greedy"``)."""
+    return RunSettings.resolve({"dataset": dataset, **given}, None)
 
 
 def seeds_of(dataset: str, names: list[str] | None = None) -> list[Seed]:
@@ -178,139 +160,107 @@ def run_ledger(
     return RunLedger(ledger, previous, max_cost, max_tokens)
 
 
-ITERATION_BUDGET_KEYS = ("evals", "tokens", "usd")
-
-
-def parse_iteration_budget(text: str) -> dict[str, float]:
-    """``evals=3,tokens=300000,usd=0.5`` as a dict (any subset of :data:`ITERATION_BUDGET_KEYS`), checked by
-    :func:`check_iteration_budget`; InputError with one line otherwise."""
-    budget: dict[str, float] = {}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        key, sep, value = part.partition("=")
-        key = key.strip()
-        try:
-            number = float(value)
-        except ValueError:
-            number = math.nan
-        if not sep or math.isnan(number):
-            raise InputError(
-                f"--iter-budget takes KEY=NUMBER entries separated by commas (e.g. evals=3,tokens=300000,usd=0.5), "
-                f"got {part!r}."
-            )
-        if key in budget:
-            raise InputError(f"--iter-budget names {key} twice.")
-        budget[key] = number
-    if not budget:
-        raise InputError("--iter-budget is empty: give entries such as evals=3,tokens=300000,usd=0.5.")
-    return check_iteration_budget(budget)
-
-
-def check_iteration_budget(budget: dict[str, float]) -> dict[str, float]:
-    """A per-iteration budget with known keys and finite values (``evals`` an integer >= 1, the others >= 0)."""
-    for key, value in budget.items():
-        if key not in ITERATION_BUDGET_KEYS:
-            raise InputError(f"Unknown iteration budget entry '{key}': use {', '.join(ITERATION_BUDGET_KEYS)}.")
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-            raise InputError(f"Iteration budget entry {key} must be a finite number >= 0, got {value!r}.")
-        if key == "evals" and (value < 1 or value != int(value)):
-            raise InputError(f"Iteration budget entry evals must be a whole number >= 1, got {value!r}.")
-    return {k: float(v) for k, v in budget.items()}
+def stored_settings(run_dir: str | Path) -> RunSettings | None:
+    """The settings a run directory holds (None when there is no run there yet)."""
+    path = Path(run_dir)
+    if not RunDirectory.exists(path):
+        return None
+    return RunSettings.from_json(RunDirectory.browse(path).settings())
 
 
 def optimize(
     run_dir: str | Path,
-    config: dict[str, Any],
+    settings: RunSettings | None = None,
     *,
     iterations: int,
     data_dir: str | Path | None = None,
-    max_cost: float | None = None,
-    max_tokens: int | None = None,
     workers: int | None = None,
     test: bool = True,
-    options: dict[str, Any] | None = None,
-    seed_names: list[str] | None = None,
     events: LoopEvents | None = None,
     stop: StopRequest | None = None,
-    max_proposer_failures: int = DEFAULT_MAX_PROPOSER_FAILURES,
-    iteration_budget: dict[str, float] | None = None,
+    raise_caps: bool = False,
+    max_cost: float | None = None,
+    max_tokens: int | None = None,
+    options: dict[str, Any] | None = None,
+    seed_names: list[str] | None = None,
+    max_proposer_failures: int | None = None,
 ) -> Outcome:
-    """Run (or continue) the search in ``run_dir`` with ``config`` (:func:`run_config`) up to ``iterations``.
+    """Run (or continue) the search in ``run_dir`` up to ``iterations``.
 
-    ``max_cost`` caps the dollars and ``max_tokens`` the tokens (input + output) of the whole run, earlier sessions
-    included (a reached cap stops cleanly); ``iteration_budget`` (``{"tokens": ..., "usd": ...}``) is what one
-    iteration's chosen candidates may cost, kept by the proposer's selection next to the caps left (the
-    evaluation count per iteration is ``config["evals_per_iter"]``); ``options`` go to the proposer
-    (:func:`metaharness.proposers.get_proposer`); ``seed_names`` restrict the seeds; ``events`` receives progress;
-    setting ``stop.requested`` stops at the next safe point. A proposer failure fails its iteration only; after
-    ``max_proposer_failures`` failed iterations in a row :class:`~metaharness.loop.ProposerFailed` is raised. Bad
-    settings raise :class:`~metaharness.errors.InputError`; another process running in ``run_dir`` too.
+    ``settings`` (:func:`run_config`) are the run's; for a run that exists they are checked against the stored ones
+    (:meth:`~metaharness.settings.RunSettings.resolve`: equal, or caps tightened; ``raise_caps`` lets a cap grow),
+    and ``None`` reuses them. ``max_cost``, ``max_tokens``, ``options`` (the proposer's), ``seed_names`` and
+    ``max_proposer_failures`` are shorthands for those settings. The caps hold over every session of the run (a
+    reached cap stops cleanly: ``Outcome.capped``); ``events`` receives progress; setting ``stop.requested`` stops at
+    the next safe point. After ``max_proposer_failures`` proposer failures in a row
+    :class:`~metaharness.loop.ProposerFailed` is raised. Bad settings raise :class:`~metaharness.errors.InputError`
+    before the run directory is touched; so does another process running in ``run_dir``.
     """
     from metaharness.evaluation.candidate_evaluator import TaskEvaluator
     from metaharness.models import connect
-    from metaharness.proposers import check_options, get_proposer
+    from metaharness.proposers import get_proposer
     from metaharness.report import write_summary_markdown
     from metaharness.tasks import get_task
 
-    if max_proposer_failures < 1:
-        raise InputError(f"max_proposer_failures must be at least 1, got {max_proposer_failures}.")
-    if max_cost is not None and max_cost < 0:
-        raise InputError(f"max_cost must be at least 0 USD, got {max_cost}.")
-    if max_tokens is not None and max_tokens < 0:
-        raise InputError(f"max_tokens must be at least 0, got {max_tokens}.")
-    options = check_options(config["proposer"], options or {})
-    iteration_budget = check_iteration_budget(iteration_budget or {})
-    evals = iteration_budget.pop("evals", config["evals_per_iter"])
-    if evals != config["evals_per_iter"]:
-        raise InputError(
-            f"The iteration budget says evals={evals:g} but the run evaluates {config['evals_per_iter']} candidates "
-            "per iteration: give one of them (the run's is config['evals_per_iter'], --evals-per-iter)."
-        )
-    for spec in (config["task_model"], config.get("proposer_model")):
+    given: dict[str, Any] = settings.to_json() if settings is not None else {}
+    given["run_budget"] = {**given.get("run_budget", {}), **_entries(usd=max_cost, tokens=max_tokens)}
+    given.update(_entries(proposer_options=options, max_proposer_failures=max_proposer_failures))
+    if seed_names is not None:
+        given["seed_names"] = tuple(seed_names)
+    stored = stored_settings(run_dir)
+    if stored is None and settings is None:
+        raise InputError(f"No run at {run_dir} to continue: pass the settings of a new run (run_config(dataset)).")
+    resolved = RunSettings.resolve(given, stored, raise_caps=raise_caps)
+    for spec in (resolved.task_model, resolved.proposer_model):
         if spec and parse_spec(spec).provider == "local":
             require_llama_cpp(spec)  # before the run directory is touched
     run_dir = Path(run_dir)
-    task = get_task(config["dataset"], data_dir=data_dir)
-    seeds = seeds_of(config["dataset"], seed_names)
-    run = RunDirectory.open(run_dir, config)
+    task = get_task(resolved.dataset, data_dir=data_dir)
+    seeds = seeds_of(resolved.dataset, list(resolved.seed_names) if resolved.seed_names else None)
+    val = [example.id for example in task.load("val")][: resolved.val_limit]
+    ExampleOrder.of(val, seed=resolved.seed, holdout=resolved.holdout)  # enough examples left to search
+    run = RunDirectory.open(run_dir, resolved.to_json())
     try:
-        costs = run_ledger(run, max_cost=max_cost, max_tokens=max_tokens)
+        run.save_settings(resolved.to_json())
+        costs = run_ledger(run, max_cost=_finite(resolved.run_budget.usd), max_tokens=_tokens(resolved.run_budget))
         ledger = costs.ledger
-        task_client = connect(config["task_model"], ledger=ledger)
-        proposer_client = connect(config["proposer_model"], ledger=ledger) if config.get("proposer_model") else None
-        evaluator = TaskEvaluator(task, task_client, val_limit=config["val_limit"], workers=workers)
+        task_client = connect(resolved.task_model, ledger=ledger)
+        proposer_client = connect(resolved.proposer_model, ledger=ledger) if resolved.proposer_model else None
+        evaluator = TaskEvaluator(task, task_client, val_limit=resolved.val_limit, workers=workers)
         proposer = get_proposer(
-            config["proposer"],
-            **{"workers": workers, **(options or {})},
+            resolved.proposer,
+            **{"workers": workers, "seed": resolved.seed, **dict(resolved.proposer_options)},
             task=task,
             task_model=task_client,
             model=proposer_client,
             run_dir=run_dir,
             data_dir=data_dir,
         )
-
         run.log(
             {
                 "type": "start",
-                "config": config,
+                "settings": resolved.to_json(),
                 "iterations": iterations,
-                "max_cost": max_cost,
-                "max_tokens": max_tokens,
-                "iteration_budget": iteration_budget,
-                "proposer_options": options or {},
                 "spent_before": costs.previous,
             }
         )
-        settings = LoopSettings(
-            config["dataset"],
+        loop_settings = LoopSettings(
+            resolved.dataset,
             iterations,
-            config["evals_per_iter"],
+            resolved.evals_per_iter,
             test=test,
-            max_proposer_failures=max_proposer_failures,
-            iteration_budget=iteration_budget,
+            max_proposer_failures=resolved.max_proposer_failures,
+            budget=resolved.budget,
+            policy=resolved.evaluation,
+            proposals=resolved.proposals_per_iteration(),
+            solver=resolved.solver,
+            seed=resolved.seed,
+            holdout=resolved.holdout,
+            first_stage=resolved.first_stage,
         )
         optimizer = Optimizer(
             run,
-            settings,
+            loop_settings,
             proposer,
             evaluator,
             seeds,
@@ -323,3 +273,16 @@ def optimize(
         return optimizer.run()
     finally:
         run.close()
+
+
+def _entries(**values: Any) -> dict[str, Any]:
+    """The keyword arguments that were given (not None)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _tokens(budget: Budget) -> int | None:
+    return int(budget.tokens) if math.isfinite(budget.tokens) else None

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from metaharness.budget import Budget
 from metaharness.candidate import Candidate
 from metaharness.planner.graph import PlanGraph
 
@@ -45,15 +46,21 @@ class RunState:
     iteration: int
     candidates: list[Candidate]
     proposals: int
-    # Remaining caps for the iteration when set: {"tokens": ..., "usd": ...}.
-    budget: dict[str, float] = field(default_factory=dict)
+    # What the run may still spend, tokens and dollars of every model (a proposer's own spend included); math.inf
+    # where nothing is capped. The evaluation budget is the loop's (metaharness.staging), not the proposer's.
+    budget: Budget = field(default_factory=Budget)
     run_dir: Path | None = None
     # The run's lasting program graph, synced with ``candidates`` (see the module docstring); the loop always sets
     # it, ``None`` only in a state built by hand (build one with metaharness.store.program_graph.sync).
     graph: PlanGraph | None = None
 
     def evaluated(self) -> list[Candidate]:
-        return [c for c in self.candidates if c.evaluated]
+        """The supported candidates: scored on every example of the search's share."""
+        return [c for c in self.candidates if c.supported]
+
+    def partial(self) -> list[Candidate]:
+        """The candidates scored on part of the search's share so far."""
+        return [c for c in self.candidates if c.partial]
 
     def failed(self) -> list[Candidate]:
         return [c for c in self.candidates if c.failed]

@@ -345,7 +345,7 @@ class CodingProposer:
         """A coding-agent CLI session writes the candidates (the module docstring); a second session fixes the
         submissions whose import check failed. Raises when the CLI failed and nothing was written."""
         folder = workspace.root.parent
-        budget = state.budget.get("usd")
+        budget = state.budget.usd if math.isfinite(state.budget.usd) else None
         run = engine.run_agent(
             workspace.root, ENGINE_SYSTEM.format(k=k), brief, folder=folder, budget_usd=budget, turns=self.max_steps
         )

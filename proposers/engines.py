@@ -14,7 +14,7 @@ stdin.
 - Claude Code: ``claude -p --output-format stream-json --verbose --permission-mode acceptEdits --allowedTools
   "Read Write Edit Glob Grep LS Bash" --disallowedTools "WebFetch WebSearch" --append-system-prompt SYSTEM
   --max-turns N [--max-budget-usd USD] [--model MODEL]``. Its budget flag ``--max-budget-usd`` gets what the run
-  may still spend this iteration (``RunState.budget["usd"]``) when a dollar cap is set. Its cost is the result
+  may still spend this iteration (``RunState.budget.usd``) when a dollar cap is set. Its cost is the result
   event's ``total_cost_usd``.
 - Codex: ``codex exec --json --skip-git-repo-check --sandbox workspace-write --ephemeral -C WORKSPACE [-m MODEL]
   -`` (its own sandbox for the commands it runs, inside ours), the instructions before the task on stdin. It has

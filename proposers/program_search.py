@@ -36,11 +36,9 @@ UNBOUNDED = 1e18  # a budget entry the run does not cap (the plan graph format w
 
 
 def iteration_budget(state: RunState) -> dict[str, float]:
-    """The selection budget in the program graph's limits: ``proposals`` evaluations plus any task-model token or
-    dollar cap the loop passes (absent entries are unbounded)."""
-    budget = {"evals": float(state.proposals), "tokens": UNBOUNDED, "usd": UNBOUNDED}
-    budget.update({k: float(v) for k, v in state.budget.items() if k in LIMITS and k != "evals"})
-    return budget
+    """The selection budget in the program graph's limits: ``state.proposals`` programs to implement (how many
+    validation examples each then gets is the loop's staged evaluation); tokens and dollars unbounded."""
+    return {"evals": float(state.proposals), "tokens": UNBOUNDED, "usd": UNBOUNDED}
 
 
 def run_graph(state: RunState) -> PlanGraph:

@@ -27,7 +27,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -296,9 +296,12 @@ def program(score: float, extra: str = "") -> str:
 
 
 class FakeEvaluator:
-    """Scores a program by its ``# score=`` comment over 4 examples. A program holding ``broken`` fails the import
-    check, one holding ``crash`` cannot start (:class:`CandidateFailed`); the test split is available only when
-    ``test_available``. ``evaluated`` lists (candidate folder name, split) in order."""
+    """Scores a program by its ``# score=`` comment on each of 4 examples (every example scores it). A program
+    holding ``broken`` fails the import check, one holding ``crash`` cannot start (:class:`CandidateFailed`); the test
+    split is available only when ``test_available``. ``evaluated`` lists (candidate folder name, split) in order, one
+    entry per call (a staged evaluation calls once per stage)."""
+
+    EXAMPLES = ["1", "2", "3", "4"]
 
     def __init__(self) -> None:
         self.evaluated: list[tuple[str, str]] = []
@@ -307,20 +310,37 @@ class FakeEvaluator:
     def check(self, harness: Path) -> str | None:
         return "SyntaxError: broken on purpose" if "broken" in harness.read_text() else None
 
-    def evaluate(self, harness: Path, split: str, *, trace_path: Path, progress: Progress | None = None) -> Evaluation:
+    def examples(self, split: str) -> list[str]:
+        return list(self.EXAMPLES)
+
+    def evaluate(
+        self,
+        harness: Path,
+        split: str,
+        *,
+        trace_path: Path,
+        progress: Progress | None = None,
+        examples: Sequence[str] | None = None,
+    ) -> Evaluation:
         text = Path(harness).read_text()
         if "crash" in text:
             raise CandidateFailed("the harness could not start")
         found = re.search(r"score=([0-9.]+)", text)
         assert found is not None, "FakeEvaluator scores programs written by program()"
         score = float(found.group(1))
-        Path(trace_path).write_text('{"id": "1"}\n')
+        ids = list(examples) if examples is not None else self.examples(split)
+        Path(trace_path).write_text("".join(f'{{"id": "{i}"}}\n' for i in ids))
         self.evaluated.append((Path(harness).parent.name, split))
         if progress:
-            for done in range(1, 5):
-                progress(done, 4)
+            for done in range(1, len(ids) + 1):
+                progress(done, len(ids))
         return Evaluation(
-            split, {"primary": score, "accuracy": score}, {"context_tokens": 100 * score, "input_tokens": 10}, 4
+            split,
+            {"primary": score, "accuracy": score},
+            {"context_tokens": 100 * score, "input_tokens": 10 * len(ids) / 4, "charged_examples": float(len(ids))},
+            len(ids),
+            example_ids=ids,
+            example_scores=[score] * len(ids),
         )
 
     def split_unavailable(self, split: str) -> str | None:

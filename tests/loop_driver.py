@@ -67,13 +67,15 @@ class PricedEvaluator(FakeEvaluator):
         super().__init__()
         self.task_model = task_model
 
-    def evaluate(self, harness: Path, split: str, *, trace_path: Path, progress: Any = None) -> Evaluation:
+    def evaluate(
+        self, harness: Path, split: str, *, trace_path: Path, progress: Any = None, examples: Any = None
+    ) -> Evaluation:
         def example_done(done: int, total: int) -> None:
-            ask(self.task_model, "task", f"{split} example {done}")
+            ask(self.task_model, "task", f"{split} {harness.parent.name} example {done}")
             if progress:
                 progress(done, total)
 
-        return super().evaluate(harness, split, trace_path=trace_path, progress=example_done)
+        return super().evaluate(harness, split, trace_path=trace_path, progress=example_done, examples=examples)
 
 
 class PricedProposer(ScriptedProposer):

@@ -89,10 +89,11 @@ def test_optimize_refuses_what_it_cannot_run_in_one_line(tmp_path, options, mess
         ),
         ({"proposer_option": ["task=uspto"]}, "Unknown proposer option 'task'; known: seed, workers"),
         ({"iter_budget": "tokens=lots"}, "--iter-budget takes KEY=NUMBER entries separated by commas"),
-        ({"iter_budget": "steps=3"}, "Unknown iteration budget entry 'steps': use evals, tokens, usd."),
-        ({"iter_budget": "usd=-1"}, "Iteration budget entry usd must be a finite number >= 0, got -1.0."),
-        ({"iter_budget": "evals=2.5"}, "Iteration budget entry evals must be a whole number >= 1, got 2.5."),
-        ({"iter_budget": "evals=2", "evals_per_iter": 3}, "--iter-budget evals=... and --evals-per-iter disagree"),
+        ({"iter_budget": "steps=3"}, "--iter-budget: Unknown budget entry steps: use evals, tokens, usd."),
+        ({"iter_budget": "usd=-1"}, "--iter-budget: Budget entry usd must be a number >= 0, got -1.0."),
+        ({"iter_budget": "evals=0"}, "The per-iteration budget's evals must be at least 1 example-evaluation."),
+        ({"budget": "usd=2", "max_cost": 3}, "--budget usd= and --max-cost disagree: give one of them."),
+        ({"evaluation": "magic"}, "Unknown --evaluation 'magic'; use one of planner, greedy, best-of-n, halving"),
         ({"proposer_option": ["max_steps=3"]}, "Proposer option 'max_steps' does not apply to the offline proposer"),
         ({"proposer_option": ["probe_size=0"]}, "Proposer option probe_size must be an integer >= 1, got 0."),
         ({"proposer_option": ["plans=many"]}, "Proposer option plans must be an integer >= 1, got 'many'."),
@@ -119,8 +120,9 @@ def test_optimize_refuses_what_it_cannot_run_in_one_line(tmp_path, options, mess
         "a word for an iteration budget",
         "an unknown iteration budget entry",
         "a negative iteration budget",
-        "a fraction of an evaluation",
-        "two evaluation counts",
+        "no evaluation in an iteration",
+        "two dollar caps",
+        "an unknown evaluation policy",
         "an option of another proposer",
         "a zero probe",
         "a word for a number",
@@ -136,6 +138,14 @@ def test_optimize_refuses_what_it_cannot_run_in_one_line(tmp_path, options, mess
 def test_optimize_validates_every_setting_in_one_line_before_starting(tmp_path, options, message):
     out = run_metaharness("optimize", cwd=tmp_path, dataset="symptom2disease", iters=1, **options)
     assert_fails_cleanly(out, message)
+    assert list(tmp_path.iterdir()) == []  # no run directory was started
+
+
+def test_optimize_refuses_a_holdout_larger_than_the_split_before_starting(tmp_path, shared_data_dir):
+    out = run_metaharness(
+        "optimize", cwd=tmp_path, dataset="symptom2disease", iters=1, holdout=500, data_dir=shared_data_dir
+    )
+    assert_fails_cleanly(out, "--holdout 500 leaves no validation example to search")
     assert list(tmp_path.iterdir()) == []  # no run directory was started
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from metaharness.budget import Budget
 from metaharness.candidate import Candidate, Evaluation
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.ledger import Ledger
@@ -149,7 +150,7 @@ def test_a_session_writes_candidates_in_the_sandbox_and_is_recorded_and_charged(
 def test_the_dollar_cap_left_is_the_sessions_budget_flag(standins, monkeypatch, tmp_path):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "standin:ok")
     state, task = example_state()
-    state.budget = {"usd": 0.75}
+    state.budget = Budget(usd=0.75)
     proposer = get_proposer("base", task=task, model="claude-code:sonnet", run_dir=tmp_path)
     proposer.propose(state)
     (session,) = [

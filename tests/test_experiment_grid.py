@@ -73,20 +73,16 @@ def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_c
     assert len(searches) == 8
     run_dir, config, kw = searches[5]  # uspto/offline/seed1
     assert run_dir == tmp_path / "exp/uspto/offline/seed1"
-    assert (config["dataset"], config["proposer"], config["val_limit"], config["evals_per_iter"]) == (
+    assert (config.dataset, config.proposer, config.val_limit, config.evals_per_iter, config.seed) == (
         "uspto",
         "offline",
         3,
         3,
+        1,
     )
-    assert config["proposer_model"] is None and config["task_model"] == SPEC["task_model"]
-    assert kw == {
-        "iterations": 2,
-        "test": False,
-        "max_cost": 0.5,
-        "options": {"probe_size": 2, "seed": 1},
-        "data_dir": tmp_path / "data",
-    }
+    assert config.proposer_model is None and config.task_model == SPEC["task_model"]
+    assert dict(config.proposer_options) == {"probe_size": 2}
+    assert kw == {"iterations": 2, "test": False, "max_cost": 0.5, "data_dir": tmp_path / "data"}
 
 
 KILLED = """

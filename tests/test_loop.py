@@ -58,24 +58,32 @@ def test_seeds_then_iterations_commit_every_candidate(tmp_path):
     assert not list(run.journal.folder.iterdir())
 
 
-def test_an_iteration_budget_reaches_the_proposer_and_iterations_record_predicted_and_realised_cost(tmp_path):
-    from metaharness.loop import iteration_budget
+def test_staged_evaluation_allots_examples_within_the_budget_and_the_line_records_it(tmp_path):
+    """The planner policy scores candidates in stages within the iteration's example-evaluations; the iteration's
+    line records what was considered, allotted, predicted and spent, and what the baselines would have done."""
+    from metaharness.budget import Budget, SearchBudget
 
-    assert iteration_budget({"usd": 2.0}, {"usd": 0.5, "tokens": 1000}) == {"usd": 0.5, "tokens": 1000.0}
-    assert iteration_budget({"usd": 0.1}, {"usd": 0.5}) == {"usd": 0.1}  # the run's caps left still hold
-    prediction = {"score": 0.5, "cost": {"tokens": 1200.0, "usd": 0.01}}
-    proposer = ScriptedProposer({1: [Proposal(parent="c001", source=program(0.4), summary="x", prediction=prediction)]})
+    proposals = [
+        Proposal("c001", program(score), f"p{score}", prediction={"score": score, "std": 0.1})
+        for score in (0.25, 0.5, 0.15, 0.35)
+    ]
+    proposer = ScriptedProposer({1: proposals[1:]})
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    settings = LoopSettings(task="toy", iterations=1, evals_per_iter=2, iteration_budget={"tokens": 5000.0})
-    calls = iter(range(1, 100))
-    spent = lambda: {"usd": 0.0, "tokens": 1000 * next(calls)}  # noqa: E731  (grows by 1000 per reading)
-    opt = Optimizer(run, settings, proposer, FakeEvaluator(), [Seed("zero", program(0.2))], spent=spent)
-    opt.run()
+    budget = SearchBudget(per_iteration=Budget(evals=10))
+    settings = LoopSettings(task="toy", iterations=1, budget=budget, policy="planner", proposals=6, first_stage=1)
+    opt = Optimizer(run, settings, proposer, FakeEvaluator(), [Seed("zero", program(0.2))])
+    outcome = opt.run()
     run.close()
-    assert proposer.states[0].budget == {"tokens": 5000.0}
     line = {r["iteration"]: r for r in run.log_records("iteration")}[1]
-    assert line["cost"]["predicted"] == {"tokens": 1200.0, "usd": 0.01}
-    assert line["cost"]["realised"]["tokens"] > 0 and line["cost"]["realised"]["usd"] == 0
+    assert line["policy"] == "planner" and line["reference"] == "c001"
+    assert set(line["considered"]) == {"c002", "c003", "c004", "c005"}
+    assert line["cost"]["realised"]["evals"] <= 10  # the budget holds
+    assert line["cost"]["predicted"]["evals"] == line["cost"]["realised"]["evals"]  # the fake charges every example
+    assert set(line["alternatives"]) == {"greedy", "halving"}
+    spent = sum(after - before for before, after in line["allotted"].values())
+    assert spent == line["cost"]["realised"]["evals"]
+    assert outcome.best is not None and outcome.best.supported
+    assert proposer.states[0].proposals == 6
 
 
 def test_rerun_continues_at_next_iteration_without_reevaluating(tmp_path):
@@ -168,18 +176,23 @@ def test_events_report_progress(tmp_path):
     run, opt = make(tmp_path, ScriptedProposer(), FakeEvaluator(), iterations=0, events=Recorder())
     opt.run()
     run.close()
-    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4), "c001", (1, 4), (2, 4), (3, 4), (4, 4), "c002"]
+    # both seeds are checked and committed, then each is scored on its 4 examples
+    assert seen == ["c001", "c002", (1, 4), (2, 4), (3, 4), (4, 4), "c001", (1, 4), (2, 4), (3, 4), (4, 4), "c002"]
 
 
 class FailingProposer(ScriptedProposer):
-    """ScriptedProposer that raises ``failures[iteration]`` (or returns it, when it is not an exception)."""
+    """ScriptedProposer that raises ``failures[iteration]`` (or returns it, when it is not an exception) the first
+    ``times`` times it is asked in that iteration."""
 
-    def __init__(self, failures):
+    def __init__(self, failures, times=1):
         super().__init__()
         self.failures = failures
+        self.times = times
+        self.asked: dict[int, int] = {}
 
     def propose(self, state):
-        if state.iteration in self.failures:
+        self.asked[state.iteration] = self.asked.get(state.iteration, 0) + 1
+        if state.iteration in self.failures and self.asked[state.iteration] <= self.times:
             self.states.append(state)
             failure = self.failures[state.iteration]
             if isinstance(failure, BaseException):
@@ -198,61 +211,62 @@ class FailingProposer(ScriptedProposer):
         ([Proposal(parent=None, source=None, summary="no source")], "TypeError: the proposer returned a Proposal"),
     ],
 )
-def test_a_proposer_failure_fails_its_iteration_and_the_next_one_tries_again(tmp_path, failure, shown):
+def test_a_proposer_failure_does_not_use_up_its_iteration_which_is_asked_again(tmp_path, failure, shown):
     proposer = FailingProposer({1: failure})
     run, opt = make(tmp_path, proposer, FakeEvaluator(), iterations=2)
     outcome = opt.run()
     run.close()
     assert outcome.stopped is None and outcome.iterations_done == 2
-    lines = {r["iteration"]: r for r in run.log_records("iteration")}
-    assert lines[1]["proposer_error"].startswith(shown) and lines[1]["candidates"] == []
-    assert "Traceback" in lines[1]["proposer_traceback"] and "proposer_error" not in lines[2]
-    assert [s.iteration for s in proposer.states] == [1, 2]  # asked again in iteration 2...
-    assert [(c.id, c.iteration) for c in run.candidates()][-1] == ("c003", 2)  # ...which made a candidate
+    (failed,) = run.log_records("proposer_failure")
+    assert failed["iteration"] == 1 and failed["proposer_error"].startswith(shown)
+    assert "Traceback" in failed["proposer_traceback"]
+    assert [r["iteration"] for r in run.log_records("iteration")] == [0, 1, 2]  # both iterations ran, after all
+    assert [s.iteration for s in proposer.states] == [1, 1, 2]  # iteration 1 was asked again
+    assert [c.iteration for c in run.candidates()] == [0, 0, 1, 2]
     assert not list(run.journal.folder.iterdir())
     summary = run.summary_md.read_text()
-    assert "(1 failed: the proposer raised)" in summary and f"- iteration 1: {shown}" in summary
+    assert "Proposer failures (each iteration was asked again)" in summary and shown.split(":")[0] in summary
     page = render_html(RunView.load(run))
     assert "Proposer failures" in page and shown.split(":")[0] in page
 
 
 def test_consecutive_proposer_failures_stop_the_run_with_an_error_and_a_rerun_continues(tmp_path):
     boom = RuntimeError("proposer model unreachable")
-    # Failures 1, 3 and 4 are not three in a row: the run goes on.
-    run, opt = make(tmp_path, FailingProposer({1: boom, 3: boom, 4: boom}), FakeEvaluator(), iterations=5)
-    assert opt.run().iterations_done == 5
+    # Two failures, then it works: under the limit of 3, the run goes on.
+    run, opt = make(tmp_path, FailingProposer({1: boom, 3: boom}, times=2), FakeEvaluator(), iterations=3)
+    assert opt.run().iterations_done == 3
     run.close()
-    assert run.log_records("stop") == []
+    assert run.log_records("stop") == [] and len(run.log_records("proposer_failure")) == 4
     tmp = tmp_path / "second"
-    run, opt = make(tmp, FailingProposer({i: boom for i in range(1, 9)}), FakeEvaluator(), iterations=8)
+    run, opt = make(tmp, FailingProposer({2: boom}, times=99), FakeEvaluator(), iterations=4)
     with pytest.raises(ProposerFailed) as raised:
         opt.run()
     run.close()
     assert isinstance(raised.value, MetaharnessError) and raised.value.exit_code == 4
     message = str(raised.value)
-    assert "failed in 3 iterations in a row (1, 2, 3)" in message and "proposer model unreachable" in message
-    assert run.completed_iterations() == {0, 1, 2, 3}  # stopped after the third: 4..8 never started
+    assert "failed 3 times in a row in iteration 2" in message and "proposer model unreachable" in message
+    assert run.completed_iterations() == {0, 1}  # iteration 2 was never used up
     assert run.log_records("stop")[-1]["reason"] == message
-    assert "stopped: the proposer scripted failed in 3 iterations" in run.summary_md.read_text()
-    # Fixed: the rerun asks the proposer again and continues where the run stopped.
-    run, opt = make(tmp, ScriptedProposer(), FakeEvaluator(), iterations=5)
+    assert "stopped: the proposer scripted failed 3 times" in run.summary_md.read_text()
+    # Fixed: the rerun asks the proposer again for iteration 2 and continues.
+    run, opt = make(tmp, ScriptedProposer(), FakeEvaluator(), iterations=4)
     outcome = opt.run()
     run.close()
-    assert outcome.stopped is None and outcome.iterations_done == 5
-    assert [c.iteration for c in run.candidates()] == [0, 0, 4, 5]
+    assert outcome.stopped is None and outcome.iterations_done == 4
+    assert [c.iteration for c in run.candidates()] == [0, 0, 1, 2, 3, 4]
 
 
 def test_the_failure_limit_is_a_setting_and_budget_exceeded_is_no_failure(tmp_path):
     boom = RuntimeError("boom")
     run, opt = make(tmp_path, FailingProposer({1: boom}), FakeEvaluator(), iterations=3, max_proposer_failures=1)
-    with pytest.raises(ProposerFailed, match=r"failed in 1 iterations in a row \(1\)"):
+    with pytest.raises(ProposerFailed, match=r"failed 1 times in a row in iteration 1"):
         opt.run()
     run.close()
     run, opt = make(tmp_path / "b", ScriptedProposer(budget_at=1), FakeEvaluator(), max_proposer_failures=1)
     outcome = opt.run()  # a reached cap stops cleanly, as before
     run.close()
     assert outcome.stopped.startswith("cost cap reached")
-    assert not any("proposer_error" in r for r in run.log_records("iteration"))
+    assert run.log_records("proposer_failure") == []
 
 
 class ChainProposer:
@@ -317,14 +331,14 @@ def test_a_chain_commits_its_intermediate_as_the_parent_and_predictions_last_acr
     assert _git(run.path, "rev-parse", "c004^").strip() == sha["c003"]
     assert _git(run.path, "rev-parse", "c003^").strip() == sha["c002"]
     assert _git(run.path, "log", "--graph", "--format=%s", "c004").splitlines() == [
-        "* c004 [0.600] step C",
-        "* c003 [implemented, not evaluated] step B",
-        "* c002 [0.300] seed: few",
+        "* c004 [implemented] step C",
+        "* c003 [implemented] step B",
+        "* c002 [implemented] seed: few",
         "* metaharness run: toy with task model fake",
     ]
     assert _git(run.path, "rev-parse", "c005^").strip() == sha["c003"]
     note = _git(run.path, "notes", "--ref=metaharness", "show", "c003")
-    assert "implemented, not evaluated" in note and "predicted val 0.3500 +- 0.0500, node B" in note
+    assert "implemented, not evaluated yet" in note and "predicted val 0.3500 +- 0.0500, node B" in note
     # best, frontier and the iteration line ignore the implemented candidate but list it
     assert run.store.best().id == "c004"
     line = {r["iteration"]: r for r in run.log_records("iteration")}[1]

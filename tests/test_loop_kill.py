@@ -35,12 +35,14 @@ POINTS = [
     "iteration:planned#2",  # proposals journaled, none evaluated
     "candidate:evaluated#3",  # evaluated, not yet journaled
     "commit:journaled#4",  # in the journal, not in git
-    "commit:objects-written#2",  # git objects written, refs not moved
+    "commit:objects-written#4",  # iteration 1's candidate: git objects written, refs not moved
     "commit:refs-updated#3",  # committed, its summary.jsonl line not yet written
-    "commit:logged#2",  # logged, its journal entry not yet removed
+    "commit:logged#4",  # logged, its journal entry not yet removed
+    "evaluation:journaled#3",  # a candidate's evaluation journaled, not yet in its git note
+    "evaluation:recorded#2",  # an evaluation in the note, its summary.jsonl line not yet written
     "iteration:logged#2",  # iteration 1 logged, its plan not yet removed
-    "graph:saved#3",  # iteration 1's predictions in the program graph, its plan not yet journaled
-    "graph:saved#4",  # the intermediate committed (implemented) and in the graph, its child not yet evaluated
+    "graph:saved#6",  # iteration 1's predictions in the program graph, its plan not yet journaled
+    "graph:saved#7",  # the intermediate committed (implemented) and in the graph, its child not yet committed
     "test:evaluated#2",  # a test-split evaluation done, not saved
     "test:saved#1",  # a test result saved, its line not yet written
 ]

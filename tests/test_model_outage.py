@@ -75,7 +75,8 @@ def test_an_outage_stops_the_run_with_a_stop_line_and_the_same_command_continues
         optimizer(run).run()
     run.close()
     assert raised.value.exit_code == 5
-    assert run.candidates() == []  # nothing committed, least of all as evaluated 0.000
+    [unscored] = run.candidates()  # committed when checked, but not scored, least of all as 0.000
+    assert unscored.implemented and unscored.evaluation is None
     assert "rerun the same command" in run.log_records("stop")[-1]["reason"]
 
     outage.heal()

@@ -70,7 +70,12 @@ HINT = "pip install 'metaharness[local]'"
 def _without_local(code: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
     return subprocess.run(
-        [sys.executable, "-c", WITHOUT_LOCAL + code, *args], capture_output=True, text=True, cwd=cwd, env=env
+        [sys.executable, "-c", WITHOUT_LOCAL + code, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -97,11 +102,13 @@ def test_without_the_local_extra_plan_solve_works_and_local_specs_fail_in_one_li
     solved = _without_local(cli, "plan", "solve", "graph.json", cwd=tmp_path)
     assert solved.returncode == 0, solved.stderr
     assert json.loads(solved.stdout)["path"] == ["e1"]
-    for args in (["plan", "serve", "--model", "local:smollm2-135m"], ["plan", "serve"]):  # the second: the default
-        refused = _without_local(cli, *args, cwd=tmp_path)
-        assert refused.returncode == 2, (args, refused.stderr)
-        lines = refused.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: local:") and HINT in lines[0], refused.stderr
+    refused = _without_local(cli, "plan", "serve", "--model", "local:smollm2-135m", cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: local:") and HINT in lines[0], refused.stderr
+    # Without --model the server needs no model at all (it answers `solve`): it starts, and ends at the end of stdin.
+    served = _without_local(cli, "plan", "serve", cwd=tmp_path)
+    assert served.returncode == 0 and "Traceback" not in served.stderr, served.stderr
     # The no-key default of optimize is the embedded model: refused before a run directory is made.
     refused = _without_local(cli, "optimize", "--dataset", "symptom2disease", "--run-dir", "run", cwd=tmp_path)
     assert refused.returncode == 2 and HINT in refused.stderr and not (tmp_path / "run").exists(), refused.stderr

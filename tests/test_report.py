@@ -67,9 +67,15 @@ def run(tmp_path):
     rd.commit(step)
     for it in (0, 1, 2):
         predicted = {"evals": 2.0, "tokens": 900.0 * it, "usd": 0.004 * it}
-        cost = {"predicted": predicted, "realised": {"tokens": 1000 * it, "usd": 0.005}}
+        cost = {"predicted": predicted, "realised": {"evals": it % 2 + 1, "tokens": 1000 * it, "usd": 0.005}}
         spent = {"usd": 0.01 * it, "tokens": 1000 * it}
-        rd.log({"type": "iteration", "iteration": it, "spent": spent, "cost": cost, "evaluated": it % 2 + 1})
+        staged = {
+            "policy": "planner",
+            "considered": ["c005", "c006"],
+            "allotted": {"c005": [0, 5]},
+            "alternatives": {"greedy": {"c005": 5, "c006": 5}, "halving": {"c005": 3, "c006": 3}},
+        }
+        rd.log({"type": "iteration", "iteration": it, "spent": spent, "cost": cost, **staged})
     rd.log({"type": "test_skipped", "reason": "no test split offline"})
     rd.save_test_result("c005", Evaluation("test", {"primary": 0.42}, {}, 20))
     yield rd
@@ -104,9 +110,7 @@ def test_the_page_draws_the_lasting_graph_and_compares_predictions_and_costs(run
     assert "<td>c005</td><td>2</td><td>0.600</td><td></td><td>0.500</td><td>-0.100</td>" in tables
     predictions = tables[: tables.index("Predicted vs. realised cost")]
     assert "mean absolute error 0.075 over 2 candidates" in predictions and "c006" not in predictions
-    assert (
-        "<td>2</td><td>2</td><td>1</td><td>1800</td><td>1050</td><td>2000</td><td>0.0080</td><td>0.0050</td>" in tables
-    )  # predicted vs realised
+    assert "<td>2</td><td>2</td><td>1</td><td>1800</td><td>2000</td><td>0.0080</td><td>0.0050</td>" in tables
     waiting = tables[tables.index("Predicted programs not yet chosen") :]
     assert "<td>n2</td><td>c006</td><td>0.700</td><td>goal</td><td>3000 tok $0.0300</td><td>1</td>" in waiting
     assert "<td>n1</td>" not in waiting  # realised by c006
@@ -117,9 +121,11 @@ def test_summary_markdown_lists_best_front_and_notes(run):
     assert "`c005` val 0.5000" in text and "test 0.4200" in text
     assert "| c004 | 1 | c002 | failed |" in text
     assert "git -C" in text and "test split not evaluated" in text
-    assert "| c006 | 2 | c005 | implemented |" in text and "1 failed, 1 implemented, not evaluated" in text
+    assert "| c006 | 2 | c005 | implemented |" in text and "1 failed, 1 implemented, not scored" in text
     assert "## Predicted vs. actual score (mean absolute error 0.075 over 2)" in text
-    assert "| 2 | 2 | 1 | 1800 | 1050 | 2000 | 0.0080 | 0.0050 |" in text
+    assert "| 2 | 2 | 1 | 1800 | 2000 | 0.0080 | 0.0050 |" in text
+    assert "## Staged evaluation: examples allotted per iteration" in text
+    assert "| 2 | planner | 2 | c005 0->5 | 2 evals, 1,800 tok, $0.0080 | 1 evals, 2,000 tok, $0.0050 |" in text
     assert "| n2 | c006 | 0.700 | goal | 3000 tok $0.0300 | 1 |  | n2 <step> |" in text
     assert write_summary_markdown(run).read_text() == text
 

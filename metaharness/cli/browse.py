@@ -41,9 +41,11 @@ def resolve_run(run: str | None) -> Path:
 
 
 def _score_text(candidate: Candidate) -> str:
-    if candidate.implemented:
-        return "implemented"
-    return "failed" if candidate.failed else f"{candidate.score:.4f}"
+    """``0.4000``; a partly scored candidate also says on how many of its share (``0.5000 (8/25)``)."""
+    if candidate.failed or candidate.implemented or candidate.evaluation is None:
+        return "failed" if candidate.failed else "implemented"
+    ev = candidate.evaluation
+    return f"{candidate.score:.4f}" + (f" ({ev.examples}/{ev.share})" if not ev.supported else "")
 
 
 def history(
@@ -101,8 +103,8 @@ def history(
     if not predicted and view.predicted_nodes():
         out.print(f"{len(view.predicted_nodes())} predicted programs not yet chosen (--predicted lists them)")
     out.print(
-        "* best; implemented: an intermediate step of a chosen chain, not evaluated. "
-        f"Plain git: git -C {path} log --graph --all --oneline --notes=metaharness"
+        "* best (chosen among candidates scored on every search example); implemented: checked, not scored yet; "
+        f"0.5000 (8/25): partly scored, on 8 of 25. Plain git: git -C {path} log --graph --all --notes=metaharness"
     )
 
 
@@ -124,6 +126,7 @@ def show(
     """One candidate: where it came from, its scores and cost, its traces, and its program."""
     from metaharness.harness import HARNESS_FILE
     from metaharness.store import RunDirectory
+    from metaharness.store.git_store import readable_note
 
     path = resolve_run(run)
     rd = RunDirectory.browse(path)
@@ -141,7 +144,7 @@ def show(
         out.print(f"hypothesis: {r.hypothesis}")
     if r.prediction:
         out.print(f"prediction: {json.dumps(r.prediction, sort_keys=True)}", markup=False)
-    out.print(stored.note.rstrip(), markup=False)
+    out.print(readable_note(stored.note).rstrip(), markup=False)
     if r.trace:
         out.print(f"trace: {path / r.trace}")
     if source:

@@ -22,7 +22,7 @@ from metaharness.candidate import Candidate
 from metaharness.cli.browse import RUNS_ROOT, console, resolve_run
 from metaharness.errors import InputError
 from metaharness.loop import LoopEvents, Outcome, StopRequest
-from metaharness.optimize import DEFAULT_EVALS_PER_ITER
+from metaharness.settings import DEFAULT_EVALS_PER_ITER, RunSettings
 
 
 def optimize(
@@ -37,36 +37,58 @@ def optimize(
     task_model: str | None = typer.Option(
         None, "--task-model", help="Model spec the harnesses call (default: the embedded local model)."
     ),
+    evaluation: str | None = typer.Option(
+        None,
+        "--evaluation",
+        help=(
+            "How validation examples are allotted to candidates (planner: staged by the TPS planner, the default; "
+            "greedy, best-of-n, halving, gate: baselines)."
+        ),
+    ),
     evals_per_iter: int | None = typer.Option(
         None,
         "--evals-per-iter",
         min=1,
-        help=f"Candidate evaluations per iteration [default: {DEFAULT_EVALS_PER_ITER}, or the run's].",
+        help=f"Full evaluations' worth of examples per iteration (default {DEFAULT_EVALS_PER_ITER}).",
+    ),
+    proposals: int | None = typer.Option(
+        None, "--proposals", min=1, help="Proposals an iteration takes (default 12; best-of-n: --evals-per-iter)."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Orders the validation examples and seeds the proposer."),
+    holdout: int | None = typer.Option(
+        None, "--holdout", min=0, help="Validation examples kept out of the search, to judge the best on."
     ),
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (default runs/<dataset>-<proposer>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run (its settings are reused)."),
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the task's splits (else downloaded)."),
-    val_limit: int | None = typer.Option(
-        None, "--val-limit", min=1, help="Evaluate on the first N validation examples only."
-    ),
+    val_limit: int | None = typer.Option(None, "--val-limit", min=1, help="Use the first N validation examples only."),
     max_cost: float | None = typer.Option(
         None,
         "--max-cost",
         parser=lambda text: parse_usd("--max-cost", text),
         metavar="USD",
-        help="Stop cleanly once this many USD are spent (whole run).",
+        help="Stop cleanly once this many USD are spent (whole run, every model).",
     ),
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", min=0, help="Stop cleanly once this many tokens (input + output) are spent (whole run)."
+    ),
+    budget: str | None = typer.Option(
+        None,
+        "--budget",
+        metavar="evals=N,tokens=N,usd=X",
+        help="What the whole run may spend: validation example-evaluations, tokens, dollars.",
     ),
     iter_budget: str | None = typer.Option(
         None,
         "--iter-budget",
         metavar="evals=N,tokens=N,usd=X",
-        help="What one iteration may spend: evaluations, task-model tokens of the chosen evaluations, dollars.",
+        help="What one iteration's evaluations may spend: example-evaluations, task-model tokens, dollars.",
     ),
-    max_proposer_failures: int = typer.Option(
-        3, "--max-proposer-failures", min=1, help="Stop after this many failed proposer iterations in a row."
+    raise_caps: bool = typer.Option(
+        False, "--raise-caps", help="Let this session raise a cap the run was started with (to continue a capped run)."
+    ),
+    max_proposer_failures: int | None = typer.Option(
+        None, "--max-proposer-failures", min=1, help="Stop after this many proposer failures in a row [default: 3]."
     ),
     workers: int | None = typer.Option(None, "--workers", min=1, help="Examples evaluated in parallel."),
     test: bool = typer.Option(
@@ -79,67 +101,68 @@ def optimize(
         [], "--proposer-option", "-P", help="KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
     ),
 ) -> None:
-    """Search for a better harness: evaluate the seeds, then propose, evaluate and commit candidates each iteration."""
-    from metaharness.optimize import default_models, parse_iteration_budget, run_config
+    """Search for a better harness: evaluate the seeds, then propose, evaluate in stages and commit, each iteration.
+
+    A run keeps its settings (settings.json in the run directory): a rerun or --resume reuses them, a flag given
+    again must agree with them, and a cap may only be tightened unless --raise-caps."""
+    from metaharness.budget import Budget
+    from metaharness.optimize import default_models, stored_settings
     from metaharness.optimize import optimize as run_search
-    from metaharness.store import RunDirectory
+    from metaharness.settings import RunSettings
 
     out = console()
     if resume and run_dir is None:
         run_dir = resolve_run(None)
     if run_dir is None and dataset is not None:
         run_dir = RUNS_ROOT / f"{dataset}-{default_models(task_model, proposer, proposer_model)[1]}"
-    stored: dict[str, Any] = {}
-    if run_dir is not None and (run_dir / ".git").exists():
-        stored = RunDirectory.browse(run_dir).store.config()
-    elif resume:
+    if run_dir is None:
+        raise InputError("Name the task with --dataset (lawbench, symptom2disease or uspto), or --resume a run.")
+    stored = stored_settings(run_dir)
+    if resume and stored is None:
         raise InputError(
             f"--resume: no run at {run_dir}; start one with: metaharness optimize --dataset NAME --run-dir {run_dir}"
         )
-    dataset = dataset or stored.get("dataset")
-    if dataset is None or run_dir is None:
-        raise InputError("Name the task with --dataset (lawbench, symptom2disease or uspto), or --resume a run.")
-    task_model, proposer, proposer_model, notice = default_models(
-        task_model or stored.get("task_model"),
-        proposer or stored.get("proposer"),
-        proposer_model or stored.get("proposer_model"),
-    )
-    options = check_settings(task_model, proposer, proposer_model, parse_options(proposer_option))
-    per_iteration = parse_iteration_budget(iter_budget) if iter_budget else {}
-    if "evals" in per_iteration:
-        if evals_per_iter is not None and evals_per_iter != per_iteration["evals"]:
-            raise InputError("--iter-budget evals=... and --evals-per-iter disagree: give one of them.")
-        evals_per_iter = int(per_iteration.pop("evals"))
-    if stored and val_limit is None:
-        val_limit = stored.get("val_limit")
-    if notice:
-        out.print(f"[yellow]{notice}[/]")
-    config = run_config(
-        dataset,
-        task_model=task_model,
-        proposer=proposer,
-        proposer_model=proposer_model,
-        evals_per_iter=evals_per_iter or stored.get("evals_per_iter") or DEFAULT_EVALS_PER_ITER,
-        val_limit=val_limit,
-    )
+    run_budget = Budget.parse(budget, option="--budget").capped() if budget else {}
+    for entry, flag, value in (("usd", "--max-cost", max_cost), ("tokens", "--max-tokens", max_tokens)):
+        if value is not None:
+            if entry in run_budget and run_budget[entry] != value:
+                raise InputError(f"--budget {entry}= and {flag} disagree: give one of them.")
+            run_budget[entry] = value
+    given = {
+        "dataset": dataset,
+        "task_model": task_model,
+        "proposer": proposer,
+        "proposer_model": proposer_model,
+        "evaluation": evaluation,
+        "evals_per_iter": evals_per_iter,
+        "proposals": proposals,
+        "seed": seed,
+        "holdout": holdout,
+        "val_limit": val_limit,
+        "run_budget": run_budget or None,
+        "iteration_budget": Budget.parse(iter_budget, option="--iter-budget").capped() if iter_budget else None,
+        "max_proposer_failures": max_proposer_failures,
+        "proposer_options": parse_options(proposer_option) or None,
+        "seed_names": tuple(s.strip() for s in seeds.split(",") if s.strip()) if seeds else None,
+    }
+    if stored is None:
+        _, _, _, notice = default_models(task_model, proposer, proposer_model)
+        if notice:
+            out.print(f"[yellow]{notice}[/]")
+    settings = RunSettings.resolve(given, stored, raise_caps=raise_caps)
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
-    with StopOnCtrlC(stop, out), ProgressEvents(out, config) as events:
+    with StopOnCtrlC(stop, out), ProgressEvents(out, settings) as events:
         outcome = run_search(
             run_dir,
-            config,
+            settings,
             iterations=iters,
             data_dir=data_dir,
-            max_cost=max_cost,
-            max_tokens=max_tokens,
-            max_proposer_failures=max_proposer_failures,
-            iteration_budget=per_iteration,
             workers=workers,
             test=test,
-            options=options,
-            seed_names=[s.strip() for s in seeds.split(",") if s.strip()] if seeds else None,
             events=events,
             stop=stop,
+            raise_caps=raise_caps,
         )
     final_table(out, run_dir, outcome)
     if outcome.stopped and outcome.stopped.startswith("interrupted"):
@@ -236,7 +259,7 @@ class StopOnCtrlC:
 class ProgressEvents(LoopEvents):
     """Draws the loop's events: a rich progress line (iteration, candidate, examples done, running cost)."""
 
-    def __init__(self, console: Console, config: dict[str, Any]) -> None:
+    def __init__(self, console: Console, config: RunSettings) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.console = console
@@ -269,8 +292,8 @@ class ProgressEvents(LoopEvents):
         self.spent = spent
         cfg = self.config
         self.progress.console.print(
-            f"run directory [bold]{path}[/] (task {cfg['dataset']}, task model {cfg['task_model']}, "
-            f"proposer {cfg['proposer']})"
+            f"run directory [bold]{path}[/] (task {cfg.dataset}, task model {cfg.task_model}, proposer "
+            f"{cfg.proposer}, evaluation {cfg.evaluation})"
         )
 
     def note(self, text: str) -> None:

@@ -4,11 +4,16 @@ The loop never runs harness code itself; it asks a :class:`CandidateEvaluator`. 
 
 - ``check(harness) -> str | None``: import and instantiate the harness file in isolation (with the task's training
   examples); return the error text a proposer can act on, or ``None`` when it loads.
-- ``evaluate(harness, split, *, trace_path, progress=None) -> Evaluation``: run it on every example of ``split``
-  (``"val"``, or ``"test"`` at the end of a run), write one JSON line per example to ``trace_path`` (input,
-  prediction, target, scores, every model call, error) and return the aggregates: mean ``scores`` with
-  ``"primary"`` (higher is better), ``cost`` (``input_tokens``, ``output_tokens``, ``usd``, ``context_tokens`` per
-  example), the number of ``examples`` and of ``errors``. ``progress(done, total)`` is called as examples finish.
+- ``examples(split) -> list[str]``: the ids of the examples ``evaluate`` would run on ``split``, in split order
+  (for ``"val"``, after any limit the evaluator applies). The loop orders and shares them (:mod:`metaharness.staging`).
+- ``evaluate(harness, split, *, trace_path, progress=None, examples=None) -> Evaluation``: run it on every example
+  of ``split`` (``"val"``, or ``"test"`` at the end of a run), or only on the ids in ``examples`` (in that order),
+  write one JSON line per example to ``trace_path`` (input, prediction, target, scores, every model call, error;
+  the file is replaced) and return the aggregates: mean ``scores`` with ``"primary"`` (higher is better), ``cost``
+  (``input_tokens``, ``output_tokens``, ``usd``, ``context_tokens`` per example, and what the run was charged:
+  ``charged_examples``, ``charged_tokens``), the number of ``examples`` and of ``errors``, ``example_ids`` (the
+  ids run, in order) and ``example_scores`` (each one's primary score). ``progress(done, total)`` is called as
+  examples finish.
 - Error rule (as in GEPA's adapter): one example's failure never raises; it scores 0 and its error goes into the
   trace. Raise :class:`CandidateFailed` when the candidate as a whole cannot run (its harness does not load), so
   the loop records it as failed with that error. Raise a :class:`~metaharness.errors.MetaharnessError` for
@@ -22,7 +27,7 @@ task with the fixed task model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -43,8 +48,16 @@ class CandidateEvaluator(Protocol):
 
     def check(self, harness: Path) -> str | None: ...
 
+    def examples(self, split: str) -> list[str]: ...
+
     def evaluate(
-        self, harness: Path, split: str, *, trace_path: Path, progress: Progress | None = None
+        self,
+        harness: Path,
+        split: str,
+        *,
+        trace_path: Path,
+        progress: Progress | None = None,
+        examples: Sequence[str] | None = None,
     ) -> Evaluation: ...
 
     def split_unavailable(self, split: str) -> str | None: ...
@@ -74,7 +87,21 @@ class TaskEvaluator:
             return str(exc)
         return None
 
-    def evaluate(self, harness: Path, split: str, *, trace_path: Path, progress: Progress | None = None) -> Evaluation:
+    def examples(self, split: str) -> list[str]:
+        examples = self.task.load(split)
+        if split == "val" and self.val_limit is not None:
+            examples = examples[: self.val_limit]
+        return [example.id for example in examples]
+
+    def evaluate(
+        self,
+        harness: Path,
+        split: str,
+        *,
+        trace_path: Path,
+        progress: Progress | None = None,
+        examples: Sequence[str] | None = None,
+    ) -> Evaluation:
         from metaharness.evaluation.evaluator import evaluate
 
         report = evaluate(
@@ -82,7 +109,8 @@ class TaskEvaluator:
             self.task,
             split,
             model=self.model,
-            limit=self.val_limit if split == "val" else None,
+            limit=self.val_limit if split == "val" and examples is None else None,
+            ids=examples,
             workers=self.workers,
             trace_path=trace_path,
             progress=(lambda _record, done, total: progress(done, total)) if progress else None,
@@ -96,6 +124,8 @@ class TaskEvaluator:
             examples=len(report.records),
             errors=report.errors,
             seconds=report.seconds,
+            example_ids=[record.id for record in report.records],
+            example_scores=[float(record.scores.get("primary", 0.0)) for record in report.records],
         )
 
     def split_unavailable(self, split: str) -> str | None:

@@ -24,7 +24,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -211,6 +211,7 @@ def evaluate(
     *,
     model: ModelClient | str,
     limit: int | None = None,
+    ids: Sequence[str] | None = None,
     workers: int | None = None,
     trace_path: str | Path | None = None,
     progress: ProgressCallback | None = None,
@@ -220,7 +221,8 @@ def evaluate(
     """Evaluate the harness file on ``split`` of ``task`` (training examples come from its train split).
 
     ``model``: a ModelClient or a spec string (``local:smollm2-135m``, ``openai:M@URL``, ...). ``limit``: the first
-    N examples. ``workers``: examples in flight (default 8). ``trace_path``: also write the records as JSONL there.
+    N examples; ``ids``: only the examples with these ids, in this order (an unknown id is an InputError).
+    ``workers``: examples in flight (default 8). ``trace_path``: also write the records as JSONL there.
     ``progress(record, done, total)`` is called as each example finishes. ``limits``: per-example sandbox limits.
 
     >>> report = evaluate("candidates/symptom2disease/zero_shot.py", "symptom2disease", "val",
@@ -238,6 +240,14 @@ def evaluate(
         if limit < 1:
             raise InputError(f"--limit must be at least 1, got {limit}.")
         examples = examples[:limit]
+    if ids is not None:
+        known = {example.id: example for example in examples}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise InputError(
+                f"No example(s) {', '.join(map(str, unknown[:5]))} in the {split} split of {task_obj.name}."
+            )
+        examples = [known[i] for i in ids]
     train = [example.as_train_item() for example in task_obj.load("train")]
     client = _connect(model)
     limits = limits or SandboxLimits()

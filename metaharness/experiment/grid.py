@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from metaharness import __version__
 from metaharness.errors import InputError
-from metaharness.optimize import DEFAULT_EVALS_PER_ITER
+from metaharness.settings import DEFAULT_EVALS_PER_ITER
 from metaharness.store.files import append_jsonl, atomic_write_json, read_json, read_jsonl
 
 SPEC_FILE = "experiment.json"
@@ -213,15 +213,12 @@ def optimize_cell(cell: Cell, run_dir: Path, spec: dict[str, Any], *, data_dir: 
         proposer_model=spec["proposer_model"],
         val_limit=spec["val_limit"],
         evals_per_iter=spec["evals_per_iter"],
+        seed=cell.seed,
+        evaluation="best-of-n",
+        proposer_options=spec["options"],
     )
     optimize(
-        run_dir,
-        config,
-        iterations=spec["iterations"],
-        test=spec["test"],
-        max_cost=cell_cap(spec),
-        options={**spec["options"], "seed": cell.seed},
-        data_dir=data_dir,
+        run_dir, config, iterations=spec["iterations"], test=spec["test"], max_cost=cell_cap(spec), data_dir=data_dir
     )
 
 

@@ -12,9 +12,9 @@ import html
 from pathlib import Path
 
 from metaharness.report.graph_svg import program_graph_svg
-from metaharness.report.summary import cost_rows, failed_iterations, prediction_rows
+from metaharness.report.summary import cost_rows, prediction_rows
 from metaharness.report.svg import FAILED_COLOUR, Series, svg_chart
-from metaharness.report.view import PREDICTED_HEADERS, RunView, cost_of, val_text
+from metaharness.report.view import ALLOTMENT_HEADERS, PREDICTED_HEADERS, RunView, cost_of, val_text
 from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
 
@@ -151,7 +151,7 @@ def render_html(view: RunView) -> str:
         for r in view.front
     ]
     headline = f"best {best.id}: val {best.score:.3f}" if best else "no evaluated candidate yet"
-    failed = [[str(it), error[:500]] for it, error in sorted(failed_iterations(view).items())]
+    failed = [[str(it), error[:500]] for it, error in view.proposer_failures()]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>metaharness run {html.escape(str(cfg.get('dataset')))}</title>",
@@ -179,6 +179,8 @@ def render_html(view: RunView) -> str:
         _prediction_table(view),
         "<h2>Predicted vs. realised cost per iteration</h2>",
         _cost_table(view),
+        "<h2>Staged evaluation: examples allotted per iteration</h2>",
+        html_table(ALLOTMENT_HEADERS, view.allotments()) if view.allotments() else "<p class='note'>None.</p>",
         "<h2>Candidates</h2>",
         html_table(
             ["id", "iteration", "parent", "val", "test", "predicted", "context tok", "USD", "summary / error"], rows
@@ -186,7 +188,7 @@ def render_html(view: RunView) -> str:
         "<h2>Predicted programs not yet chosen</h2>",
         html_table(PREDICTED_HEADERS, view.predicted_rows()) if view.predicted_nodes() else "<p class='note'>None.</p>",
         (
-            "<h2>Proposer failures (iterations without candidates)</h2>" + html_table(["iteration", "error"], failed)
+            "<h2>Proposer failures (each iteration was asked again)</h2>" + html_table(["iteration", "error"], failed)
             if failed
             else ""
         ),

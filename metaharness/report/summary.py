@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from metaharness.report.view import PREDICTED_HEADERS, RunView, cost_of, val_text
+from metaharness.report.view import ALLOTMENT_HEADERS, PREDICTED_HEADERS, RunView, cost_of, val_text
 from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
-
-
-def failed_iterations(view: RunView) -> dict[int, str]:
-    """Iterations whose proposer raised (``proposer_error`` in their ``summary.jsonl`` line), with the error."""
-    return {
-        int(e["iteration"]): str(e["proposer_error"])
-        for e in view.log
-        if e.get("type") == "iteration" and e.get("proposer_error")
-    }
 
 
 def prediction_rows(view: RunView) -> tuple[list[str], list[list[str]], float | None]:
@@ -38,22 +29,20 @@ def prediction_rows(view: RunView) -> tuple[list[str], list[list[str]], float | 
 
 
 COST_LEGEND = (
-    "Predicted: the candidates' evaluations and revisions; evaluated tokens: what the evaluations measured (calls "
-    "answered from the response cache included); realised: every model call the iteration made (the proposer's "
-    "probes included, cached calls not)."
+    "What each iteration's validation evaluations were predicted to spend, and spent, in what the run was charged "
+    "(example-evaluations with a new model call, task-model tokens, dollars; a call the run had already made is "
+    "free). The proposer's own calls (probes, the proposer model) count in the run's spend, not here."
 )
 
 
 def cost_rows(view: RunView) -> tuple[list[str], list[list[str]]]:
-    """Per iteration: the cost the proposer predicted for its candidates (their evaluations and revisions) next to
-    what the iteration spent (every model call, the proposer's included) and how many candidates it evaluated."""
+    """Per iteration: the predicted and the realised spend of its evaluations, entry by entry."""
     rows = [
         [
             str(it),
             _amount(predicted.get("evals"), "{:.0f}"),
             _amount(realised.get("evals"), "{:.0f}"),
             _amount(predicted.get("tokens"), "{:.0f}"),
-            _amount(realised.get("evaluated_tokens"), "{:.0f}"),
             _amount(realised.get("tokens"), "{:.0f}"),
             _amount(predicted.get("usd"), "{:.4f}"),
             _amount(realised.get("usd"), "{:.4f}"),
@@ -63,9 +52,8 @@ def cost_rows(view: RunView) -> tuple[list[str], list[list[str]]]:
     headers = [
         "iteration",
         "predicted evals",
-        "evaluated",
+        "realised evals",
         "predicted tokens",
-        "evaluated tokens",
         "realised tokens",
         "predicted USD",
         "realised USD",
@@ -79,29 +67,36 @@ def _amount(value: object, form: str) -> str:
 
 def render_markdown(view: RunView) -> str:
     cfg = view.config
-    iterations = sorted({int(e["iteration"]) for e in view.log if e.get("type") == "iteration" and e["iteration"] > 0})
-    failed = failed_iterations(view)
+    iterations = sorted(it for it in view.iterations() if it > 0)
+    failed = view.proposer_failures()
     lines = [
         f"# metaharness run: {cfg.get('dataset')}",
         "",
         f"- task model: `{cfg.get('task_model')}`; proposer: `{cfg.get('proposer')}`"
         + (f" (`{cfg['proposer_model']}`)" if cfg.get("proposer_model") else ""),
-        f"- validation examples per candidate: {cfg.get('val_limit') or 'all'}; "
-        f"evaluations per iteration: {cfg.get('evals_per_iter')}",
+        f"- validation examples: {cfg.get('val_limit') or 'all'}"
+        + (f", {cfg['holdout']} held out of the search to judge the best" if cfg.get("holdout") else "")
+        + f"; evaluation: {cfg.get('evaluation', 'best-of-n')}, {cfg.get('evals_per_iter')} full evaluations' worth "
+        "of examples per iteration",
         f"- iterations done: {max(iterations, default=0)}"
-        + (f" ({len(failed)} failed: the proposer raised)" if failed else "")
+        + (f" (the proposer failed {len(failed)} times and was asked again)" if failed else "")
         + f"; candidates: {len(view.records)} ({sum(r.failed for r in view.records)} failed"
+        + (f", {partial} partly scored" if (partial := sum(r.partial for r in view.records)) else "")
         + (
-            f", {implemented} implemented, not evaluated)"
+            f", {implemented} implemented, not scored)"
             if (implemented := sum(r.implemented for r in view.records))
             else ")"
         ),
+        "- the best and the front are chosen among supported candidates: scored on every search example",
     ]
     best = view.best
     if best:
         lines += ["", "## Best", "", f"`{best.id}` val {best.score:.4f}: {best.summary}  "]
         if best.id in view.test:
             lines.append(f"test {view.test[best.id].primary:.4f} on {view.test[best.id].examples} examples  ")
+        if best.id in view.holdout:
+            judged = view.holdout[best.id]
+            lines.append(f"held-out val {judged.primary:.4f} on {judged.examples} examples the search never saw  ")
         lines.append(f"Its program: `git -C {view.path} show best:harness.py`")
     lines += ["", "## Pareto front (val score vs. context tokens per example vs. USD)", ""]
     lines += ["| id | val | test | context tok | USD | summary |", "|---|---|---|---|---|---|"]
@@ -136,6 +131,10 @@ def render_markdown(view: RunView) -> str:
         lines += ["", "## Predicted vs. realised cost per iteration", ""]
         lines += [COST_LEGEND]
         lines += [""] + markdown_table(headers, rows)
+    allotments = view.allotments()
+    if allotments:
+        lines += ["", "## Staged evaluation: examples allotted per iteration", ""]
+        lines += markdown_table(ALLOTMENT_HEADERS, allotments)
     waiting = view.predicted_rows()
     if waiting:
         lines += ["", f"## Predicted programs not yet chosen ({len(waiting)}; `metaharness history --predicted`)", ""]
@@ -143,9 +142,9 @@ def render_markdown(view: RunView) -> str:
         if len(waiting) > 20:
             lines.append(f"\n({len(waiting) - 20} more in `program-graph.json`)")
     if failed:
-        lines += ["", "## Proposer failures (no candidates in these iterations)", ""]
-        lines += [f"- iteration {it}: {markdown_cell(error, 300)}" for it, error in sorted(failed.items())]
-        lines.append("  (the tracebacks: `proposer_traceback` in the iteration's line of `summary.jsonl`)")
+        lines += ["", "## Proposer failures (each iteration was asked again)", ""]
+        lines += [f"- iteration {it}: {markdown_cell(error, 300)}" for it, error in failed]
+        lines.append("  (the tracebacks: `proposer_traceback` in the `proposer_failure` lines of `summary.jsonl`)")
     if view.notes():
         lines += ["", "## Notes", ""] + [f"- {n}" for n in view.notes()]
     lines += [

@@ -28,6 +28,8 @@ class RunView:
     records: list[Candidate]
     log: list[dict[str, Any]]
     test: dict[str, Evaluation] = field(default_factory=dict)
+    # Scores on the validation examples held out of the search (the best candidates'), by candidate.
+    holdout: dict[str, Evaluation] = field(default_factory=dict)
     # The lasting program graph synced with the candidates; ``graph_problem`` says why it was rebuilt.
     graph: PlanGraph | None = None
     graph_problem: str | None = None
@@ -36,13 +38,14 @@ class RunView:
     def load(cls, run: RunDirectory) -> RunView:
         records = run.candidates()
         test = {r.id: ev for r in records if (ev := run.test_result(r.id)) is not None}
+        holdout = {r.id: ev for r in records if (ev := run.split_result(r.id, "holdout")) is not None}
         problem = None
         try:
             saved = program_graph.load(run.path)
         except InputError as exc:
             saved, problem = None, f"the program graph was rebuilt from the candidates: {exc}"
         graph = program_graph.sync(saved, records)
-        return cls(run.path, run.store.config(), records, run.log_records(), test, graph, problem)
+        return cls(run.path, run.settings(), records, run.log_records(), test, holdout, graph, problem)
 
     @property
     def best(self) -> Candidate | None:
@@ -111,34 +114,86 @@ class RunView:
             )
         return rows
 
+    def iterations(self) -> dict[int, dict[str, Any]]:
+        """Each iteration's (last) ``summary.jsonl`` line."""
+        return {int(e["iteration"]): e for e in self.log if e.get("type") == "iteration"}
+
     def iteration_costs(self) -> list[tuple[int, dict[str, float], dict[str, float]]]:
-        """Per iteration (its last line): the predicted and the realised cost as the iteration line recorded them,
-        the realised ``evals`` being the candidates it evaluated and ``evaluated_tokens`` the tokens their
-        evaluations measured (calls answered from the response cache included: what they would have cost, which is
-        what the prediction is about; the realised ``tokens`` count only the calls made)."""
-        lines = {int(e["iteration"]): e for e in self.log if e.get("type") == "iteration" and "cost" in e}
-        costs = []
-        for it in sorted(lines):
-            line = lines[it]
-            realised = dict(line["cost"].get("realised") or {})
-            if isinstance(line.get("evaluated"), int):
-                realised["evals"] = float(line["evaluated"])
-            realised["evaluated_tokens"] = sum(
-                cost_of(r, "input_tokens") + cost_of(r, "output_tokens")
-                for r in self.records
-                if r.iteration == it and r.evaluated
+        """Per iteration: what its evaluations were predicted to spend and what they spent, as the same quantity
+        (example-evaluations, tokens and dollars the run was charged; see :mod:`metaharness.budget`)."""
+        return [
+            (it, dict(line["cost"].get("predicted") or {}), dict(line["cost"].get("realised") or {}))
+            for it, line in sorted(self.iterations().items())
+            if "cost" in line
+        ]
+
+    def proposer_failures(self) -> list[tuple[int, str]]:
+        """(iteration, error) of every time the proposer raised (``proposer_failure`` lines; older runs recorded it
+        in the iteration's line)."""
+        return [
+            (int(e["iteration"]), str(e["proposer_error"]))
+            for e in self.log
+            if e.get("proposer_error") and e.get("type") in ("proposer_failure", "iteration")
+        ]
+
+    def allotments(self) -> list[list[str]]:
+        """Per iteration of staged evaluation: its policy, the candidates it considered, the examples it allotted
+        (``c012 0->4->8``), its predicted and realised spend and what greedy and successive halving would have chosen
+        at its first round."""
+        rows = []
+        for it, line in sorted(self.iterations().items()):
+            if "allotted" not in line or it == 0:
+                continue
+            allotted = ", ".join(f"{cid} {a}->{b}" for cid, (a, b) in line["allotted"].items()) or "nothing"
+            alternatives = line.get("alternatives") or {}
+            rows.append(
+                [
+                    str(it),
+                    str(line.get("policy", "")),
+                    str(len(line.get("considered", []))),
+                    allotted,
+                    spend_text(line["cost"].get("predicted") or {}),
+                    spend_text(line["cost"].get("realised") or {}),
+                    ", ".join(f"{c} {t}" for c, t in (alternatives.get("greedy") or {}).items()) or "nothing",
+                    ", ".join(f"{c} {t}" for c, t in (alternatives.get("halving") or {}).items()) or "nothing",
+                ]
             )
-            costs.append((it, dict(line["cost"].get("predicted") or {}), realised))
-        return costs
+        return rows
 
 
 def cost_of(record: Candidate, key: str) -> float:
     return float(record.evaluation.cost.get(key, 0.0)) if record.evaluation else 0.0
 
 
+ALLOTMENT_HEADERS = [
+    "iteration",
+    "evaluation",
+    "considered",
+    "examples allotted",
+    "predicted spend",
+    "realised spend",
+    "greedy would allot",
+    "halving would allot",
+]
+
+
 def val_text(record: Candidate) -> str:
-    """The validation score as shown in tables: ``failed`` and ``implemented`` (not evaluated) say so."""
-    return "failed" if record.failed else "implemented" if record.implemented else f"{record.score:.3f}"
+    """The validation score as shown in tables: ``failed`` and ``implemented`` (not scored yet) say so, and a partly
+    scored candidate shows on how many of its share (``0.500 (8/25)``: not supported, never the best)."""
+    if record.failed:
+        return "failed"
+    if record.implemented or record.evaluation is None:
+        return "implemented"
+    ev = record.evaluation
+    return f"{record.score:.3f}" + (f" ({ev.examples}/{ev.share})" if not ev.supported else "")
+
+
+def spend_text(spend: dict[str, Any]) -> str:
+    """A spend as ``12 evals, 9,800 tok, $0.0000``."""
+    return (
+        f"{float(spend.get('evals', 0)):g} evals, {float(spend.get('tokens', 0)):,.0f} tok, "
+        f"${float(spend.get('usd', 0)):.4f}"
+    )
 
 
 def cost_text(cost: tuple[float, ...]) -> str:

@@ -8,9 +8,12 @@ Layout of the repository (the run directory is its working tree):
   chosen revision chain (A -> B -> C) is its own commit, marked ``implemented, not evaluated`` with its
   prediction, so ``git log --graph`` is the program graph.
 - ``refs/notes/metaharness``: a git note per candidate with its scores, so ``git log --notes=metaharness`` shows
-  them (test-split results are added to the note at the end of a run).
-- ``refs/heads/best``: the best evaluated candidate; ``HEAD`` points at it, so the working tree holds the best
-  harness.
+  them. A commit is immutable; its note is not: a candidate is committed when it passes its check, and the note
+  then records its evaluation as the loop scores it on more examples (which examples, the score, the stages, as
+  readable lines and as one ``evaluation-json:`` line that :meth:`CandidateStore.candidates` reads back), and the
+  test-split result at the end of a run.
+- ``refs/heads/best``: the best supported candidate (scored on every example of the search's share);
+  ``HEAD`` points at it, so the working tree holds the best harness.
 
 Crash safety: objects are written first (a kill leaves at most unreachable objects, which git ignores), then the
 candidate ref, the notes ref and ``best`` move in one ``git update-ref --stdin`` transaction: all or nothing. A
@@ -20,6 +23,7 @@ afterwards; :meth:`CandidateStore.clean_interrupted` repairs a sync or any git c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from collections.abc import Mapping
@@ -32,7 +36,7 @@ import git
 from git.objects.fun import tree_to_stream
 from gitdb import IStream, LooseObjectDB
 
-from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, id_number
+from metaharness.candidate import CANDIDATE_ID, EVALUATED, FAILED, Candidate, Evaluation, id_number
 from metaharness.errors import InputError
 from metaharness.harness import HARNESS_FILE
 from metaharness.store.crash import crash_point
@@ -88,41 +92,79 @@ def prediction_text(prediction: Mapping[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
+NOTE_EVALUATION = "evaluation-json: "
+NOTE_FAILURE = "failure-json: "
+
+
 def render_note(candidate: Candidate, test: Evaluation | None = None) -> str:
-    """The note git shows under a candidate's commit: scores first, then cost, then where it came from."""
+    """The note git shows under a candidate's commit: scores first (and on which examples), then cost, then where
+    it came from; last, the evaluation as one JSON line (:func:`note_evaluation` reads it back)."""
     predicted = prediction_text(candidate.prediction)
+    ev = candidate.evaluation if candidate.evaluated else None
     if candidate.failed:
         lines = [f"FAILED: {(candidate.error or 'unknown error').strip().splitlines()[0][:200]}"]
-    elif candidate.implemented:
-        lines = ["implemented, not evaluated (an intermediate step of a chosen revision chain)"]
+    elif ev is None:
+        lines = ["implemented, not evaluated yet"]
     else:
-        ev = candidate.evaluation
-        assert ev is not None
         others = "  ".join(f"{k} {v:.4f}" for k, v in sorted(ev.scores.items()) if k != "primary")
+        share = f" of the {ev.share} search examples" if ev.share else ""
+        kind = "partly scored" if not ev.supported else "supported"
         lines = [
             f"val {ev.primary:.4f}" + (f"  ({others})" if others else ""),
+            f"{ev.examples}{share} val examples ({kind}), {ev.errors} with errors",
             f"context {ev.cost.get('context_tokens', 0):.0f} tok/example  "
             f"tokens {ev.cost.get('input_tokens', 0):.0f} in "
             f"{ev.cost.get('output_tokens', 0):.0f} out  ${ev.cost.get('usd', 0):.4f}",
-            f"{ev.examples} val examples, {ev.errors} with errors",
         ]
+        if ev.increments:
+            stages = ", ".join(f"+{i.examples} in iteration {i.iteration}" for i in ev.increments)
+            lines.append(f"stages: {stages}")
+        if ev.example_ids:
+            lines.append("examples: " + " ".join(ev.example_ids))
     if predicted:
         lines.append(predicted)
     if test is not None:
         lines.append(f"test {test.primary:.4f}  ({test.examples} test examples, {test.errors} with errors)")
     lines.append(f"iteration {candidate.iteration}, parent {candidate.parent or 'root'}")
+    if ev is not None:
+        lines.append(NOTE_EVALUATION + json.dumps(ev.to_dict(), sort_keys=True, separators=(",", ":")))
+    elif candidate.failed:
+        lines.append(NOTE_FAILURE + json.dumps({"error": candidate.error or ""}, separators=(",", ":")))
     return "\n".join(lines) + "\n"
+
+
+def readable_note(note: str) -> str:
+    """A note without its machine-readable lines (what ``metaharness show`` prints)."""
+    keep = [line for line in note.splitlines() if not line.startswith((NOTE_EVALUATION, NOTE_FAILURE))]
+    return "\n".join(keep) + "\n"
+
+
+def note_evaluation(note: str) -> Evaluation | None:
+    """The evaluation a note records (its ``evaluation-json:`` line), or None."""
+    for line in note.splitlines():
+        if line.startswith(NOTE_EVALUATION):
+            return Evaluation.from_dict(json.loads(line[len(NOTE_EVALUATION) :]))
+    return None
+
+
+def with_note(candidate: Candidate, note: str) -> Candidate:
+    """``candidate`` as its note says it is now: evaluated as the note records, or failed after its commit (its
+    harness could not run when it was scored)."""
+    if candidate.failed:
+        return candidate
+    for line in note.splitlines():
+        if line.startswith(NOTE_FAILURE):
+            error = json.loads(line[len(NOTE_FAILURE) :]).get("error", "")
+            return dataclasses.replace(candidate, status=FAILED, error=error, evaluation=None)
+    evaluation = note_evaluation(note)
+    if evaluation is None:
+        return candidate
+    return dataclasses.replace(candidate, status=EVALUATED, evaluation=evaluation)
 
 
 def commit_message(candidate: Candidate) -> str:
     """Subject with the score (so ``--oneline`` shows it), the hypothesis, then the scores as git trailers."""
-    tag = (
-        "failed"
-        if candidate.failed
-        else "implemented, not evaluated"
-        if candidate.implemented
-        else f"{candidate.score:.3f}"
-    )
+    tag = "failed" if candidate.failed else "implemented" if candidate.implemented else f"{candidate.score:.3f}"
     subject = (candidate.summary or "candidate").strip().splitlines()[0] if candidate.summary.strip() else "candidate"
     trailers = [
         ("Candidate", candidate.id),
@@ -217,14 +259,38 @@ class CandidateStore:
         notes_old, notes_new = self._write_notes({sha: render_note(candidate)})
         crash_point("commit:objects-written")
         updates = [(f"refs/tags/{candidate.id}", sha, ZERO_SHA), (NOTES_REF, notes_new, notes_old)]
-        best = self.best()
-        if candidate.evaluated and (best is None or candidate.score > best.score):
-            updates.append((BEST_REF, sha, self._resolve(BEST_REF) or ZERO_SHA))
+        updates += self._best_update(candidate, sha)
         self._update_refs(updates)
         self._cache[sha] = candidate
         crash_point("commit:refs-updated")
         self.sync_worktree()
         return sha
+
+    def record_evaluation(self, cid: str, evaluation: Evaluation) -> Candidate:
+        """Record candidate ``cid``'s evaluation as it stands now (its note, and ``best`` when it becomes the best
+        supported candidate) in one transaction; returns the candidate as recorded."""
+        stored = self.get(cid)
+        candidate = dataclasses.replace(stored.candidate, status=EVALUATED, evaluation=evaluation)
+        old, new = self._write_notes({stored.commit: render_note(candidate)})
+        self._update_refs([(NOTES_REF, new, old), *self._best_update(candidate, stored.commit)])
+        crash_point("evaluation:recorded")
+        self.sync_worktree()
+        return candidate
+
+    def record_failure(self, cid: str, error: str) -> Candidate:
+        """Record that committed candidate ``cid`` cannot run (its note; it keeps its commit)."""
+        stored = self.get(cid)
+        candidate = dataclasses.replace(stored.candidate, status=FAILED, error=error, evaluation=None)
+        old, new = self._write_notes({stored.commit: render_note(candidate)})
+        self._update_refs([(NOTES_REF, new, old)])
+        return candidate
+
+    def _best_update(self, candidate: Candidate, sha: str) -> list[tuple[str, str, str]]:
+        """The move of ``best`` to ``sha`` when ``candidate`` is supported and beats the best (ties: the earlier)."""
+        best = self.best()
+        if not candidate.supported or (best is not None and (best.id == candidate.id or candidate.score <= best.score)):
+            return []
+        return [(BEST_REF, sha, self._resolve(BEST_REF) or ZERO_SHA)]
 
     def annotate(self, cid: str, note: str) -> None:
         """Replace the note of candidate ``cid`` (e.g. to add its test-split result)."""
@@ -269,7 +335,8 @@ class CandidateStore:
         for line in self.repo.git.for_each_ref("--format=%(refname:short) %(objectname)", "refs/tags").splitlines():
             name, sha = line.split()
             if CANDIDATE_ID.match(name):
-                found.append(StoredCandidate(self._record(sha), sha, notes.get(sha, "")))
+                note = notes.get(sha, "")
+                found.append(StoredCandidate(with_note(self._record(sha), note), sha, note))
         return sorted(found, key=lambda c: id_number(c.candidate.id))
 
     def get(self, cid: str) -> StoredCandidate:
@@ -277,14 +344,15 @@ class CandidateStore:
         if sha is None:
             known = ", ".join(c.candidate.id for c in self.candidates()) or "none yet"
             raise InputError(f"No candidate '{cid}' in {self.path} (candidates: {known}).")
-        return StoredCandidate(self._record(sha), sha, self._notes().get(sha, ""))
+        note = self._notes().get(sha, "")
+        return StoredCandidate(with_note(self._record(sha), note), sha, note)
 
     def has(self, cid: str) -> bool:
         return self._resolve(f"refs/tags/{cid}") is not None
 
     def best(self) -> Candidate | None:
         sha = self._resolve(BEST_REF)
-        return self._record(sha) if sha else None
+        return with_note(self._record(sha), self._notes().get(sha, "")) if sha else None
 
     def _record(self, sha: str) -> Candidate:
         if sha not in self._cache:

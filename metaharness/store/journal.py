@@ -3,7 +3,8 @@
 - An iteration's plan (the proposals the proposer returned, with the ids the loop gave them) is written before
   any of them is validated or evaluated, so a resumed run finishes that iteration instead of asking again.
 - An evaluated candidate is written here in full before it is committed and removed once the commit exists; a
-  resumed run commits whatever it finds.
+  resumed run commits whatever it finds. So is a committed candidate whose evaluation was continued, before its
+  git note records it (``evidence-<id>.json``).
 Every file is written atomically (:mod:`metaharness.store.files`).
 """
 
@@ -48,6 +49,15 @@ class Journal:
 
     def results(self) -> list[Candidate]:
         return [Candidate.from_dict(read_json(p)) for p in sorted(self.folder.glob("c*.json"))]
+
+    def save_evidence(self, candidate: Candidate) -> None:
+        atomic_write_json(self.folder / f"evidence-{candidate.id}.json", candidate.to_dict())
+
+    def evidence(self) -> list[Candidate]:
+        return [Candidate.from_dict(read_json(p)) for p in sorted(self.folder.glob("evidence-c*.json"))]
+
+    def drop_evidence(self, cid: str) -> None:
+        (self.folder / f"evidence-{cid}.json").unlink(missing_ok=True)
 
     def drop_result(self, cid: str) -> None:
         (self.folder / f"{cid}.json").unlink(missing_ok=True)

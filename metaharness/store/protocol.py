@@ -21,10 +21,17 @@
   where its per-example records go; ``relative(path)`` a path as stored in the candidate (relative to the run).
 - ``commit(candidate)``: durable and atomic; afterwards ``has(candidate.id)`` holds even across a kill. The
   candidate's ``parent`` must be committed already (or ``None``). Committing the same id twice is an error.
+- ``record_evaluation(candidate) -> Candidate``: a committed candidate's evaluation as it stands now (continued on
+  more examples), durable and atomic like ``commit``, with an ``"evaluation"`` log line; ``candidates()`` returns it
+  so afterwards. The best is the supported candidate (scored on its whole share) with the highest score.
 - ``log(entry)`` appends one line to the machine-readable record; ``log_records(kind)`` reads them back;
   ``completed_iterations()`` are the iterations whose ``"iteration"`` line was logged.
 - ``test_result(id)`` / ``save_test_result(id, evaluation)``: test-split results, saved (and logged as a
-  ``"test"`` line) at most once per id.
+  ``"test"`` line) at most once per id; ``split_result(id, split)`` / ``save_split_result(id, split, evaluation)``
+  the same for another split (``"holdout"``: validation examples kept out of the search), logged as a ``split``
+  line.
+- ``record_failure(candidate) -> Candidate``: a committed candidate that cannot run (``candidate.error``), failed
+  from then on.
 Errors a user can act on (a run directory in use, settings that do not match) are
 :class:`~metaharness.errors.InputError`; anything else is a bug and raises.
 """
@@ -68,6 +75,14 @@ class RunStore(Protocol):
     def relative(self, path: Path) -> str: ...
 
     def commit(self, candidate: Candidate) -> None: ...
+
+    def record_evaluation(self, candidate: Candidate) -> Candidate: ...
+
+    def record_failure(self, candidate: Candidate) -> Candidate: ...
+
+    def split_result(self, cid: str, split: str) -> Evaluation | None: ...
+
+    def save_split_result(self, cid: str, split: str, evaluation: Evaluation) -> None: ...
 
     def log(self, entry: dict[str, Any]) -> None: ...
 

@@ -45,6 +45,7 @@ from metaharness.store.spend import SPEND_FILE, SpendJournal
 
 # Settings that make scores comparable: a run directory keeps them for its whole life.
 FIXED_SETTINGS = ("dataset", "task_model", "val_limit")
+SETTINGS_FILE = "settings.json"  # the run's settings (metaharness.settings) as the last session resolved them
 
 
 class RunDirectory:
@@ -117,6 +118,20 @@ class RunDirectory:
         """Open a run read-only (history, show, diff, report): no lock, no repair."""
         return cls(Path(path), CandidateStore.open(Path(path)))
 
+    def settings(self) -> dict[str, Any]:
+        """The run's settings as stored: ``settings.json``, else (a run from before it existed) the root commit's
+        ``run.json``."""
+        path = self.path / SETTINGS_FILE
+        return dict(read_json(path)) if path.exists() else self.store.config()
+
+    def save_settings(self, settings: dict[str, Any]) -> None:
+        """Keep the settings this session resolved (a cap tightened or raised) for the next one."""
+        atomic_write_json(self.path / SETTINGS_FILE, settings)
+
+    @staticmethod
+    def exists(path: Path) -> bool:
+        return CandidateStore.exists(Path(path))
+
     def close(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -140,6 +155,16 @@ class RunDirectory:
             else:
                 self.commit(candidate)
                 actions.append(f"committed {candidate.id} from the journal (evaluated before the run was stopped)")
+        for candidate in self.journal.evidence():
+            stored = self.store.get(candidate.id).candidate
+            scored = stored.evaluation.examples if stored.evaluated and stored.evaluation else 0
+            if candidate.evaluation is not None and candidate.evaluation.examples > scored:
+                self.record_evaluation(candidate)
+                actions.append(
+                    f"recorded {candidate.id}'s evaluation on {candidate.evaluation.examples} examples from the "
+                    "journal (scored before the run was stopped)"
+                )
+            self.journal.drop_evidence(candidate.id)
         logged = {r.get("id") for r in self.log_records("candidate")}
         for candidate in self.candidates():
             if candidate.id not in logged:
@@ -215,6 +240,39 @@ class RunDirectory:
         self.save_program_graph(self.program_graph())
         self.journal.drop_result(candidate.id)
 
+    def record_evaluation(self, candidate: Candidate) -> Candidate:
+        """Record ``candidate``'s evaluation as it stands now (continued on more examples): journal, git note (and
+        ``best``), an ``"evaluation"`` line in the log, the program graph; a kill at any point loses nothing."""
+        assert candidate.evaluation is not None, "record_evaluation needs an evaluation"
+        self.journal.save_evidence(candidate)
+        crash_point("evaluation:journaled")
+        recorded = self.store.record_evaluation(candidate.id, candidate.evaluation)
+        ev = candidate.evaluation
+        last = ev.increments[-1] if ev.increments else None
+        self.log(
+            {
+                "type": "evaluation",
+                "id": candidate.id,
+                "iteration": last.iteration if last else candidate.iteration,
+                "examples": ev.examples,
+                "share": ev.share,
+                "added": last.examples if last else ev.examples,
+                "score": ev.primary,
+                "spend": last.spend.to_json() if last else ev.spend().to_json(),
+                "supported": ev.supported,
+            }
+        )
+        self.save_program_graph(self.program_graph())
+        self.journal.drop_evidence(candidate.id)
+        return recorded
+
+    def record_failure(self, candidate: Candidate) -> Candidate:
+        """Record that a committed candidate cannot run (``candidate.error`` says why), with a log line."""
+        recorded = self.store.record_failure(candidate.id, candidate.error or "")
+        self.log({"type": "failure", "id": candidate.id, "error": candidate.error})
+        self.save_program_graph(self.program_graph())
+        return recorded
+
     def _log_candidate(self, candidate: Candidate) -> None:
         self.log(
             {
@@ -234,7 +292,7 @@ class RunDirectory:
     def next_id(self) -> str:
         """A fresh candidate id, above every committed, journaled or planned one."""
         used = [id_number(c.candidate.id) for c in self.store.candidates()]
-        used += [id_number(r.id) for r in self.journal.results()]
+        used += [id_number(r.id) for r in self.journal.results() + self.journal.evidence()]
         used += [id_number(p["id"]) for plan in self.journal.planned().values() for p in plan]
         return candidate_id(max(used, default=0) + 1)
 
@@ -255,8 +313,18 @@ class RunDirectory:
     # -- test-split results ----------------------------------------------------------------------------------
 
     def test_result(self, cid: str) -> Evaluation | None:
-        path = self.path / "evals" / f"{cid}.test.json"
+        return self.split_result(cid, "test")
+
+    def split_result(self, cid: str, split: str) -> Evaluation | None:
+        """A candidate's saved result on ``split`` (``test``, or ``holdout``: the validation examples kept out of
+        the search), or None."""
+        path = self.path / "evals" / f"{cid}.{split}.json"
         return Evaluation.from_dict(read_json(path)) if path.exists() else None
+
+    def save_split_result(self, cid: str, split: str, evaluation: Evaluation) -> None:
+        """Save a result on another split than the search's (the file, then a ``split`` log line)."""
+        atomic_write_json(self.path / "evals" / f"{cid}.{split}.json", evaluation.to_dict())
+        self.log({"type": split, "id": cid, "evaluation": evaluation.to_dict()})
 
     def save_test_result(self, cid: str, evaluation: Evaluation) -> None:
         """Note, file, then the log line: the file's presence means the note is written (a rerun redoes a

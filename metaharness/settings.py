@@ -1,0 +1,262 @@
+"""A run's settings: one typed object from the command line (or ``optimize()``) to the loop, kept for the run's life.
+
+:class:`RunSettings` holds every setting that shapes what a run searches or spends. It is written into the run
+directory when the run starts (``settings.json``; the root commit's ``run.json`` keeps the settings it started
+with) and read back by every later session (:meth:`RunSettings.resolve`):
+
+- a setting given again must equal the stored one (the task, the models, the proposer and its options, the example
+  order: ``seed``, ``val_limit``, ``holdout``, the evaluation policy, ...), or it is refused with the reason: a run's
+  scores are only comparable under one set of settings;
+- a cap (``evals_per_iter``, the per-iteration budget, the per-run budget: ``--max-cost``, ``--max-tokens``,
+  ``--budget``) may be tightened; raising one needs ``raise_caps`` (``--raise-caps``), which is how a run stopped
+  at its cap is continued;
+- ``max_proposer_failures`` is an operating rule, not a search setting: each session may set its own.
+
+Everything is checked once, in :meth:`RunSettings.validate`; the rest of the code trusts it.
+
+>>> s = RunSettings.resolve({"dataset": "symptom2disease", "task_model": "local:smollm2-135m",
+...                          "proposer": "offline", "run_budget": {"usd": 1.0}}, None)
+>>> s.evaluation, s.run_budget.usd, s.proposals_per_iteration()
+('planner', 1.0, 12)
+>>> RunSettings.resolve({"run_budget": {"usd": 0.5}}, s).run_budget.usd
+0.5
+>>> try:
+...     RunSettings.resolve({"run_budget": {"usd": 2.0}}, s)
+... except InputError as refused:
+...     print(refused)  # doctest: +ELLIPSIS
+This run was started with a per-run budget of usd=1; ... To continue with a larger cap, add --raise-caps.
+>>> RunSettings.resolve({"run_budget": {"usd": 2.0}}, s, raise_caps=True).run_budget.usd
+2.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from metaharness import __version__
+from metaharness.budget import ENTRIES, Budget, SearchBudget
+from metaharness.errors import InputError
+from metaharness.staging import POLICIES, Policy
+
+DEFAULT_EVALS_PER_ITER = 3
+DEFAULT_PROPOSALS = 12
+# The evaluation policy of a new run (see metaharness.staging; README "Staged evaluation" says why).
+DEFAULT_EVALUATION: Policy = "planner"
+# Settings a session may set for itself (operating rules, not search settings).
+SESSION_FIELDS = ("max_proposer_failures",)
+# Caps: a later session may tighten them; raising one needs raise_caps.
+CAP_FIELDS = ("evals_per_iter", "iteration_budget", "run_budget")
+# What a cap is called on the command line, for messages.
+FLAGS = {
+    "evals_per_iter": "--evals-per-iter",
+    "iteration_budget": "--iter-budget",
+    "run_budget": "--max-cost/--max-tokens/--budget",
+}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Every setting that shapes a run's search and spending (the module docstring says how they last)."""
+
+    dataset: str
+    task_model: str
+    proposer: str
+    proposer_model: str | None = None
+    val_limit: int | None = None
+    seed: int = 0
+    holdout: int = 0
+    evaluation: Policy = DEFAULT_EVALUATION
+    proposals: int | None = None
+    evals_per_iter: int = DEFAULT_EVALS_PER_ITER
+    iteration_budget: Budget = field(default_factory=Budget)
+    run_budget: Budget = field(default_factory=Budget)
+    proposer_options: Mapping[str, Any] = field(default_factory=dict)
+    seed_names: tuple[str, ...] | None = None
+    solver: str = "auto"
+    first_stage: int | None = None
+    max_proposer_failures: int = 3
+    metaharness: str = __version__
+    created: str = ""
+
+    # -- the budget -----------------------------------------------------------------------------------------------
+
+    @property
+    def budget(self) -> SearchBudget:
+        return SearchBudget(self.iteration_budget, self.run_budget)
+
+    def proposals_per_iteration(self) -> int:
+        """How many proposals an iteration takes: ``proposals``, else ``evals_per_iter`` for best-of-N (the paper's
+        N), else :data:`DEFAULT_PROPOSALS` (several candidates for each full evaluation's worth of budget)."""
+        if self.proposals is not None:
+            return self.proposals
+        return self.evals_per_iter if self.evaluation == "best-of-n" else DEFAULT_PROPOSALS
+
+    # -- checking -------------------------------------------------------------------------------------------------
+
+    def validate(self) -> RunSettings:
+        """Raise InputError naming the first bad setting; return self."""
+        from metaharness.models.spec import parse_spec
+        from metaharness.proposers import check_options, needs_model
+
+        if not self.dataset:
+            raise InputError("Name the task with --dataset.")
+        parse_spec(self.task_model)
+        if self.proposer_model is not None:
+            parse_spec(self.proposer_model)
+        check_options(self.proposer, dict(self.proposer_options))
+        if needs_model(self.proposer) and self.proposer_model is None:
+            raise InputError(
+                f"The {self.proposer} proposer drives a coding agent and needs a proposer model with tool calling: "
+                "pass --proposer-model (e.g. anthropic:claude-sonnet-4-5, or openai:MODEL@http://host:port/v1), or "
+                "use --proposer offline, which needs no hosted model."
+            )
+        for name, value, low in [
+            ("val_limit", self.val_limit, 1),
+            ("proposals", self.proposals, 1),
+            ("first_stage", self.first_stage, 1),
+        ]:
+            if value is not None and (not _whole(value) or value < low):
+                raise InputError(f"--{name.replace('_', '-')} must be a whole number >= {low}, got {value!r}.")
+        for name, value, low in [
+            ("evals_per_iter", self.evals_per_iter, 1),
+            ("holdout", self.holdout, 0),
+            ("seed", self.seed, -(2**63)),
+            ("max_proposer_failures", self.max_proposer_failures, 1),
+        ]:
+            if not _whole(value) or value < low:
+                raise InputError(f"--{name.replace('_', '-')} must be a whole number >= {low}, got {value!r}.")
+        if self.evaluation not in POLICIES or self.evaluation == "all":
+            choices = ", ".join(p for p in POLICIES if p != "all")
+            raise InputError(f"Unknown --evaluation {self.evaluation!r}; use one of {choices}.")
+        from metaharness.planner.allocation import ALLOCATION_SOLVERS
+
+        if self.solver not in ("auto", "exact"):
+            raise InputError(f"--solver must be auto or exact, got {self.solver!r} (known: {ALLOCATION_SOLVERS}).")
+        if self.iteration_budget.evals != math.inf and self.iteration_budget.evals < 1:
+            raise InputError("The per-iteration budget's evals must be at least 1 example-evaluation.")
+        return self
+
+    # -- resolving given settings against stored ones -------------------------------------------------------------
+
+    @classmethod
+    def resolve(cls, given: Mapping[str, Any], stored: RunSettings | None, *, raise_caps: bool = False) -> RunSettings:
+        """The settings of a session: ``given`` (the settings the user named; ``None`` values are not given;
+        budgets as mappings of the entries given) over ``stored`` (the run's, None for a new run), by the rules of
+        the module docstring; validated. InputError for an unknown setting or a change the rules refuse."""
+        unknown = sorted(k for k in given if k not in {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise InputError(f"Unknown run setting(s): {', '.join(unknown)}.")
+        named = {k: v for k, v in given.items() if v is not None}
+        if stored is None:
+            return cls._new(named).validate()
+        changes: dict[str, Any] = {}
+        for key, value in named.items():
+            if key in ("metaharness", "created"):
+                continue
+            old = getattr(stored, key)
+            if key in ("iteration_budget", "run_budget"):
+                value = _merged(old, value)
+            elif key == "seed_names" and value is not None:
+                value = tuple(value)
+            elif key == "proposer_options":
+                value = dict(value)
+                old = dict(old)
+            if value == old:
+                continue
+            if key in SESSION_FIELDS:
+                changes[key] = value
+            elif key in CAP_FIELDS:
+                if not _tighter(value, old) and not raise_caps:
+                    raise InputError(
+                        f"This run was started with {_cap_name(key)} of {_shown(old)}; {FLAGS[key]} may only tighten "
+                        f"it ({_shown(value)} is larger). To continue with a larger cap, add --raise-caps."
+                    )
+                changes[key] = value
+            else:
+                flag = "--" + key.replace("_", "-")
+                raise InputError(
+                    f"This run was started with {flag} {_shown(old)}, not {_shown(value)}; a run keeps its settings so "
+                    f"that its scores stay comparable. Leave {flag} out (or --resume), or use another --run-dir."
+                )
+        return dataclasses.replace(stored, **changes).validate()
+
+    @classmethod
+    def _new(cls, named: Mapping[str, Any]) -> RunSettings:
+        from metaharness.optimize import default_models
+
+        task_model, proposer, proposer_model, _ = default_models(
+            named.get("task_model"), named.get("proposer"), named.get("proposer_model")
+        )
+        values = dict(named)
+        values.update(task_model=task_model, proposer=proposer, proposer_model=proposer_model)
+        for key in ("iteration_budget", "run_budget"):
+            values[key] = _merged(Budget(), values.get(key, {}))
+        if "seed_names" in values:
+            values["seed_names"] = tuple(values["seed_names"])
+        if "proposer_options" in values:
+            values["proposer_options"] = dict(values["proposer_options"])
+        values.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        if "dataset" not in values:
+            raise InputError("Name the task with --dataset (lawbench, symptom2disease or uspto), or --resume a run.")
+        return cls(**values)
+
+    # -- JSON -----------------------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["iteration_budget"] = self.iteration_budget.to_json()
+        data["run_budget"] = self.run_budget.to_json()
+        data["proposer_options"] = dict(self.proposer_options)
+        data["seed_names"] = list(self.seed_names) if self.seed_names is not None else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSettings:
+        """Settings as stored; a run from before settings were stored (its ``run.json`` config only) gets the
+        behaviour it ran with: every proposal evaluated fully, in order (best-of-N with N = evals per iteration)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["iteration_budget"] = Budget.checked(values.get("iteration_budget"))
+        values["run_budget"] = Budget.checked(values.get("run_budget"))
+        values["proposer_options"] = dict(values.get("proposer_options") or {})
+        if values.get("seed_names") is not None:
+            values["seed_names"] = tuple(values["seed_names"])
+        if "evaluation" not in data:
+            values["evaluation"] = "best-of-n"
+        return cls(**values)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _merged(old: Budget, entries: Budget | Mapping[str, Any]) -> Budget:
+    """``old`` with the entries given replaced (a Budget given whole replaces every entry)."""
+    if isinstance(entries, Budget):
+        return entries
+    checked = Budget.checked({k: v for k, v in entries.items()})
+    given = {k for k, v in entries.items() if v is not None}
+    return Budget(*(getattr(checked, k) if k in given else getattr(old, k) for k in ENTRIES))
+
+
+def _tighter(new: object, old: object) -> bool:
+    if isinstance(new, Budget) and isinstance(old, Budget):
+        return all(a <= b for a, b in zip(new.vector(), old.vector(), strict=True))
+    return isinstance(new, (int, float)) and isinstance(old, (int, float)) and new <= old
+
+
+def _cap_name(key: str) -> str:
+    return {
+        "evals_per_iter": "--evals-per-iter",
+        "iteration_budget": "a per-iteration budget",
+        "run_budget": "a per-run budget",
+    }[key]
+
+
+def _shown(value: object) -> str:
+    return str(value) if isinstance(value, Budget) else repr(value) if isinstance(value, str) else str(value)
