@@ -1,0 +1,95 @@
+"""How long the staged-evaluation allocation takes on a large iteration: 200 candidates, 5 stages each.
+
+    python benchmarks/allocation_speed.py [--instances 10] [--arms 200] [--seed 0] [--exact-limit 60]
+
+Each instance is random (fixed seed): every arm unscored on a share of 50 examples (stages 4, 8, 16, 32, 50), its
+prior gain over the reference Normal(-0.03, 0.05) with an sd of 0.03-0.15, per-example noise 0.15-0.25, tokens per
+example 200-3,000; the budget is 3 full evaluations (150 example-evaluations) and, on every other instance, also
+100,000 tokens. ``auto`` runs in this process; ``exact`` runs in a child process stopped after ``--exact-limit``
+seconds (it proves optimality by branch and bound, which a problem this size may not allow in reasonable time).
+Wall-clock and CPU seconds are both printed: on a shared machine the wall clock also counts other jobs' turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import random
+import statistics
+import time
+
+from metaharness.budget import Budget, Spend
+from metaharness.planner.allocation import Allocation, Arm, allocate, stage_options
+
+SHARE = 50
+
+
+def instance(seed: int, arms: int) -> tuple[list[Arm], Budget]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(arms):
+        per = Spend(1.0, rng.uniform(200, 3000), 0.0)
+        sd = rng.choice([0.03, 0.05, 0.1, 0.15])
+        mean = rng.gauss(-0.03, 0.05)
+        out.append(Arm(f"a{i:03d}", mean, sd**2, rng.uniform(0.15, 0.25), 0, SHARE, stage_options(0, SHARE, per), mean))
+    budget = Budget(evals=3.0 * SHARE, tokens=100_000.0 if seed % 2 else float("inf"))
+    return out, budget
+
+
+def _exact(seed: int, arms: int, queue: multiprocessing.Queue) -> None:
+    problem, budget = instance(seed, arms)
+    plan = allocate(problem, budget, solver="exact")
+    queue.put((plan.seconds, plan.value, plan.nodes))
+
+
+def exact_within(seed: int, arms: int, limit: float) -> tuple[float, float, int] | None:
+    """``exact``'s (seconds, value, nodes) on the instance, None when it did not finish within ``limit`` seconds."""
+    queue: multiprocessing.Queue = multiprocessing.Queue()
+    child = multiprocessing.Process(target=_exact, args=(seed, arms, queue))
+    child.start()
+    child.join(limit)
+    if child.is_alive():
+        child.terminate()
+        child.join()
+        return None
+    return queue.get()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", type=int, default=10)
+    parser.add_argument("--arms", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--exact-limit", type=float, default=60.0, help="seconds before exact is stopped")
+    parser.add_argument("--exact-instances", type=int, default=2, help="instances exact is tried on")
+    args = parser.parse_args()
+    print(f"{args.instances} instances of {args.arms} arms x 5 stages (share {SHARE}), seed {args.seed}")
+    seconds, cpu, plans = [], [], []
+    for k in range(args.instances):
+        arms, budget = instance(args.seed + k, args.arms)
+        started, started_cpu = time.perf_counter(), time.process_time()
+        plan: Allocation = allocate(arms, budget, solver="auto")
+        seconds.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+        plans.append(plan)
+        print(
+            f"  instance {k}: auto {seconds[-1]:.3f} s ({cpu[-1]:.3f} s CPU), {plan.status}, value "
+            f"{plan.value:.5f}, bound {plan.bound if plan.bound is None else round(plan.bound, 5)}, "
+            f"{len(plan.targets)} arms chosen, "
+            f"{plan.cost.evals:g} evals, budget {budget}"
+        )
+    print(f"auto: median {statistics.median(seconds):.3f} s, worst {max(seconds):.3f} s (wall clock)")
+    print(f"auto: median {statistics.median(cpu):.3f} s, worst {max(cpu):.3f} s (CPU time of this process)")
+    print(f"load average (1, 5, 15 min) at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for k in range(min(args.exact_instances, args.instances)):
+        result = exact_within(args.seed + k, args.arms, args.exact_limit)
+        if result is None:
+            print(f"exact, instance {k}: did not finish within {args.exact_limit:g} s")
+        else:
+            gap = result[1] - plans[k].value
+            print(f"exact, instance {k}: {result[0]:.3f} s, {result[2]} nodes, value above auto's by {gap:.2e}")
+
+
+if __name__ == "__main__":
+    main()
