@@ -64,6 +64,15 @@ SOURCES = (
 CLEAN_CACHE = SOURCES[0]  # the only run made on an empty response cache: its cached calls are the revisions' own
 ARMS: tuple[Policy, ...] = ("planner", "greedy", "best-of-n", "halving", "gate")
 BASELINES: tuple[Policy, ...] = ("halving", "greedy", "best-of-n", "gate")
+# The files whose code the study runs (a run with local changes to them says so beside its commit).
+USED = (
+    "metaharness/staging.py",
+    "metaharness/planner/allocation.py",
+    "metaharness/budget.py",
+    "metaharness/candidate.py",
+    "metaharness/frontier.py",
+    "benchmarks/staged_evaluation_study.py",
+)
 
 
 @dataclass(frozen=True)
@@ -461,10 +470,8 @@ def sweep(fitted: Landscape) -> dict[str, Landscape]:
 
 def _commit() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--", "metaharness"], cwd=ROOT, capture_output=True, text=True
-    )
-    return out.stdout.strip() + (" (metaharness/ modified)" if dirty.stdout.strip() else "")
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", *USED], cwd=ROOT, capture_output=True, text=True)
+    return out.stdout.strip() + (" (with local changes to the modules it runs)" if dirty.stdout.strip() else "")
 
 
 def _row(name: str, result: dict, at: Sequence[int]) -> str:
