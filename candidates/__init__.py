@@ -6,7 +6,8 @@ up to a context cap) and ``retrieval.py`` (the most similar training examples by
 same three for any task: :func:`standard_seeds` writes the task's description and answer convention into them.
 
 Which seeds a search starts from (:func:`seed_sources`): a task folder's own ``candidates/*.py`` when it has any,
-else the paper task's folder, else the standard seeds written for the task; or the files given by path.
+else the paper task's folder, else the standard seeds written for the task (for a ``Task`` object of your own,
+from its description); or the files given by path (``optimize(..., seeds=[...])``).
 """
 
 from __future__ import annotations
@@ -77,8 +78,10 @@ def seed_sources(task: Task, names: list[str] | None = None) -> dict[str, str]:
             answer = task.answer
             available = standard_seeds(task.description, answer.instruction, answer.template, answer.choices)
             where = "the standard seeds"
-    else:
+    elif (ROOT / task.name).is_dir():
         available, where = _read(ROOT / task.name), str(ROOT / task.name)
+    else:  # a Task object of your own: its description is all the seeds can be told
+        available, where = standard_seeds(task.description, "", "{target}", ()), "the standard seeds"
     if not available:
         raise InputError(f"No seed harnesses for {task.name} in {where}.")
     unknown = [n for n in names or [] if n not in available]

@@ -6,16 +6,25 @@ capped by ``max_cost`` / ``max_tokens`` over every session of the run), the sand
 the run directory (created, or reopened and repaired), then runs the :class:`~metaharness.loop.Optimizer` and keeps
 ``SUMMARY.md`` current.
 
+The task is one of the paper's datasets by name, a task folder (``task.toml``), ``hf:OWNER/NAME`` (with
+``task_settings``, the ``-T`` keys) or any :class:`~metaharness.tasks.Task` object; the run records where it came
+from (:func:`task_source`), so that continuing the run needs only its directory.
+
 >>> from metaharness.optimize import optimize, run_config
 >>> settings = run_config("symptom2disease", proposer="offline", val_limit=10)  # doctest: +SKIP
 >>> outcome = optimize("runs/s2d", settings, iterations=2)  # doctest: +SKIP
 >>> outcome.best.id, outcome.best.score  # doctest: +SKIP
+>>> optimize("runs/mine", run_config("mytask", val_limit=20), iterations=2)  # a task folder  # doctest: +SKIP
+>>> optimize("runs/obj", task=my_task, seeds=["seeds/a.py"], iterations=2)  # a Task object  # doctest: +SKIP
+>>> optimize("runs/mine", iterations=4)  # continue a run: its task and seeds are found again  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,10 +46,13 @@ from metaharness.models.spec import parse_spec
 from metaharness.settings import RunSettings
 from metaharness.staging import ExampleOrder
 from metaharness.store.run_dir import RunDirectory
+from metaharness.tasks.task import Task
 
 # Hosted proposer models used when the matching key is set and no proposer model is named.
 HOSTED_PROPOSERS = (("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"), ("OPENAI_API_KEY", "openai:gpt-4.1"))
 MODEL_PROPOSERS = ("base", "tps")
+# How a run records a Task object of the caller's (no file to open it from): its class, after this prefix.
+PYTHON_SOURCE = "python:"
 
 
 def default_models(
@@ -69,24 +81,90 @@ def default_models(
     return task_model, proposer, proposer_model, notice
 
 
-def run_config(dataset: str, **given: Any) -> RunSettings:
+def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None = None, **given: Any) -> RunSettings:
     """The settings of a new run of ``dataset``, defaults filled in (:class:`~metaharness.settings.RunSettings`;
-    keyword arguments name its fields, e.g. ``proposer="offline", val_limit=10, evaluation="greedy"``)."""
-    return RunSettings.resolve({"dataset": dataset, **given}, None)
+    keyword arguments name its fields, e.g. ``proposer="offline", val_limit=10, evaluation="greedy"``).
+
+    ``dataset`` is a paper dataset's name, a task folder, ``hf:OWNER/NAME`` or a Task object; ``task_settings``
+    (``{"data.config": "main"}``, the ``-T`` keys) apply to a folder or ``hf:`` dataset, which is opened here to
+    record where it came from."""
+    from metaharness.tasks import open_task
+
+    if not isinstance(dataset, str) and task_settings:
+        raise InputError("task_settings apply to a task folder or hf: dataset named by text; open the task with them.")
+    task = open_task(dataset, settings=dict(task_settings or {})) if isinstance(dataset, str) else dataset
+    return RunSettings.resolve({"dataset": task.name, "task_source": task_source(task), **given}, None)
 
 
-def seeds_of(dataset: str, names: list[str] | None = None) -> list[Seed]:
-    """The task's seed harnesses (``candidates/<task>/*.py``), or the named ones, in name order."""
-    from metaharness.candidates import ROOT
+def task_source(task: Task) -> dict[str, Any] | None:
+    """What a run records about where ``task`` came from, to open it again on resume: None for the paper's
+    datasets (the name says it); for your own task its origin (:attr:`~metaharness.tasks.CustomTask.origin`: the
+    folder or ``hf:`` dataset, its settings with the val carve's seed and size, a fingerprint of train and val); for
+    any other Task object its class and that fingerprint (such a run is continued by passing the object again)."""
+    from metaharness.tasks import task_origin
+    from metaharness.tasks.custom.task import fingerprint
+    from metaharness.tasks.text import TextTask
 
-    available = {p.stem: p for p in sorted((ROOT / dataset).glob("*.py"))}
-    if not available:
-        raise InputError(f"No seed harnesses for {dataset} in {ROOT / dataset}.")
+    if isinstance(task, TextTask):
+        return None
+    origin = task_origin(task)
+    if origin is not None:
+        return origin
+    kind = type(task)
+    examples = {split: task.load(split) for split in ("train", "val")}
+    return {"source": f"{PYTHON_SOURCE}{kind.__module__}.{kind.__qualname__}", "fingerprint": fingerprint(examples)}
+
+
+def run_task(settings: RunSettings, data_dir: str | Path | None = None) -> Task:
+    """The task of a run: a paper dataset by its name, else opened again from where the run recorded it came
+    from, checked to hold the same train and val examples (so a carved val split is the same one)."""
+    from metaharness.tasks import get_task, reopen_task
+    from metaharness.tasks.custom.data import HUB_PREFIX
+
+    origin = settings.task_source
+    if origin is None:
+        return get_task(settings.dataset, data_dir=data_dir)
+    source = str(origin.get("source", ""))
+    if source.startswith(PYTHON_SOURCE):
+        raise InputError(
+            f"This run's task is a Python object ({source.removeprefix(PYTHON_SOURCE)}): pass it again, "
+            "optimize(run_dir, task=...)."
+        )
+    if data_dir is not None:
+        raise InputError(f"--data-dir is for the paper's datasets; the task {source} reads its own data.")
+    if not source.startswith(HUB_PREFIX) and not Path(source).is_dir():
+        raise InputError(
+            f"This run's task folder {source} is missing: restore it there (a run opens its task where it started), "
+            "or start a new run with another --run-dir."
+        )
+    return reopen_task(dict(origin))
+
+
+def seeds_of(
+    task: str | Task, names: list[str] | None = None, *, files: Sequence[str | os.PathLike[str]] | None = None
+) -> list[Seed]:
+    """The seed harnesses a search of ``task`` (a Task, or a task's name or folder) starts from: ``files`` when
+    given, else the task's own (:func:`metaharness.candidates.seed_sources`: a task folder's ``candidates/*.py``,
+    the paper task's, else the standard seeds written for the task); ``names`` keeps only those, in that order."""
+    from metaharness.candidates import seed_sources
+    from metaharness.tasks import open_task
+
+    if not files:
+        chosen = seed_sources(open_task(task) if isinstance(task, str) else task, names)
+        return [Seed(name, source) for name, source in chosen.items()]
+    paths = [Path(f) for f in files]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise InputError(f"No seed harness file {', '.join(missing)}: pass .py files that define class Harness.")
+    available: dict[str, str] = {}
+    for path in paths:
+        if path.stem in available:
+            raise InputError(f"Two seed files are named {path.stem}: give each seed file its own name.")
+        available[path.stem] = path.read_text(encoding="utf-8")
     unknown = [n for n in names or [] if n not in available]
     if unknown:
-        raise InputError(f"Unknown seed(s) {', '.join(unknown)} for {dataset}: choose from {', '.join(available)}.")
-    chosen = [available[n] for n in names] if names else list(available.values())
-    return [Seed(path.stem, path.read_text(encoding="utf-8")) for path in chosen]
+        raise InputError(f"Unknown seed(s) {', '.join(unknown)}: the seed files are {', '.join(available)}.")
+    return [Seed(name, available[name]) for name in names or available]
 
 
 def spent_before(run: RunDirectory) -> dict[str, float]:
@@ -173,6 +251,8 @@ def optimize(
     settings: RunSettings | None = None,
     *,
     iterations: int,
+    task: Task | None = None,
+    seeds: Sequence[str | os.PathLike[str]] | None = None,
     data_dir: str | Path | None = None,
     workers: int | None = None,
     test: bool = True,
@@ -189,10 +269,12 @@ def optimize(
 
     ``settings`` (:func:`run_config`) are the run's; for a run that exists they are checked against the stored ones
     (:meth:`~metaharness.settings.RunSettings.resolve`: equal, or caps tightened; ``raise_caps`` lets a cap grow),
-    and ``None`` reuses them. ``max_cost``, ``max_tokens``, ``options`` (the proposer's), ``seed_names`` and
-    ``max_proposer_failures`` are shorthands for those settings. The caps hold over every session of the run (a
-    reached cap stops cleanly: ``Outcome.capped``); ``events`` receives progress; setting ``stop.requested`` stops at
-    the next safe point. After ``max_proposer_failures`` proposer failures in a row
+    and ``None`` reuses them. ``task`` is the Task object to search (else the one the settings name or the run
+    recorded: :func:`run_task`); ``seeds`` are seed harness files to start from instead of the task's own
+    (recorded, so a resumed run finds them again). ``max_cost``, ``max_tokens``, ``options`` (the proposer's),
+    ``seed_names`` and ``max_proposer_failures`` are shorthands for those settings. The caps hold over every
+    session of the run (a reached cap stops cleanly: ``Outcome.capped``); ``events`` receives progress; setting
+    ``stop.requested`` stops at the next safe point. After ``max_proposer_failures`` proposer failures in a row
     :class:`~metaharness.loop.ProposerFailed` is raised. Bad settings raise :class:`~metaharness.errors.InputError`
     before the run directory is touched; so does another process running in ``run_dir``.
     """
@@ -200,23 +282,34 @@ def optimize(
     from metaharness.models import connect
     from metaharness.proposers import get_proposer
     from metaharness.report import write_summary_markdown
-    from metaharness.tasks import get_task
 
     given: dict[str, Any] = settings.to_json() if settings is not None else {}
+    if task is not None:
+        source = task_source(task)
+        if settings is not None and (settings.dataset, given["task_source"]) != (task.name, _plain(source)):
+            raise InputError(
+                f"The settings are for the task {settings.dataset}, not the task given ({task.name}): make them with "
+                "run_config(task)."
+            )
+        given.update(dataset=task.name, task_source=source)
+    if seeds is not None:
+        given["seed_files"] = tuple(str(Path(path).expanduser().resolve()) for path in seeds)
     given["run_budget"] = {**given.get("run_budget", {}), **_entries(usd=max_cost, tokens=max_tokens)}
     given.update(_entries(proposer_options=options, max_proposer_failures=max_proposer_failures))
     if seed_names is not None:
         given["seed_names"] = tuple(seed_names)
     stored = stored_settings(run_dir)
-    if stored is None and settings is None:
+    if stored is None and settings is None and task is None:
         raise InputError(f"No run at {run_dir} to continue: pass the settings of a new run (run_config(dataset)).")
     resolved = RunSettings.resolve(given, stored, raise_caps=raise_caps)
     for spec in (resolved.task_model, resolved.proposer_model):
         if spec and parse_spec(spec).provider == "local":
             require_llama_cpp(spec)  # before the run directory is touched
     run_dir = Path(run_dir)
-    task = get_task(resolved.dataset, data_dir=data_dir)
-    seeds = seeds_of(resolved.dataset, list(resolved.seed_names) if resolved.seed_names else None)
+    if task is None:
+        task = run_task(resolved, data_dir)
+    names = list(resolved.seed_names) if resolved.seed_names else None
+    starts = seeds_of(task, names, files=resolved.seed_files)
     val = [example.id for example in task.load("val")][: resolved.val_limit]
     ExampleOrder.of(val, seed=resolved.seed, holdout=resolved.holdout)  # enough examples left to search
     run = RunDirectory.open(run_dir, resolved.to_json())
@@ -263,7 +356,7 @@ def optimize(
             loop_settings,
             proposer,
             evaluator,
-            seeds,
+            starts,
             events=events,
             stop=stop,
             budget=costs.budget,
@@ -278,6 +371,11 @@ def optimize(
 def _entries(**values: Any) -> dict[str, Any]:
     """The keyword arguments that were given (not None)."""
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as the stored settings hold it (JSON: tuples as lists)."""
+    return json.loads(json.dumps(value))
 
 
 def _finite(value: float) -> float | None:

@@ -4,13 +4,19 @@
 directory when the run starts (``settings.json``; the root commit's ``run.json`` keeps the settings it started
 with) and read back by every later session (:meth:`RunSettings.resolve`):
 
-- a setting given again must equal the stored one (the task, the models, the proposer and its options, the example
-  order: ``seed``, ``val_limit``, ``holdout``, the evaluation policy, ...), or it is refused with the reason: a run's
-  scores are only comparable under one set of settings;
+- a setting given again must equal the stored one (the task and where it came from, the models, the proposer and
+  its options, the example order: ``seed``, ``val_limit``, ``holdout``, the evaluation policy, ...), or it is
+  refused with the reason: a run's scores are only comparable under one set of settings;
 - a cap (``evals_per_iter``, the per-iteration budget, the per-run budget: ``--max-cost``, ``--max-tokens``,
   ``--budget``) may be tightened; raising one needs ``raise_caps`` (``--raise-caps``), which is how a run stopped
   at its cap is continued;
 - ``max_proposer_failures`` is an operating rule, not a search setting: each session may set its own.
+
+``task_source`` is where a task other than the paper's datasets came from
+(:func:`metaharness.optimize.task_source`: the task folder's absolute path or the ``hf:`` dataset, its ``-T``
+settings with the val carve's seed and size, a fingerprint of its train and val examples), and ``seed_files`` the
+seed harness files a run started from, so that a resumed run opens the same task, with the same carved val split,
+and the same seeds.
 
 Everything is checked once, in :meth:`RunSettings.validate`; the rest of the code trusts it.
 
@@ -32,6 +38,7 @@ This run was started with a per-run budget of usd=1; ... To continue with a larg
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -77,6 +84,8 @@ class RunSettings:
     run_budget: Budget = field(default_factory=Budget)
     proposer_options: Mapping[str, Any] = field(default_factory=dict)
     seed_names: tuple[str, ...] | None = None
+    task_source: Mapping[str, Any] | None = None
+    seed_files: tuple[str, ...] | None = None
     solver: str = "auto"
     first_stage: int | None = None
     max_proposer_failures: int = 3
@@ -161,8 +170,10 @@ class RunSettings:
             old = getattr(stored, key)
             if key in ("iteration_budget", "run_budget"):
                 value = _merged(old, value)
-            elif key == "seed_names" and value is not None:
+            elif key in ("seed_names", "seed_files") and value is not None:
                 value = tuple(value)
+            elif key == "task_source":
+                value, old = _plain(value), _plain(old)
             elif key == "proposer_options":
                 value = dict(value)
                 old = dict(old)
@@ -170,6 +181,8 @@ class RunSettings:
                 continue
             if key in SESSION_FIELDS:
                 changes[key] = value
+            elif key == "task_source":
+                raise _task_changed(old, value)
             elif key in CAP_FIELDS:
                 if not _tighter(value, old) and not raise_caps:
                     raise InputError(
@@ -196,8 +209,11 @@ class RunSettings:
         values.update(task_model=task_model, proposer=proposer, proposer_model=proposer_model)
         for key in ("iteration_budget", "run_budget"):
             values[key] = _merged(Budget(), values.get(key, {}))
-        if "seed_names" in values:
-            values["seed_names"] = tuple(values["seed_names"])
+        for key in ("seed_names", "seed_files"):
+            if key in values:
+                values[key] = tuple(values[key])
+        if "task_source" in values:
+            values["task_source"] = _plain(values["task_source"])
         if "proposer_options" in values:
             values["proposer_options"] = dict(values["proposer_options"])
         values.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -213,6 +229,8 @@ class RunSettings:
         data["run_budget"] = self.run_budget.to_json()
         data["proposer_options"] = dict(self.proposer_options)
         data["seed_names"] = list(self.seed_names) if self.seed_names is not None else None
+        data["task_source"] = _plain(self.task_source)
+        data["seed_files"] = list(self.seed_files) if self.seed_files is not None else None
         return data
 
     @classmethod
@@ -224,11 +242,40 @@ class RunSettings:
         values["iteration_budget"] = Budget.checked(values.get("iteration_budget"))
         values["run_budget"] = Budget.checked(values.get("run_budget"))
         values["proposer_options"] = dict(values.get("proposer_options") or {})
-        if values.get("seed_names") is not None:
-            values["seed_names"] = tuple(values["seed_names"])
+        for key in ("seed_names", "seed_files"):
+            if values.get(key) is not None:
+                values[key] = tuple(values[key])
         if "evaluation" not in data:
             values["evaluation"] = "best-of-n"
         return cls(**values)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON holds it (tuples as lists, mappings as dicts), so a stored task source compares equal."""
+    return None if value is None else json.loads(json.dumps(value))
+
+
+def _task_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> InputError:
+    """Why a session's task is not the run's: another task, other ``-T`` settings, or changed examples."""
+    keep = "a run keeps its task so that its scores stay comparable"
+    fresh = "Leave --dataset and -T out (or --resume), or use another --run-dir."
+    if old is None or new is None or old.get("source") != new.get("source"):
+        shown = [str(s.get("source")) if s else "a paper dataset" for s in (old, new)]
+        return InputError(f"This run was started on the task {shown[0]}, not {shown[1]}; {keep}. {fresh}")
+    if old.get("settings") != new.get("settings"):
+        return InputError(
+            f"This run was started on the task {old['source']} with the task settings {_shown_settings(old)}, not "
+            f"{_shown_settings(new)}; {keep}. {fresh}"
+        )
+    return InputError(
+        f"The train or val examples of the task {old.get('source')} changed since the run "
+        "started, so its scores would not be comparable: restore the data, or start a new run with another --run-dir."
+    )
+
+
+def _shown_settings(source: Mapping[str, Any]) -> str:
+    pairs = [f"-T {key}={json.dumps(value)}" for key, value in sorted(dict(source.get("settings") or {}).items())]
+    return " ".join(pairs) or "none"
 
 
 def _whole(value: object) -> bool:

@@ -8,7 +8,7 @@ A reference is, in this order:
 
 ``settings`` (``-T`` on the command line, dotted keys) apply to the first two; ``data_dir`` to the third.
 
-:func:`task_origin` is what a run directory records about its task (``run.json``, key ``task``);
+:func:`task_origin` is what a run directory records about its task (``settings.json``, key ``task_source``);
 :func:`reopen_task` opens the same task from that record and refuses one whose train or val examples changed, since
 the run's scores would no longer be comparable.
 """
@@ -50,8 +50,8 @@ def open_task(
     if folder.is_dir():
         raise InputError(f"{text} is a folder without {TASK_FILE}; write one (metaharness init DIR shows how).")
     raise InputError(
-        f"Unknown task '{text}': use one of {', '.join(TEXT_TASK_NAMES)}, a folder with {TASK_FILE} "
-        "(metaharness init DIR writes one), or hf:OWNER/NAME."
+        f"Unknown task '{text}': use one of {', '.join(TEXT_TASK_NAMES)}. Your own task is a folder with {TASK_FILE} "
+        "(metaharness init DIR writes one) or hf:OWNER/NAME."
     )
 
 

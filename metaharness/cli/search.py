@@ -7,11 +7,13 @@ a run's stored settings when it continues one), draws its events and prints wher
 from __future__ import annotations
 
 import _thread
+import importlib
 import json
 import math
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,16 @@ from metaharness.errors import InputError
 from metaharness.loop import LoopEvents, Outcome, StopRequest
 from metaharness.settings import DEFAULT_EVALS_PER_ITER, RunSettings
 
+CLUSTER_TIMEOUT = 10  # seconds to reach a cluster's scheduler before giving up
+
 
 def optimize(
-    dataset: str | None = typer.Option(None, "--dataset", help="Task to optimise: lawbench, symptom2disease or uspto."),
+    dataset: str | None = typer.Option(
+        None, "--dataset", help="Task: lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME."
+    ),
+    task_setting: list[str] = typer.Option(
+        [], "--task-setting", "-T", help="KEY=VALUE for a task folder or hf: dataset (e.g. -T data.config=main)."
+    ),
     iters: int = typer.Option(12, "--iters", min=0, help="Total iterations of the run (a rerun continues up to this)."),
     proposer: str | None = typer.Option(
         None, "--proposer", help="offline (default without a key), base, tps, or a baseline."
@@ -100,21 +109,33 @@ def optimize(
     proposer_option: list[str] = typer.Option(
         [], "--proposer-option", "-P", help="KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
     ),
+    dask_scheduler: str | None = typer.Option(
+        None, "--dask-scheduler", metavar="ADDRESS", help="Evaluate on this Dask cluster (e.g. tcp://host:8786)."
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", metavar="ADDRESS", help="Evaluate on this Ray cluster (e.g. ray://host:10001, auto)."
+    ),
 ) -> None:
     """Search for a better harness: evaluate the seeds, then propose, evaluate in stages and commit, each iteration.
 
     A run keeps its settings (settings.json in the run directory): a rerun or --resume reuses them, a flag given
-    again must agree with them, and a cap may only be tightened unless --raise-caps."""
+    again must agree with them, and a cap may only be tightened unless --raise-caps. A run of a task folder or hf:
+    dataset records where it came from, so --resume needs no --dataset."""
     from metaharness.budget import Budget
-    from metaharness.optimize import default_models, stored_settings
+    from metaharness.optimize import default_models, stored_settings, task_source
     from metaharness.optimize import optimize as run_search
     from metaharness.settings import RunSettings
+    from metaharness.tasks import open_task
+    from metaharness.tasks.custom.spec import flat_settings
 
     out = console()
+    if dataset is None and task_setting:
+        raise InputError("-T sets up the task given with --dataset: add --dataset (a resumed run keeps its task's).")
     if resume and run_dir is None:
         run_dir = resolve_run(None)
-    if run_dir is None and dataset is not None:
-        run_dir = RUNS_ROOT / f"{dataset}-{default_models(task_model, proposer, proposer_model)[1]}"
+    task = open_task(dataset, data_dir=data_dir, settings=flat_settings(task_setting)) if dataset else None
+    if run_dir is None and task is not None:
+        run_dir = RUNS_ROOT / f"{task.name}-{default_models(task_model, proposer, proposer_model)[1]}"
     if run_dir is None:
         raise InputError("Name the task with --dataset (lawbench, symptom2disease or uspto), or --resume a run.")
     stored = stored_settings(run_dir)
@@ -129,7 +150,8 @@ def optimize(
                 raise InputError(f"--budget {entry}= and {flag} disagree: give one of them.")
             run_budget[entry] = value
     given = {
-        "dataset": dataset,
+        "dataset": task.name if task else None,
+        "task_source": task_source(task) if task else None,
         "task_model": task_model,
         "proposer": proposer,
         "proposer_model": proposer_model,
@@ -152,11 +174,12 @@ def optimize(
     settings = RunSettings.resolve(given, stored, raise_caps=raise_caps)
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
-    with StopOnCtrlC(stop, out), ProgressEvents(out, settings) as events:
+    with StopOnCtrlC(stop, out), cluster(dask_scheduler, ray_address), ProgressEvents(out, settings) as events:
         outcome = run_search(
             run_dir,
             settings,
             iterations=iters,
+            task=task,
             data_dir=data_dir,
             workers=workers,
             test=test,
@@ -167,6 +190,60 @@ def optimize(
     final_table(out, run_dir, outcome)
     if outcome.stopped and outcome.stopped.startswith("interrupted"):
         raise typer.Exit(130)
+
+
+@contextmanager
+def cluster(dask_scheduler: str | None, ray_address: str | None) -> Iterator[None]:
+    """Evaluations on a cluster while inside: joblib's ``dask`` backend on the scheduler at ``dask_scheduler``, or
+    its ``ray`` backend on the Ray cluster at ``ray_address`` (the evaluator's jobs go where joblib sends them; model
+    calls come back to this process). Nothing changes when neither is given. Enter inside :class:`StopOnCtrlC`: the
+    clients start threads."""
+    from joblib import parallel_config
+
+    if dask_scheduler and ray_address:
+        raise InputError("--dask-scheduler and --ray-address each name a cluster: give one of them.")
+    if dask_scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise InputError(
+                "--dask-scheduler needs dask.distributed here and on every worker: pip install 'metaharness[cluster]'."
+            ) from None
+        try:
+            client = Client(dask_scheduler, timeout=CLUSTER_TIMEOUT)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise InputError(
+                f"Cannot reach the Dask scheduler at {dask_scheduler} ({str(exc).splitlines()[0]}); check the address "
+                "(tcp://HOST:8786) and that the scheduler is running."
+            ) from None
+        try:
+            with parallel_config(backend="dask"):
+                yield
+        finally:
+            client.close()
+    elif ray_address:
+        try:  # by name: Ray is an optional extra, absent where the types are checked
+            ray = importlib.import_module("ray")
+            register_ray = importlib.import_module("ray.util.joblib").register_ray
+        except ImportError:
+            raise InputError(
+                "--ray-address needs Ray here and on every node: pip install 'metaharness[ray]'."
+            ) from None
+        register_ray()
+        try:
+            ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise InputError(
+                f"Cannot reach the Ray cluster at {ray_address} ({str(exc).splitlines()[0]}); check the address "
+                "(ray://HOST:10001, or auto on a node of the cluster)."
+            ) from None
+        try:
+            with parallel_config(backend="ray"):
+                yield
+        finally:
+            ray.shutdown()
+    else:
+        yield
 
 
 def parse_usd(option: str, text: str) -> float:

@@ -179,6 +179,10 @@ def open_dataset_task(reference: str, settings: dict[str, Any] | None = None) ->
     name = reference[len(splits.HUB_PREFIX) :].strip()
     if not name:
         raise InputError("hf: names no dataset; use hf:OWNER/NAME (e.g. hf:openai/gsm8k -T data.config=main).")
+    local = Path(name).expanduser()
+    if local.exists():  # a local dataset is recorded by its absolute path, so a resume elsewhere finds it
+        name = str(local.resolve())
+        reference = splits.HUB_PREFIX + name
     given = dict(settings or {})
     spec = TaskSpec(apply_settings({"data": {"source": reference}}, given), None)
     origin = {"source": reference, "settings": given}
