@@ -66,6 +66,8 @@ def eval_command(
             raise InputError(f"{option} must be at least 1, got {count}.")
     console = Console()
     task = open_task(dataset, data_dir=data_dir, settings=flat_settings(task_setting))
+    for note in task.notes if isinstance(task, CustomTask) else []:
+        console.print(f"[yellow]note: {note}[/]")
     stem = Path(candidate).stem.replace("-", "_")
     folder = out or Path("runs") / "eval" / f"{task.name}-{split}-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     harness = _resolve(candidate, task, folder)

@@ -125,7 +125,7 @@ def optimize(
     from metaharness.optimize import default_models, stored_settings, task_source
     from metaharness.optimize import optimize as run_search
     from metaharness.settings import RunSettings
-    from metaharness.tasks import open_task
+    from metaharness.tasks import CustomTask, open_task
     from metaharness.tasks.custom.spec import flat_settings
 
     out = console()
@@ -171,6 +171,8 @@ def optimize(
         _, _, _, notice = default_models(task_model, proposer, proposer_model)
         if notice:
             out.print(f"[yellow]{notice}[/]")
+        for note in task.notes if isinstance(task, CustomTask) else []:  # a small val split, test leaked, ...
+            out.print(f"[yellow]note: {note}[/]")
     settings = RunSettings.resolve(given, stored, raise_caps=raise_caps)
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
