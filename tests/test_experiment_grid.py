@@ -82,7 +82,55 @@ def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_c
     )
     assert config.proposer_model is None and config.task_model == SPEC["task_model"]
     assert dict(config.proposer_options) == {"probe_size": 2}
-    assert kw == {"iterations": 2, "test": False, "max_cost": 0.5, "data_dir": tmp_path / "data"}
+    assert config.evaluation == "best-of-n" and config.holdout == 0  # a spec without arms: the runs before arms
+    assert kw == {"iterations": 2, "test": False, "max_cost": 0.5, "data_dir": tmp_path / "data", "raise_caps": True}
+
+
+def test_arms_are_cells_at_equal_spend_with_the_holdout(tmp_path, monkeypatch):
+    import metaharness.optimize
+
+    searches: list[tuple[Path, object]] = []
+    monkeypatch.setattr(
+        metaharness.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config))
+    )
+    spec = {**SPEC, "datasets": ["uspto"], "seeds": [0], "arms": ["planner", "gate"], "holdout": 2, "test": False}
+    run_experiment(tmp_path / "exp", spec)
+    assert [(d.relative_to(tmp_path / "exp").as_posix(), c.evaluation) for d, c in searches] == [  # type: ignore[attr-defined]
+        ("uspto/offline/planner/seed0", "planner"),
+        ("uspto/offline/gate/seed0", "gate"),
+        ("uspto/offline-greedy/planner/seed0", "planner"),
+        ("uspto/offline-greedy/gate/seed0", "gate"),
+    ]
+    assert {c.evals_per_iter for _, c in searches} == {3} and {c.holdout for _, c in searches} == {2}
+    lines = [json.loads(x) for x in (tmp_path / "exp" / "cells.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in lines] == [
+        "offline/planner",
+        "offline/gate",
+        "offline-greedy/planner",
+        "offline-greedy/gate",
+    ]
+
+
+def test_a_capped_cell_is_recorded_capped_and_continues_with_a_larger_cap(tmp_path):
+    from metaharness.loop import Outcome
+
+    calls: list[str] = []
+
+    def capped(cell, run_dir, spec):
+        calls.append(cell.name)
+        return Outcome(iterations_done=1, stopped="cost cap reached", best=None, frontier=[], capped=True)
+
+    spec = {**SPEC, "datasets": ["uspto"], "proposers": ["offline"], "seeds": [0], "max_cost": 1.0}
+    first = run_experiment(tmp_path / "exp", spec, run_cell=capped)
+    assert [(r["status"], r["iterations"], r["stopped"]) for r in first] == [("capped", 1, "cost cap reached")]
+    run_experiment(tmp_path / "exp", spec, run_cell=capped)  # not done: tried again (it stops again at once)
+    assert len(calls) == 2
+    with pytest.raises(InputError, match="max_cost"):
+        run_experiment(tmp_path / "exp", {**spec, "max_cost": 0.5}, run_cell=capped)  # a smaller cap is refused
+    done = run_experiment(tmp_path / "exp", {**spec, "max_cost": 2.0}, run_cell=lambda *a: None)
+    assert [r["status"] for r in done] == ["done"]
+    stored = json.loads((tmp_path / "exp" / "experiment.json").read_text())
+    assert stored["max_cost"] == 2.0 and stored["extended"][-1] == {**stored["extended"][-1], "from": 1.0, "to": 2.0}
 
 
 KILLED = """
@@ -378,8 +426,9 @@ def test_bench_harness_refuses_other_settings_for_a_stored_experiment_before_sta
 @pytest.mark.slow
 def test_bench_harness_runs_a_tiny_offline_grid_on_the_embedded_model_and_a_rerun_resumes(tmp_path, shared_data_dir):
     exp = tmp_path / "exp"
-    grid = ["--datasets", "symptom2disease", "--proposers", "offline,offline-best-of-n", "--seeds", "0"]
-    tiny = ["--iters", "1", "--evals-per-iter", "1", "--val-limit", "2", "--no-test", "--jobs", "2"]
+    grid = ["--datasets", "symptom2disease", "--proposers", "offline", "--arms", "planner,gate", "--seeds", "0"]
+    tiny = ["--iters", "1", "--evals-per-iter", "1", "--val-limit", "4", "--holdout", "1", "--no-test", "--jobs", "2"]
+    tiny += ["-P", "probe_size=2", "-P", "plans=3"]  # the embedded model is slow: a small probe, few proposals
     first = run_metaharness("bench", "harness", "--out", exp, *grid, *tiny, "--data-dir", shared_data_dir)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "[2/2 done] finished" in first.stdout and (exp / "RESULTS.md").is_file()

@@ -101,6 +101,8 @@ def test_run_figures_read_the_run_directory(exp):
         "best_id": "c002",
         "best_val": 0.4,
         "test": 0.3,
+        "evals": 0.0,
+        "judged": None,
         "tokens": 100.0,
         "usd": 0.01,
         "mae": None,
@@ -120,10 +122,10 @@ def test_table_means_and_sample_sd_over_seeds(exp):
     assert base["runs"] == 2 and base["seeds"] == [0, 1]
     assert base["best_val"]["mean"] == pytest.approx(0.35)
     assert base["best_val"]["sd"] == pytest.approx(0.0707107, abs=1e-6)  # sample sd: |0.4 - 0.3| / sqrt(2)
-    assert base["test"] == {"mean": 0.3, "sd": None, "n": 1}  # seed 1 has no test score
+    assert base["test"] == {"mean": 0.3, "sd": None, "n": 1, "ci95": None}  # seed 1 has no test score
     assert base["tokens"]["mean"] == 200 and base["tokens"]["sd"] == pytest.approx(141.4213562)
     assert base["usd"]["mean"] == pytest.approx(0.02)
-    assert base["mae"] == {"mean": None, "sd": None, "n": 0}
+    assert base["mae"] == {"mean": None, "sd": None, "n": 0, "ci95": None}
     assert base["curve"] == [[0, pytest.approx(0.25)], [1, pytest.approx(0.35)]]
     tps_b = table["datasets"]["B"]["tps"]
     assert tps_b["mae"]["mean"] == pytest.approx((0.1 + 0.15) / 2)
@@ -148,10 +150,10 @@ def test_average_over_datasets(exp):
     # per seed across datasets: seed 0 (0.4 + 0.6) / 2, seed 1 (0.3 + 0.7) / 2, both 0.5
     assert base["best_val"]["sd"] == pytest.approx(0.0) and base["best_val"]["n"] == 2
     # test: only seed 0 has it in both datasets; the mean is still over the per-dataset means (0.3 and 0.55)
-    assert base["test"] == {"mean": pytest.approx(0.425), "sd": None, "n": 1}
+    assert base["test"] == {"mean": pytest.approx(0.425), "sd": None, "n": 1, "ci95": None}
     tps = average["tps"]
     assert tps["seeds"] == [0]  # seed 1 failed on A
-    assert tps["best_val"] == {"mean": pytest.approx((0.5 + 0.85) / 2), "sd": None, "n": 1}
+    assert tps["best_val"] == {"mean": pytest.approx((0.5 + 0.85) / 2), "sd": None, "n": 1, "ci95": None}
     assert tps["curve"] == [[0, pytest.approx((0.2 + 0.65) / 2)], [1, pytest.approx((0.5 + 0.85) / 2)]]
 
 
@@ -159,7 +161,7 @@ def test_paired_differences_by_seed_over_datasets(exp):
     (pair,) = experiment_table(exp)["paired"]
     # seed 0 is the only seed both have in every dataset (A/tps/seed1 failed): ((0.4 - 0.5) + (0.6 - 0.8)) / 2
     assert (pair["a"], pair["b"]) == ("base", "tps")
-    assert pair["difference"] == {"mean": pytest.approx(-0.15), "sd": None, "n": 1}
+    assert pair["difference"] == {"mean": pytest.approx(-0.15), "sd": None, "n": 1, "ci95": None}
     # runs both have: A seed 0, B seeds 0 and 1, base below tps in all three
     assert (pair["better"], pair["tied"], pair["worse"]) == (0, 0, 3)
 
@@ -168,11 +170,14 @@ def test_write_results_markdown_and_json(exp):
     path = write_results(exp)
     text = path.read_text()
     assert path.name == "RESULTS.md"
-    assert "| proposer | runs | best val mean (sd) | test mean (sd) | tokens | USD | \\|pred-actual\\| |" in text
-    assert "| base | 2 | 0.350 (0.071) | 0.300 | 200 (141) | 0.0200 (0.0141) | - |" in text
-    assert "## Average over datasets" in text and "| tps | 3 | 0.675 | 0.450 |" in text
+    assert (
+        "| proposer | runs | best val mean (sd) | judged mean (sd) | test mean (sd) | val evals | tokens | USD | "
+        "\\|pred-actual\\| |"
+    ) in text
+    assert "| base | 2 | 0.350 (0.071) | - | 0.300 | 0 (0) | 200 (141) | 0.0200 (0.0141) | - |" in text
+    assert "## Average over datasets" in text and "| tps | 3 | 0.675 | - | 0.450 |" in text
     assert "| A/tps/seed1 | proposer raised: boom |" in text
-    assert "| base - tps | 1 | -0.150 | 0 / 0 / 3 |" in text
+    assert "| base - tps | 1 | -0.150 | - | 0 / 0 / 3 |" in text
     saved = json.loads((exp / "results.json").read_text())
     assert saved["average"]["base"]["best_val"]["mean"] == pytest.approx(0.5)
     assert (exp / "results.html").exists()

@@ -150,7 +150,19 @@ def harness(
     proposers: str | None = typer.Option(
         None,
         "--proposers",
-        help="Comma-separated proposers (default: base,tps; without a proposer model the offline trio).",
+        help="Comma-separated proposers (default: base,tps; without a proposer model: offline).",
+    ),
+    arms: str | None = typer.Option(
+        None,
+        "--arms",
+        help="Comma-separated evaluation policies compared at equal spend (default: planner,greedy,best-of-n,"
+        "halving,gate): the planner's staged evaluation and its baselines.",
+    ),
+    holdout: int | None = typer.Option(
+        None,
+        "--holdout",
+        help="Validation examples kept out of every search, to judge what each returns (default: a third of "
+        "--val-limit, else 0).",
     ),
     seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated proposer seeds (default: 0,1,2)."),
     iters: int | None = typer.Option(None, "--iters", help="Iterations per run (default: 12)."),
@@ -181,7 +193,7 @@ def harness(
     """The harness-optimisation grid: one search per dataset x proposer x seed, then the tables over seeds."""
     from metaharness.cli.browse import console
     from metaharness.experiment import estimate_cost, run_experiment
-    from metaharness.experiment.grid import check_models, stored_spec
+    from metaharness.experiment.grid import cells_of, check_models, stored_spec
     from metaharness.experiment.results import write_results
 
     show = console()
@@ -198,6 +210,8 @@ def harness(
         test=test,
         max_cost=max_cost,
         options=parse_options(proposer_option),
+        arms=arms,
+        holdout=holdout,
     )
     if jobs < 1:
         raise InputError(f"--jobs takes a number of cells >= 1, got {jobs}.")
@@ -208,11 +222,13 @@ def harness(
         notice += f"Extending {out} from {before} to {spec['iterations']} iterations: every run continues."
     if notice:
         show.print(f"[yellow]{notice}[/]")
-    cells = len(spec["datasets"]) * len(spec["proposers"]) * len(spec["seeds"])
+    cells = len(cells_of(spec))
+    arm_text = f" x arms {', '.join(spec['arms'])}" if spec.get("arms") else ""
     show.print(
-        f"Experiment {out}: {cells} runs ({', '.join(spec['datasets'])} x {', '.join(spec['proposers'])} x seeds "
-        f"{', '.join(map(str, spec['seeds']))}), {spec['iterations']} iterations x {spec['evals_per_iter']} "
-        f"evaluations, task model {spec['task_model']}, proposer model {spec['proposer_model'] or 'none'}."
+        f"Experiment {out}: {cells} runs ({', '.join(spec['datasets'])} x {', '.join(spec['proposers'])}{arm_text} "
+        f"x seeds {', '.join(map(str, spec['seeds']))}), {spec['iterations']} iterations x {spec['evals_per_iter']} "
+        f"full evaluations' worth each, {spec.get('holdout') or 0} validation examples held out to judge, task "
+        f"model {spec['task_model']}, proposer model {spec['proposer_model'] or 'none'}."
     )
     if spec["max_cost"] is not None:
         estimate = estimate_cost(spec)
@@ -233,8 +249,14 @@ def harness(
         raise typer.Exit(130) from None
     if not lines.started:
         show.print(f"All {cells} runs were done already.")
-    failed = [r for r in records if r["status"] != "done"]
+    failed = [r for r in records if r["status"] == "failed"]
+    capped = [r for r in records if r["status"] == "capped"]
     show.print(f"Tables: {write_results(out)} (also results.json, results.html)")
+    if capped:
+        show.print(
+            f"[yellow]{len(capped)} run(s) stopped at their share of --max-cost and are not in the means; "
+            f"{resume} --max-cost LARGER continues them.[/]"
+        )
     if failed:
         show.print(f"[red]{len(failed)} run(s) failed (see {out / 'cells.jsonl'}); {resume} retries them.[/]")
         raise typer.Exit(1)
@@ -242,13 +264,13 @@ def harness(
 
 def harness_spec(out: Path, **given: Any) -> tuple[dict[str, Any], str | None]:
     """The grid's spec from the options: a setting not given is the stored experiment's (so ``--out EXP`` alone
-    resumes), else the paper's. Without a proposer model and proposers not named, the offline trio (and a line
+    resumes), else the paper's. Without a proposer model and proposers not named, the offline proposer (and a line
     that says so), as :func:`metaharness.optimize.default_models` does for one run. Checked before anything
     starts: names, model specs, ``-P`` options for every proposer."""
     from metaharness.cli.search import check_settings
     from metaharness.experiment import experiment_spec
     from metaharness.experiment.grid import (
-        OFFLINE_PROPOSERS,
+        ARMS,
         PAPER_DATASETS,
         PAPER_PROPOSERS,
         PAPER_SEEDS,
@@ -265,23 +287,29 @@ def harness_spec(out: Path, **given: Any) -> tuple[dict[str, Any], str | None]:
         raise InputError(f"--datasets: unknown task(s) {', '.join(unknown)}; choose from {', '.join(PAPER_DATASETS)}.")
     seeds = _seeds(given.pop("seeds")) or stored.get("seeds") or list(PAPER_SEEDS)
     proposers = _names("--proposers", given.pop("proposers")) or stored.get("proposers")
+    arms = _names("--arms", given.pop("arms"))
+    if arms is None:
+        arms = stored.get("arms") if stored else list(ARMS)
     settings: dict[str, Any] = {k: stored.get(k) if v is None else v for k, v in given.items()}
     settings["options"] = given["options"] or stored.get("options") or {}
     notice = None
     task_model, _, proposer_model, _ = default_models(settings["task_model"], "tps", settings["proposer_model"])
     if proposers is None:
-        proposers = list(PAPER_PROPOSERS if proposer_model else OFFLINE_PROPOSERS)
+        proposers = list(PAPER_PROPOSERS if proposer_model else ["offline"])
         if not proposer_model:
             notice = (
-                f"No proposer model (no API key configured, no --proposer-model): running the offline proposers "
-                f"{', '.join(OFFLINE_PROPOSERS)} with {task_model}. For the paper's grid pass --proposer-model "
-                "anthropic:claude-sonnet-4-5 (or set ANTHROPIC_API_KEY) and --task-model."
+                f"No proposer model (no API key configured, no --proposer-model): running the offline proposer "
+                f"with {task_model}. For the paper's grid pass --proposer-model anthropic:claude-sonnet-4-5 (or set "
+                "ANTHROPIC_API_KEY) and --task-model."
             )
     for proposer in proposers:
         settings["options"] = check_settings(task_model, proposer, proposer_model, settings["options"])
     settings["task_model"] = task_model
     settings["proposer_model"] = proposer_model if any(needs_model(p) for p in proposers) else None
     settings["test"] = True if settings["test"] is None else settings["test"]
+    settings["arms"] = arms
+    if settings["holdout"] is None:
+        settings["holdout"] = (settings["val_limit"] or 0) // 3 if not stored else 0
     defaults = {"iterations", "evals_per_iter"}  # the others' None is a value (no limit, no cap)
     spec = experiment_spec(
         datasets, proposers, seeds, **{k: v for k, v in settings.items() if v is not None or k not in defaults}
@@ -305,6 +333,9 @@ class GridLines:
         took = f"in {record['seconds']:.0f} s"
         if record["status"] == "done":
             self.console.print(f"[{done}/{total} done] [green]finished[/] {cell.name} {took}")
+        elif record["status"] == "capped":
+            stopped = escape(str(record.get("stopped") or "its cap"))
+            self.console.print(f"[{done}/{total} done] [yellow]capped[/] {cell.name} {took}: {stopped}")
         else:
             error = escape(str(record["error"]))
             self.console.print(f"[{done}/{total} done] [red]failed[/] {cell.name} {took}: {error}")

@@ -1,14 +1,26 @@
-"""The experiment grid: one ordinary run directory per (dataset, proposer, seed) cell under one folder.
+"""The experiment grid: one ordinary run directory per (dataset, proposer, arm, seed) cell under one folder.
+
+An *arm* is the loop's evaluation policy (:mod:`metaharness.staging`: the planner's staged evaluation, or a
+baseline: greedy, best-of-n, halving, gate). Every arm of a (dataset, proposer, seed) gets the same task-model
+budget per iteration (``evals_per_iter`` full evaluations' worth of example-evaluations), so the arms are compared
+at equal spend; ``holdout`` validation examples are kept out of every search and score only the candidate each
+run returns (its *judged* score, :mod:`metaharness.experiment.results`).
 
 ``EXP/experiment.json`` keeps the grid's spec; ``EXP/cells.jsonl`` gets one line per finished attempt of a cell
-(``"done"`` with the iterations it ran to, or ``"failed"`` with the error; the last line of a cell wins);
-``EXP/DATASET/PROPOSER/seedS`` is the cell's run directory, written by :func:`metaharness.optimize.optimize`. A rerun
-with the same spec resumes: cells whose last line is ``"done"`` are skipped, the others run again and their run
-directories continue where they stopped, so a killed experiment loses only the model calls in flight. A rerun with
-more iterations continues every run to the new count (``experiment.json`` records it under ``extended``).
+(``"done"`` with the iterations it ran to, ``"capped"`` when the run stopped at its share of ``max_cost`` with what
+it spent, or ``"failed"`` with the error; the last line of a cell wins); ``EXP/DATASET/PROPOSER/ARM/seedS`` is the
+cell's run directory (``EXP/DATASET/PROPOSER/seedS`` in an experiment from before arms, whose runs evaluated
+best-of-n), written by :func:`metaharness.optimize.optimize`. A rerun with the same spec resumes: cells whose last
+line is ``"done"`` are skipped, the others run again and their run directories continue where they stopped, so a
+killed experiment loses only the model calls in flight. A rerun with more iterations continues every run to the new
+count, and one with a larger ``max_cost`` continues the capped cells with the larger cap (``experiment.json``
+records either under ``extended``).
 
 >>> from metaharness.experiment import experiment_spec, run_experiment
->>> spec = experiment_spec(["symptom2disease"], ["offline", "offline-best-of-n"], [0, 1], iterations=2, val_limit=5)
+>>> spec = experiment_spec(["symptom2disease"], ["offline"], [0, 1], arms=["planner", "greedy"], iterations=2,
+...                        val_limit=20, holdout=10)
+>>> [c.name for c in cells_of(spec)][:2]
+['symptom2disease/offline/planner/seed0', 'symptom2disease/offline/planner/seed1']
 >>> records = run_experiment("runs/exp", spec, jobs=2)  # doctest: +SKIP
 """
 
@@ -29,16 +41,19 @@ from typing import Any, Protocol
 from metaharness import __version__
 from metaharness.errors import InputError
 from metaharness.settings import DEFAULT_EVALS_PER_ITER
+from metaharness.staging import POLICIES
 from metaharness.store.files import append_jsonl, atomic_write_json, read_json, read_jsonl
+from metaharness.store.run_dir import RunDirectory
 
 SPEC_FILE = "experiment.json"
 CELLS_FILE = "cells.jsonl"
 LOCK_FILE = ".experiment.lock"
 PAPER_DATASETS = ("lawbench", "symptom2disease", "uspto")
 PAPER_PROPOSERS = ("base", "tps")
-OFFLINE_PROPOSERS = ("offline", "offline-best-of-n", "offline-greedy")
 PAPER_SEEDS = (0, 1, 2)
 PAPER_ITERATIONS = 12
+# The evaluation policies a grid compares at equal spend (every policy a run can take).
+ARMS = tuple(p for p in POLICIES if p != "all")
 # Keys of experiment.json that define the grid; ABOUT_KEYS only describe it.
 ABOUT_KEYS = ("created", "metaharness", "extended")
 SPEC_KEYS = (
@@ -53,21 +68,30 @@ SPEC_KEYS = (
     "test",
     "max_cost",
     "options",
+    "arms",
+    "holdout",
 )
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One grid cell: a search of ``dataset`` by ``proposer`` with proposer option ``seed``."""
+    """One grid cell: a search of ``dataset`` by ``proposer`` with seed ``seed``, evaluating with policy ``arm``
+    (None: an experiment from before arms, whose runs evaluated best-of-n)."""
 
     dataset: str
     proposer: str
     seed: int
+    arm: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What the results tables compare: ``PROPOSER/ARM`` (``PROPOSER`` without an arm)."""
+        return f"{self.proposer}/{self.arm}" if self.arm else self.proposer
 
     @property
     def name(self) -> str:
-        """``DATASET/PROPOSER/seedS``: the cell's key in cells.jsonl and its run directory relative to EXP."""
-        return f"{self.dataset}/{self.proposer}/seed{self.seed}"
+        """``DATASET/PROPOSER/ARM/seedS``: the cell's key in cells.jsonl and its run directory relative to EXP."""
+        return f"{self.dataset}/{self.label}/seed{self.seed}"
 
 
 RunCell = Callable[[Cell, Path, dict[str, Any]], Any]
@@ -83,9 +107,11 @@ class GridProgress(Protocol):
     def cell_finished(self, cell: Cell, record: dict[str, Any], done: int, total: int) -> None: ...
 
 
-def plan_grid(datasets: list[str], proposers: list[str], seeds: list[int]) -> list[Cell]:
-    """Every (dataset, proposer, seed), dataset-major: a dataset's cells finish together, so its table fills first."""
-    return [Cell(d, p, s) for d in datasets for p in proposers for s in seeds]
+def plan_grid(datasets: list[str], proposers: list[str], seeds: list[int], arms: list[str] | None = None) -> list[Cell]:
+    """Every (dataset, proposer, arm, seed), dataset-major: a dataset's cells finish together, so its table fills
+    first; within it a seed's arms are apart, so every arm has runs early."""
+    each: list[str | None] = list(arms) if arms else [None]
+    return [Cell(d, p, s, a) for d in datasets for p in proposers for a in each for s in seeds]
 
 
 def experiment_spec(
@@ -101,11 +127,15 @@ def experiment_spec(
     test: bool = True,
     max_cost: float | None = None,
     options: dict[str, Any] | None = None,
+    arms: list[str] | None = None,
+    holdout: int = 0,
 ) -> dict[str, Any]:
     """The grid's defining settings (:data:`SPEC_KEYS`), checked; ``task_model`` None is the embedded model.
 
     ``max_cost`` is the dollar cap of the whole experiment, split evenly over the cells (:func:`cell_cap`);
-    ``options`` go to every cell's proposer, with ``"seed"`` set per cell.
+    ``options`` go to every cell's proposer, with ``"seed"`` set per cell; ``arms`` are the evaluation policies
+    compared (:data:`ARMS`; None: the layout of an experiment from before arms); ``holdout`` validation examples
+    are kept out of every search to judge what it returns.
     """
     from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 
@@ -125,6 +155,14 @@ def experiment_spec(
         raise InputError(f"max_cost must be at least 0 USD, got {max_cost}.")
     if "seed" in (options or {}):
         raise InputError("The proposer option 'seed' is set per cell by the grid's seeds: do not pass it.")
+    if arms is not None:
+        unknown = [a for a in arms if a not in ARMS]
+        if not arms or unknown:
+            raise InputError(f"Unknown arm(s) {', '.join(unknown) or '(none given)'}: use {', '.join(ARMS)}.")
+        if len(set(arms)) != len(arms):
+            raise InputError(f"The experiment's arms repeat a name: {', '.join(arms)}.")
+    if isinstance(holdout, bool) or not isinstance(holdout, int) or holdout < 0:
+        raise InputError(f"holdout is a number of validation examples >= 0, got {holdout!r}.")
     return {
         "datasets": list(datasets),
         "proposers": list(proposers),
@@ -137,11 +175,18 @@ def experiment_spec(
         "test": test,
         "max_cost": max_cost,
         "options": dict(options or {}),
+        "arms": list(arms) if arms is not None else None,
+        "holdout": holdout,
     }
 
 
 def cells_of(spec: dict[str, Any]) -> list[Cell]:
-    return plan_grid(spec["datasets"], spec["proposers"], spec["seeds"])
+    return plan_grid(spec["datasets"], spec["proposers"], spec["seeds"], spec.get("arms"))
+
+
+def labels_of(spec: dict[str, Any]) -> list[str]:
+    """The compared labels (``PROPOSER/ARM``, or ``PROPOSER`` without arms), in the spec's order."""
+    return list(dict.fromkeys(c.label for c in cells_of(spec)))
 
 
 def cell_cap(spec: dict[str, Any]) -> float | None:
@@ -202,8 +247,10 @@ def estimate_cost(spec: dict[str, Any]) -> CostEstimate:
     return CostEstimate(per_cell, None if None in values else sum(v for v in values if v is not None))
 
 
-def optimize_cell(cell: Cell, run_dir: Path, spec: dict[str, Any], *, data_dir: str | Path | None = None) -> None:
-    """The default cell: :func:`metaharness.optimize.optimize` in ``run_dir`` (continued when it exists)."""
+def optimize_cell(cell: Cell, run_dir: Path, spec: dict[str, Any], *, data_dir: str | Path | None = None) -> Any:
+    """The default cell: :func:`metaharness.optimize.optimize` in ``run_dir`` (continued when it exists), evaluating
+    with the cell's arm; its :class:`~metaharness.loop.Outcome`. The cap is the spec's share, which a rerun may
+    have raised (:func:`check_same_spec`), so the run takes it as given."""
     from metaharness.optimize import optimize, run_config
 
     config = run_config(
@@ -214,11 +261,18 @@ def optimize_cell(cell: Cell, run_dir: Path, spec: dict[str, Any], *, data_dir: 
         val_limit=spec["val_limit"],
         evals_per_iter=spec["evals_per_iter"],
         seed=cell.seed,
-        evaluation="best-of-n",
+        evaluation=cell.arm or "best-of-n",
+        holdout=spec.get("holdout") or 0,
         proposer_options=spec["options"],
     )
-    optimize(
-        run_dir, config, iterations=spec["iterations"], test=spec["test"], max_cost=cell_cap(spec), data_dir=data_dir
+    return optimize(
+        run_dir,
+        config,
+        iterations=spec["iterations"],
+        test=spec["test"],
+        max_cost=cell_cap(spec),
+        data_dir=data_dir,
+        raise_caps=True,
     )
 
 
@@ -369,12 +423,17 @@ def _attempt(
     if owner is not None and owner != os.getpid():
         _exit_with(owner)
     started = time.perf_counter()
-    error = None
+    error: str | None = None
+    outcome: Any = None
     try:
-        run_cell(cell, exp / cell.name, spec)
+        outcome = run_cell(cell, exp / cell.name, spec)
     except Exception as exc:  # a failed cell is recorded and the grid goes on
         error = f"{type(exc).__name__}: {exc}"
-    return _record(cell, error, time.perf_counter() - started, iterations=spec["iterations"])
+    record = _record(cell, error, time.perf_counter() - started, iterations=spec["iterations"])
+    if error is None and getattr(outcome, "capped", False):
+        spent = RunDirectory.browse(exp / cell.name).spent() if RunDirectory.exists(exp / cell.name) else None
+        record.update(status="capped", stopped=outcome.stopped, iterations=outcome.iterations_done, spent=spent)
+    return record
 
 
 @functools.cache
@@ -392,11 +451,14 @@ def _exit_with(owner: int) -> None:
 
 
 def _record(cell: Cell, error: str | None, seconds: float, *, iterations: int | None = None) -> dict[str, Any]:
-    """A cell's line in cells.jsonl: "done" (with the iterations it ran to) or "failed" (the error on one line)."""
+    """A cell's line in cells.jsonl: "done" (with the iterations it ran to) or "failed" (the error on one line);
+    :func:`_attempt` makes it "capped" when the run stopped at its cap."""
     return {
         "cell": cell.name,
         "dataset": cell.dataset,
         "proposer": cell.proposer,
+        "arm": cell.arm,
+        "label": cell.label,
         "seed": cell.seed,
         "run_dir": cell.name,
         "status": "failed" if error else "done",
@@ -422,11 +484,13 @@ def stored_spec(exp_dir: str | Path) -> dict[str, Any] | None:
 def check_same_spec(exp_dir: str | Path, spec: dict[str, Any]) -> None:
     """Refuse (:class:`InputError` naming the differing keys) a spec other than the one ``exp_dir`` holds. More
     ``iterations`` than stored is allowed: every run continues to the new count. Fewer is refused, since the runs
-    went further already."""
+    went further already. A larger ``max_cost`` is allowed too (capped cells continue with their larger share).
+    An experiment from before ``arms`` and ``holdout`` reads them as None and 0."""
     stored = stored_spec(exp_dir)
     if stored is None:
         return
-    differing = [k for k in SPEC_KEYS if stored.get(k) != spec[k] and not (k == "iterations" and _more(stored, spec))]
+    stored = {"arms": None, "holdout": 0, **stored}
+    differing = [k for k in SPEC_KEYS if stored.get(k) != spec[k] and not _extends(k, stored, spec)]
     if differing:
         changes = "; ".join(f"{k}: {stored.get(k)!r} there, {spec[k]!r} now" for k in differing)
         fewer = " (more iterations continue every run; fewer cannot undo them)" if "iterations" in differing else ""
@@ -440,6 +504,16 @@ def _more(stored: dict[str, Any], spec: dict[str, Any]) -> bool:
     return isinstance(stored.get("iterations"), int) and spec["iterations"] > stored["iterations"]
 
 
+def _larger_cap(stored: dict[str, Any], spec: dict[str, Any]) -> bool:
+    old, new = stored.get("max_cost"), spec["max_cost"]
+    return isinstance(old, (int, float)) and (new is None or new > old)
+
+
+def _extends(key: str, stored: dict[str, Any], spec: dict[str, Any]) -> bool:
+    """A change the rerun may make: more iterations, or a larger cap."""
+    return (key == "iterations" and _more(stored, spec)) or (key == "max_cost" and _larger_cap(stored, spec))
+
+
 def _write_or_check_spec(exp: Path, spec: dict[str, Any]) -> dict[str, Any] | None:
     """The folder's spec before this session (None for a new folder), after writing the new one: a new folder's,
     or the stored one with more iterations (and a line of ``extended`` that says when)."""
@@ -448,9 +522,13 @@ def _write_or_check_spec(exp: Path, spec: dict[str, Any]) -> dict[str, Any] | No
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if stored is None:
         atomic_write_json(exp / SPEC_FILE, {**spec, "created": now, "metaharness": __version__})
-    elif _more(stored, spec):
-        extended = [*stored.get("extended", []), {"from": stored["iterations"], "to": spec["iterations"], "at": now}]
-        atomic_write_json(exp / SPEC_FILE, {**stored, "iterations": spec["iterations"], "extended": extended})
+    elif _more(stored, spec) or _larger_cap(stored, spec):
+        key = "iterations" if _more(stored, spec) else "max_cost"
+        extended = [*stored.get("extended", []), {"from": stored[key], "to": spec[key], "at": now}]
+        if key == "max_cost":
+            extended[-1]["key"] = key
+        changed = {"iterations": spec["iterations"], "max_cost": spec["max_cost"]}
+        atomic_write_json(exp / SPEC_FILE, {**stored, **changed, "extended": extended})
     return stored
 
 

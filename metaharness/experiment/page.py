@@ -10,7 +10,16 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from metaharness.experiment.results import COLUMNS, PAIRED_COLUMNS, PAIRED_NOTE, failed_rows, paired_rows, table_rows
+from metaharness.experiment.results import (
+    COLUMNS,
+    JUDGED_NOTE,
+    PAIRED_COLUMNS,
+    PAIRED_NOTE,
+    capped_rows,
+    failed_rows,
+    paired_rows,
+    table_rows,
+)
 from metaharness.report.page import PAGE_SCRIPT, PAGE_STYLE, html_table
 from metaharness.report.svg import Series, colour, svg_chart
 
@@ -46,6 +55,12 @@ def render_html(table: dict[str, Any]) -> str:
     if table["paired"]:
         tables += f"<h2>Paired differences</h2><p class='note'>{html.escape(PAIRED_NOTE)}</p>"
         tables += html_table(PAIRED_COLUMNS, paired_rows(table))
+    if any(p["difference"]["n"] for p in table.get("paired_judged", [])):
+        tables += f"<h2>Paired differences, judged</h2><p class='note'>{html.escape(JUDGED_NOTE)}</p>"
+        tables += html_table(PAIRED_COLUMNS, paired_rows(table, "paired_judged"))
+    if table.get("capped"):
+        tables += "<h2>Capped cells (not in the means)</h2>"
+        tables += html_table(["cell", "spent", "stopped"], capped_rows(table))
     failed = (
         "<h2>Failed cells</h2>" + html_table(["cell", "error"], failed_rows(table))
         if table["failed"]

@@ -6,11 +6,13 @@ so the results can be rewritten at any time, also while the grid is still runnin
 
 The arithmetic (every figure a :func:`stat`: ``{"mean", "sd", "n"}``):
 
-- per run (:func:`run_figures`): the best validation score and its candidate (highest score, the earliest on a tie),
-  that candidate's test score when the run evaluated it on the test split (else ``None``), tokens and dollars as the
-  total of ``spend.jsonl`` (every role, every session), the best-so-far per iteration as the ``best_score`` of the
-  iteration's last ``summary.jsonl`` line, and the mean absolute error ``|actual - predicted|`` over the evaluated
-  candidates that carried ``prediction["score"]`` (``None`` without predictions);
+- per run (:func:`run_figures`): the best validation score and its candidate (highest score among the supported
+  candidates, the earliest on a tie), that candidate's *judged* score (on the validation examples the search held
+  out, ``holdout``; else ``None``) and test score when the run evaluated it on the test split (else ``None``), the
+  validation example-evaluations the search spent (``evals``, every stage of every candidate), tokens and dollars as
+  the total of ``spend.jsonl`` (every role, every session), the best-so-far per iteration as the ``best_score`` of
+  the iteration's last ``summary.jsonl`` line, and the mean absolute error ``|actual - predicted|`` over the
+  evaluated candidates that carried ``prediction["score"]`` (``None`` without predictions);
 - per dataset and proposer: over the seeds' runs, the mean and the sample sd (n - 1; ``None`` for one value) of each
   figure; a run without the figure (no test score, no predictions) is left out of that figure only, ``n`` says how
   many runs it holds. The curve is, per iteration, the mean best-so-far over the runs that reached that iteration;
@@ -19,10 +21,15 @@ The arithmetic (every figure a :func:`stat`: ``{"mean", "sd", "n"}``):
   only the seeds that have the figure in every dataset (``n`` is the number of such seeds); the curve is, per
   iteration, the mean over datasets of the per-dataset curve points;
 - paired differences (:func:`paired_differences`), per pair of proposers (a, b) in the experiment's order: for each
-  seed that both have in every dataset, the mean over datasets of a's best validation score minus b's; the
-  difference is the :func:`stat` of these per-seed values. Beside it, over every (dataset, seed) both ran, how often
-  a ended above, level with (within 1e-9) or below b. Same seed, same probe sample and sampler state, so the pairing
-  takes out what a seed's draws share.
+  seed that both have in every dataset, the mean over datasets of a's figure minus b's (the best validation score;
+  again for the judged score); the difference is the :func:`stat` of these per-seed values with a 95% interval
+  (Student's t over the seeds). Beside it, over every (dataset, seed) both ran, how often a ended above, level with
+  (within 1e-9) or below b. Same seed, same probe sample and sampler state, so the pairing takes out what a seed's
+  draws share.
+
+"Proposer" in the tables is the cell's label: ``PROPOSER/ARM`` in a grid of evaluation arms
+(:mod:`metaharness.experiment.grid`). Cells stopped at their cap (``"capped"``) are listed apart with what they
+spent and are in no mean: a capped run is not a finished one.
 """
 
 from __future__ import annotations
@@ -31,8 +38,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from scipy.stats import t as student_t
+
 from metaharness.errors import InputError
-from metaharness.experiment.grid import SPEC_FILE, read_cells
+from metaharness.experiment.grid import SPEC_FILE, labels_of, read_cells
 from metaharness.report.summary import markdown_cell, markdown_table
 from metaharness.report.view import RunView
 from metaharness.store.files import atomic_write_json, atomic_write_text, read_json
@@ -42,16 +51,24 @@ RESULTS_JSON = "results.json"
 RESULTS_MD = "RESULTS.md"
 RESULTS_HTML = "results.html"
 # The per-run figures that get a mean and sd in the table, in column order.
-FIGURES = ("best_val", "test", "tokens", "usd", "mae")
+FIGURES = ("best_val", "judged", "test", "evals", "tokens", "usd", "mae")
 
 
 def run_figures(run_dir: Path) -> dict[str, Any]:
-    """One run's figures (see the module docstring): ``best_id``, ``best_val``, ``test``, ``tokens``, ``usd``,
-    ``mae``, ``curve`` (``[[iteration, best so far], ...]``), ``iterations``, ``candidates``, ``failed``."""
+    """One run's figures (see the module docstring): ``best_id``, ``best_val``, ``judged``, ``test``, ``evals``,
+    ``tokens``, ``usd``, ``mae``, ``curve`` (``[[iteration, best so far], ...]``), ``iterations``, ``candidates``,
+    ``failed``."""
     run = RunDirectory.browse(Path(run_dir))
     view = RunView.load(run)
     best = view.best
     test = view.test.get(best.id) if best is not None else None
+    judged = view.holdout.get(best.id) if best is not None else None
+    evals = sum(
+        increment.spend.evals
+        for record in view.records
+        if record.evaluation is not None
+        for increment in record.evaluation.increments
+    )
     spent = run.spent()
     lines = {int(e["iteration"]): e for e in view.log if e.get("type") == "iteration"}
     curve = [
@@ -62,7 +79,9 @@ def run_figures(run_dir: Path) -> dict[str, Any]:
     return {
         "best_id": best.id if best is not None else None,
         "best_val": best.score if best is not None else None,
+        "judged": judged.primary if judged is not None else None,
         "test": test.primary if test is not None else None,
+        "evals": float(evals),
         "tokens": float(spent["tokens"]),
         "usd": float(spent["usd"]),
         "mae": view.prediction_error(),
@@ -74,14 +93,20 @@ def run_figures(run_dir: Path) -> dict[str, Any]:
 
 
 def stat(values: list[float | None]) -> dict[str, Any]:
-    """Mean and sample sd (n - 1) of the values that are not ``None``: ``{"mean", "sd", "n"}`` (sd ``None`` below
-    two values, mean ``None`` for none)."""
+    """Mean and sample sd (n - 1) of the values that are not ``None``, and the 95% interval of the mean (Student's
+    t): ``{"mean", "sd", "n", "ci95"}`` (sd and interval ``None`` below two values, mean ``None`` for none)."""
     present = [float(v) for v in values if v is not None]
-    return {
-        "mean": statistics.fmean(present) if present else None,
-        "sd": statistics.stdev(present) if len(present) > 1 else None,
-        "n": len(present),
-    }
+    mean = statistics.fmean(present) if present else None
+    sd = statistics.stdev(present) if len(present) > 1 else None
+    return {"mean": mean, "sd": sd, "n": len(present), "ci95": interval95(mean, sd, len(present))}
+
+
+def interval95(mean: float | None, sd: float | None, n: int) -> list[float] | None:
+    """The 95% interval of a mean of ``n`` values with sample sd ``sd`` (Student's t), None below two values."""
+    if mean is None or sd is None or n < 2:
+        return None
+    half = float(student_t.ppf(0.975, n - 1)) * sd / n**0.5
+    return [mean - half, mean + half]
 
 
 def mean_curve(curves: list[list[list[float]]]) -> list[list[float]]:
@@ -97,24 +122,29 @@ def experiment_table(exp_dir: Path) -> dict[str, Any]:
     """The experiment's results (arithmetic in the module docstring):
 
     ``{"experiment": experiment.json, "runs": {cell: {"dataset", "proposer", "seed", "run_dir", **figures}},
-    "failed": [{"cell", "dataset", "proposer", "seed", "error"}], "datasets": {dataset: {proposer: group}},
-    "average": {proposer: group}}``, a group being ``{"runs": n, "seeds": [...], figure: stat, ...,
-    "curve": [[iteration, mean], ...]}``; datasets and proposers in ``experiment.json``'s order.
+    "failed": [{"cell", "dataset", "proposer", "seed", "error"}], "capped": [{"cell", ..., "spent", "stopped"}],
+    "datasets": {dataset: {proposer: group}}, "average": {proposer: group}, "paired": [...], "paired_judged":
+    [...]}``, a group being ``{"runs": n, "seeds": [...], figure: stat, ..., "curve": [[iteration, mean], ...]}``;
+    datasets and proposers (labels) in ``experiment.json``'s order.
     """
     exp_dir = Path(exp_dir)
     if not (exp_dir / SPEC_FILE).exists():
         raise InputError(f"{exp_dir} is not an experiment folder (no {SPEC_FILE}).")
     spec = read_json(exp_dir / SPEC_FILE)
     runs: dict[str, dict[str, Any]] = {}
-    failed = []
+    failed, capped = [], []
     for cell, line in read_cells(exp_dir).items():
-        where = {k: line.get(k) for k in ("dataset", "proposer", "seed")}
+        where = {"dataset": line.get("dataset"), "proposer": line.get("label") or line.get("proposer")}
+        where["seed"] = line.get("seed")
         if line.get("status") == "done":
             runs[cell] = {**where, "run_dir": line["run_dir"], **run_figures(exp_dir / line["run_dir"])}
+        elif line.get("status") == "capped":
+            capped.append({"cell": cell, **where, "spent": line.get("spent"), "stopped": line.get("stopped")})
         else:
             failed.append({"cell": cell, **where, "error": line.get("error")})
     datasets = _ordered(spec.get("datasets", []), [r["dataset"] for r in runs.values()])
-    proposers = _ordered(spec.get("proposers", []), [r["proposer"] for r in runs.values()])
+    declared = labels_of({"arms": None, **spec}) if spec.get("proposers") else []
+    proposers = _ordered(declared, [r["proposer"] for r in runs.values()])
     table: dict[str, dict[str, Any]] = {}
     for dataset in datasets:
         groups = {}
@@ -132,9 +162,11 @@ def experiment_table(exp_dir: Path) -> dict[str, Any]:
         "experiment": spec,
         "runs": runs,
         "failed": failed,
+        "capped": capped,
         "datasets": table,
         "average": average,
         "paired": paired_differences(runs, datasets, proposers),
+        "paired_judged": paired_differences(runs, datasets, proposers, "judged"),
     }
 
 
@@ -197,16 +229,24 @@ def _average(per_dataset: list[tuple[dict[str, Any], dict[Any, dict[str, Any]]]]
         means = [g[name]["mean"] for g in groups if g[name]["mean"] is not None]
         complete = [s for s in seeds if all(by_seed[s][name] is not None for _, by_seed in per_dataset)]
         per_seed = [statistics.fmean(by_seed[s][name] for _, by_seed in per_dataset) for s in complete]
-        average[name] = {
-            "mean": statistics.fmean(means) if means else None,
-            "sd": statistics.stdev(per_seed) if len(per_seed) > 1 else None,
-            "n": len(per_seed),
-        }
+        mean = statistics.fmean(means) if means else None
+        sd = statistics.stdev(per_seed) if len(per_seed) > 1 else None
+        average[name] = {"mean": mean, "sd": sd, "n": len(per_seed), "ci95": interval95(mean, sd, len(per_seed))}
     average["curve"] = mean_curve([g["curve"] for g in groups])
     return average
 
 
-COLUMNS = ["proposer", "runs", "best val mean (sd)", "test mean (sd)", "tokens", "USD", "|pred-actual|"]
+COLUMNS = [
+    "proposer",
+    "runs",
+    "best val mean (sd)",
+    "judged mean (sd)",
+    "test mean (sd)",
+    "val evals",
+    "tokens",
+    "USD",
+    "|pred-actual|",
+]
 MARKDOWN_COLUMNS = [markdown_cell(c) for c in COLUMNS]
 
 
@@ -217,7 +257,9 @@ def table_rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
             proposer,
             str(g["runs"]),
             _figure(g["best_val"], "{:.3f}"),
+            _figure(g["judged"], "{:.3f}"),
             _figure(g["test"], "{:.3f}"),
+            _figure(g["evals"], "{:.0f}"),
             _figure(g["tokens"], "{:.0f}"),
             _figure(g["usd"], "{:.4f}"),
             _figure(g["mae"], "{:.3f}"),
@@ -233,26 +275,46 @@ def _figure(value: dict[str, Any], form: str, mean_form: str | None = None) -> s
     return text + (f" ({form.format(value['sd'])})" if value["sd"] is not None else "")
 
 
-PAIRED_COLUMNS = ["a - b", "seeds", "mean difference (sd over seeds)", "runs a above / level / below b"]
+PAIRED_COLUMNS = [
+    "a - b",
+    "seeds",
+    "mean difference (sd over seeds)",
+    "95% interval",
+    "runs a above / level / below b",
+]
 
 
-def paired_rows(table: dict[str, Any]) -> list[list[str]]:
-    """One row per pair under :data:`PAIRED_COLUMNS` (shared by ``RESULTS.md`` and the page)."""
+def paired_rows(table: dict[str, Any], key: str = "paired") -> list[list[str]]:
+    """One row per pair of ``table[key]`` (``paired``: best val; ``paired_judged``) under :data:`PAIRED_COLUMNS`
+    (shared by ``RESULTS.md`` and the page)."""
     return [
         [
             f"{p['a']} - {p['b']}",
             str(p["difference"]["n"]),
             _figure(p["difference"], "{:.3f}", mean_form="{:+.3f}"),
+            _interval(p["difference"].get("ci95")),
             f"{p['better']} / {p['tied']} / {p['worse']}",
         ]
-        for p in table["paired"]
+        for p in table.get(key, [])
     ]
+
+
+def _interval(ci: list[float] | None) -> str:
+    return f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
 
 
 PAIRED_NOTE = (
     "Best val score of a minus b, paired by seed: per seed the mean over datasets of the difference, then the mean "
-    "(sample sd) over the seeds both have in every dataset; the last column counts the (dataset, seed) runs."
+    "(sample sd, 95% interval by Student's t) over the seeds both have in every dataset; the last column counts the "
+    "(dataset, seed) runs."
 )
+JUDGED_NOTE = (
+    "The same for the judged score: the returned candidate on the validation examples its search never scored."
+)
+
+
+def capped_rows(table: dict[str, Any]) -> list[list[str]]:
+    return [[c["cell"], str(c.get("spent") or ""), str(c.get("stopped") or "")[:300]] for c in table.get("capped", [])]
 
 
 def failed_rows(table: dict[str, Any]) -> list[list[str]]:
@@ -280,6 +342,12 @@ def render_markdown(table: dict[str, Any]) -> str:
     ]
     if table["paired"]:
         lines += ["", "## Paired differences", "", PAIRED_NOTE, "", *markdown_table(PAIRED_COLUMNS, paired_rows(table))]
+    if any(p["difference"]["n"] for p in table.get("paired_judged", [])):
+        rows = paired_rows(table, "paired_judged")
+        lines += ["", "## Paired differences, judged", "", JUDGED_NOTE, "", *markdown_table(PAIRED_COLUMNS, rows)]
+    if table.get("capped"):
+        lines += ["", "## Capped cells (not in the means)", ""]
+        lines += markdown_table(["cell", "spent", "stopped"], capped_rows(table))
     if table["failed"]:
         lines += ["", "## Failed cells", "", *markdown_table(["cell", "error"], failed_rows(table))]
     return "\n".join(lines) + "\n"
