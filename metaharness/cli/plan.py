@@ -23,15 +23,23 @@ def register(app: typer.Typer) -> None:
     @plan_app.command("solve")
     def solve_command(
         file: str = typer.Argument(
-            ..., help="Plan graph or program graph JSON file (docs/plan-graph.md); '-' reads stdin."
+            ..., help="Plan graph or program graph JSON file (the format is below); '-' reads stdin."
         ),
         solver: str = typer.Option(
             "exact", "--solver", help="exact, ilp (SCIP) or auto; for a program graph the selection solvers."
         ),
         time_limit: float = typer.Option(None, "--time-limit", help="Seconds the ILP may take (default: no limit)."),
     ) -> None:
-        """Print the best feasible plan (or status "infeasible") as JSON; a program graph (problem "selection")
-        prints what to implement and evaluate. Bad files exit with code 2."""
+        """Print the best feasible plan (or status "infeasible" and why) as JSON; a program graph (problem
+        "selection") prints what to implement and evaluate. Bad files exit with code 2 and say what is wrong.
+
+        In: {"start": ID, "budget": a list of one number >= 0 per limit, "limits": a name per limit (optional),
+        "horizon": most steps (optional), "discount": 0 to 1 (optional), "nodes": objects {"id", "reward" (default
+        0), "goal", "dead_end"}, "edges": objects {"id", "source", "target", "action", "cost": one number per
+        limit}}. Out: {"status", "path" (edge ids), "nodes", "value", "cost", "solver", "seconds"}, and "reason" when
+        infeasible. The whole contract, program graphs included, is the "Plan graphs" page of the reference site
+        (mkdocs build in the source tree) and the docstrings of metaharness.planner.graph and
+        metaharness.planner.selection (python -m pydoc metaharness.planner.graph)."""
         from metaharness.planner.graph import PlanGraph
         from metaharness.planner.solve import solve
 

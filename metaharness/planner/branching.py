@@ -16,9 +16,9 @@ fills run again, so a branch costs almost no samples). Either way the downstream
 so a plan with two wrong steps is repaired by a branch of a branch. At most ``branch_budget`` branches run; the
 first verified trajectory is the answer, otherwise the phase-1 trajectory stands.
 
->>> from metaharness.planner.branching import entropy
->>> round(entropy({"a": 0.5, "b": 0.5}), 3)
-1.0
+    >>> from metaharness.planner.branching import entropy
+    >>> round(entropy({"a": 0.5, "b": 0.5}), 3)
+    1.0
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@ A :class:`PlanGraph` is what the TPS subagents build and what every solver reads
 feasible plans, the solver output and the errors) is specified once, in ``docs/plan-graph.md``;
 :meth:`PlanGraph.from_json` enforces it and :meth:`PlanGraph.to_json` writes it.
 
->>> g = PlanGraph.from_json({"start": "s", "budget": [2],
-...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
-...                          "edges": [{"id": "e", "source": "s", "target": "g", "action": "go", "cost": [1]}]})
->>> [e.id for e in g.out_edges("s")]
-['e']
+    >>> g = PlanGraph.from_json({"start": "s", "budget": [2],
+    ...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
+    ...                          "edges": [{"id": "e", "source": "s", "target": "g", "action": "go", "cost": [1]}]})
+    >>> [e.id for e in g.out_edges("s")]
+    ['e']
 """
 
 from __future__ import annotations

@@ -8,14 +8,14 @@ what implementing it costs (0 evaluations). Labels follow the TPS labeler: ``rew
 the best, -1 (``dead_end``) never worth evaluating, 0 otherwise. :func:`metaharness.planner.selection.select`
 chooses what to implement and evaluate. These helpers are plain functions so that the graph stays one type.
 
->>> g = program_graph("seed")
->>> _ = add_evaluated(g, "seed", 0.30)
->>> _ = add_predicted(g, "a", "seed", 0.40, cost={"tokens": 900}, summary="add label list")
->>> _ = add_predicted(g, "b", "a", 0.55, std=0.1, summary="vote over neighbours")
->>> [e.id for e in chain(g, "b")], depth(g, "b"), incumbent(g)
-(['seed->a', 'a->b'], 2, 0.3)
->>> mark(g, "a", IMPLEMENTED, new_id="c7").id, [e.source for e in chain(g, "b")]
-('c7', ['c7'])
+    >>> g = program_graph("seed")
+    >>> _ = add_evaluated(g, "seed", 0.30)
+    >>> _ = add_predicted(g, "a", "seed", 0.40, cost={"tokens": 900}, summary="add label list")
+    >>> _ = add_predicted(g, "b", "a", 0.55, std=0.1, summary="vote over neighbours")
+    >>> [e.id for e in chain(g, "b")], depth(g, "b"), incumbent(g)
+    (['seed->a', 'a->b'], 2, 0.3)
+    >>> mark(g, "a", IMPLEMENTED, new_id="c7").id, [e.source for e in chain(g, "b")]
+    ('c7', ['c7'])
 """
 
 from __future__ import annotations

@@ -17,14 +17,14 @@ else ilp) and the baselines ``greedy`` (best predicted first while it fits),
 ``random`` (seeded order) and ``best_of_n`` (children of evaluated programs in insertion order), all returning a
 :class:`~metaharness.planner.result.PlanResult` whose ``evaluate`` lists the nodes to evaluate.
 
->>> from metaharness.planner.program import add_evaluated, add_predicted, program_graph
->>> g = program_graph("seed")
->>> _ = add_evaluated(g, "seed", 0.30)
->>> _ = add_predicted(g, "a", "seed", 0.40, summary="add label list")
->>> _ = add_predicted(g, "b", "a", 0.55, summary="vote over neighbours")
->>> r = select(g, {"evals": 1})
->>> r.status, r.evaluate, r.nodes, r.path, round(r.value, 2)
-('optimal', ['b'], ['a', 'b'], ['seed->a', 'a->b'], 0.55)
+    >>> from metaharness.planner.program import add_evaluated, add_predicted, program_graph
+    >>> g = program_graph("seed")
+    >>> _ = add_evaluated(g, "seed", 0.30)
+    >>> _ = add_predicted(g, "a", "seed", 0.40, summary="add label list")
+    >>> _ = add_predicted(g, "b", "a", 0.55, summary="vote over neighbours")
+    >>> r = select(g, {"evals": 1})
+    >>> r.status, r.evaluate, r.nodes, r.path, round(r.value, 2)
+    ('optimal', ['b'], ['a', 'b'], ['seed->a', 'a->b'], 0.55)
 """
 
 from __future__ import annotations

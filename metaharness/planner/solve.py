@@ -1,13 +1,15 @@
 """``solve(graph, budget, solver=...)``: one entry point over every solver family.
 
->>> from metaharness.planner.graph import PlanGraph
->>> g = PlanGraph.from_json({"start": "s", "budget": [1],
-...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
-...                          "edges": [{"id": "e", "source": "s", "target": "g", "cost": [1]}]})
->>> solve(g).to_json()["path"]
-['e']
->>> solve(g, [0.5]).status
-'infeasible'
+A plan graph in, the best walk (or status "infeasible", with the reason) out:
+
+    >>> from metaharness.planner.graph import PlanGraph
+    >>> g = PlanGraph.from_json({"start": "s", "budget": [1],
+    ...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
+    ...                          "edges": [{"id": "e", "source": "s", "target": "g", "cost": [1]}]})
+    >>> solve(g).to_json()["path"]
+    ['e']
+    >>> solve(g, [0.5]).status
+    'infeasible'
 """
 
 from __future__ import annotations
