@@ -100,6 +100,11 @@ def history(
         out.print(waiting)
     for note in view.notes():
         out.print(f"[yellow]{note}[/]")
+    for cid, sha in rd.store.untagged().items():
+        out.print(
+            f"[yellow]{cid} is committed ({sha[:10]}) but its tag is missing, so it is not listed; rerunning the run "
+            f"restores it (or: git -C {path} tag {cid} {sha[:10]})[/]"
+        )
     if not predicted and view.predicted_nodes():
         out.print(f"{len(view.predicted_nodes())} predicted programs not yet chosen (--predicted lists them)")
     out.print(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ def prediction_text(prediction: Mapping[str, Any] | None) -> str:
 
 
 NOTE_EVALUATION = "evaluation-json: "
+CANDIDATE_TRAILER = re.compile(r"^Candidate: (\S+)$", re.MULTILINE)
 NOTE_FAILURE = "failure-json: "
 
 
@@ -326,7 +328,31 @@ class CandidateStore:
             actions.append("restored the working tree to the best candidate")
         return actions
 
+    def restore_tags(self) -> list[str]:
+        """Tag again every candidate commit whose tag is gone (deleted by hand), from the commit itself; one note
+        each."""
+        actions = []
+        for cid, sha in self.untagged().items():
+            self._update_refs([(f"refs/tags/{cid}", sha, ZERO_SHA)])
+            actions.append(f"restored the missing tag {cid} from its commit {sha[:10]} (with its note)")
+        return actions
+
     # -- reading ---------------------------------------------------------------------------------------------
+
+    def claimed(self) -> dict[str, str]:
+        """Candidate id -> commit of every candidate commit git still holds, tagged or not: reachable from a ref, or
+        named by a note (every candidate's commit gets its note in the same transaction as its tag)."""
+        shas = set(self.repo.git.rev_list("--all").split()) | set(self._note_blobs())
+        found = {}
+        for sha in sorted(shas):
+            try:
+                message = self.repo.commit(sha).message
+            except ValueError:  # a note of a commit git no longer holds
+                continue
+            trailer = CANDIDATE_TRAILER.search(str(message))
+            if trailer and CANDIDATE_ID.match(trailer.group(1)):
+                found[trailer.group(1)] = sha
+        return found
 
     def candidates(self) -> list[StoredCandidate]:
         """Every committed candidate, in id order."""
@@ -338,6 +364,13 @@ class CandidateStore:
                 note = notes.get(sha, "")
                 found.append(StoredCandidate(with_note(self._record(sha), note), sha, note))
         return sorted(found, key=lambda c: id_number(c.candidate.id))
+
+    def untagged(self) -> dict[str, str]:
+        """Candidate id -> commit of each candidate commit without its tag, in id order: its trailer and its
+        ``candidate.json`` name the same id, and no tag does."""
+        tagged = {c.candidate.id for c in self.candidates()}
+        found = sorted(self.claimed().items(), key=lambda item: id_number(item[0]))
+        return {cid: sha for cid, sha in found if cid not in tagged and self._record(sha).id == cid}
 
     def get(self, cid: str) -> StoredCandidate:
         sha = self._resolve(f"refs/tags/{cid}")

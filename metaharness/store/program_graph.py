@@ -43,7 +43,9 @@ def load(run_dir: Path) -> PlanGraph | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        budget = data.get("budget") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            raise InputError(f"it holds a JSON {type(data).__name__}, not an object")
+        budget = data.get("budget")
         # A graph saved without a budget (the proposer sets one per iteration) is read with a placeholder.
         graph = PlanGraph.from_json({**data, "budget": [0.0] * len(program.LIMITS)} if budget is None else data)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, InputError) as exc:

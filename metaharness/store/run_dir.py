@@ -14,21 +14,29 @@
 Only one process may run in a directory at a time (the lock). Opening for a run repairs what a kill left behind:
 it commits every evaluated candidate found in the journal, writes the ``summary.jsonl`` lines a kill kept from
 being written, brings the program graph up to date with the candidates, and drops the plans of finished
-iterations.
+iterations. It also checks before it trusts, against damage a kill cannot cause (a file deleted or cut by hand, a
+disk fault): git is the record of the candidates and ``spend.jsonl`` of the money, and ``summary.jsonl`` is
+rebuilt from git where it disagrees (a missing candidate tag is restored from its commit, a missing or torn
+iteration line of a finished iteration rebuilt, a lost ``summary.jsonl`` rebuilt whole), so a finished iteration
+never runs again and no id is handed out twice; a spend line that cannot be read stops the run
+(:mod:`metaharness.store.spend`).
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from metaharness.candidate import Candidate, Evaluation, candidate_id, id_number
+from metaharness import frontier
+from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, candidate_id, id_number
 from metaharness.errors import InputError
 from metaharness.harness import HARNESS_FILE
 from metaharness.planner.graph import PlanGraph
+from metaharness.planner.program import PREDICTED
 from metaharness.store import program_graph as graph_file
 from metaharness.store.crash import crash_point
 from metaharness.store.files import (
@@ -46,6 +54,10 @@ from metaharness.store.spend import SPEND_FILE, SpendJournal
 # Settings that make scores comparable: a run directory keeps them for its whole life.
 FIXED_SETTINGS = ("dataset", "task_model", "val_limit")
 SETTINGS_FILE = "settings.json"  # the run's settings (metaharness.settings) as the last session resolved them
+
+
+# The summary.jsonl lines an iteration writes about its candidates before its own line.
+WORK_LINES = ("candidate", "evaluation", "failure")
 
 
 class RunDirectory:
@@ -149,6 +161,9 @@ class RunDirectory:
         actions = self.store.clean_interrupted()
         for folder in (self.path, self.path / "evals"):
             actions += [f"removed unfinished write {p.name}" for p in clean_temporaries(folder)]
+        actions += self.spend.repair()
+        self.spend.records()  # a spend line that cannot be read stops here (InputError: which line, what to do)
+        actions += self.store.restore_tags()
         for candidate in self.journal.results():
             if self.store.has(candidate.id):
                 self.journal.drop_result(candidate.id)
@@ -165,24 +180,146 @@ class RunDirectory:
                     "journal (scored before the run was stopped)"
                 )
             self.journal.drop_evidence(candidate.id)
-        logged = {r.get("id") for r in self.log_records("candidate")}
-        for candidate in self.candidates():
-            if candidate.id not in logged:
-                self._log_candidate(candidate)
-                actions.append(f"logged {candidate.id} in summary.jsonl (committed just before the run was stopped)")
-        tested = {r.get("id") for r in self.log_records("test")}
-        for path in sorted((self.path / "evals").glob("c*.test.json")):
-            cid = path.name.split(".")[0]
-            if cid not in tested:
-                self._log_test(cid, Evaluation.from_dict(read_json(path)))
-                actions.append(f"logged the test result of {cid} in summary.jsonl (saved just before the stop)")
+        rebuilt = self._rebuild_log() if not self.log_records() else []
+        actions += rebuilt or self._complete_log()
         actions += self._repair_graph()
+        actions += self._repair_iterations(lost_log=bool(rebuilt))
+        actions += self._lost_candidates()
         done = self.completed_iterations()
         for iteration in sorted(self.journal.planned()):
             if iteration in done:
                 self.journal.drop_plan(iteration)
                 actions.append(f"dropped the plan of iteration {iteration}, which had finished")
         return actions
+
+    def _complete_log(self) -> list[str]:
+        """Log every committed candidate and saved test result that has no line. A kill leaves at most the newest
+        candidate, or one test result, unlogged (each is logged right after it is saved); more is damage, and the
+        notes say so."""
+        actions = []
+        logged = {r.get("id") for r in self.log_records("candidate")}
+        candidates = self.candidates()
+        unlogged = [c for c in candidates if c.id not in logged]
+        killed = len(unlogged) == 1 and unlogged[0] is candidates[-1]
+        for candidate in unlogged:
+            self._log_candidate(candidate)
+            why = "committed just before the run was stopped" if killed else "its line was missing: rebuilt from git"
+            actions.append(f"logged {candidate.id} in summary.jsonl ({why})")
+        tested = {r.get("id") for r in self.log_records("test")}
+        untested = [path for path in self._test_files() if path.name.split(".")[0] not in tested]
+        for path in untested:
+            cid = path.name.split(".")[0]
+            self._log_test(cid, Evaluation.from_dict(read_json(path)))
+            why = "saved just before the stop" if len(untested) == 1 else "its line was missing: rebuilt from evals/"
+            actions.append(f"logged the test result of {cid} in summary.jsonl ({why})")
+        return actions
+
+    def _rebuild_log(self) -> list[str]:
+        """A run whose ``summary.jsonl`` is gone (or holds no line) but whose git holds candidates: log every
+        candidate as git records it now (its note, its iteration) and every saved test result; the iteration lines
+        follow (:meth:`_repair_iterations`)."""
+        candidates = self.candidates()
+        if not candidates:
+            return []
+        for candidate in candidates:
+            self._log_candidate(candidate)
+        tests = self._test_files()
+        for path in tests:
+            self._log_test(path.name.split(".")[0], Evaluation.from_dict(read_json(path)))
+        return [
+            f"rebuilt summary.jsonl from git, which was missing or empty: {len(candidates)} candidates with their "
+            f"notes and iterations, {len(tests)} test results (its evaluation, stop and proposer-failure lines are "
+            "lost)"
+        ]
+
+    def _test_files(self) -> list[Path]:
+        return sorted((self.path / "evals").glob("c*.test.json"))
+
+    def _repair_iterations(self, *, lost_log: bool) -> list[str]:
+        """Log a line, rebuilt from git, for every finished iteration without one (torn, or lost with the log), so
+        the loop never runs it again.
+
+        Iterations run in order, so one is finished when a later one began (has a line, a plan, a candidate or a
+        proposer failure). The last one begun is finished when its candidates are committed, its plan is gone (the
+        loop drops a plan only after writing the iteration's line) and its line was lost: ``lost_log``, or a
+        damaged line after the last line about its candidates (the torn iteration line).
+        """
+        candidates = self.candidates()
+        logged, planned = self.completed_iterations(), set(self.journal.planned())
+        failed = {r["iteration"] for r in self.log_records("proposer_failure") if isinstance(r.get("iteration"), int)}
+        committed = {c.iteration for c in candidates}
+        begun = logged | planned | committed | failed
+        last = max(begun, default=-1)
+        ended = last in committed and (lost_log or self._torn_after({c.id for c in candidates if c.iteration == last}))
+        actions = []
+        for iteration in range(last + 1):
+            if iteration in logged or iteration in planned or (iteration == last and not ended):
+                continue
+            line = self._iteration_line(iteration, candidates)
+            self.log(line)
+            actions.append(
+                f"repaired the iteration {iteration} line from git: summary.jsonl had none for this finished iteration "
+                f"(candidates: {', '.join(line['candidates']) or 'none'}); it is not run again"
+            )
+        return actions
+
+    def _torn_after(self, ids: set[str]) -> bool:
+        """Whether ``summary.jsonl`` holds a damaged line after its last line about the work on a candidate of
+        ``ids`` (the lines written before the iteration's own)."""
+        text = self.summary_path.read_text(encoding="utf-8", errors="replace") if self.summary_path.exists() else ""
+        torn = False
+        for line in text.splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                torn = torn or bool(line.strip())
+                continue
+            if isinstance(record, dict) and record.get("type") in WORK_LINES and record.get("id") in ids:
+                torn = False
+        return torn
+
+    @staticmethod
+    def _iteration_line(iteration: int, candidates: list[Candidate]) -> dict[str, Any]:
+        """An iteration's ``summary.jsonl`` line as git can tell it: its candidates, and the best and the front
+        among the candidates up to it (as they stand now); ``rebuilt`` marks it."""
+        mine = [c for c in candidates if c.iteration == iteration]
+        upto = [c for c in candidates if c.iteration <= iteration]
+        best = frontier.best(upto)
+        return {
+            "type": "iteration",
+            "iteration": iteration,
+            "candidates": [c.id for c in mine],
+            "evaluated": sum(c.evaluated for c in mine),
+            "implemented": sum(c.implemented for c in mine),
+            "failed": sum(c.failed for c in mine),
+            "best": best.id if best else None,
+            "best_score": best.score if best else None,
+            "frontier": [c.id for c in frontier.pareto_front(upto)],
+            "rebuilt": "from git: the iteration's line was missing from summary.jsonl",
+        }
+
+    def _lost_candidates(self) -> list[str]:
+        """Candidates the log or the program graph hold that git holds no commit of: their ids stay used."""
+        lost = sorted(self._recorded_ids() - {c.id for c in self.candidates()}, key=id_number)
+        return [
+            f"{cid} is in summary.jsonl or program-graph.json but git holds no commit of it (lost); its id is not "
+            "given out again"
+            for cid in lost
+        ]
+
+    def _recorded_ids(self) -> set[str]:
+        """Every candidate id the log, the program graph (its candidate nodes; a predicted node is named by its
+        proposer) or git (commit trailers, tagged or not) holds."""
+        ids = {str(r["id"]) for r in self.log_records() if isinstance(r.get("id"), str)}
+        for line in self.log_records("iteration"):
+            ids |= {str(cid) for cid in line.get("candidates") or []}
+        try:
+            graph = graph_file.load(self.path)
+        except InputError:  # set aside and rebuilt by recover
+            graph = None
+        ids |= {str(n.id) for n in graph.nodes if n.status != PREDICTED} if graph is not None else set()
+        ids |= set(self.store.claimed())
+        return {cid for cid in ids if CANDIDATE_ID.match(cid)}
 
     # -- candidates ------------------------------------------------------------------------------------------
 
@@ -290,10 +427,12 @@ class RunDirectory:
         )
 
     def next_id(self) -> str:
-        """A fresh candidate id, above every committed, journaled or planned one."""
+        """A fresh candidate id, above every committed, journaled or planned one, and above every id the log, the
+        program graph or git history still holds (a candidate whose tag was deleted keeps its id)."""
         used = [id_number(c.candidate.id) for c in self.store.candidates()]
         used += [id_number(r.id) for r in self.journal.results() + self.journal.evidence()]
         used += [id_number(p["id"]) for plan in self.journal.planned().values() for p in plan]
+        used += [id_number(cid) for cid in self._recorded_ids()]
         return candidate_id(max(used, default=0) + 1)
 
     def work_file(self, cid: str, source: str) -> Path:

@@ -11,23 +11,67 @@ everything it spent on record except the calls still in flight (sent, not yet an
 a resumed run knows which calls it already paid for: a repeat is free, see :mod:`metaharness.models.ledger`). A
 run directory written before this journal existed gets one ``{"carried": true, ...}`` line holding the last
 ``spent`` its ``summary.jsonl`` recorded. Lines are written under a lock, so the threads of a parallel evaluation
-may record at once; a line torn by a kill is skipped when read back (:mod:`metaharness.store.files`).
+may record at once.
+
+A damaged line (torn, or garbled by a disk fault) is never dropped from the total, since the caps count what was
+spent: when its ``tokens`` and ``usd`` can still be read it counts what they say (and :meth:`SpendJournal.repair`
+rewrites it whole, keeping the damaged text under ``"repaired"``); else reading the journal raises
+:class:`~metaharness.errors.InputError` naming the line, and the run does not continue until the line is restored
+or its loss accepted (``python -m metaharness.store.repair RUN --accept-spend-loss``, :meth:`SpendJournal.accept_loss`).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import secrets
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metaharness.errors import InputError
 from metaharness.store.crash import crash_point
-from metaharness.store.files import append_jsonl, read_jsonl
+from metaharness.store.files import append_jsonl, atomic_write_text
 
 SPEND_FILE = "spend.jsonl"
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens")
+# What a damaged line may still tell: the two fields a cap counts, each number ending where the next field begins.
+_READABLE = {name: re.compile(rf'"{name}": (-?[0-9][0-9.eE+-]*)\s*[,}}]') for name in ("tokens", "usd")}
+
+
+@dataclass
+class JournalLine:
+    """One non-empty line of the journal: what it counts (``record``; None when it is damaged beyond reading its
+    cost) and whether it is ``damaged`` (not one whole JSON object)."""
+
+    number: int
+    text: str
+    record: dict[str, Any] | None
+    damaged: bool
+
+
+def _read_line(number: int, text: str) -> JournalLine:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        return JournalLine(number, text, value, False)
+    found = {name: pattern.search(text) for name, pattern in _READABLE.items()}
+    try:
+        usd, tokens = float(found["usd"].group(1)), int(found["tokens"].group(1))  # type: ignore[union-attr]
+    except (AttributeError, ValueError):
+        return JournalLine(number, text, None, True)
+    record: dict[str, Any] = {"repaired": text, "usd": usd, "tokens": tokens}
+    if '"carried": true' in text:
+        record["carried"] = True
+    key = re.search(r'"key": "([0-9a-f]+)"', text)
+    if key:
+        record["key"] = key.group(1)
+    return JournalLine(number, text, record, True)
 
 
 class SpendJournal:
@@ -62,8 +106,64 @@ class SpendJournal:
     def exists(self) -> bool:
         return self.path.exists()
 
+    def lines(self) -> list[JournalLine]:
+        if not self.path.exists():
+            return []
+        text = self.path.read_text(encoding="utf-8", errors="replace")
+        return [_read_line(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+
     def records(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.path)
+        """Every call on record. A damaged line whose cost cannot be read raises :class:`InputError` (which line, and
+        how to go on): a total without it would let the caps pass what was spent."""
+        records = []
+        for line in self.lines():
+            if line.record is None:
+                raise InputError(
+                    f"{self.path} line {line.number} is damaged ({line.text[:60]!r}), so the run's spend cannot be "
+                    "totalled and its caps cannot hold. Restore that line (from a backup), or accept losing what "
+                    f"that call cost with: python -m metaharness.store.repair {self.path.parent} --accept-spend-loss"
+                )
+            records.append(line.record)
+        return records
+
+    def repair(self) -> list[str]:
+        """Rewrite each damaged line whose cost could be read as a whole line (its text kept under ``"repaired"``);
+        one note per line. Call only while holding the run lock."""
+        fixed = {line.number: line.record for line in self.lines() if line.damaged and line.record is not None}
+        return self._rewrite(fixed, "its call is counted from the fields still readable")
+
+    def accept_loss(self) -> list[str]:
+        """Record each damaged line whose cost cannot be read as a call that cost nothing, at the user's word (its
+        text kept under ``"accepted_loss"``); one note per line. Call only while holding the run lock."""
+        fixed = {
+            line.number: {"accepted_loss": line.text, "usd": 0.0, "tokens": 0}
+            for line in self.lines()
+            if line.record is None
+        }
+        return self._rewrite(fixed, "its loss accepted, the call counted as $0 and 0 tokens")
+
+    def _rewrite(self, fixed: dict[int, dict[str, Any]], how: str) -> list[str]:
+        """Replace the lines numbered in ``fixed`` (atomically); a note per line."""
+        if not fixed:
+            return []
+        with self._lock:
+            lines = self.lines()
+            text = "".join(
+                (
+                    json.dumps(fixed[line.number], ensure_ascii=False, sort_keys=True)
+                    if line.number in fixed
+                    else line.text
+                )
+                + "\n"
+                for line in lines
+            )
+            atomic_write_text(self.path, text)
+        damaged = {line.number: line.text for line in lines}
+        return [
+            f"repaired spend.jsonl line {n}, which was damaged ({damaged[n][:60]!r}): {how} "
+            f"(${float(record['usd']):g}, {int(record['tokens'])} tokens)"
+            for n, record in sorted(fixed.items())
+        ]
 
     def keys(self) -> list[str]:
         """The cache keys of every journaled call (the requests this run paid for)."""
