@@ -104,6 +104,11 @@ def assert_nothing_ran_again(run_dir: Path, before: dict[str, str], again: Sessi
     run = RunDirectory.browse(run_dir)
     assert run.completed_iterations() == {0, 1, 2}
     assert sorted(r["id"] for r in run.log_records("candidate")) == CANDIDATES  # once each
+    reopened = RunDirectory.open(run_dir, CONFIG)
+    try:
+        assert reopened.recover() == []  # repaired once: nothing left to say
+    finally:
+        reopened.close()
 
 
 def assert_history_works(run_dir: Path) -> subprocess.CompletedProcess:
@@ -148,6 +153,18 @@ def test_a_torn_last_iteration_line_is_rebuilt_from_git_and_the_iteration_is_not
     assert commits(run_dir) == {**before, "c006": commits(run_dir)["c006"]}
 
 
+def test_a_garbled_iteration_line_before_the_last_is_rebuilt_since_a_later_iteration_began(run_dir):
+    summary = run_dir / "summary.jsonl"
+    lines = lines_of(summary)
+    first = next(i for i, line in enumerate(lines) if '"type": "iteration"' in line and '"iteration": 1,' in line)
+    lines[first] = lines[first].replace('"iteration": 1,', '"iteration": 1#')
+    summary.write_text("".join(f"{line}\n" for line in lines))
+    before = commits(run_dir)
+    again = session(run_dir)
+    assert "(candidates: c003, c004)" in note(again, "repaired the iteration 1 line from git")
+    assert_nothing_ran_again(run_dir, before, again)
+
+
 def test_a_torn_candidate_line_of_an_open_iteration_is_no_finished_iteration(run_dir):
     """A damaged line alone proves nothing: the last iteration counts as finished only when its plan is gone."""
     run = RunDirectory.open(run_dir, CONFIG)
@@ -164,11 +181,9 @@ def test_a_deleted_summary_is_rebuilt_from_git_and_no_seed_or_iteration_runs_aga
     before = commits(run_dir)
     assert_history_works(run_dir)
     again = session(run_dir)
-    assert again.notes[0].startswith("rebuilt summary.jsonl from git, which was missing or empty: 5 candidates")
-    assert "4 test results" in again.notes[0]
-    assert [n.split(":")[0] for n in again.notes[1:4]] == [
-        f"repaired the iteration {i} line from git" for i in range(3)
-    ]
+    rebuilt = note(again, "rebuilt summary.jsonl from git, which was missing or held no readable line: 5 candidates")
+    assert "4 test results" in rebuilt and again.notes[0] == rebuilt
+    assert [note(again, f"repaired the iteration {i} line from git") for i in range(3)]
     assert not any("committed just before the run was stopped" in n for n in again.notes)
     assert_nothing_ran_again(run_dir, before, again)
     run = RunDirectory.browse(run_dir)

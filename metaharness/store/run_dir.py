@@ -215,7 +215,7 @@ class RunDirectory:
         return actions
 
     def _rebuild_log(self) -> list[str]:
-        """A run whose ``summary.jsonl`` is gone (or holds no line) but whose git holds candidates: log every
+        """A run whose ``summary.jsonl`` is gone (or holds no readable line) but whose git holds candidates: log every
         candidate as git records it now (its note, its iteration) and every saved test result; the iteration lines
         follow (:meth:`_repair_iterations`)."""
         candidates = self.candidates()
@@ -227,7 +227,8 @@ class RunDirectory:
         for path in tests:
             self._log_test(path.name.split(".")[0], Evaluation.from_dict(read_json(path)))
         return [
-            f"rebuilt summary.jsonl from git, which was missing or empty: {len(candidates)} candidates with their "
+            f"rebuilt summary.jsonl from git, which was missing or held no readable line: {len(candidates)} "
+            "candidates with their "
             f"notes and iterations, {len(tests)} test results (its evaluation, stop and proposer-failure lines are "
             "lost)"
         ]
