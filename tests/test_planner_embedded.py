@@ -40,7 +40,7 @@ def test_plan_runs_end_to_end_with_the_embedded_model():
         "the box is on the goal at (3, 2)",
         {"steps": BUDGET},
         model=client,
-        m=2,
+        plans=2,
         max_tokens=128,
         simulator=ModelStateSimulator(client, canonical_key=sokoban_key, max_tokens=128),
         start_key=sokoban_key(STATE),
@@ -73,7 +73,7 @@ def test_plan_runs_end_to_end_with_the_embedded_model():
         walk = prepare(result.graph).check_walk(result.solution.path)  # a feasible (possibly poor) route
         assert result.graph.node(walk.nodes[-1]).goal and walk.cost[0] <= BUDGET
         assert [step.edge for step in result.route] == result.solution.path
-        assert all(step.action and step.state for step in result.route)
+        assert all(step.action and step.expected_state for step in result.route)
         assert result.guidance().startswith(f"Suggested route ({len(result.route)} steps")
     else:
         assert result.route == [] and result.guidance() == f"No feasible route: {result.reason}"

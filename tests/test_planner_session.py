@@ -55,7 +55,7 @@ def test_the_session_continues_while_predictions_hold_and_finishes_at_the_goal()
     s = session()
     result = s.plan(["At the door; the key is on the table."])
     assert result.status == "route" and [step.action for step in s.route] == ["take key", "open door"]
-    assert s.step.action == "take key" and s.step.state == "holding the key"
+    assert s.step.action == "take key" and s.step.expected_state == "holding the key"
     seen = s.observe("Holding the key.", {"steps": 1})  # equal up to case, spacing and the full stop
     assert isinstance(seen, Observation)
     assert (seen.status, seen.matched, seen.step.action, seen.checked.action) == (
@@ -64,10 +64,10 @@ def test_the_session_continues_while_predictions_hold_and_finishes_at_the_goal()
         "open door",
         "take key",
     )
-    assert s.remaining == {"steps": 3.0} and s.plans == 1
+    assert s.remaining == {"steps": 3.0} and s.planning_calls == 1
     seen = s.observe("door open", [1])
     assert (seen.status, seen.step, seen.planning) == ("done", None, None)
-    assert s.spent == (2.0,) and s.plans == 1
+    assert s.spent == (2.0,) and s.planning_calls == 1
 
 
 def test_a_different_state_replans_from_the_observed_state_with_the_remaining_budget():
@@ -76,7 +76,7 @@ def test_a_different_state_replans_from_the_observed_state_with_the_remaining_bu
     s.plan(["At the door; the key is on the table."])
     seen = s.observe("the key fell under the table", {"steps": 1})
     assert seen.status == "replanned" and not seen.matched and "not the predicted one" in seen.reason
-    assert seen.checked.action == "take key" and seen.planning is s.result and s.plans == 2
+    assert seen.checked.action == "take key" and seen.planning is s.result and s.planning_calls == 2
     replanned = sampler.tasks[-1]
     assert replanned.history == (
         "At the door; the key is on the table.",
@@ -114,7 +114,7 @@ def test_canonical_keys_decide_when_given_and_a_custom_check_otherwise():
     assert s.observe("any text at all", {"steps": 1}, key="HOLDING THE KEY").status == "continue"
     assert s.observe("door open", {"steps": 1}, key="SOMETHING ELSE").status == "replanned"
     judged = []
-    s = session(same=lambda observed, step: judged.append((observed, step.state)) or True)
+    s = session(same=lambda observed, step: judged.append((observed, step.expected_state)) or True)
     s.plan(["at the door"])
     assert s.observe("whatever", {"steps": 1}).status == "continue" and judged == [("whatever", "holding the key")]
 
@@ -137,7 +137,7 @@ def test_without_a_route_observe_plans_again():
     result = s.plan(["at the door"])
     assert result.status == "no_route" and s.step is None
     seen = s.observe("at the door", {"steps": 0})
-    assert seen.status == "replanned" and seen.checked is None and seen.step is None and s.plans == 2
+    assert seen.status == "replanned" and seen.checked is None and seen.step is None and s.planning_calls == 2
 
 
 def test_horizon_may_follow_the_remaining_budget():
@@ -183,7 +183,7 @@ def test_async_calls_run_off_the_event_loop():
 
     result, during_plan, seen = asyncio.run(run())
     assert result.status == "route" and during_plan >= 5  # the loop kept running while the stages worked
-    assert seen.status == "replanned" and s.plans == 2
+    assert seen.status == "replanned" and s.planning_calls == 2
 
 
 def test_the_session_ends_when_the_realised_spend_uses_up_the_budget():

@@ -11,7 +11,7 @@ Two set-ups, chosen per run:
   model-free stand-in for an imperfect sampler (each action optimal with probability 1 - epsilon, else random).
 
 :class:`PuzzlePlanner` makes one planning call from an agent's loop: history, goal, remaining step budget in;
-:class:`~metaharness.planner.tps.PlanningResult` (route steps with action, predicted state, cost) out.
+:class:`~metaharness.planner.tps.RouteResult` (route steps with action, predicted state, cost) out.
 :class:`RouteFollower` is how the planning agents (TPS guidance, TAPE execution) use it, through a
 :class:`~metaharness.planner.session.PlanningSession`: follow the route while the observed states are the predicted
 ones, plan again when one is not or the route is used up.
@@ -42,7 +42,7 @@ from metaharness.planner.subagents import (
     StateSimulator,
 )
 from metaharness.planner.subagents.model_stage import ModelStage
-from metaharness.planner.tps import PlanningResult, RouteStep, plan
+from metaharness.planner.tps import RouteResult, RouteStep, plan
 from metaharness.tasks.environments.puzzle import PuzzleEnv, optimal_actions
 
 SAMPLER_SYSTEM = (
@@ -207,7 +207,7 @@ class PuzzlePlanner:
             self.env.goal,
             {"steps": budget},
             model=self.model,
-            m=self.m,
+            plans=self.m,
             horizon=lambda left: max(1, int(left["steps"])),
             sampler=self.sampler,
             simulator=self.simulator,
@@ -216,7 +216,7 @@ class PuzzlePlanner:
             solver=self.solver,
         )
 
-    def plan(self, state: Hashable, remaining: int, history: list[str]) -> PlanningResult:
+    def plan(self, state: Hashable, remaining: int, history: list[str]) -> RouteResult:
         """One planning call from ``state`` with ``remaining`` steps; ``history`` lists what happened (oldest
         first)."""
         self.at(state)
@@ -225,7 +225,7 @@ class PuzzlePlanner:
             self.env.goal,
             {"steps": remaining},
             model=self.model,
-            m=self.m,
+            plans=self.m,
             horizon=max(1, remaining),
             sampler=self.sampler,
             simulator=self.simulator,
@@ -236,7 +236,7 @@ class PuzzlePlanner:
         )
 
 
-def fallback_action(result: PlanningResult) -> str | None:
+def fallback_action(result: RouteResult) -> str | None:
     """With no route to the goal: the first sampled action that does not enter a predicted dead end, if any."""
     graph = result.graph
     if graph is None:
@@ -247,7 +247,7 @@ def fallback_action(result: PlanningResult) -> str | None:
     return None
 
 
-def planning_record(result: PlanningResult) -> dict[str, Any]:
+def planning_record(result: RouteResult) -> dict[str, Any]:
     """What a step trace keeps of one planning call (sampled plans, labels, route; not the prompts)."""
     sampled: list[Any] = next((s["output"] for s in result.stages if s["stage"] == "sample"), [])
     labels: list[Any] = next((s["output"] for s in result.stages if s["stage"] == "label"), [])
@@ -285,14 +285,14 @@ class RouteFollower:
 
     def next_step(
         self, state: Hashable, remaining: int, taken: list[str | None], decision: Decision
-    ) -> RouteStep | PlanningResult:
+    ) -> RouteStep | RouteResult:
         """The route's step from ``state`` (its predicted key goes on ``decision``), or, when a new planning call
         found no route, that call's result. Planning calls are recorded on ``decision``."""
         env, session = self.planner.env, self.session
         self.planner.at(state)
         history = [*history_lines(taken), env.render(state)]
         key = env.key(state)
-        result: PlanningResult | None = None
+        result: RouteResult | None = None
         if session.result is None:
             result = session.plan(history, key=key)
         else:

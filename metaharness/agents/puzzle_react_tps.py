@@ -15,7 +15,7 @@ from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_planning import PuzzlePlanner, RouteFollower
 from metaharness.agents.puzzle_react import ReActAgent
 from metaharness.models.types import ModelClient
-from metaharness.planner.tps import PlanningResult
+from metaharness.planner.tps import RouteResult
 from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 
@@ -32,10 +32,10 @@ class TPSAgent(ReActAgent):
 
     def guidance(self, state: Hashable, remaining: int, decision: Decision) -> str:
         step = self.follower.next_step(state, remaining, self.taken, decision)
-        if isinstance(step, PlanningResult):
+        if isinstance(step, RouteResult):
             return f"Planning tool: {step.guidance()}"
         route = self.follower.route
         return (
             f"Planning tool route (guidance; {len(route)} steps left): {', '.join(s.action for s in route)}\n"
-            f"Next step: {step.action}; expected state after it:\n{step.state}"
+            f"Next step: {step.action}; expected state after it:\n{step.expected_state}"
         )

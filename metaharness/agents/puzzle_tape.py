@@ -16,7 +16,7 @@ from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_planning import PuzzlePlanner, RouteFollower, fallback_action
 from metaharness.agents.puzzle_react import call_record
 from metaharness.models.types import ChatRequest, ModelClient
-from metaharness.planner.tps import PlanningResult
+from metaharness.planner.tps import RouteResult
 from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 EXECUTE = 'Execute the next planned action of your route. Reply with JSON only: {"action": ...}.'
@@ -38,7 +38,7 @@ class TapeAgent:
     def act(self, state: Hashable, remaining: int) -> Decision:
         decision = Decision(None)
         step = self.follower.next_step(state, remaining, self.taken, decision)
-        action = fallback_action(step) if isinstance(step, PlanningResult) else step.action
+        action = fallback_action(step) if isinstance(step, RouteResult) else step.action
         if action is not None and self.model is not None:
             action = self.execute(self.model, state, remaining, action, decision)
         decision.action = decision.intended = action

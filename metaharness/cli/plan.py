@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
         if plans < 1 or (horizon is not None and horizon < 1):
             raise InputError("--plans and --horizon must be at least 1.")
         client = connect(model) if model is not None else None
-        server = build_mcp_server(client, m=plans, solver=solver, horizon=horizon, max_tokens=max_tokens)
+        server = build_mcp_server(client, plans=plans, solver=solver, horizon=horizon, max_tokens=max_tokens)
         logging.getLogger("httpx").setLevel(logging.WARNING)  # again: the MCP SDK may configure logging itself
         server.run("stdio")
 

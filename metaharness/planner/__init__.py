@@ -33,8 +33,8 @@ Subagents (:mod:`metaharness.planner.subagents`)
     ``ModelPlanSampler``, ``ModelStateSimulator``, ``KeyJudgeMerger``, ``ModelRewardLabeler``.
 
 Planning call (:mod:`metaharness.planner.tps`)
-    ``plan(history, goal, budget, *, model, m=4, horizon=None, sampler=None, simulator=None, merger=None,
-    labeler=None, solver="exact", start_key=None, max_tokens=512, tools=None) -> PlanningResult`` with ``status``
+    ``plan(history, goal, budget, *, model, plans=4, horizon=None, sampler=None, simulator=None, merger=None,
+    labeler=None, solver="exact", start_key=None, max_tokens=512, tools=None) -> RouteResult`` with ``status``
     ("route"/"no_route"), ``route`` (steps: action, predicted state and key, cost, and ``call`` in a tool plan),
     ``graph``, ``solution``, ``stages`` (every stage's input, output and model exchanges; JSON) and
     ``guidance()``; ``replay(record)`` rebuilds it. With ``tools`` (the harness's tools: names, descriptions,
@@ -42,7 +42,7 @@ Planning call (:mod:`metaharness.planner.tps`)
     jsonschema.
 
 Session (:mod:`metaharness.planner.session`)
-    ``PlanningSession(goal, budget, *, model, m, horizon, solver, tools, ...)`` for an agent loop: ``plan(history)``
+    ``PlanningSession(goal, budget, *, model, plans, horizon, solver, tools, ...)`` for an agent loop: ``plan(history)``
     returns the route (``session.step`` is the next step); ``observe(state, spent)`` checks the observed state and
     the step's cost against the prediction and answers an :class:`Observation` ("continue", "done", or
     "replanned" with the new route); ``aplan`` / ``aobserve`` for asyncio servers.
@@ -84,7 +84,7 @@ from metaharness.planner.selection import SELECTION_SOLVERS, select
 from metaharness.planner.session import Observation, PlanningSession
 from metaharness.planner.solve import SOLVERS, solve
 from metaharness.planner.subagents import ToolSpec
-from metaharness.planner.tps import PlanningResult, RouteStep, plan, replay
+from metaharness.planner.tps import RouteResult, RouteStep, plan, replay
 
 __all__ = [
     "LIMITS",
@@ -95,8 +95,8 @@ __all__ = [
     "Observation",
     "PlanGraph",
     "PlanResult",
-    "PlanningResult",
     "PlanningSession",
+    "RouteResult",
     "RouteStep",
     "SoftTargets",
     "ToolSpec",

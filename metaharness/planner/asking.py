@@ -32,7 +32,9 @@ def ask_json(
     """Return (the first answer that validates and passes ``check``, or None; the log of every attempt).
 
     ``check`` returns what is wrong with a parsed answer, or None when it is usable. Model failures the user must
-    fix (missing key, budget exceeded) propagate; malformed answers only cost an attempt.
+    fix (missing key, budget exceeded) propagate; malformed answers only cost an attempt. An attempt that fails
+    exactly as the one before it ends the asking: the model repeats itself (at temperature 0 it always will), and
+    each further attempt would cost as much for the same answer.
     """
     conversation = list(messages)
     log: list[dict[str, Any]] = []
@@ -52,9 +54,12 @@ def ask_json(
             problem = f"the answer is not valid JSON ({exc.msg})"
         except jsonschema.ValidationError as exc:
             problem = f"the JSON does not match the schema: {exc.message}"
+        repeated = bool(log) and log[-1]["text"] == text and log[-1]["error"] == problem
         log.append({"text": text, "parsed": value, "error": problem})
         if problem is None:
             return value, log
+        if repeated:
+            break
         conversation = [
             *conversation,
             {"role": "assistant", "content": text or "(no usable answer)"},

@@ -16,7 +16,7 @@ call of :func:`grow` is one round of TPS over it:
 
 Plans are cut where they would reach past ``depth`` revisions from the nearest implemented ancestor. The graph
 changes in place and lasts: nodes nobody chose stay for later rounds, with their predictions. Every stage's input and
-output is returned in :attr:`Growth.stages` (the same record shape as :class:`metaharness.planner.tps.PlanningResult`).
+output is returned in :attr:`Growth.stages` (the same record shape as :class:`metaharness.planner.tps.RouteResult`).
 """
 
 from __future__ import annotations

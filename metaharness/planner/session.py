@@ -3,7 +3,7 @@
 The agent keeps its own loop; the session keeps the route, the budget and the check of every step::
 
     session = PlanningSession("box on (3,1)", {"steps": 12}, model=connect("openai:qwen@http://127.0.0.1:8000/v1"))
-    session.plan(["player at (1,1), box at (2,1)"])          # -> PlanningResult; session.step is its first step
+    session.plan(["player at (1,1), box at (2,1)"])          # -> RouteResult; session.step is its first step
     while session.step is not None:
         state = execute(session.step.action)                   # or session.step.call with tools=[...]
         seen = session.observe(state, {"steps": 1})            # "continue", "done", "replanned", "exhausted"
@@ -11,7 +11,7 @@ The agent keeps its own loop; the session keeps the route, the budget and the ch
 The contract (``docs/planning-session.md``):
 
 - ``PlanningSession(goal, budget, *, model, ...)``: ``budget`` has one entry per limit (``{"steps": 12, "usd":
-  0.5}``, or a list); the other options are those of :func:`metaharness.planner.tps.plan` (``m``, ``horizon``,
+  0.5}``, or a list); the other options are those of :func:`metaharness.planner.tps.plan` (``plans``, ``horizon``,
   ``solver``, ``tools``, ``max_tokens``, and the four stages to override the model's), fixed for the session.
   ``horizon`` may also be a function of the remaining budget (a dict) returning the horizon of each call.
 - ``plan(history, *, key=None)``: a planning call from the current state (the last history entry; ``key`` is its
@@ -58,7 +58,7 @@ from metaharness.planner.subagents import (
     StateMerger,
     StateSimulator,
 )
-from metaharness.planner.tps import PlanningResult, RouteStep, plan
+from metaharness.planner.tps import RouteResult, RouteStep, plan
 
 Horizon = int | Callable[[dict[str, float]], int] | None
 
@@ -81,7 +81,7 @@ class Observation:
     checked: RouteStep | None
     matched: bool
     reason: str = ""
-    planning: PlanningResult | None = None
+    planning: RouteResult | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -94,7 +94,7 @@ class PlanningSession:
         budget: Mapping[str, float] | Sequence[float],
         *,
         model: ModelClient | None = None,
-        m: int = DEFAULT_PLANS,
+        plans: int = DEFAULT_PLANS,
         horizon: Horizon = None,
         solver: SolverName = "exact",
         tools: Sequence[Any] | None = None,
@@ -107,8 +107,8 @@ class PlanningSession:
         max_tokens: int = 512,
     ) -> None:
         task = PlanningTask.create([], goal, budget, tools)  # validates goal, budget and tools once
-        if m < 1:
-            raise InputError(f"m (the number of plans to sample) must be >= 1; got {m}.")
+        if plans < 1:
+            raise InputError(f"plans (the number of candidate plans to sample) must be >= 1; got {plans}.")
         if model is None and (sampler is None or simulator is None or labeler is None):
             raise InputError(
                 "A planning session needs model= (e.g. connect('openai:MODEL@URL')) or all of sampler, simulator "
@@ -121,7 +121,7 @@ class PlanningSession:
         self.budget = task.budget
         self.tools = task.tools
         self.model = model
-        self.m = m
+        self.plans = plans  # candidate plans sampled per planning call
         self.horizon = horizon
         self.solver: SolverName = solver
         self.sampler, self.simulator, self.labeler = sampler, simulator, labeler
@@ -131,9 +131,9 @@ class PlanningSession:
         self.max_tokens = max_tokens
         self.spent: tuple[float, ...] = (0.0,) * len(self.limits)
         self.history: list[str] = []
-        self.result: PlanningResult | None = None
+        self.result: RouteResult | None = None
         self.route: list[RouteStep] = []  # route[0] is the step to carry out next
-        self.plans = 0  # planning calls made
+        self.planning_calls = 0
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ state
@@ -159,7 +159,7 @@ class PlanningSession:
 
     # ------------------------------------------------------------------ calls
 
-    def plan(self, history: str | Sequence[str], *, key: str | None = None) -> PlanningResult:
+    def plan(self, history: str | Sequence[str], *, key: str | None = None) -> RouteResult:
         """Plan from the current state (the last entry of ``history``) with the remaining budget."""
         with self._lock:
             return self._plan(history, key)
@@ -176,7 +176,7 @@ class PlanningSession:
         with self._lock:
             return self._observe(state, spent, key, history)
 
-    async def aplan(self, history: str | Sequence[str], *, key: str | None = None) -> PlanningResult:
+    async def aplan(self, history: str | Sequence[str], *, key: str | None = None) -> RouteResult:
         """:meth:`plan` in a worker thread, so an asyncio server keeps serving while the model works."""
         return await asyncio.to_thread(self.plan, history, key=key)
 
@@ -193,7 +193,7 @@ class PlanningSession:
 
     # ------------------------------------------------------------------ inside
 
-    def _plan(self, history: str | Sequence[str], key: str | None) -> PlanningResult:
+    def _plan(self, history: str | Sequence[str], key: str | None) -> RouteResult:
         self.history = [history] if isinstance(history, str) else [str(h) for h in history]
         left = self.remaining
         horizon = self.horizon(left) if callable(self.horizon) else self.horizon
@@ -202,7 +202,7 @@ class PlanningSession:
             self.goal,
             left,
             model=self.model,
-            m=self.m,
+            plans=self.plans,
             horizon=horizon,
             sampler=self.sampler,
             simulator=self.simulator,
@@ -213,7 +213,7 @@ class PlanningSession:
             max_tokens=self.max_tokens,
             tools=self.tools,
         )
-        self.plans += 1
+        self.planning_calls += 1
         self.result = result
         self.route = list(result.route)
         return result
@@ -262,12 +262,14 @@ class PlanningSession:
             same = bool(self.same(state, step))
         else:
             task = PlanningTask.create([*self.history, state], self.goal, self.remaining, self.tools)
-            groups = list(self.merger.merge(task, [PredictedState(step.state, step.key), PredictedState(state)]))
+            groups = list(
+                self.merger.merge(task, [PredictedState(step.expected_state, step.key), PredictedState(state)])
+            )
             take = getattr(self.merger, "take_calls", None)
             calls = take() if take else []
             same = groups == [0, 0]
         if not same:
-            return f"the observed state is not the predicted one ({step.state[:200]!r})", calls
+            return f"the observed state is not the predicted one ({step.expected_state[:200]!r})", calls
         over = [
             f"{n} {c:g} > predicted {p:g}"
             for n, c, p in zip(self.limits, cost, step.cost, strict=True)

@@ -218,15 +218,15 @@ def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient | None = 
     arguments = _validated(PLAN_TOOL_NAME, arguments)
     if model is None and not all(options.get(stage) for stage in ("sampler", "simulator", "labeler")):
         raise InputError(PLAN_NEEDS_A_MODEL)
-    per_call = {"plans": "m", "horizon": "horizon", "solver": "solver", "tools": "tools"}
-    options = {**options, **{option: arguments[key] for key, option in per_call.items() if key in arguments}}
+    per_call = ("plans", "horizon", "solver", "tools")
+    options = {**options, **{key: arguments[key] for key in per_call if key in arguments}}
     result = plan(arguments["history"], arguments["goal"], arguments["budget"], model=model, **options)
     limits = result.task.limits
     route = []
     for s in result.route:
         step: dict[str, Any] = {
             "action": s.action,
-            "expected_state": s.state,
+            "expected_state": s.expected_state,
             "cost": dict(zip(limits, s.cost, strict=False)),
         }
         if s.call is not None:

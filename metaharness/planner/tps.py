@@ -12,12 +12,13 @@ call: the sampler is :class:`~metaharness.planner.subagents.ToolCallPlanSampler`
 with a call that does not validate against its tool's schema is dropped (the ``sample`` record says why), and each
 route step carries its call (:attr:`RouteStep.call`, ``{"tool": NAME, "arguments": {...}}``) to execute as it is.
 
-Every stage's input and output (and each model exchange) is recorded in :attr:`PlanningResult.stages`;
+Every stage's input and output (and each model exchange) is recorded in :attr:`RouteResult.stages`;
 :func:`replay` rebuilds the graph and the route from such a record without a model.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -57,7 +58,7 @@ class RouteStep:
     "arguments": {...}}``, validated against the tool's schema."""
 
     action: str
-    state: str
+    expected_state: str
     cost: tuple[float, ...]
     edge: NodeId
     node: NodeId
@@ -69,7 +70,7 @@ class RouteStep:
 
 
 @dataclass
-class PlanningResult:
+class RouteResult:
     """``status`` is "route" (follow :attr:`route`) or "no_route" (:attr:`reason` says why)."""
 
     status: Literal["route", "no_route"]
@@ -93,7 +94,7 @@ class PlanningResult:
         )
         lines = [f"Suggested route ({len(self.route)} steps{'; cost ' + spend if spend else ''}):"]
         for i, step in enumerate(self.route, 1):
-            lines.append(f"{i}. {step.action}\n   expected state: {step.state}")
+            lines.append(f"{i}. {step.action}\n   expected state: {step.expected_state}")
         lines.append("This is guidance: compare each expected state with what you observe and replan if they differ.")
         return "\n".join(lines)
 
@@ -117,7 +118,7 @@ def plan(
     budget: Mapping[str, float] | Sequence[float],
     *,
     model: ModelClient | None = None,
-    m: int = DEFAULT_PLANS,
+    plans: int = DEFAULT_PLANS,
     horizon: int | None = None,
     sampler: PlanSampler | None = None,
     simulator: StateSimulator | None = None,
@@ -127,7 +128,7 @@ def plan(
     start_key: str | None = None,
     max_tokens: int = 512,
     tools: Sequence[Any] | None = None,
-) -> PlanningResult:
+) -> RouteResult:
     """Run the four TPS stages and the solver; see the module docstring.
 
     ``model`` serves every stage not given explicitly (the same model for all, as in TPS). ``start_key`` is the
@@ -135,8 +136,8 @@ def plan(
     for any simple path; with rewards <= 0 before the goal an optimal plan never repeats a node). ``tools`` makes it
     a tool plan (module docstring).
     """
-    if m < 1:
-        raise InputError(f"m (the number of plans to sample) must be >= 1; got {m}.")
+    if plans < 1:
+        raise InputError(f"plans (the number of candidate plans to sample) must be >= 1; got {plans}.")
     if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1):
         raise InputError(f"horizon (the most steps a route may take) must be an integer >= 1; got {horizon!r}.")
     task = PlanningTask.create(history, goal, budget, tools)
@@ -156,15 +157,15 @@ def plan(
         take: Callable[[], list[dict[str, Any]]] | None = getattr(stage, "take_calls", None)
         stages.append({"stage": name, "input": inputs, "output": output, **extra, "calls": take() if take else []})
 
-    sampled = list(sampler.sample(task, m))[:m]
-    plans, dropped = _valid_plans(task, sampled)
-    record("sample", sampler, {"m": m}, [p.to_json() for p in sampled], **({"dropped": dropped} if dropped else {}))
-    if not plans:
+    sampled = list(sampler.sample(task, plans))[:plans]
+    valid, dropped = _valid_plans(task, sampled)
+    record("sample", sampler, {"m": plans}, [p.to_json() for p in sampled], **({"dropped": dropped} if dropped else {}))
+    if not valid:
         reason = "the plan sampler produced no plan" + (" whose tool calls all validate" if dropped else "")
-        return PlanningResult("no_route", task, stages=stages, reason=reason + ".")
+        return RouteResult("no_route", task, stages=stages, reason=reason + ".")
 
     simulated: list[tuple[CandidatePlan, list[SimulatedStep]]] = []
-    for candidate in plans:
+    for candidate in valid:
         steps = list(simulator.simulate(task, candidate))
         problem = _simulation_problem(task, candidate, steps)
         record(
@@ -177,7 +178,7 @@ def plan(
         if not problem:
             simulated.append((candidate, steps))
     if not simulated:
-        return PlanningResult("no_route", task, stages=stages, reason="no plan could be simulated.")
+        return RouteResult("no_route", task, stages=stages, reason="no plan could be simulated.")
 
     states = [PredictedState(task.current_state, start_key)]
     states += [PredictedState(s.state, s.key) for _, steps in simulated for s in steps]
@@ -217,14 +218,14 @@ def plan(
         )
         if solution.reason or solution.note:
             reason += f" ({solution.reason or solution.note})"
-        return PlanningResult("no_route", task, graph=graph, solution=solution, stages=stages, reason=reason + ".")
+        return RouteResult("no_route", task, graph=graph, solution=solution, stages=stages, reason=reason + ".")
     route = []
     for edge_id in solution.path:
         edge = graph.edge(edge_id)
         target = graph.node(edge.target)
         call = parse_call(edge.action) if task.tools else None
         route.append(RouteStep(edge.action, target.state, edge.cost, edge.id, edge.target, target.key, call))
-    return PlanningResult("route", task, route, graph, solution, stages)
+    return RouteResult("route", task, route, graph, solution, stages)
 
 
 def _valid_plans(task: PlanningTask, sampled: list[CandidatePlan]) -> tuple[list[CandidatePlan], list[str]]:
@@ -241,8 +242,8 @@ def _valid_plans(task: PlanningTask, sampled: list[CandidatePlan]) -> tuple[list
     return plans, dropped
 
 
-def replay(record: Mapping[str, Any], *, solver: SolverName = "exact", horizon: int | None = None) -> PlanningResult:
-    """Rebuild a :meth:`PlanningResult.to_json` record's graph and route from its recorded stage outputs."""
+def replay(record: Mapping[str, Any], *, solver: SolverName = "exact", horizon: int | None = None) -> RouteResult:
+    """Rebuild a :meth:`RouteResult.to_json` record's graph and route from its recorded stage outputs."""
     task = record["task"]
     by_stage: dict[str, list[dict[str, Any]]] = {}
     for entry in record["stages"]:
@@ -253,7 +254,7 @@ def replay(record: Mapping[str, Any], *, solver: SolverName = "exact", horizon: 
         task["goal"],
         task["budget"],
         tools=task.get("tools"),
-        m=sample["input"]["m"],
+        plans=sample["input"]["m"],
         horizon=horizon,
         solver=solver,
         start_key=by_stage["merge"][0]["input"]["states"][0]["key"] if "merge" in by_stage else None,
@@ -279,8 +280,8 @@ def _simulation_problem(task: PlanningTask, candidate: CandidatePlan, steps: lis
     if len(steps) != len(candidate.subplans):
         return f"{len(steps)} simulated steps for {len(candidate.subplans)} subplans"
     for i, step in enumerate(steps):
-        if len(step.cost) != len(task.budget) or any(c < 0 for c in step.cost):
-            return f"step {i + 1} cost {list(step.cost)} is not {len(task.budget)} non-negative numbers"
+        if len(step.cost) != len(task.budget) or any(not 0 <= c < math.inf for c in step.cost):
+            return f"step {i + 1} cost {list(step.cost)} is not {len(task.budget)} finite non-negative numbers"
     return None
 
 

@@ -26,8 +26,14 @@ class PlanSampler(Protocol):
     def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]: ...
 
 
+# A subplan is a short action; the bound is in the schema (and so in a grammar-constrained model's grammar), so a
+# model that starts copying the state into a subplan is cut off after a line, not at the answer's token cap.
+MAX_SUBPLAN_CHARS = 160
+
+
 def sampler_schema(m: int, max_steps: int) -> dict[str, Any]:
-    subplans = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"type": "string", "minLength": 1}}
+    text = {"type": "string", "minLength": 1, "maxLength": MAX_SUBPLAN_CHARS}
+    subplans = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": text}
     plan = {"type": "object", "properties": {"subplans": subplans}, "required": ["subplans"]}
     return {
         "type": "object",

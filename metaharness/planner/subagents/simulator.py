@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,11 +30,17 @@ class StateSimulator(Protocol):
     def simulate(self, task: PlanningTask, plan: CandidatePlan) -> list[SimulatedStep]: ...
 
 
+# A predicted state is one description; bounded in the schema (hence in a model's grammar) so a rambling model
+# stops within its answer's token cap.
+MAX_STATE_CHARS = 600
+
+
 def simulator_schema(steps: int, limits: int) -> dict[str, Any]:
     cost = {"type": "array", "minItems": limits, "maxItems": limits, "items": {"type": "number", "minimum": 0}}
+    state = {"type": "string", "minLength": 1, "maxLength": MAX_STATE_CHARS}
     step = {
         "type": "object",
-        "properties": {"state": {"type": "string", "minLength": 1}, "cost": cost},
+        "properties": {"state": state, "cost": cost},
         "required": ["state", "cost"],
     }
     return {
@@ -80,8 +87,8 @@ def _step_checker(steps: int, limits: int) -> Callable[[Any], str | None]:
         for i, step in enumerate(answer["steps"]):
             if len(step["cost"]) != limits:
                 return f"step {i + 1} needs exactly {limits} cost numbers, one per limit"
-            if any(c < 0 for c in step["cost"]):
-                return f"step {i + 1} has a negative cost; costs are >= 0"
+            if any(not 0 <= c < math.inf for c in step["cost"]):
+                return f"step {i + 1} has a negative or infinite cost; costs are finite numbers >= 0"
             if not step["state"].strip():
                 return f"step {i + 1} has an empty state"
         return None
