@@ -54,6 +54,7 @@ from metaharness.candidate import (
 from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.candidate_evaluator import CandidateEvaluator, CandidateFailed
 from metaharness.proposal import Proposal, Proposer, RunState
+from metaharness.settings import DEFAULT_PROPOSALS
 from metaharness.staging import ExampleOrder, Policy, Standing, alternatives, decide
 from metaharness.store.crash import crash_point
 from metaharness.store.files import atomic_write_text
@@ -95,7 +96,6 @@ class Seed:
 
 
 DEFAULT_MAX_PROPOSER_FAILURES = 3
-DEFAULT_PROPOSALS = 12
 
 
 @dataclass
