@@ -260,8 +260,8 @@ def _task_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) 
     keep = "a run keeps its task so that its scores stay comparable"
     fresh = "Leave --dataset and -T out (or --resume), or use another --run-dir."
     if old is None or new is None or old.get("source") != new.get("source"):
-        shown = [str(s.get("source")) if s else "a paper dataset" for s in (old, new)]
-        return InputError(f"This run was started on the task {shown[0]}, not {shown[1]}; {keep}. {fresh}")
+        shown = [f"the task {s.get('source')}" if s else "a paper dataset" for s in (old, new)]
+        return InputError(f"This run was started on {shown[0]}, not {shown[1]}; {keep}. {fresh}")
     if old.get("settings") != new.get("settings"):
         return InputError(
             f"This run was started on the task {old['source']} with the task settings {_shown_settings(old)}, not "

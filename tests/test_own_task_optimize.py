@@ -142,7 +142,8 @@ def test_other_task_settings_on_a_rerun_are_refused_with_both_named(tmp_path):
     with pytest.raises(InputError, match=re.escape(message)):
         optimize(run_dir, other, iterations=1)
     namesake = folder_task(tmp_path / "other", seeds={"alpha": 0.3})  # another folder of the same name
-    with pytest.raises(InputError, match=f"started on the task {folder.resolve()}, not {namesake.resolve()}; a run"):
+    changed = f"started on the task {folder.resolve()}, not the task {namesake.resolve()}; a run keeps its task"
+    with pytest.raises(InputError, match=changed):
         optimize(run_dir, run_config(str(namesake), task_model=FAKE_MODEL), iterations=1)
     same = run_config(str(folder), task_settings={"data.split_seed": 5}, task_model=FAKE_MODEL)  # as the file says
     assert optimize(run_dir, same, iterations=1, test=False).iterations_done == 1
@@ -239,6 +240,8 @@ def test_the_recorded_source_of_each_kind_of_task(tmp_path):
     assert (
         run_config("symptom2disease").task_source is None and run_config("Symptom2Disease").dataset == "symptom2disease"
     )
+    with pytest.raises(InputError, match="This run was started on a paper dataset, not the task /x; a run keeps"):
+        RunSettings.resolve({"task_source": {"source": "/x", "settings": {}}}, run_config("uspto"))
     with pytest.raises(InputError, match="task_settings apply to a task folder or hf: dataset named by text"):
         run_config(ToyTask(), task_settings={"metric.name": "exact"})
     with pytest.raises(InputError, match="-T settings apply to a task folder or an hf: dataset"):
