@@ -404,8 +404,20 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
         (["--jobs", "0"], "--jobs takes a number of cells >= 1"),
         (["-P", "seed=4"], "'seed' is set per cell"),
         (["--proposer-model", "anthropic:claude-sonnet-4-5"], "needs an Anthropic API key"),
+        (["--arms", "planner,magic"], "Unknown arm(s) magic: use planner, greedy, best-of-n, halving, gate."),
+        (["--holdout", "-1"], "holdout is a number of validation examples >= 0, got -1."),
     ],
-    ids=["seeds", "dataset", "model proposer without a model", "max cost", "jobs", "seed option", "no key"],
+    ids=[
+        "seeds",
+        "dataset",
+        "model proposer without a model",
+        "max cost",
+        "jobs",
+        "seed option",
+        "no key",
+        "arm",
+        "holdout",
+    ],
 )
 def test_bench_harness_option_errors_exit_2_with_one_line(tmp_path, args, message):
     out = run_metaharness("bench", "harness", "--out", tmp_path / "exp", *args, cwd=tmp_path, timeout=60)
@@ -427,9 +439,11 @@ def test_bench_harness_refuses_other_settings_for_a_stored_experiment_before_sta
 def test_bench_harness_runs_a_tiny_offline_grid_on_the_embedded_model_and_a_rerun_resumes(tmp_path, shared_data_dir):
     exp = tmp_path / "exp"
     grid = ["--datasets", "symptom2disease", "--proposers", "offline", "--arms", "planner,gate", "--seeds", "0"]
-    tiny = ["--iters", "1", "--evals-per-iter", "1", "--val-limit", "4", "--holdout", "1", "--no-test", "--jobs", "2"]
-    tiny += ["-P", "probe_size=2", "-P", "plans=3"]  # the embedded model is slow: a small probe, few proposals
-    first = run_metaharness("bench", "harness", "--out", exp, *grid, *tiny, "--data-dir", shared_data_dir)
+    tiny = ["--iters", "1", "--evals-per-iter", "1", "--val-limit", "3", "--holdout", "1", "--no-test"]
+    # The embedded model is slow: a small probe, and one cell at a time, so the second arm's seeds, proposals and
+    # probes (the same as the first's: same seed) come from the response cache.
+    tiny += ["-P", "probe_size=2", "--jobs", "1"]
+    first = run_metaharness("bench", "harness", "--out", exp, *grid, *tiny, "--data-dir", shared_data_dir, timeout=1500)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "[2/2 done] finished" in first.stdout and (exp / "RESULTS.md").is_file()
     assert {r["status"] for r in lines(exp)} == {"done"} and len(lines(exp)) == 2
