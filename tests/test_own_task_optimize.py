@@ -280,6 +280,31 @@ def test_a_rerun_with_other_task_settings_is_refused_before_anything_runs(tmp_pa
     assert_fails_cleanly(refused, "with the task settings -T data.split_seed=5 -T data.val_size=8, not -T")
 
 
+CONSTANT = """
+class Harness:
+    def __init__(self, lm, train):
+        pass
+
+    def predict(self, x):
+        return "0"
+"""
+
+
+def test_optimize_starts_from_seed_files_given_on_the_command_line(tmp_path):
+    folder = folder_task(tmp_path)
+    (tmp_path / "mine.py").write_text(CONSTANT)
+    assert_fails_cleanly(
+        run_metaharness("optimize", cwd=tmp_path, dataset=folder, seeds="mine.py,zero_shot"),
+        "--seeds takes the names of the task's seeds or .py files, not both.",
+    )
+    args = {"dataset": folder, "iters": 0, "val_limit": 2, "task_model": FAKE_MODEL, "run_dir": "run"}
+    done = run_metaharness("optimize", "--no-test", cwd=tmp_path, seeds="mine.py", **args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert seed_summaries(tmp_path / "run") == ["seed: mine"]  # a constant answer: no model call
+    assert stored(tmp_path / "run")["seed_files"] == [str(tmp_path / "mine.py")]
+    assert "note: the val split has 8 examples: too few to rank candidates" in done.stdout
+
+
 def test_the_ray_flag_says_how_to_install_ray_when_it_is_missing(tmp_path):
     try:
         import ray  # noqa: F401

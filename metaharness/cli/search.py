@@ -104,7 +104,9 @@ def optimize(
         True, "--test/--no-test", help="Evaluate the best and the frontier on the test split at the end."
     ),
     seeds: str | None = typer.Option(
-        None, "--seeds", help="Comma-separated seed harnesses to start from (default: all of the task's)."
+        None,
+        "--seeds",
+        help="Comma-separated seed harnesses to start from: names of the task's (default: all) or .py files.",
     ),
     proposer_option: list[str] = typer.Option(
         [], "--proposer-option", "-P", help="KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
@@ -165,7 +167,7 @@ def optimize(
         "iteration_budget": Budget.parse(iter_budget, option="--iter-budget").capped() if iter_budget else None,
         "max_proposer_failures": max_proposer_failures,
         "proposer_options": parse_options(proposer_option) or None,
-        "seed_names": tuple(s.strip() for s in seeds.split(",") if s.strip()) if seeds else None,
+        **seed_settings(seeds),
     }
     if stored is None:
         _, _, _, notice = default_models(task_model, proposer, proposer_model)
@@ -246,6 +248,17 @@ def cluster(dask_scheduler: str | None, ray_address: str | None) -> Iterator[Non
             ray.shutdown()
     else:
         yield
+
+
+def seed_settings(seeds: str | None) -> dict[str, tuple[str, ...] | None]:
+    """``--seeds``: the seed names to keep, or seed harness files (absolute paths, so a resume finds them)."""
+    entries = [entry.strip() for entry in (seeds or "").split(",") if entry.strip()]
+    files = [entry for entry in entries if entry.endswith(".py")]
+    if files and len(files) != len(entries):
+        raise InputError("--seeds takes the names of the task's seeds or .py files, not both.")
+    if files:
+        return {"seed_names": None, "seed_files": tuple(str(Path(f).expanduser().resolve()) for f in files)}
+    return {"seed_names": tuple(entries) or None, "seed_files": None}
 
 
 def parse_usd(option: str, text: str) -> float:
