@@ -9,6 +9,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 import metaharness.planner as planner
 
 
@@ -88,3 +90,27 @@ def test_an_infeasible_result_says_why_with_the_closest_miss():
             result = solve(PlanGraph.from_json(data), solver=solver)
             assert result.status == "infeasible" and reason in result.reason, (solver, result.reason)
             assert result.closest is None
+
+
+def test_solve_takes_the_budget_by_limit_name():
+    from metaharness.errors import InputError
+    from metaharness.planner import PlanGraph, solve
+
+    graph = PlanGraph.from_json(
+        {
+            "start": "s",
+            "budget": [3, 0.02],
+            "limits": ["steps", "usd"],
+            "nodes": [{"id": "s"}, {"id": "h"}, {"id": "g", "reward": 1, "goal": True}],
+            "edges": [
+                {"id": "walk", "source": "s", "target": "h", "cost": [1, 0]},
+                {"id": "stairs", "source": "h", "target": "g", "cost": [1, 0]},
+                {"id": "taxi", "source": "s", "target": "g", "cost": [1, 0.05]},
+            ],
+        }
+    )
+    assert solve(graph).path == ["walk", "stairs"]
+    assert solve(graph, {"usd": 0.1}).path == ["taxi"]  # the steps keep the graph's 3; equal value, fewer steps
+    assert solve(graph, {"steps": 1}).status == "infeasible"
+    with pytest.raises(InputError, match="Unknown budget entries"):
+        solve(graph, {"dollars": 1})

@@ -67,7 +67,7 @@ def test_the_session_continues_while_predictions_hold_and_finishes_at_the_goal()
     assert s.remaining == {"steps": 3.0} and s.planning_calls == 1
     seen = s.observe("door open", [1])
     assert (seen.status, seen.step, seen.planning) == ("done", None, None)
-    assert s.spent == (2.0,) and s.planning_calls == 1
+    assert s.spent == {"steps": 2.0} and s.planning_calls == 1
 
 
 def test_a_different_state_replans_from_the_observed_state_with_the_remaining_budget():
@@ -199,7 +199,7 @@ def test_the_session_ends_when_the_realised_spend_uses_up_the_budget():
     while s.step is not None:  # every step fails: the agent is still at the door
         seen.append(s.observe("At the door; the key is on the table.", {"steps": 1}))
     assert [o.status for o in seen] == ["replanned", "replanned", "exhausted"]
-    assert seen[-1].step is None and "steps 3 of 3" in seen[-1].reason and s.spent == (3.0,)
+    assert seen[-1].step is None and "steps 3 of 3" in seen[-1].reason and s.spent == {"steps": 3.0}
     assert s.used_up() == "steps 3 of 3"
 
 

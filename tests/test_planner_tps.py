@@ -54,7 +54,7 @@ def test_oracle_stages_give_the_best_route_within_budget():
     result = plan(["start", "at cell 0"], "stand on cell 3", {"steps": 3, "usd": 5}, start_key="0", **ORACLE)
     assert result.status == "route"
     assert [s.action for s in result.route] == ["run right", "right"]  # two steps beat three
-    assert result.route[-1].expected_state == "at cell 3" and result.cost == [2.0, 2.0]
+    assert result.route[-1].expected_state == "at cell 3" and result.cost == {"steps": 2.0, "usd": 2.0}
     # Merging: the three plans share cells 1, 2 and 3, and "left, right" returns to the start: a graph with a cycle.
     assert sorted(n.key for n in result.graph.nodes) == ["-1", "0", "1", "2", "3"]
     assert {s["stage"] for s in result.stages} == {"sample", "simulate", "merge", "label"}

@@ -129,7 +129,7 @@ class PlanningSession:
         self.same = same
         self.cost_tolerance = cost_tolerance
         self.max_tokens = max_tokens
-        self.spent: tuple[float, ...] = (0.0,) * len(self.limits)
+        self.spent: dict[str, float] = dict.fromkeys(self.limits, 0.0)  # reported so far, by limit name
         self.history: list[str] = []
         self.result: RouteResult | None = None
         self.route: list[RouteStep] = []  # route[0] is the step to carry out next
@@ -148,14 +148,14 @@ class PlanningSession:
         A limit nothing was spent on never counts, so a zero budget for a free resource does not end a session."""
         return ", ".join(
             f"{n} {s:g} of {b:g}"
-            for n, b, s in zip(self.limits, self.budget, self.spent, strict=True)
-            if s > 0 and s >= b - BUDGET_TOLERANCE * max(1.0, abs(b))
+            for n, b in zip(self.limits, self.budget, strict=True)
+            if (s := self.spent[n]) > 0 and s >= b - BUDGET_TOLERANCE * max(1.0, abs(b))
         )
 
     @property
     def remaining(self) -> dict[str, float]:
         """What is left of the budget per limit (never below 0)."""
-        return {n: max(0.0, b - s) for n, b, s in zip(self.limits, self.budget, self.spent, strict=True)}
+        return {n: max(0.0, b - self.spent[n]) for n, b in zip(self.limits, self.budget, strict=True)}
 
     # ------------------------------------------------------------------ calls
 
@@ -226,7 +226,7 @@ class PlanningSession:
         history: Sequence[str] | None,
     ) -> Observation:
         cost = self._cost_vector(spent)
-        self.spent = tuple(a + b for a, b in zip(self.spent, cost, strict=True))
+        self.spent = {n: self.spent[n] + c for n, c in zip(self.limits, cost, strict=True)}
         checked = self.step
         calls: list[dict[str, Any]] = []
         if checked is None:
@@ -272,8 +272,8 @@ class PlanningSession:
             return f"the observed state is not the predicted one ({step.expected_state[:200]!r})", calls
         over = [
             f"{n} {c:g} > predicted {p:g}"
-            for n, c, p in zip(self.limits, cost, step.cost, strict=True)
-            if c > p + self.cost_tolerance * max(1.0, abs(p)) and not last
+            for n, c in zip(self.limits, cost, strict=True)
+            if c > (p := step.cost[n]) + self.cost_tolerance * max(1.0, abs(p)) and not last
         ]
         if over:
             return f"the step cost more than predicted ({', '.join(over)})", calls

@@ -15,7 +15,7 @@ A plan graph in, the best walk (or status "infeasible", with the reason) out:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, get_args
 
 from metaharness.errors import InputError
@@ -37,7 +37,7 @@ AUTO_LABEL_LIMIT = 200_000
 
 def solve(
     graph: PlanGraph,
-    budget: Sequence[float] | None = None,
+    budget: Mapping[str, float] | Sequence[float] | None = None,
     *,
     solver: SolverName = "exact",
     horizon: int | None = None,
@@ -48,7 +48,9 @@ def solve(
 ) -> PlanResult:
     """Find a maximal-value feasible plan (``docs/plan-graph.md``) or report that none exists.
 
-    ``budget``, ``horizon`` and ``discount`` override the graph's own. ``solver``: "exact" (label-setting DP,
+    ``budget``, ``horizon`` and ``discount`` override the graph's own; ``budget`` by limit name
+    (``{"usd": 0.5}``: the names are the graph's ``limits``, an absent one keeps the graph's entry) or as a list in
+    the graph's order. ``solver``: "exact" (label-setting DP,
     the default), "ilp" (SCIP; ``time_limit`` in seconds optional), "lm" (the model baseline; needs ``model``),
     "auto" (exact, switching to the ILP when its label count explodes). ``soft_targets`` subtract a penalty for
     exceeding preferred cost levels inside the hard budget (exact and ilp). Bad input raises :class:`InputError`.
@@ -68,6 +70,8 @@ def solve(
 
         return select(graph, budget, solver=solver, time_limit=time_limit)
     started = time.perf_counter()
+    if isinstance(budget, Mapping):
+        budget = budget_by_name(graph, budget)
     problem = prepare(graph, budget, horizon=horizon, discount=discount, soft=soft_targets)
     if solver == "lm":
         if model is None:
@@ -93,3 +97,14 @@ def solve(
         result.reason, result.closest = found.reason, found.closest
     result.seconds = time.perf_counter() - started
     return result
+
+
+def budget_by_name(graph: PlanGraph, budget: Mapping[str, float]) -> list[float]:
+    """The graph's budget with the named entries replaced (names from ``graph.limits``)."""
+    if graph.limits is None:
+        raise InputError('A budget by name needs the graph\'s limits (its "limits" field); give a list instead.')
+    unknown = sorted(set(map(str, budget)) - set(graph.limits))
+    if unknown:
+        raise InputError(f"Unknown budget entries {unknown}; the graph's limits are {', '.join(graph.limits)}.")
+    own = graph.budget or ()
+    return [budget.get(name, own[j] if j < len(own) else 0.0) for j, name in enumerate(graph.limits)]

@@ -221,13 +221,12 @@ def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient | None = 
     per_call = ("plans", "horizon", "solver", "tools")
     options = {**options, **{key: arguments[key] for key in per_call if key in arguments}}
     result = plan(arguments["history"], arguments["goal"], arguments["budget"], model=model, **options)
-    limits = result.task.limits
     route = []
     for s in result.route:
         step: dict[str, Any] = {
             "action": s.action,
             "expected_state": s.expected_state,
-            "cost": dict(zip(limits, s.cost, strict=False)),
+            "cost": dict(s.cost),
         }
         if s.call is not None:
             step["call"] = s.call
@@ -236,7 +235,7 @@ def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient | None = 
         "status": result.status,
         "guidance": result.guidance(),
         "route": route,
-        "cost": dict(zip(limits, result.cost, strict=False)),
+        "cost": result.cost,
         "reason": result.reason,
     }
 

@@ -54,19 +54,19 @@ from metaharness.planner.subagents.tool_calls import parse_call
 @dataclass(frozen=True)
 class RouteStep:
     """One step of the route: the subplan to carry out, the state it should lead to (its text and canonical key,
-    when the simulator gave one), and its predicted cost; in a tool plan also the tool call, ``{"tool": NAME,
-    "arguments": {...}}``, validated against the tool's schema."""
+    when the simulator gave one), and its predicted cost by limit name (the budget's names); in a tool plan also the
+    tool call, ``{"tool": NAME, "arguments": {...}}``, validated against the tool's schema."""
 
     action: str
     expected_state: str
-    cost: tuple[float, ...]
+    cost: dict[str, float]
     edge: NodeId
     node: NodeId
     key: str | None = None
     call: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "cost": list(self.cost)}
+        return asdict(self)
 
 
 @dataclass
@@ -82,15 +82,16 @@ class RouteResult:
     reason: str = ""
 
     @property
-    def cost(self) -> list[float]:
-        return [sum(step.cost[j] for step in self.route) for j in range(len(self.task.budget))]
+    def cost(self) -> dict[str, float]:
+        """The route's predicted cost by limit name, as the budget was given."""
+        return {name: sum(step.cost[name] for step in self.route) for name in self.task.limits}
 
     def guidance(self) -> str:
         """The route as text an agent can follow (or the reason there is none)."""
         if self.status != "route":
             return f"No feasible route: {self.reason}"
         spend = ", ".join(
-            f"{n} {c:g} of {b:g}" for n, c, b in zip(self.task.limits, self.cost, self.task.budget, strict=False)
+            f"{n} {self.cost[n]:g} of {b:g}" for n, b in zip(self.task.limits, self.task.budget, strict=True)
         )
         lines = [f"Suggested route ({len(self.route)} steps{'; cost ' + spend if spend else ''}):"]
         for i, step in enumerate(self.route, 1):
@@ -224,7 +225,8 @@ def plan(
         edge = graph.edge(edge_id)
         target = graph.node(edge.target)
         call = parse_call(edge.action) if task.tools else None
-        route.append(RouteStep(edge.action, target.state, edge.cost, edge.id, edge.target, target.key, call))
+        cost = dict(zip(task.limits, edge.cost, strict=True))
+        route.append(RouteStep(edge.action, target.state, cost, edge.id, edge.target, target.key, call))
     return RouteResult("route", task, route, graph, solution, stages)
 
 
