@@ -5,10 +5,13 @@
 
 - ``recover() -> list[str]``: repair what an interrupted run left behind: commit every candidate that was
   evaluated but not yet committed, log the line of every committed candidate and saved test result that has none,
-  drop the plan of every iteration whose line is logged; returns one line per action, for the user. Called once
+  drop the plan of every iteration whose line is logged, and log a line for every finished iteration that has
+  none (so ``completed_iterations()`` holds every finished iteration); returns one line per action, for the user.
+  Damage it cannot repair raises :class:`~metaharness.errors.InputError` (one line: what to do). Called once
   before a run.
 - ``candidates() -> list[Candidate]``: every committed candidate, in id order; ``has(id)`` whether one is.
-- ``next_id() -> str``: a fresh id above every committed, journaled or planned one.
+- ``next_id() -> str``: a fresh id above every committed, journaled or planned one, and above every id the record
+  still holds (a candidate that lost its tag keeps its id).
 - ``save_plan(iteration, plan)`` before any of an iteration's candidates is evaluated; ``plan(iteration)`` returns
   it (``None`` when none is open); ``drop_plan(iteration)`` once the iteration is logged. A plan is a list of
   dicts with the keys ``id``, ``parent``, ``source``, ``summary``, ``hypothesis``, ``prediction``, ``node`` (the
