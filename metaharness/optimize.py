@@ -309,7 +309,8 @@ def optimize(
     if task is None:
         task = run_task(resolved, data_dir)
     names = list(resolved.seed_names) if resolved.seed_names else None
-    starts = seeds_of(task, names, files=resolved.seed_files)
+    seeded = stored is not None and 0 in RunDirectory.browse(run_dir).completed_iterations()
+    starts = [] if seeded else seeds_of(task, names, files=resolved.seed_files)  # committed: files may be gone
     val = [example.id for example in task.load("val")][: resolved.val_limit]
     ExampleOrder.of(val, seed=resolved.seed, holdout=resolved.holdout)  # enough examples left to search
     run = RunDirectory.open(run_dir, resolved.to_json())

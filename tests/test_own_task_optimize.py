@@ -215,6 +215,7 @@ def test_a_task_object_and_seed_files_from_python_are_recorded_and_the_object_pa
     assert settings["task_model"] == "local:smollm2-135m"  # the defaults, as run_config(task) fills them in
     with pytest.raises(InputError, match=r"This run's task is a Python object \(fakes.ToyTask\): pass it again"):
         optimize(run_dir, iterations=2)
+    seeds[0].unlink()  # the seeds are committed: a resume no longer reads their files
     assert optimize(run_dir, task=ToyTask(), iterations=2, test=False).iterations_done == 2
     with pytest.raises(InputError, match="The settings are for the task toy-diagnosis, not the task given"):
         optimize(run_dir, RunSettings.from_json(settings), task=open_task(str(EXAMPLE)), iterations=2)
