@@ -70,7 +70,11 @@ def test_budget_shapes_the_route_and_no_route_is_explained():
     assert none.status == "no_route" and "within the remaining budget" in none.reason
     assert none.guidance().startswith("No feasible route")
     unreachable = plan(
-        "at cell 0", "stand on cell 3", [9, 9], start_key="0", **{**ORACLE, "sampler": CorridorSampler([["left"]])}
+        "at cell 0",
+        "stand on cell 3",
+        {"steps": 9, "usd": 9},
+        start_key="0",
+        **{**ORACLE, "sampler": CorridorSampler([["left"]])},
     )
     assert unreachable.status == "no_route" and "no predicted state satisfies the goal" in unreachable.reason
     assert [n.dead_end for n in unreachable.graph.nodes] == [False, True]  # a non-goal leaf is a dead end
@@ -99,9 +103,11 @@ def test_bad_stage_output_is_dropped_not_fatal():
 
 def test_plan_needs_a_model_or_all_stages():
     with pytest.raises(InputError, match="needs model="):
-        plan("x", "y", [1], sampler=ORACLE["sampler"])
+        plan("x", "y", {"steps": 1}, sampler=ORACLE["sampler"])
     with pytest.raises(InputError, match="goal"):
-        plan("x", " ", [1], **ORACLE)
+        plan("x", " ", {"steps": 1}, **ORACLE)
+    with pytest.raises(InputError, match="must map limit names"):
+        plan("x", "y", [1], **ORACLE)
     with pytest.raises(InputError, match=">= 0"):
         plan("x", "y", {"steps": -1}, **ORACLE)
 
@@ -234,5 +240,5 @@ def test_plan_with_a_model_that_never_answers_well_says_no_route():
     client = by_stage(
         {"plan sampler": ["nope"], "state simulator": ["nope"], "reward labeler": ["nope"], "state merger": ["nope"]}
     )
-    result = plan("somewhere", "elsewhere", [3], model=client)
+    result = plan("somewhere", "elsewhere", {"steps": 3}, model=client)
     assert result.status == "no_route" and result.reason == "the plan sampler produced no plan."

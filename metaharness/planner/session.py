@@ -10,8 +10,8 @@ The agent keeps its own loop; the session keeps the route, the budget and the ch
 
 The contract (``docs/planning-session.md``):
 
-- ``PlanningSession(goal, budget, *, model, ...)``: ``budget`` has one entry per limit (``{"steps": 12, "usd":
-  0.5}``, or a list); the other options are those of :func:`metaharness.planner.tps.plan` (``plans``, ``horizon``,
+- ``PlanningSession(goal, budget, *, model, ...)``: ``budget`` maps each limit's name to its amount (``{"steps": 12,
+  "usd": 0.5}``); the other options are those of :func:`metaharness.planner.tps.plan` (``plans``, ``horizon``,
   ``solver``, ``tools``, ``max_tokens``, and the four stages to override the model's), fixed for the session.
   ``horizon`` may also be a function of the remaining budget (a dict) returning the horizon of each call.
 - ``plan(history, *, key=None)``: a planning call from the current state (the last history entry; ``key`` is its
@@ -91,7 +91,7 @@ class PlanningSession:
     def __init__(
         self,
         goal: str,
-        budget: Mapping[str, float] | Sequence[float],
+        budget: Mapping[str, float],
         *,
         model: ModelClient | None = None,
         plans: int = DEFAULT_PLANS,

@@ -116,7 +116,7 @@ class RouteResult:
 def plan(
     history: str | Sequence[str],
     goal: str,
-    budget: Mapping[str, float] | Sequence[float],
+    budget: Mapping[str, float],
     *,
     model: ModelClient | None = None,
     plans: int = DEFAULT_PLANS,

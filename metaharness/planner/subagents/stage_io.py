@@ -35,19 +35,18 @@ class PlanningTask:
         cls,
         history: str | Sequence[str],
         goal: str,
-        budget: Mapping[str, float] | Sequence[float],
+        budget: Mapping[str, float],
         tools: Sequence[Any] | None = None,
     ) -> PlanningTask:
-        """Normalise user input: a history string or list; a budget mapping ``{name: amount}`` or list; tools in
-        any form :func:`~metaharness.planner.subagents.tool_calls.tool_specs` takes."""
+        """Normalise user input: a history string or list; a budget mapping ``{name: amount}`` (names, not a list:
+        every cost is reported by them); tools in any form
+        :func:`~metaharness.planner.subagents.tool_calls.tool_specs` takes."""
         turns = (history,) if isinstance(history, str) else tuple(str(h) for h in history)
         if not isinstance(goal, str) or not goal.strip():
             raise InputError("The goal must be a non-empty description of what counts as done.")
-        if isinstance(budget, Mapping):
-            names, amounts = tuple(str(k) for k in budget), tuple(budget.values())
-        else:
-            amounts = tuple(budget)
-            names = tuple(f"limit{i + 1}" for i in range(len(amounts)))
+        if not isinstance(budget, Mapping):
+            raise InputError(f'The budget must map limit names to amounts, e.g. {{"steps": 8}}; got {budget!r}.')
+        names, amounts = tuple(str(k) for k in budget), tuple(budget.values())
         values = []
         for name, amount in zip(names, amounts, strict=False):
             if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
