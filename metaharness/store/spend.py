@@ -60,12 +60,13 @@ def _read_line(number: int, text: str) -> JournalLine:
         value = None
     if isinstance(value, dict):
         return JournalLine(number, text, value, False)
-    found = {name: pattern.search(text) for name, pattern in _READABLE.items()}
-    try:
-        usd, tokens = float(found["usd"].group(1)), int(found["tokens"].group(1))  # type: ignore[union-attr]
-    except (AttributeError, ValueError):
+    usd, tokens = _READABLE["usd"].search(text), _READABLE["tokens"].search(text)
+    if usd is None or tokens is None:
         return JournalLine(number, text, None, True)
-    record: dict[str, Any] = {"repaired": text, "usd": usd, "tokens": tokens}
+    try:
+        record: dict[str, Any] = {"repaired": text, "usd": float(usd.group(1)), "tokens": int(tokens.group(1))}
+    except ValueError:  # a number garbled inside
+        return JournalLine(number, text, None, True)
     if '"carried": true' in text:
         record["carried"] = True
     key = re.search(r'"key": "([0-9a-f]+)"', text)
