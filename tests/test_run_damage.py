@@ -314,6 +314,22 @@ def test_a_spend_line_that_lost_its_cost_refuses_in_one_line_until_restored_or_a
     assert session(run_dir).calls == 0
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("evals/c005.test.json", "{", "evals/c005.test.json cannot be read"),
+        ("evals/c005.test.json", "[]", "evals/c005.test.json holds a JSON list, not a dict"),
+        ("evals/c005.test.json", '{"scores": 1}', "evals/c005.test.json is not a saved result"),
+        ("settings.json", "{", "settings.json cannot be read"),
+    ],
+)
+def test_a_damaged_result_or_settings_file_is_one_clear_line(run_dir, name, content, message):
+    (run_dir / name).write_text(content)
+    assert_fails_cleanly(cli("history", str(run_dir)), message)
+    with pytest.raises(InputError, match=message):
+        session(run_dir)
+
+
 def test_the_accept_command_refuses_what_is_no_run_in_one_line(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "metaharness.store.repair", str(tmp_path / "nowhere"), "--accept-spend-loss"],

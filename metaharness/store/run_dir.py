@@ -134,7 +134,9 @@ class RunDirectory:
         """The run's settings as stored: ``settings.json``, else (a run from before it existed) the root commit's
         ``run.json``."""
         path = self.path / SETTINGS_FILE
-        return dict(read_json(path)) if path.exists() else self.store.config()
+        if not path.exists():
+            return self.store.config()
+        return _readable(path, dict, "restore it from a backup (deleted, the run falls back to its first settings)")
 
     def save_settings(self, settings: dict[str, Any]) -> None:
         """Keep the settings this session resolved (a cap tightened or raised) for the next one."""
@@ -209,7 +211,7 @@ class RunDirectory:
         untested = [path for path in self._test_files() if path.name.split(".")[0] not in tested]
         for path in untested:
             cid = path.name.split(".")[0]
-            self._log_test(cid, Evaluation.from_dict(read_json(path)))
+            self._log_test(cid, self._saved_result(path))
             why = "saved just before the stop" if len(untested) == 1 else "its line was missing: rebuilt from evals/"
             actions.append(f"logged the test result of {cid} in summary.jsonl ({why})")
         return actions
@@ -225,7 +227,7 @@ class RunDirectory:
             self._log_candidate(candidate)
         tests = self._test_files()
         for path in tests:
-            self._log_test(path.name.split(".")[0], Evaluation.from_dict(read_json(path)))
+            self._log_test(path.name.split(".")[0], self._saved_result(path))
         return [
             f"rebuilt summary.jsonl from git, which was missing or held no readable line: {len(candidates)} "
             "candidates with their "
@@ -459,7 +461,17 @@ class RunDirectory:
         """A candidate's saved result on ``split`` (``test``, or ``holdout``: the validation examples kept out of
         the search), or None."""
         path = self.path / "evals" / f"{cid}.{split}.json"
-        return Evaluation.from_dict(read_json(path)) if path.exists() else None
+        return self._saved_result(path) if path.exists() else None
+
+    @staticmethod
+    def _saved_result(path: Path) -> Evaluation:
+        """A saved result file; a damaged one is one clear error (deleted, the loop evaluates it again)."""
+        fix = "delete it and rerun the run: that result is evaluated again"
+        data = _readable(path, dict, fix)
+        try:
+            return Evaluation.from_dict(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"{path} is not a saved result ({type(exc).__name__}: {exc}); {fix}.") from None
 
     def save_split_result(self, cid: str, split: str, evaluation: Evaluation) -> None:
         """Save a result on another split than the search's (the file, then a ``split`` log line)."""
@@ -498,3 +510,14 @@ class RunDirectory:
     def record_spend(self, model: str, role: str, usd: float, *, key: str = "", **tokens: int) -> None:
         """Journal one model call's cost (appended and fsynced before this returns); ``key``: its cache key."""
         self.spend.record(model, role, usd, key=key, **tokens)
+
+
+def _readable(path: Path, kind: type, fix: str) -> Any:
+    """The JSON value of ``path`` when it is a ``kind``; else :class:`InputError` saying ``fix``."""
+    try:
+        value = read_json(path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path} cannot be read ({exc}); {fix}.") from None
+    if not isinstance(value, kind):
+        raise InputError(f"{path} holds a JSON {type(value).__name__}, not a {kind.__name__}; {fix}.")
+    return value
