@@ -218,7 +218,10 @@ class RunSettings:
             values["proposer_options"] = dict(values["proposer_options"])
         values.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         if "dataset" not in values:
-            raise InputError("Name the task with --dataset (lawbench, symptom2disease or uspto), or --resume a run.")
+            raise InputError(
+                "Name the task with --dataset (lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME), "
+                "or --resume a run."
+            )
         return cls(**values)
 
     # -- JSON -----------------------------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ def test_unknown_command_is_a_usage_error():
 def test_an_error_stays_one_line_when_stderr_is_a_pipe():
     out = run_metaharness("optimize", env={"COLUMNS": None})
     assert error_lines(out) == [
-        "error: Name the task with --dataset (lawbench, symptom2disease or uspto), or --resume a run."
+        "error: Name the task with --dataset (lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME), "
+        "or --resume a run."
     ]
 
 

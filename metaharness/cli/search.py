@@ -139,7 +139,10 @@ def optimize(
     if run_dir is None and task is not None:
         run_dir = RUNS_ROOT / f"{task.name}-{default_models(task_model, proposer, proposer_model)[1]}"
     if run_dir is None:
-        raise InputError("Name the task with --dataset (lawbench, symptom2disease or uspto), or --resume a run.")
+        raise InputError(
+            "Name the task with --dataset (lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME), "
+            "or --resume a run."
+        )
     stored = stored_settings(run_dir)
     if resume and stored is None:
         raise InputError(
