@@ -468,6 +468,15 @@ def sweep(fitted: Landscape) -> dict[str, Landscape]:
     }
 
 
+def _rounded(value: object) -> object:
+    """A parameter as printed and written (the study runs on the unrounded values)."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, tuple):
+        return [round(v, 4) for v in value]
+    return value
+
+
 def _commit() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "--", *USED], cwd=ROOT, capture_output=True, text=True)
@@ -503,7 +512,7 @@ def main() -> None:
         "seeds": seeds,
         "sweep_seeds": sweep_seeds,
         "iterations": args.iterations,
-        "landscape": {k: round(v, 4) if isinstance(v, float) else v for k, v in dataclasses.asdict(landscape).items()},
+        "landscape": {k: _rounded(v) for k, v in dataclasses.asdict(landscape).items()},
         "where": where,
     }
     print(f"commit {results['commit']}; fitted landscape:")
