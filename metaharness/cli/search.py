@@ -316,30 +316,42 @@ class StopOnCtrlC:
     A terminal's Ctrl-C signals every process of the foreground group: the sandboxed harnesses, git's helper
     processes and model servers would die mid-step. So SIGINT is blocked (a mask that threads and child processes
     inherit) and a watcher thread takes it with ``sigwait``: only this process sees Ctrl-C, and the step under
-    way completes normally. Enter before any thread or child process is started.
+    way completes normally. Native threads started before (numpy's BLAS pool is started at import) do not block
+    it, and the kernel may hand the signal to one of them; then Python runs its handler in the main thread, so the
+    handler installed here applies the same rule. Enter before any child process is started.
     """
 
     def __init__(self, stop: StopRequest, console: Console) -> None:
         self.stop, self.console = stop, console
         self.closed = False
         self.previous: set[int | signal.Signals] = set()
+        self.handler: Any = None
         self.watcher = threading.Thread(target=self._watch, name="ctrl-c", daemon=True)
+
+    def _ctrl_c(self) -> bool:
+        """One Ctrl-C: the first requests a stop (False), the second asks to abort now (True)."""
+        if self.stop.requested:
+            return True
+        self.stop.requested = True
+        self.console.print("[yellow]Ctrl-C: finishing the current step, then stopping (press again to abort now)[/]")
+        return False
 
     def _watch(self) -> None:
         while True:
             signal.sigwait({signal.SIGINT})
             if self.closed:
                 return
-            if self.stop.requested:
+            if self._ctrl_c():
                 _thread.interrupt_main()  # KeyboardInterrupt in the main thread: abort now
                 return
-            self.stop.requested = True
-            self.console.print(
-                "[yellow]Ctrl-C: finishing the current step, then stopping (press again to abort now)[/]"
-            )
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if not self.closed and self._ctrl_c():
+            raise KeyboardInterrupt
 
     def __enter__(self) -> StopOnCtrlC:
         self.previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        self.handler = signal.signal(signal.SIGINT, self._on_signal)
         self.watcher.start()
         return self
 
@@ -348,6 +360,7 @@ class StopOnCtrlC:
         if self.watcher.is_alive() and self.watcher.ident is not None:
             signal.pthread_kill(self.watcher.ident, signal.SIGINT)
             self.watcher.join(timeout=5)
+        signal.signal(signal.SIGINT, self.handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, self.previous)
 
 
