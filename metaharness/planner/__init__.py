@@ -10,9 +10,10 @@ Plan graph (:mod:`metaharness.planner.graph`)
 
 Solvers (:mod:`metaharness.planner.solve`)
     ``solve(graph, budget=None, *, solver="exact"|"ilp"|"lm"|"auto", horizon=None, discount=None, model=None,
-    soft_targets=None, time_limit=None) -> PlanResult`` with ``status`` ("optimal"/"infeasible"; the lm baseline
-    says "feasible"/"invalid"), ``path`` (edge ids), ``nodes`` (v0..vk), ``value``, ``cost``, ``solver``,
-    ``seconds``; ``PlanResult.to_json()`` is the output object of ``docs/plan-graph.md``. One module per family:
+    soft_targets=None, time_limit=None) -> PlanResult`` (``budget`` by limit name or in the graph's order) with
+    ``status`` ("optimal"/"infeasible"; the lm baseline says "feasible"/"invalid"), ``path`` (edge ids), ``nodes``
+    (v0..vk), ``value``, ``cost`` (in the graph's order), ``solver``, ``seconds``; ``PlanResult.to_json()`` is the
+    output object of ``docs/plan-graph.md``. One module per family:
     ``exact`` (label-setting DP with Pareto sets, the default), ``ilp`` (time-expanded ILP in SCIP, also soft targets),
     ``lm`` (the model picks a path; experiments only). ``SoftTargets(target, weight)`` (``problem``) keeps the hard
     budget and subtracts ``weight * excess`` over a preferred cost level.
@@ -35,7 +36,8 @@ Subagents (:mod:`metaharness.planner.subagents`)
 Planning call (:mod:`metaharness.planner.tps`)
     ``plan(history, goal, budget, *, model, plans=4, horizon=None, sampler=None, simulator=None, merger=None,
     labeler=None, solver="exact", start_key=None, max_tokens=512, tools=None) -> RouteResult`` with ``status``
-    ("route"/"no_route"), ``route`` (steps: action, predicted state and key, cost, and ``call`` in a tool plan),
+    ("route"/"no_route"), ``route`` (steps: ``action``, ``expected_state`` and ``key``, ``cost`` by limit name, and
+    ``call`` in a tool plan), ``cost`` (the route's, by limit name),
     ``graph``, ``solution``, ``stages`` (every stage's input, output and model exchanges; JSON) and
     ``guidance()``; ``replay(record)`` rebuilds it. With ``tools`` (the harness's tools: names, descriptions,
     JSON schemas; :class:`ToolSpec`) every step is a tool call ``{"tool", "arguments"}`` validated with
