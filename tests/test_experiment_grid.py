@@ -111,6 +111,41 @@ def test_arms_are_cells_at_equal_spend_with_the_holdout(tmp_path, monkeypatch):
     ]
 
 
+def test_each_cell_enters_the_cluster_for_its_own_evaluations(tmp_path, monkeypatch):
+    import contextlib
+
+    import metaharness.experiment.grid
+    import metaharness.optimize
+
+    entered: list[tuple[str | None, str | None]] = []
+
+    @contextlib.contextmanager
+    def recording(dask_scheduler, ray_address):
+        entered.append((dask_scheduler, ray_address))
+        yield
+
+    monkeypatch.setattr(metaharness.experiment.grid, "cluster", recording)
+    monkeypatch.setattr(metaharness.optimize, "optimize", lambda run_dir, config, **kw: entered.append(("ran", None)))
+    spec = {**SPEC, "datasets": ["uspto"], "proposers": ["offline"], "seeds": [0, 1], "test": False}
+    run_experiment(tmp_path / "exp", spec, dask_scheduler="tcp://127.0.0.1:8786")
+    assert entered == [("tcp://127.0.0.1:8786", None), ("ran", None)] * 2
+
+
+def test_bench_harness_refuses_an_unreachable_scheduler_before_any_cell(tmp_path):
+    out = run_metaharness(
+        "bench",
+        "harness",
+        "--out",
+        tmp_path / "exp",
+        "--dask-scheduler",
+        "tcp://127.0.0.1:9",
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert_fails_cleanly(out, "Cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+    assert not (tmp_path / "exp").exists()
+
+
 def test_a_capped_cell_is_recorded_capped_and_continues_with_a_larger_cap(tmp_path):
     from metaharness.loop import Outcome
 

@@ -189,9 +189,16 @@ def harness(
     proposer_option: list[str] = typer.Option(
         [], "--proposer-option", "-P", help="KEY=VALUE for every cell's proposer (the seed is set per cell)."
     ),
+    dask_scheduler: str | None = typer.Option(
+        None, "--dask-scheduler", metavar="ADDRESS", help="Evaluate every cell's examples on this Dask scheduler."
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", metavar="ADDRESS", help="Evaluate every cell's examples on this Ray cluster."
+    ),
 ) -> None:
     """The harness-optimisation grid: one search per dataset x proposer x seed, then the tables over seeds."""
     from metaharness.cli.browse import console
+    from metaharness.evaluation.cluster import cluster
     from metaharness.experiment import estimate_cost, run_experiment
     from metaharness.experiment.grid import cells_of, check_models, stored_spec
     from metaharness.experiment.results import write_results
@@ -216,6 +223,8 @@ def harness(
     if jobs < 1:
         raise InputError(f"--jobs takes a number of cells >= 1, got {jobs}.")
     check_models(spec)
+    with cluster(dask_scheduler, ray_address):  # reachable (and installed) before any cell starts
+        pass
     before = (stored_spec(out) or {}).get("iterations")
     if isinstance(before, int) and spec["iterations"] > before:
         notice = f"{notice}\n" if notice else ""
@@ -240,10 +249,20 @@ def harness(
         if estimate.total is not None and estimate.total > spec["max_cost"]:
             show.print("[yellow]The estimate is above the cap: runs stop cleanly when they reach their share.[/]")
     resume = f"metaharness bench harness --out {out}" + (f" --data-dir {data_dir}" if data_dir else "")
+    resume += f" --dask-scheduler {dask_scheduler}" if dask_scheduler else ""
+    resume += f" --ray-address {ray_address}" if ray_address else ""
     resume += f" --jobs {jobs}" if jobs > 1 else ""
     lines = GridLines(show)
     try:
-        records = run_experiment(out, spec, jobs=jobs, progress=lines, data_dir=data_dir)
+        records = run_experiment(
+            out,
+            spec,
+            jobs=jobs,
+            progress=lines,
+            data_dir=data_dir,
+            dask_scheduler=dask_scheduler,
+            ray_address=ray_address,
+        )
     except KeyboardInterrupt:
         show.print(f"[yellow]Stopped. Finished runs are kept and a started one continues: resume with {resume}[/]")
         raise typer.Exit(130) from None

@@ -7,13 +7,11 @@ a run's stored settings when it continues one), draws its events and prints wher
 from __future__ import annotations
 
 import _thread
-import importlib
 import json
 import math
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +21,9 @@ from rich.console import Console
 from metaharness.candidate import Candidate
 from metaharness.cli.browse import RUNS_ROOT, console, resolve_run
 from metaharness.errors import InputError
+from metaharness.evaluation.cluster import cluster
 from metaharness.loop import LoopEvents, Outcome, StopRequest
 from metaharness.settings import DEFAULT_EVALS_PER_ITER, RunSettings
-
-CLUSTER_TIMEOUT = 10  # seconds to reach a cluster's scheduler before giving up
 
 
 def optimize(
@@ -197,60 +194,6 @@ def optimize(
     final_table(out, run_dir, outcome)
     if outcome.stopped and outcome.stopped.startswith("interrupted"):
         raise typer.Exit(130)
-
-
-@contextmanager
-def cluster(dask_scheduler: str | None, ray_address: str | None) -> Iterator[None]:
-    """Evaluations on a cluster while inside: joblib's ``dask`` backend on the scheduler at ``dask_scheduler``, or
-    its ``ray`` backend on the Ray cluster at ``ray_address`` (the evaluator's jobs go where joblib sends them; model
-    calls come back to this process). Nothing changes when neither is given. Enter inside :class:`StopOnCtrlC`: the
-    clients start threads."""
-    from joblib import parallel_config
-
-    if dask_scheduler and ray_address:
-        raise InputError("--dask-scheduler and --ray-address each name a cluster: give one of them.")
-    if dask_scheduler:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise InputError(
-                "--dask-scheduler needs dask.distributed here and on every worker: pip install 'metaharness[cluster]'."
-            ) from None
-        try:
-            client = Client(dask_scheduler, timeout=CLUSTER_TIMEOUT)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise InputError(
-                f"Cannot reach the Dask scheduler at {dask_scheduler} ({str(exc).splitlines()[0]}); check the address "
-                "(tcp://HOST:8786) and that the scheduler is running."
-            ) from None
-        try:
-            with parallel_config(backend="dask"):
-                yield
-        finally:
-            client.close()
-    elif ray_address:
-        try:  # by name: Ray is an optional extra, absent where the types are checked
-            ray = importlib.import_module("ray")
-            register_ray = importlib.import_module("ray.util.joblib").register_ray
-        except ImportError:
-            raise InputError(
-                "--ray-address needs Ray here and on every node: pip install 'metaharness[ray]'."
-            ) from None
-        register_ray()
-        try:
-            ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise InputError(
-                f"Cannot reach the Ray cluster at {ray_address} ({str(exc).splitlines()[0]}); check the address "
-                "(ray://HOST:10001, or auto on a node of the cluster)."
-            ) from None
-        try:
-            with parallel_config(backend="ray"):
-                yield
-        finally:
-            ray.shutdown()
-    else:
-        yield
 
 
 def seed_settings(seeds: str | None) -> dict[str, tuple[str, ...] | None]:

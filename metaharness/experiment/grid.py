@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from metaharness import __version__
 from metaharness.errors import InputError
+from metaharness.evaluation.cluster import cluster
 from metaharness.settings import DEFAULT_EVALS_PER_ITER
 from metaharness.staging import POLICIES
 from metaharness.store.files import append_jsonl, atomic_write_json, read_json, read_jsonl
@@ -247,10 +248,19 @@ def estimate_cost(spec: dict[str, Any]) -> CostEstimate:
     return CostEstimate(per_cell, None if None in values else sum(v for v in values if v is not None))
 
 
-def optimize_cell(cell: Cell, run_dir: Path, spec: dict[str, Any], *, data_dir: str | Path | None = None) -> Any:
+def optimize_cell(
+    cell: Cell,
+    run_dir: Path,
+    spec: dict[str, Any],
+    *,
+    data_dir: str | Path | None = None,
+    dask_scheduler: str | None = None,
+    ray_address: str | None = None,
+) -> Any:
     """The default cell: :func:`metaharness.optimize.optimize` in ``run_dir`` (continued when it exists), evaluating
-    with the cell's arm; its :class:`~metaharness.loop.Outcome`. The cap is the spec's share, which a rerun may
-    have raised (:func:`check_same_spec`), so the run takes it as given."""
+    with the cell's arm, its examples on the cluster when one is named (:func:`~metaharness.evaluation.cluster.
+    cluster`, entered in the cell's own process); its :class:`~metaharness.loop.Outcome`. The cap is the spec's
+    share, which a rerun may have raised (:func:`check_same_spec`), so the run takes it as given."""
     from metaharness.optimize import optimize, run_config
 
     config = run_config(
@@ -265,15 +275,16 @@ def optimize_cell(cell: Cell, run_dir: Path, spec: dict[str, Any], *, data_dir: 
         holdout=spec.get("holdout") or 0,
         proposer_options=spec["options"],
     )
-    return optimize(
-        run_dir,
-        config,
-        iterations=spec["iterations"],
-        test=spec["test"],
-        max_cost=cell_cap(spec),
-        data_dir=data_dir,
-        raise_caps=True,
-    )
+    with cluster(dask_scheduler, ray_address):
+        return optimize(
+            run_dir,
+            config,
+            iterations=spec["iterations"],
+            test=spec["test"],
+            max_cost=cell_cap(spec),
+            data_dir=data_dir,
+            raise_caps=True,
+        )
 
 
 def check_models(spec: dict[str, Any]) -> None:
@@ -304,11 +315,14 @@ def run_experiment(
     run_cell: RunCell | None = None,
     progress: GridProgress | None = None,
     data_dir: str | Path | None = None,
+    dask_scheduler: str | None = None,
+    ray_address: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) the grid of ``spec`` (:func:`experiment_spec` keys) in ``exp_dir``; the cells' last records.
 
     ``jobs`` cells run at once in worker processes (joblib's loky backend; ``jobs=1`` runs in this process).
-    ``run_cell(cell, run_dir, spec)`` runs one cell (default :func:`optimize_cell` with ``data_dir``); an
+    ``run_cell(cell, run_dir, spec)`` runs one cell (default :func:`optimize_cell` with ``data_dir`` and the
+    cluster, ``dask_scheduler`` or ``ray_address``, its evaluations go to); an
     exception fails that cell only: it is recorded with its message and the others go on. Each finished cell is
     appended to cells.jsonl and fsynced before the next result is taken (:func:`~metaharness.store.files.append_jsonl`:
     a line torn by a kill is closed off, and skipped on reading). A folder holding another spec is refused
@@ -332,7 +346,9 @@ def run_experiment(
         check_models(spec)
     exp = Path(exp_dir)
     exp.mkdir(parents=True, exist_ok=True)
-    run = run_cell or functools.partial(optimize_cell, data_dir=data_dir)
+    run = run_cell or functools.partial(
+        optimize_cell, data_dir=data_dir, dask_scheduler=dask_scheduler, ray_address=ray_address
+    )
     with _locked(exp):
         before = _write_or_check_spec(exp, spec)
         cells = cells_of(spec)
@@ -398,7 +414,11 @@ def _pool_round(
     queue = iter(pending)
     for _ in range(min(jobs, len(pending))):
         begin(next(queue))
-    parallel = Parallel(n_jobs=jobs, return_as="generator_unordered", pre_dispatch="n_jobs", batch_size=1)
+    # Cells always run in local processes (loky), also inside a cluster's context: a cell sends only its
+    # evaluations to the cluster (optimize_cell).
+    parallel = Parallel(
+        n_jobs=jobs, backend="loky", return_as="generator_unordered", pre_dispatch="n_jobs", batch_size=1
+    )
     for record in parallel(tasks()):
         yield record
         following = next(queue, None)
