@@ -371,7 +371,9 @@ class ProgressEvents(LoopEvents):
         elif c.implemented:
             line = f"{c.id} implemented, not evaluated ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
         else:
-            line = f"{c.id} val [bold]{c.score:.3f}[/] ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
+            ev = c.evaluation
+            share = f" on {ev.examples}/{ev.share}" if ev is not None and c.partial else ""
+            line = f"{c.id} val [bold]{c.score:.3f}[/]{share} ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
         self.progress.console.print(line)
 
 
