@@ -16,10 +16,12 @@ every call slower, so a second instance with it is loaded only when a request as
 Structured output is constrained by a grammar built from the JSON schema (``LlamaGrammar.from_json_schema``); a
 forced tool call is the same thing with the tool's argument schema, after a system note that describes the tool.
 
-Sampling uses llama.cpp server's repeat penalty (:data:`REPEAT_PENALTY`, 1.1) rather than ``llama_cpp``'s in-process
-default of 1.0: at temperature 0 a small model without it copies its prompt into a JSON string until the token cap
-(the plan sampler's answers ran to 512 tokens and each re-ask repeated them; the same call through the server,
-which applies 1.1, finished in a fraction of the tokens and the time; ``benchmarks/embedded_planning.py``).
+A structured answer (under a grammar: a JSON schema or a forced tool call) is sampled with llama.cpp server's
+repeat penalty (:data:`REPEAT_PENALTY`, 1.1) rather than ``llama_cpp``'s in-process default of 1.0: at temperature 0
+a small model without it copies its prompt into a JSON string until the token cap (the plan sampler's answers ran
+to 512 tokens and each re-ask repeated them; the same call through the server, which applies 1.1, finished in a
+fraction of the tokens and the time; ``benchmarks/embedded_planning.py``). A plain-text answer, what a harness
+asks the task model, keeps 1.0: the fixed task model answers as it always has, and its cached answers stay valid.
 """
 
 from __future__ import annotations
@@ -206,7 +208,7 @@ class LocalBackend:
                         temperature=request.temperature,
                         max_tokens=request.max_tokens,
                         stop=request.stop or [],
-                        repeat_penalty=REPEAT_PENALTY,
+                        repeat_penalty=REPEAT_PENALTY if grammar is not None else 1.0,
                         seed=None if request.seed is None else request.seed + index,
                         grammar=grammar,
                         logprobs=request.logprobs is not None,
