@@ -406,3 +406,34 @@ def test_ilp_keeps_the_tie_rule_a_cheap_cycle_and_its_time_limit():
     assert solve(cycle, solver="ilp").path == ["sa", "ag"]
     stopped = solve(tie, solver="ilp", time_limit=1e-9)
     assert stopped.status == "unknown" and "time limit" in stopped.note
+
+
+def test_an_ilp_out_of_time_before_scip_has_a_plan_returns_the_beam_plan(monkeypatch):
+    """An injected clock: it stands still until the beam plan is made, then jumps past the limit, as when building
+    the model of a large graph takes the whole limit."""
+    import metaharness.planner.ilp as ilp
+
+    class Clock:
+        now = 0.0
+
+        @classmethod
+        def perf_counter(cls) -> float:
+            return cls.now
+
+    def beam_then_late(problem):
+        plan = real_beam(problem)
+        Clock.now = 100.0
+        return plan
+
+    real_beam = ilp.beam_plan
+    monkeypatch.setattr(ilp, "time", Clock)
+    monkeypatch.setattr(ilp, "beam_plan", beam_then_late)
+    graph = PlanGraph("s", [0.3])
+    graph.add_node("s")
+    graph.add_node("a", 1)
+    graph.add_node("g", 1, goal=True)
+    graph.add_edge("1", "s", "a", cost=[0.1])
+    graph.add_edge("3", "a", "g", cost=[0.1])
+    result = ilp.solve_ilp(prepare(graph), time_limit=10, started=0.0)
+    assert (result.status, result.path) == ("feasible", ["1", "3"])
+    assert "time limit passed while building the model" in result.note and "beam" in result.note

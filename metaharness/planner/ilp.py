@@ -29,6 +29,7 @@ import networkx as nx
 
 from metaharness.errors import MetaharnessError
 from metaharness.planner.bounds import reach
+from metaharness.planner.exact import FoundPlan, beam_plan
 from metaharness.planner.problem import VALUE_TOLERANCE, Problem
 from metaharness.planner.result import PlanResult, Status
 
@@ -101,9 +102,10 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None, started: flo
     try:
         layers = time_expanded_layers(p, deadline)
     except _OutOfTime:
-        return _out_of_time(started, "building the layers")
+        return _out_of_time(p, None, started, "building the layers")
     if not layers:
         return PlanResult("infeasible", "ilp", time.perf_counter() - started)
+    beam = beam_plan(p)  # SCIP's start, and the answer if the limit passes before SCIP has one
 
     model = Model("plan")
     model.hideOutput()
@@ -117,7 +119,7 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None, started: flo
     value_terms = []
     for t, layer in enumerate(layers):
         if time.perf_counter() > deadline:
-            return _out_of_time(started, "building the model")
+            return _out_of_time(p, beam, started, "building the model")
         weight = p.discount**t
         for e in layer:
             var = model.addVar(vtype="B", name=f"x_{e}_{t + 1}")
@@ -129,12 +131,16 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None, started: flo
                 inflow[p.dst[e], t + 1].append(var)
 
     model.addCons(quicksum(outflow[p.start, 0]) == 1, name="leave_start")
-    for v, t in set(inflow) | {key for key in outflow if key[1] > 0}:
+    for count, (v, t) in enumerate(sorted(set(inflow) | {key for key in outflow if key[1] > 0})):
+        if count % 1000 == 0 and time.perf_counter() > deadline:
+            return _out_of_time(p, beam, started, "building the model")
         model.addCons(quicksum(inflow.get((v, t), [])) == quicksum(outflow.get((v, t), [])), name=f"flow_{v}_{t}")
 
     objective = quicksum(value_terms)
     excess: dict[int, Any] = {}
     for j, limit in enumerate(p.budget):
+        if time.perf_counter() > deadline:
+            return _out_of_time(p, beam, started, "building the model")
         terms = [p.cost[e][j] * var for (e, _), var in x.items() if p.cost[e][j]]
         if terms:
             spent = quicksum(terms)
@@ -144,9 +150,11 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None, started: flo
                 model.addCons(excess[j] >= spent - p.soft.target[j], name=f"soft_{j}")
                 objective = objective - p.soft.weight[j] * excess[j]
     model.setObjective(objective, "maximize")
-    start_plan = _start_plan(p, x, excess)
+    start_plan = _start_plan(p, beam, x, excess)
     if start_plan:
         _add_start(model, start_plan)
+    if time.perf_counter() > deadline:
+        return _out_of_time(p, beam, started, "building the model")
 
     status = _optimize(model, deadline)
     if status == "infeasible":
@@ -154,9 +162,7 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None, started: flo
     if model.getNSols() == 0:
         if status == "optimal":
             raise MetaharnessError("SCIP reported an optimum without a solution; please report this graph.")
-        return PlanResult(
-            "unknown", "ilp", time.perf_counter() - started, note=f"SCIP stopped ({status}) before a plan."
-        )
+        return _out_of_time(p, beam, started, f"SCIP ran (it stopped: {status})")
     values = {key: model.getVal(var) for key, var in x.items()}
     if status == "optimal":
         values = _fewest_steps(model, x, excess, objective, values, deadline)
@@ -209,11 +215,10 @@ def _fewest_steps(
     return fewer if sum(v > 0.5 for v in fewer.values()) <= steps else values
 
 
-def _start_plan(p: Problem, x: dict[tuple[int, int], Any], excess: dict[int, Any]) -> list[tuple[Any, float]]:
-    """The exact solver's beam plan as a SCIP start ((variable, value) pairs), or [] when it finds none."""
-    from metaharness.planner.exact import beam_plan
-
-    plan = beam_plan(p)
+def _start_plan(
+    p: Problem, plan: FoundPlan | None, x: dict[tuple[int, int], Any], excess: dict[int, Any]
+) -> list[tuple[Any, float]]:
+    """The exact solver's beam plan as a SCIP start ((variable, value) pairs), or [] when it found none."""
     if plan is None or any((e, t) not in x for t, e in enumerate(plan.edges)):
         return []
     start = [(x[e, t], 1.0) for t, e in enumerate(plan.edges)]
@@ -245,7 +250,16 @@ def _walk(p: Problem, layers: list[list[int]], values: dict[tuple[int, int], flo
     return path
 
 
-def _out_of_time(started: float, stage: str) -> PlanResult:
-    return PlanResult(
-        "unknown", "ilp", time.perf_counter() - started, note=f"The time limit passed while {stage}, before SCIP ran."
+def _out_of_time(p: Problem, beam: FoundPlan | None, started: float, stage: str) -> PlanResult:
+    """What the ILP returns when its time limit passes before SCIP has a plan: the beam plan (feasible, not proved
+    optimal) when there is one, else "unknown"."""
+    if beam is None:
+        return PlanResult(
+            "unknown", "ilp", time.perf_counter() - started, note=f"The time limit passed while {stage}, before a plan."
+        )
+    walk = p.check_walk([p.edge_ids[e] for e in beam.edges])
+    result = PlanResult.from_walk(
+        "feasible", "ilp", walk, soft=p.soft is not None, seconds=time.perf_counter() - started
     )
+    result.note = f"The time limit passed while {stage}: the plan is the beam search's, not proved optimal."
+    return result
