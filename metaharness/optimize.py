@@ -280,7 +280,8 @@ def optimize(
     """
     from metaharness.evaluation.candidate_evaluator import TaskEvaluator
     from metaharness.models import connect
-    from metaharness.proposers import get_proposer
+    from metaharness.proposers import check_proposer_model, connect_proposer, get_proposer
+    from metaharness.proposers.engines import is_engine
     from metaharness.report import write_summary_markdown
 
     given: dict[str, Any] = settings.to_json() if settings is not None else {}
@@ -302,8 +303,10 @@ def optimize(
     if stored is None and settings is None and task is None:
         raise InputError(f"No run at {run_dir} to continue: pass the settings of a new run (run_config(dataset)).")
     resolved = RunSettings.resolve(given, stored, raise_caps=raise_caps)
+    if resolved.proposer_model is not None:
+        check_proposer_model(resolved.proposer, resolved.proposer_model)  # an engine: installed and logged in
     for spec in (resolved.task_model, resolved.proposer_model):
-        if spec and parse_spec(spec).provider == "local":
+        if spec and not is_engine(spec) and parse_spec(spec).provider == "local":
             require_llama_cpp(spec)  # before the run directory is touched
     run_dir = Path(run_dir)
     if task is None:
@@ -319,7 +322,7 @@ def optimize(
         costs = run_ledger(run, max_cost=_finite(resolved.run_budget.usd), max_tokens=_tokens(resolved.run_budget))
         ledger = costs.ledger
         task_client = connect(resolved.task_model, ledger=ledger)
-        proposer_client = connect(resolved.proposer_model, ledger=ledger) if resolved.proposer_model else None
+        proposer_client = connect_proposer(resolved.proposer_model, ledger) if resolved.proposer_model else None
         evaluator = TaskEvaluator(task, task_client, val_limit=resolved.val_limit, workers=workers)
         proposer = get_proposer(
             resolved.proposer,

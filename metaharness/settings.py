@@ -111,11 +111,12 @@ class RunSettings:
         """Raise InputError naming the first bad setting; return self."""
         from metaharness.models.spec import parse_spec
         from metaharness.proposers import check_options, needs_model
+        from metaharness.proposers.engines import is_engine
 
         if not self.dataset:
             raise InputError("Name the task with --dataset.")
         parse_spec(self.task_model)
-        if self.proposer_model is not None:
+        if self.proposer_model is not None and not is_engine(self.proposer_model):  # an engine: checked at the start
             parse_spec(self.proposer_model)
         check_options(self.proposer, dict(self.proposer_options))
         if needs_model(self.proposer) and self.proposer_model is None:

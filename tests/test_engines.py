@@ -245,3 +245,46 @@ def test_tps_plans_with_the_engine_then_the_engines_agent_writes_the_chosen_plan
     ]
     assert len(sessions) == 1 and "--append-system-prompt" in sessions[0]  # the agent session; answers ran elsewhere
     assert proposer.model.ledger.totals()["by_role"]["subagent"]["calls"] >= 2  # sampling and simulation
+
+
+def test_optimize_with_the_base_proposer_on_an_engine_commits_its_edits_and_keeps_its_transcript(
+    standins, monkeypatch, tmp_path
+):
+    """``metaharness optimize --proposer base --proposer-model claude-code`` as ``optimize()`` runs it: the engine is
+    checked before the run starts, its session's edits become committed candidates of iteration 1, and its
+    transcript is in the run directory. The evaluator is the fake of tests/fakes.py (no task model is called)."""
+    import shutil
+
+    from fakes import FakeEvaluator, program
+
+    from metaharness.optimize import optimize, run_config
+    from metaharness.store import RunDirectory
+
+    monkeypatch.setattr(
+        "metaharness.evaluation.candidate_evaluator.TaskEvaluator", lambda task, model, **kw: FakeEvaluator()
+    )
+    folder = tmp_path / "task"
+    shutil.copytree(EXAMPLE, folder)
+    (folder / "candidates").mkdir(exist_ok=True)
+    (folder / "candidates" / "seed.py").write_text(program(0.3))  # what the fake evaluator scores
+    settings = run_config(
+        str(folder),
+        task_model="openai:fake@http://127.0.0.1:9/v1",
+        proposer="base",
+        proposer_model="claude-code",
+        proposals=2,
+        evaluation="greedy",
+    )
+    with pytest.raises(ConfigurationError, match="claude-code is not logged in"):
+        optimize(tmp_path / "refused", settings, iterations=1, test=False)
+    assert not (tmp_path / "refused").exists()  # refused before the run directory was made
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "standin:ok")
+    run_dir = tmp_path / "run"
+    outcome = optimize(run_dir, settings, iterations=1, test=False)
+    assert outcome.iterations_done == 1
+    made = [c for c in RunDirectory.browse(run_dir).candidates() if c.iteration == 1]
+    assert [c.summary for c in made] == ["stand-in revision cand1", "stand-in revision cand2"]
+    assert all(c.source.endswith("revised by the stand-in agent\n") and not c.failed for c in made)
+    events = (run_dir / "proposer" / "iter-1" / "transcript.jsonl").read_text().splitlines()
+    assert json.loads(events[-1])["type"] == "result"

@@ -224,11 +224,11 @@ def check_settings(
     """The run's models and proposer settings checked before a run directory is touched: model specs, the
     proposer's name, its need for a proposer model and its ``-P`` options (returned normalised)."""
     from metaharness.models.spec import parse_spec
-    from metaharness.proposers import check_options, needs_model
+    from metaharness.proposers import check_options, check_proposer_model, needs_model
 
     parse_spec(task_model)
     if proposer_model is not None:
-        parse_spec(proposer_model)
+        check_proposer_model(proposer, proposer_model)
     checked = check_options(proposer, options)
     if needs_model(proposer) and proposer_model is None:
         raise InputError(
