@@ -45,6 +45,9 @@ POLICIES: tuple[Policy, ...] = get_args(Policy)
 GATE_EXAMPLES = 3  # GEPA's default reflection minibatch
 DEFAULT_PRIOR_SD = 0.1  # the spread of a revision's gain when nothing better is known (no prediction, few data)
 MIN_PRIOR_SD = 0.02  # no prediction is believed to within less than 2 points of score
+# Verified predictions (supported candidates that carried one) before the run's measure of the proposer's stds
+# replaces the stds it reported.
+CALIBRATION_PAIRS = 5
 DEFAULT_NOISE = 0.2  # per-example variance of paired differences before any is measured (1 in 5 examples differ)
 
 
@@ -116,16 +119,20 @@ def _ancestor(candidate: Candidate, by_id: Mapping[str, Candidate], *, supported
 class Calibration:
     """How far the run's predictions held (empirical Bayes over the supported candidates that carried one):
     ``spread`` is the sd of true score around a prediction, ``gain_spread`` that of a child's score around its
-    parent's (for candidates without a prediction)."""
+    parent's (for candidates without a prediction), and ``std_scale`` how far the stds the proposer reported
+    were off (the misses beyond sampling noise over the reported variances; ``None`` until
+    :data:`CALIBRATION_PAIRS` predictions were verified). A proposer's stds can be far too wide or too narrow;
+    once the run has checked enough of them, the run's own measure replaces the proposer's word."""
 
     spread: float = DEFAULT_PRIOR_SD
     gain_spread: float = DEFAULT_PRIOR_SD
     pairs: int = 0
+    std_scale: float | None = None
 
     @classmethod
     def of(cls, candidates: Sequence[Candidate]) -> Calibration:
         by_id = {c.id: c for c in candidates}
-        residuals, sampling, gains = [], [], []
+        residuals, sampling, gains, reported = [], [], [], []
         for c in candidates:
             if not c.supported or c.evaluation is None:
                 continue
@@ -135,27 +142,47 @@ class Calibration:
             if isinstance(predicted, (int, float)) and not isinstance(predicted, bool):
                 residuals.append((c.score - float(predicted)) ** 2)
                 sampling.append(noise)
+                std = (c.prediction or {}).get("std")
+                if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0:
+                    reported.append(float(std) ** 2)
             parent = _ancestor(c, by_id, supported=True)
             if parent is not None:
                 gains.append((c.score - parent.score) ** 2)
         spread = DEFAULT_PRIOR_SD
+        beyond_noise = 0.0
         if len(residuals) >= 3:  # method of moments: what the residuals hold beyond sampling noise
-            spread = math.sqrt(max(0.0, sum(residuals) / len(residuals) - sum(sampling) / len(sampling)))
+            beyond_noise = max(0.0, sum(residuals) / len(residuals) - sum(sampling) / len(sampling))
+            spread = math.sqrt(beyond_noise)
+        scale = None
+        if len(reported) >= CALIBRATION_PAIRS and len(reported) == len(residuals):
+            scale = math.sqrt(beyond_noise / (sum(reported) / len(reported)))
         gain_spread = math.sqrt(sum(gains) / len(gains)) if len(gains) >= 3 else DEFAULT_PRIOR_SD
-        return cls(max(MIN_PRIOR_SD, spread), max(MIN_PRIOR_SD, gain_spread), len(residuals))
+        return cls(max(MIN_PRIOR_SD, spread), max(MIN_PRIOR_SD, gain_spread), len(residuals), scale)
 
-    def to_json(self) -> dict[str, float]:
-        return {"spread": round(self.spread, 4), "gain_spread": round(self.gain_spread, 4), "pairs": self.pairs}
+    def to_json(self) -> dict[str, float | None]:
+        scale = None if self.std_scale is None else round(self.std_scale, 4)
+        return {
+            "spread": round(self.spread, 4),
+            "gain_spread": round(self.gain_spread, 4),
+            "pairs": self.pairs,
+            "std_scale": scale,
+        }
 
 
 def prior_of(candidate: Candidate, by_id: Mapping[str, Candidate], calibration: Calibration) -> tuple[float, float]:
-    """(mean, sd) of the candidate's score before its own evidence: its prediction (sd at least what the run's
-    predictions missed by), else its nearest evaluated ancestor's score with the spread of the run's revisions."""
+    """(mean, sd) of the candidate's score before its own evidence: its prediction, else its nearest evaluated
+    ancestor's score with the spread of the run's revisions.
+
+    A prediction's sd is its reported std rescaled by how far the run's verified predictions say the reported stds
+    are off (``calibration.std_scale``); before enough were verified, at least what the run's predictions missed
+    by. Never below :data:`MIN_PRIOR_SD`."""
     prediction = candidate.prediction or {}
     score = prediction.get("score")
     if isinstance(score, (int, float)) and not isinstance(score, bool):
         std = prediction.get("std")
         sd = float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) else 0.0
+        if calibration.std_scale is not None and sd > 0:
+            return float(score), max(MIN_PRIOR_SD, calibration.std_scale * sd)
         return float(score), max(sd, calibration.spread)
     parent = _ancestor(candidate, by_id, supported=False)
     return (parent.score if parent is not None else 0.0), calibration.gain_spread
