@@ -257,12 +257,18 @@ def test_solve_dispatches_program_graphs_and_json_round_trips() -> None:
 
 
 def test_time_limited_ilp_reports_a_gap_or_optimality() -> None:
+    """Solved within the limit: optimal, no gap. Stopped by a limit no solve fits in, with the greedy warm start in
+    hand: that plan, feasible, with its gap."""
     g = _chain_graph()
     for name in ("e", "f", "h"):
         add_predicted(g, name, "c", 0.55, std=0.1)
     result = select(g, {"evals": 2}, solver="ilp", time_limit=10.0)
     assert result.status == "optimal" and result.gap is None
     assert "gap" not in result.to_json()
+    stopped = select(g, {"evals": 2}, solver="ilp", time_limit=1e-9)
+    assert stopped.status == "feasible" and stopped.gap is not None and stopped.gap > 0
+    assert stopped.to_json()["gap"] == stopped.gap
+    assert stopped.evaluate == select(g, {"evals": 2}, solver="greedy").evaluate != result.evaluate
 
 
 @pytest.mark.parametrize(
