@@ -11,8 +11,9 @@ nodes (a cheap cycle no longer multiplies them).
 
 The documented tie rule (among plans of equal value the one with fewest steps) is a second solve: with the value
 held at its optimum, minimise the steps. ``time_limit`` is wall-clock time for everything (layers, model, both
-solves); SCIP starts from the exact solver's beam plan, so a solve stopped by the limit still returns a plan when
-one exists (status "feasible").
+solves, and freeing the model, which SCIP's own clock does not see: :data:`RESERVE_PER_BUILD_SECOND`); SCIP starts
+from the exact solver's beam plan, so a solve stopped by the limit still returns a plan when one exists (status
+"feasible").
 
 Richer objectives live here too: :class:`~metaharness.planner.problem.SoftTargets` keep the hard budget and
 subtract a weighted penalty for exceeding a preferred cost level.
@@ -31,7 +32,7 @@ from metaharness.errors import MetaharnessError
 from metaharness.planner.bounds import reach
 from metaharness.planner.exact import FoundPlan, beam_plan
 from metaharness.planner.problem import VALUE_TOLERANCE, Problem
-from metaharness.planner.result import PlanResult, Status
+from metaharness.planner.result import PlanResult
 
 # SCIP's default feasibility tolerance (1e-6) would let a plan exceed the budget by that much.
 FEASIBILITY_TOLERANCE = 1e-9
@@ -94,8 +95,6 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None, started: flo
     ``time_limit`` counts wall-clock seconds from ``started`` (a ``time.perf_counter()`` value; default now), so a
     caller that validated the graph first can include that time.
     """
-    from pyscipopt import Model, quicksum
-
     started = time.perf_counter() if started is None else started
     deadline = math.inf if time_limit is None else started + time_limit
     p = problem
@@ -106,75 +105,117 @@ def solve_ilp(problem: Problem, *, time_limit: float | None = None, started: flo
     if not layers:
         return PlanResult("infeasible", "ilp", time.perf_counter() - started)
     beam = beam_plan(p)  # SCIP's start, and the answer if the limit passes before SCIP has one
+    # The model is built, solved and freed inside _scip (freeing a large one takes a good part of a second, and
+    # counts against the limit); what is left here is reading the plan.
+    outcome = _scip(p, layers, beam, deadline)
+    if isinstance(outcome, str):
+        if outcome == "infeasible":
+            return PlanResult("infeasible", "ilp", time.perf_counter() - started)
+        return _out_of_time(p, beam, started, outcome)
+    status, values = outcome
+    walk = p.check_walk(_walk(p, layers, values))
+    result = PlanResult.from_walk(
+        "optimal" if status == "optimal" else "feasible",
+        "ilp",
+        walk,
+        soft=p.soft is not None,
+        seconds=time.perf_counter() - started,
+    )
+    if status != "optimal":
+        result.note = f"SCIP stopped at its time limit ({status}); the plan may not be optimal."
+    return result
+
+
+# SCIP's work that its own time limit does not see is in proportion to the model's size: creating the transformed
+# problem before its clock starts, and freeing both problems afterwards. The time spent building the model is the
+# measure of that size on this machine under its current load, so this many times it is kept back from SCIP's time
+# limit (and a model whose building would leave less than that is not finished: the beam plan is returned).
+RESERVE_PER_BUILD_SECOND = 0.6
+
+
+def _scip(
+    p: Problem, layers: list[list[int]], beam: FoundPlan | None, deadline: float
+) -> tuple[str, dict[tuple[int, int], float]] | str:
+    """Build the model, solve it (twice for the tie rule when the first solve is optimal) and free it. Returns
+    (SCIP status, the x values) for a solution, "infeasible" for a proof, or the stage the limit stopped (the
+    caller then returns the beam plan)."""
+    from pyscipopt import Model, quicksum
+
+    building = time.perf_counter()
+
+    def late() -> bool:
+        now = time.perf_counter()
+        return now + RESERVE_PER_BUILD_SECOND * (now - building) > deadline
 
     model = Model("plan")
     model.hideOutput()
     model.setParam("numerics/feastol", FEASIBILITY_TOLERANCE)
     model.setParam("limits/gap", 0.0)
     model.setParam("timing/clocktype", 2)  # wall clock, as the time limit is
-
+    model.setMaximize()
+    # Rows are created empty and filled coefficient by coefficient: building a product expression per term costs
+    # several times more (seconds on a 2,000-node graph).
     x: dict[tuple[int, int], Any] = {}
+    value: dict[tuple[int, int], float] = {}
     inflow: dict[tuple[int, int], list] = defaultdict(list)  # (node, t) -> vars of edges arriving at step t
     outflow: dict[tuple[int, int], list] = defaultdict(list)  # (node, t) -> vars of edges leaving as step t + 1
-    value_terms = []
     for t, layer in enumerate(layers):
-        if time.perf_counter() > deadline:
-            return _out_of_time(p, beam, started, "building the model")
+        if late():
+            return "building the model"
         weight = p.discount**t
         for e in layer:
-            var = model.addVar(vtype="B", name=f"x_{e}_{t + 1}")
+            gain = weight * p.reward[p.dst[e]]
+            var = model.addVar(vtype="B", name=f"x_{e}_{t + 1}", obj=gain)
             x[e, t] = var
-            if p.reward[p.dst[e]]:
-                value_terms.append(weight * p.reward[p.dst[e]] * var)
+            if gain:
+                value[e, t] = gain
             outflow[p.src[e], t].append(var)
             if not p.goal[p.dst[e]]:
                 inflow[p.dst[e], t + 1].append(var)
 
     model.addCons(quicksum(outflow[p.start, 0]) == 1, name="leave_start")
     for count, (v, t) in enumerate(sorted(set(inflow) | {key for key in outflow if key[1] > 0})):
-        if count % 1000 == 0 and time.perf_counter() > deadline:
-            return _out_of_time(p, beam, started, "building the model")
-        model.addCons(quicksum(inflow.get((v, t), [])) == quicksum(outflow.get((v, t), [])), name=f"flow_{v}_{t}")
+        if count % 1000 == 0 and late():
+            return "building the model"
+        row = model.addCons(quicksum([]) == 0, name=f"flow_{v}_{t}")
+        for var in inflow.get((v, t), ()):
+            model.addCoefLinear(row, var, 1.0)
+        for var in outflow.get((v, t), ()):
+            model.addCoefLinear(row, var, -1.0)
 
-    objective = quicksum(value_terms)
     excess: dict[int, Any] = {}
     for j, limit in enumerate(p.budget):
-        if time.perf_counter() > deadline:
-            return _out_of_time(p, beam, started, "building the model")
-        terms = [p.cost[e][j] * var for (e, _), var in x.items() if p.cost[e][j]]
-        if terms:
-            spent = quicksum(terms)
-            model.addCons(spent <= limit, name=f"budget_{j}")
-            if p.soft and p.soft.weight[j]:
-                excess[j] = model.addVar(vtype="C", lb=0.0, name=f"excess_{j}")
-                model.addCons(excess[j] >= spent - p.soft.target[j], name=f"soft_{j}")
-                objective = objective - p.soft.weight[j] * excess[j]
-    model.setObjective(objective, "maximize")
+        if late():
+            return "building the model"
+        terms = [(p.cost[e][j], var) for (e, _), var in x.items() if p.cost[e][j]]
+        if not terms:
+            continue
+        row = model.addCons(quicksum([]) <= limit, name=f"budget_{j}")
+        for c, var in terms:
+            model.addCoefLinear(row, var, c)
+        if p.soft and p.soft.weight[j]:
+            excess[j] = model.addVar(vtype="C", lb=0.0, name=f"excess_{j}", obj=-p.soft.weight[j])
+            soft = model.addCons(quicksum([]) <= p.soft.target[j], name=f"soft_{j}")  # spent - excess <= target
+            for c, var in terms:
+                model.addCoefLinear(soft, var, c)
+            model.addCoefLinear(soft, excess[j], -1.0)
     start_plan = _start_plan(p, beam, x, excess)
     if start_plan:
         _add_start(model, start_plan)
-    if time.perf_counter() > deadline:
-        return _out_of_time(p, beam, started, "building the model")
-
-    status = _optimize(model, deadline)
+    if late():
+        return "building the model"
+    reserve = RESERVE_PER_BUILD_SECOND * (time.perf_counter() - building)
+    status = _optimize(model, deadline - reserve)
     if status == "infeasible":
-        return PlanResult("infeasible", "ilp", time.perf_counter() - started)
+        return "infeasible"
     if model.getNSols() == 0:
         if status == "optimal":
             raise MetaharnessError("SCIP reported an optimum without a solution; please report this graph.")
-        return _out_of_time(p, beam, started, f"SCIP ran (it stopped: {status})")
+        return f"SCIP ran (it stopped: {status})"
     values = {key: model.getVal(var) for key, var in x.items()}
     if status == "optimal":
-        values = _fewest_steps(model, x, excess, objective, values, deadline)
-    path = _walk(p, layers, values)
-    walk = p.check_walk(path)
-    result_status: Status = "optimal" if status == "optimal" else "feasible"
-    note = "" if status == "optimal" else f"SCIP stopped at its time limit ({status}); the plan may not be optimal."
-    result = PlanResult.from_walk(
-        result_status, "ilp", walk, soft=p.soft is not None, seconds=time.perf_counter() - started
-    )
-    result.note = note
-    return result
+        values = _fewest_steps(model, x, excess, value, values, deadline - reserve)
+    return status, values
 
 
 # Of the time left when SCIP starts, this much is kept for reading the solution and checking the plan.
@@ -192,7 +233,7 @@ def _fewest_steps(
     model: Any,
     x: dict[tuple[int, int], Any],
     excess: dict[int, Any],
-    objective: Any,
+    value: dict[tuple[int, int], float],
     values: dict[tuple[int, int], float],
     deadline: float,
 ) -> dict[tuple[int, int], float]:
@@ -205,7 +246,11 @@ def _fewest_steps(
     start = [(var, float(values[key] > 0.5)) for key, var in x.items()]
     start += [(var, model.getVal(var)) for var in excess.values()]
     model.freeTransform()
-    model.addCons(objective >= best - VALUE_TOLERANCE * max(1.0, abs(best)), name="keep_value")
+    keep = model.addCons(quicksum([]) >= best - VALUE_TOLERANCE * max(1.0, abs(best)), name="keep_value")
+    for key, gain in value.items():
+        model.addCoefLinear(keep, x[key], gain)
+    for var in excess.values():
+        model.addCoefLinear(keep, var, var.getObj())  # minus the soft-target weight
     model.setObjective(quicksum(x.values()), "minimize")
     _add_start(model, start)
     status = _optimize(model, deadline)
