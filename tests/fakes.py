@@ -17,6 +17,9 @@ from the real thing; they are for unit tests of logic (real models run in the em
   program by the ``# score=`` comment :func:`program` writes into it.
 - :class:`ScriptedProposer`: a :class:`~metaharness.proposal.Proposer` that revises the best candidate each
   iteration (+0.1), plus proposals scripted per iteration.
+- Planner stages: :class:`FixedPlans` (a plan sampler that gives the same plans every time), :class:`TableSimulator`
+  (a state simulator that looks each subplan up in a table) and :class:`TableLabeler` (a reward labeler that looks
+  each state up in a table).
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from metaharness import frontier
 from metaharness.candidate import Evaluation
@@ -42,6 +45,7 @@ from metaharness.models import RetryPolicy, connect
 from metaharness.models.client import Client
 from metaharness.models.structured import check_choice
 from metaharness.models.types import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
+from metaharness.planner.subagents import CandidatePlan, PlanningTask, PredictedState, SimulatedStep
 from metaharness.proposal import Proposal, RunState
 from metaharness.tasks import Example
 
@@ -73,8 +77,9 @@ def in_order(*answers: Any) -> Callable[[ChatRequest], Any]:
 
 class ScriptedModel:
     """A model client that answers from ``script`` (see the module docstring); ``usage`` (10 input and 5 output
-    tokens by default) is counted per choice and ``latency`` seconds pass before each answer. ``requests`` and
-    ``roles`` record the calls, in order."""
+    tokens by default) is counted per choice and ``latency`` seconds pass before each answer, by ``sleep`` (a test
+    with a clock of its own passes the function that moves it on). ``requests`` and ``roles`` record the calls, in
+    order."""
 
     def __init__(
         self,
@@ -83,12 +88,14 @@ class ScriptedModel:
         spec: str = "scripted:test",
         usage: Usage | None = None,
         latency: float = 0.0,
+        sleep: Callable[[float], object] = time.sleep,
         raw: bool = False,
     ) -> None:
         self.spec = spec
         self.script = script
         self.usage = usage or Usage(10, 5)
         self.latency = latency
+        self.sleep = sleep
         self.raw = raw
         self.requests: list[ChatRequest] = []
         self.roles: list[Role] = []
@@ -99,7 +106,7 @@ class ScriptedModel:
             self.requests.append(request)
             self.roles.append(role)
         if self.latency:
-            time.sleep(self.latency)
+            self.sleep(self.latency)
         answer = self.script(request) if callable(self.script) else self.script
         answers = answer if isinstance(answer, Samples) else Samples([answer] * request.n)
         if len(answers) != request.n:
@@ -372,3 +379,44 @@ class ScriptedProposer:
             prediction={"score": best.score + 0.05},
         )
         return [better, *self.extra.get(state.iteration, [])]
+
+
+# ---------------------------------------------------------------- planner stages
+
+
+class FixedPlans:
+    """A :class:`~metaharness.planner.subagents.PlanSampler` that gives the same plans, the first ``m``, every time
+    (each given as a :class:`CandidatePlan` or its subplans). ``tasks`` records what it was asked, in order."""
+
+    def __init__(self, *plans: CandidatePlan | Sequence[str]) -> None:
+        self.plans = [p if isinstance(p, CandidatePlan) else CandidatePlan(tuple(p)) for p in plans]
+        self.tasks: list[PlanningTask] = []
+
+    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+        self.tasks.append(task)
+        return self.plans[:m]
+
+
+class TableSimulator:
+    """A :class:`~metaharness.planner.subagents.StateSimulator` that predicts each subplan's step from a table
+    (subplan -> step), whatever state it starts from."""
+
+    def __init__(self, table: Mapping[str, SimulatedStep]) -> None:
+        self.table = dict(table)
+
+    def simulate(self, task: PlanningTask, plan: CandidatePlan) -> list[SimulatedStep]:
+        return [self.table[subplan] for subplan in plan.subplans]
+
+
+class TableLabeler:
+    """A :class:`~metaharness.planner.subagents.RewardLabeler` that labels each state from a table of its text
+    (``by="state"``) or its key (``by="key"``); a state not in the table gets ``default`` (0, neutral)."""
+
+    def __init__(self, labels: Mapping[str, int], *, by: Literal["state", "key"] = "state", default: int = 0) -> None:
+        self.labels = dict(labels)
+        self.by = by
+        self.default = default
+
+    def label(self, task: PlanningTask, states: list[PredictedState]) -> list[int]:
+        found = (state.state if self.by == "state" else state.key for state in states)
+        return [self.default if text is None else self.labels.get(text, self.default) for text in found]

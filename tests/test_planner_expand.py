@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fakes import FixedPlans, TableSimulator
+
 from metaharness.planner.expand import grow
 from metaharness.planner.program import PREDICTED, add_evaluated, depth, nodes_with, program_graph
 from metaharness.planner.subagents import (
@@ -17,33 +19,16 @@ from metaharness.planner.subagents import (
 TASK = PlanningTask.create(["c1 scored 0.3"], "beat 0.3", {"evals": 3, "tokens": 1e6, "usd": 1.0})
 
 
-class Plans:
-    def __init__(self, *plans: CandidatePlan) -> None:
-        self.plans = list(plans)
-
-    def sample(self, task, m):
-        return self.plans[:m]
-
-
-class Table:
+def revisions(table: dict[str, tuple[str, float | None]]) -> TableSimulator:
     """Each revision text maps to (behaviour key, predicted score or None for 'breaks')."""
-
-    def __init__(self, table: dict[str, tuple[str, float | None]]) -> None:
-        self.table = table
-
-    def simulate(self, task, plan):
-        return [
-            SimulatedStep(
-                f"behaves {self.table[s][0]}",
-                (0.0, 0.0, 0.01),
-                f"c1|{self.table[s][0]}",
-                self.table[s][1],
-                0.05,
-                (1.0, 1000.0, 0.0),
-                {"summary": s},
+    return TableSimulator(
+        {
+            text: SimulatedStep(
+                f"behaves {key}", (0.0, 0.0, 0.01), f"c1|{key}", score, 0.05, (1.0, 1000.0, 0.0), {"summary": text}
             )
-            for s in plan.subplans
-        ]
+            for text, (key, score) in table.items()
+        }
+    )
 
 
 def _graph():
@@ -57,8 +42,8 @@ def _grow(graph, plans, table, depth_limit=3):
     return grow(
         graph,
         TASK,
-        sampler=Plans(*plans),
-        simulator=Table(table),
+        sampler=FixedPlans(*plans),
+        simulator=revisions(table),
         merger=KeyJudgeMerger(),
         labeler=ScoreLabeler(0.3),
         m=len(plans),

@@ -3,51 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 
 import pytest
-from fakes import ScriptedModel
+from fakes import FixedPlans, ScriptedModel, TableLabeler, TableSimulator
 
 from metaharness.errors import InputError
 from metaharness.planner import Observation, PlanningSession
-from metaharness.planner.subagents import CandidatePlan, SimulatedStep
+from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
 
 # A door domain: two plans, one through the key (2 steps of cost 1), one kicking the door (cost 3, a dead end).
-OUTCOMES = {
-    "take key": ("holding the key", 1.0),
-    "open door": ("door open", 1.0),
-    "kick door": ("door broken", 3.0),
-    "wait": ("holding the key", 1.0),
+STEPS = {
+    "take key": SimulatedStep("holding the key", (1.0,)),
+    "open door": SimulatedStep("door open", (1.0,)),
+    "kick door": SimulatedStep("door broken", (3.0,)),
+    "wait": SimulatedStep("holding the key", (1.0,)),
 }
-
-
-class Sampler:
-    def __init__(self, *plans: tuple[str, ...], delay: float = 0.0) -> None:
-        self.plans = [CandidatePlan(p) for p in plans] or [
-            CandidatePlan(("take key", "open door")),
-            CandidatePlan(("kick door",)),
-        ]
-        self.delay = delay
-        self.tasks = []
-
-    def sample(self, task, m):
-        self.tasks.append(task)
-        time.sleep(self.delay)
-        return self.plans[:m]
-
-
-class Simulator:
-    def simulate(self, task, plan):
-        return [SimulatedStep(OUTCOMES[a][0], (OUTCOMES[a][1],)) for a in plan.subplans]
-
-
-class Labeler:
-    def label(self, task, states):
-        return [1 if s.state == "door open" else -1 if "broken" in s.state else 0 for s in states]
+PLANS = (("take key", "open door"), ("kick door",))
 
 
 def session(budget=None, **options) -> PlanningSession:
-    stages = {"sampler": Sampler(), "simulator": Simulator(), "labeler": Labeler(), **options}
+    stages = {
+        "sampler": FixedPlans(*PLANS),
+        "simulator": TableSimulator(STEPS),
+        "labeler": TableLabeler({"door open": 1, "door broken": -1}),
+        **options,
+    }
     return PlanningSession("the door is open", budget or {"steps": 4}, **stages)
 
 
@@ -71,7 +52,7 @@ def test_the_session_continues_while_predictions_hold_and_finishes_at_the_goal()
 
 
 def test_a_different_state_replans_from_the_observed_state_with_the_remaining_budget():
-    sampler = Sampler(("take key", "open door"))
+    sampler = FixedPlans(("take key", "open door"))
     s = session(sampler=sampler)
     s.plan(["At the door; the key is on the table."])
     seen = s.observe("the key fell under the table", {"steps": 1})
@@ -104,11 +85,8 @@ def test_a_step_that_costs_more_than_predicted_replans():
 
 
 def test_canonical_keys_decide_when_given_and_a_custom_check_otherwise():
-    class KeyedSimulator(Simulator):
-        def simulate(self, task, plan):
-            return [SimulatedStep(st.state, st.cost, st.state.upper()) for st in super().simulate(task, plan)]
-
-    s = session(simulator=KeyedSimulator())
+    keyed = TableSimulator({a: SimulatedStep(st.state, st.cost, st.state.upper()) for a, st in STEPS.items()})
+    s = session(simulator=keyed)
     s.plan(["at the door"], key="AT THE DOOR")
     assert s.step.key == "HOLDING THE KEY"
     assert s.observe("any text at all", {"steps": 1}, key="HOLDING THE KEY").status == "continue"
@@ -162,38 +140,48 @@ def test_bad_input_is_refused_with_the_problem_named():
         s.observe("holding the key", {"steps": -1})
 
 
+class GatedPlans(FixedPlans):
+    """Samples only after the event loop has opened its gate while the sampling is under way: were the stage run on
+    the loop's thread, the loop could not open it and the sampler would give up (after 30 s)."""
+
+    def __init__(self, *plans: tuple[str, ...]) -> None:
+        super().__init__(*plans)
+        self.gate = threading.Event()
+        self.threads: list[int] = []
+
+    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+        self.threads.append(threading.get_ident())
+        self.gate.clear()
+        assert self.gate.wait(30), "the event loop did not run while the stage worked"
+        return super().sample(task, m)
+
+
 def test_async_calls_run_off_the_event_loop():
-    s = session(sampler=Sampler(delay=0.3))
+    sampler = GatedPlans(*PLANS)
+    s = session(sampler=sampler)
 
     async def run():
-        ticks = 0
-
-        async def ticker():
-            nonlocal ticks
+        async def opener():
             while True:
+                sampler.gate.set()
                 await asyncio.sleep(0.01)
-                ticks += 1
 
-        task = asyncio.create_task(ticker())
+        task = asyncio.create_task(opener())
         result = await s.aplan(["at the door"])
-        during_plan = ticks
         seen = await s.aobserve("door broken", {"steps": 1})  # a mismatch: replans, again in a thread
         task.cancel()
-        return result, during_plan, seen
+        return result, seen, threading.get_ident()
 
-    result, during_plan, seen = asyncio.run(run())
-    assert result.status == "route" and during_plan >= 5  # the loop kept running while the stages worked
-    assert seen.status == "replanned" and s.planning_calls == 2
+    result, seen, loop_thread = asyncio.run(run())
+    assert result.status == "route" and seen.status == "replanned" and s.planning_calls == 2
+    assert len(sampler.threads) == 2 and loop_thread not in sampler.threads
 
 
 def test_the_session_ends_when_the_realised_spend_uses_up_the_budget():
     """Zero-cost predictions and a real cost per step: the loop ends at the budget instead of running on."""
 
-    class Free:
-        def simulate(self, task, plan):
-            return [SimulatedStep(OUTCOMES[a][0], (0.0,)) for a in plan.subplans]
-
-    s = session({"steps": 3}, simulator=Free())
+    free = TableSimulator({a: SimulatedStep(st.state, (0.0,)) for a, st in STEPS.items()})
+    s = session({"steps": 3}, simulator=free)
     s.plan(["At the door; the key is on the table."])
     seen = []
     while s.step is not None:  # every step fails: the agent is still at the door
@@ -204,10 +192,7 @@ def test_the_session_ends_when_the_realised_spend_uses_up_the_budget():
 
 
 def test_a_limit_nothing_was_spent_on_never_ends_the_session():
-    class Priced:
-        def simulate(self, task, plan):
-            return [SimulatedStep(OUTCOMES[a][0], (OUTCOMES[a][1], 0.0)) for a in plan.subplans]
-
-    s = session({"steps": 4, "usd": 0}, simulator=Priced())
+    priced = TableSimulator({a: SimulatedStep(st.state, (*st.cost, 0.0)) for a, st in STEPS.items()})
+    s = session({"steps": 4, "usd": 0}, simulator=priced)
     assert s.plan(["At the door; the key is on the table."]).status == "route"
     assert s.observe("holding the key", {"steps": 1}).status == "continue" and s.used_up() == ""

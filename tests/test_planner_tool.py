@@ -11,7 +11,7 @@ import sys
 import anyio
 import jsonschema
 import pytest
-from fakes import ScriptedModel, ServedModel
+from fakes import FixedPlans, ScriptedModel, ServedModel
 from pydantic import TypeAdapter
 
 from metaharness.errors import InputError
@@ -180,21 +180,18 @@ def anthropic_tool_of(tool):
 
 def test_tool_plans_drop_calls_that_do_not_validate():
     from metaharness.planner import plan
-    from metaharness.planner.subagents import CandidatePlan
 
-    class Sampler:
-        def sample(self, task, m):
-            return [
-                CandidatePlan(('{"tool": "pick_up", "arguments": {"item": "hammer"}}',)),  # not in the enum
-                CandidatePlan(('{"tool": "fly", "arguments": {}}',)),
-            ]
+    sampler = FixedPlans(
+        ['{"tool": "pick_up", "arguments": {"item": "hammer"}}'],  # not in the enum
+        ['{"tool": "fly", "arguments": {}}'],
+    )
 
     result = plan(
         ["At the door."],
         "open the door",
         {"steps": 4},
         model=ScriptedModel(_answer),
-        sampler=Sampler(),
+        sampler=sampler,
         tools=DOOR_TOOLS,
     )
     assert result.status == "no_route" and "whose tool calls all validate" in result.reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes import ScriptedModel, in_order
+from fakes import FixedPlans, ScriptedModel, TableLabeler, in_order
 
 from metaharness.errors import InputError
 from metaharness.models.types import StructuredOutputError
@@ -15,14 +15,6 @@ from metaharness.planner.subagents import CandidatePlan, PlanningTask, Predicted
 from metaharness.planner.tps import plan, replay
 
 # --- a toy domain with a true environment: a corridor of cells 0..5, the goal is to stand on cell 3 ----------------
-
-
-class CorridorSampler:
-    def __init__(self, plans):
-        self.plans = plans
-
-    def sample(self, task, m):
-        return [CandidatePlan(tuple(p)) for p in self.plans[:m]]
 
 
 class CorridorSimulator:
@@ -37,16 +29,11 @@ class CorridorSimulator:
         return steps
 
 
-class CorridorLabeler:
-    def label(self, task, states):
-        return [1 if s.key == "3" else 0 for s in states]
-
-
 ORACLE = {
-    "sampler": CorridorSampler([["right", "right", "right"], ["run right", "right"], ["left", "right"]]),
+    "sampler": FixedPlans(["right", "right", "right"], ["run right", "right"], ["left", "right"]),
     "simulator": CorridorSimulator(),
     "merger": subagents.KeyJudgeMerger(),
-    "labeler": CorridorLabeler(),
+    "labeler": TableLabeler({"3": 1}, by="key"),
 }
 
 
@@ -74,7 +61,7 @@ def test_budget_shapes_the_route_and_no_route_is_explained():
         "stand on cell 3",
         {"steps": 9, "usd": 9},
         start_key="0",
-        **{**ORACLE, "sampler": CorridorSampler([["left"]])},
+        **{**ORACLE, "sampler": FixedPlans(["left"])},
     )
     assert unreachable.status == "no_route" and "no predicted state satisfies the goal" in unreachable.reason
     assert [n.dead_end for n in unreachable.graph.nodes] == [False, True]  # a non-goal leaf is a dead end
