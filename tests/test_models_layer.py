@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from fakes import ScriptedModel, in_order
@@ -294,22 +293,30 @@ def test_concurrency_limit_per_backend():
     slots = backend_slots("test@http://limit", 2)
     assert backend_slots("test@http://limit", 5) is slots  # one limit per backend, shared by its clients
     policy = RetryPolicy()
-    lock, state = threading.Lock(), {"now": 0, "max": 0}
+    lock, state = threading.Lock(), {"now": 0, "max": 0, "done": 0}
+    both_in = threading.Barrier(3, timeout=30)  # the two calls the limit lets in, and the test
+    release = threading.Event()
 
     def call():
         with lock:
             state["now"] += 1
             state["max"] = max(state["max"], state["now"])
-        time.sleep(0.2)
+        if not release.is_set():  # the first two hold their slots until the test has looked
+            both_in.wait()
+            release.wait(30)
         with lock:
             state["now"] -= 1
+            state["done"] += 1
 
     threads = [
         threading.Thread(target=policy.run, args=(call,), kwargs={"classify": lambda e: e, "slots": slots})
-        for _ in range(6)
+        for _ in range(3)
     ]
     for t in threads:
         t.start()
+    both_in.wait()  # two calls are in flight (a third let in would break the barrier)
+    assert not slots.acquire(blocking=False)  # both slots are held: the third call waits for one
+    release.set()
     for t in threads:
         t.join()
-    assert state["max"] == 2
+    assert state == {"now": 0, "max": 2, "done": 3}

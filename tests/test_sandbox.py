@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -105,7 +106,27 @@ def test_misbehaviour_fails_only_that_example(tmp_path, statement, imports, limi
     assert_contained(report, error, {"val-0000"})
 
 
-def test_model_time_does_not_count_against_the_wall_time(tmp_path):
+class ModelClock:
+    """The sandbox's clock: real time plus the model time passed so far, which the scripted model's latency moves on
+    instead of sleeping. ``reads`` counts the looks at it (none: the sandbox keeps its time by another clock)."""
+
+    def __init__(self) -> None:
+        self.model_seconds = 0.0
+        self.reads = 0
+
+    def monotonic(self) -> float:
+        self.reads += 1
+        return time.monotonic() + self.model_seconds
+
+    def advance(self, seconds: float) -> None:
+        self.model_seconds += seconds
+
+
+def test_model_time_does_not_count_against_the_wall_time(tmp_path, monkeypatch):
+    """Two calls of a minute each per example under a 30 s wall-time limit: no sleep, and no race of the harness's
+    own work against the limit."""
+    clock = ModelClock()
+    monkeypatch.setattr("metaharness.evaluation.sandbox.time", clock)
     path = predict_harness(
         tmp_path,
         """
@@ -116,11 +137,12 @@ def test_model_time_does_not_count_against_the_wall_time(tmp_path):
         path,
         ToyTask(),
         "val",
-        model=ScriptedModel(DENGUE, latency=0.8),
+        model=ScriptedModel(DENGUE, latency=60.0, sleep=clock.advance),
         limit=2,
-        limits=SandboxLimits(wall_seconds=1.0),
+        workers=1,  # one sandbox at a time: one example's model time is no other's harness time
+        limits=SandboxLimits(wall_seconds=30.0),
     )
-    assert report.errors == 0
+    assert report.errors == 0 and clock.model_seconds == 240.0 and clock.reads > 0
 
 
 def test_harness_that_looks_for_keys(tmp_path, monkeypatch):
