@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from metaharness.budget import Budget
 from metaharness.errors import InputError
@@ -55,10 +55,17 @@ MODEL_PROPOSERS = ("base", "tps")
 PYTHON_SOURCE = "python:"
 
 
-def default_models(
-    task_model: str | None, proposer: str | None, proposer_model: str | None
-) -> tuple[str, str, str | None, str | None]:
-    """Fill in what was not chosen: (task model, proposer, proposer model, a line explaining the choice or None).
+class Models(NamedTuple):
+    """A run's models as :func:`default_models` fills them in, with the line explaining the choice (or None)."""
+
+    task_model: str
+    proposer: str
+    proposer_model: str | None
+    notice: str | None
+
+
+def default_models(task_model: str | None, proposer: str | None, proposer_model: str | None) -> Models:
+    """Fill in what was not chosen (a new run's settings do it once, :meth:`~metaharness.settings.RunSettings.resolve`).
 
     With an API key in the environment the ``tps`` proposer drives the matching hosted model; without one, the
     embedded task model and the ``offline`` proposer run with no network.
@@ -78,7 +85,7 @@ def default_models(
                 "For hosted models set ANTHROPIC_API_KEY or OPENAI_API_KEY, or pass --task-model openai:MODEL@URL "
                 "--proposer tps --proposer-model anthropic:claude-sonnet-4-5."
             )
-    return task_model, proposer, proposer_model, notice
+    return Models(task_model, proposer, proposer_model, notice)
 
 
 def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None = None, **given: Any) -> RunSettings:
@@ -284,10 +291,10 @@ def optimize(
     from metaharness.proposers.engines import is_engine
     from metaharness.report import write_summary_markdown
 
-    given: dict[str, Any] = settings.to_json() if settings is not None else {}
+    given: dict[str, object] = settings.given() if settings is not None else {}
     if task is not None:
         source = task_source(task)
-        if settings is not None and (settings.dataset, given["task_source"]) != (task.name, _plain(source)):
+        if settings is not None and (settings.dataset, _plain(settings.task_source)) != (task.name, _plain(source)):
             raise InputError(
                 f"The settings are for the task {settings.dataset}, not the task given ({task.name}): make them with "
                 "run_config(task)."
@@ -295,7 +302,8 @@ def optimize(
         given.update(dataset=task.name, task_source=source)
     if seeds is not None:
         given["seed_files"] = tuple(str(Path(path).expanduser().resolve()) for path in seeds)
-    given["run_budget"] = {**given.get("run_budget", {}), **_entries(usd=max_cost, tokens=max_tokens)}
+    run_budget = settings.run_budget.capped() if settings is not None else {}
+    given["run_budget"] = {**run_budget, **_entries(usd=max_cost, tokens=max_tokens)}
     given.update(_entries(proposer_options=options, max_proposer_failures=max_proposer_failures))
     if seed_names is not None:
         given["seed_names"] = tuple(seed_names)
@@ -326,7 +334,9 @@ def optimize(
         evaluator = TaskEvaluator(task, task_client, val_limit=resolved.val_limit, workers=workers)
         proposer = get_proposer(
             resolved.proposer,
-            **{"workers": workers, "seed": resolved.seed, **dict(resolved.proposer_options)},
+            options=resolved.proposer_options,
+            workers=workers,
+            seed=resolved.seed,
             task=task,
             task_model=task_client,
             model=proposer_client,
@@ -372,12 +382,12 @@ def optimize(
         run.close()
 
 
-def _entries(**values: Any) -> dict[str, Any]:
+def _entries(**values: object) -> dict[str, object]:
     """The keyword arguments that were given (not None)."""
     return {k: v for k, v in values.items() if v is not None}
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """``value`` as the stored settings hold it (JSON: tuples as lists)."""
     return json.loads(json.dumps(value))
 

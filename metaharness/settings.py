@@ -43,12 +43,15 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaharness import __version__
 from metaharness.budget import ENTRIES, Budget, SearchBudget
 from metaharness.errors import InputError
 from metaharness.staging import POLICIES, Policy
+
+if TYPE_CHECKING:
+    from metaharness.proposers import ProposerOptions
 
 DEFAULT_EVALS_PER_ITER = 3
 DEFAULT_PROPOSALS = 12
@@ -82,7 +85,8 @@ class RunSettings:
     evals_per_iter: int = DEFAULT_EVALS_PER_ITER
     iteration_budget: Budget = field(default_factory=Budget)
     run_budget: Budget = field(default_factory=Budget)
-    proposer_options: Mapping[str, Any] = field(default_factory=dict)
+    # The proposer's typed options (None: its defaults); resolve() and from_json() build them from -P mappings.
+    proposer_options: ProposerOptions | None = None
     seed_names: tuple[str, ...] | None = None
     task_source: Mapping[str, Any] | None = None
     seed_files: tuple[str, ...] | None = None
@@ -105,12 +109,19 @@ class RunSettings:
             return self.proposals
         return self.evals_per_iter if self.evaluation == "best-of-n" else DEFAULT_PROPOSALS
 
+    def given(self) -> dict[str, object]:
+        """These settings as :meth:`resolve` takes them given: every field, the budgets as their capped entries
+        (an entry not capped is not given, so a stored cap stays), the proposer options typed (not checked again)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values.update(iteration_budget=self.iteration_budget.capped(), run_budget=self.run_budget.capped())
+        return values
+
     # -- checking -------------------------------------------------------------------------------------------------
 
     def validate(self) -> RunSettings:
         """Raise InputError naming the first bad setting; return self."""
         from metaharness.models.spec import parse_spec
-        from metaharness.proposers import check_options, needs_model
+        from metaharness.proposers import needs_model, proposer_options
         from metaharness.proposers.engines import is_engine
 
         if not self.dataset:
@@ -118,7 +129,7 @@ class RunSettings:
         parse_spec(self.task_model)
         if self.proposer_model is not None and not is_engine(self.proposer_model):  # an engine: checked at the start
             parse_spec(self.proposer_model)
-        check_options(self.proposer, dict(self.proposer_options))
+        proposer_options(self.proposer, self.proposer_options)  # of this proposer's kind (checked when made)
         if needs_model(self.proposer) and self.proposer_model is None:
             raise InputError(
                 f"The {self.proposer} proposer drives a coding agent and needs a proposer model with tool calling: "
@@ -154,14 +165,21 @@ class RunSettings:
     # -- resolving given settings against stored ones -------------------------------------------------------------
 
     @classmethod
-    def resolve(cls, given: Mapping[str, Any], stored: RunSettings | None, *, raise_caps: bool = False) -> RunSettings:
+    def resolve(
+        cls, given: Mapping[str, Any] | RunSettings, stored: RunSettings | None, *, raise_caps: bool = False
+    ) -> RunSettings:
         """The settings of a session: ``given`` (the settings the user named; ``None`` values are not given;
-        budgets as mappings of the entries given) over ``stored`` (the run's, None for a new run), by the rules of
-        the module docstring; validated. InputError for an unknown setting or a change the rules refuse."""
-        unknown = sorted(k for k in given if k not in {f.name for f in dataclasses.fields(cls)})
+        budgets as mappings of the entries given, proposer options as a ``-P`` mapping; or whole settings) over
+        ``stored`` (the run's, None for a new run), by the rules of the module docstring; validated. InputError for
+        an unknown setting or a change the rules refuse. The models are defaulted (``default_models``) only for a
+        new run that does not name them, and the proposer options checked only when given as a mapping."""
+        from metaharness.proposers import proposer_options
+
+        values: Mapping[str, Any] = given.given() if isinstance(given, RunSettings) else given
+        unknown = sorted(k for k in values if k not in {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise InputError(f"Unknown run setting(s): {', '.join(unknown)}.")
-        named = {k: v for k, v in given.items() if v is not None}
+        named = {k: v for k, v in values.items() if v is not None}
         if stored is None:
             return cls._new(named).validate()
         changes: dict[str, Any] = {}
@@ -176,8 +194,8 @@ class RunSettings:
             elif key == "task_source":
                 value, old = _plain(value), _plain(old)
             elif key == "proposer_options":
-                value = dict(value)
-                old = dict(old)
+                value = proposer_options(stored.proposer, value)
+                old = proposer_options(stored.proposer, old)
             if value == old:
                 continue
             if key in SESSION_FIELDS:
@@ -201,13 +219,16 @@ class RunSettings:
 
     @classmethod
     def _new(cls, named: Mapping[str, Any]) -> RunSettings:
-        from metaharness.optimize import default_models
+        from metaharness.optimize import MODEL_PROPOSERS, default_models
+        from metaharness.proposers import proposer_options
 
-        task_model, proposer, proposer_model, _ = default_models(
-            named.get("task_model"), named.get("proposer"), named.get("proposer_model")
-        )
         values = dict(named)
-        values.update(task_model=task_model, proposer=proposer, proposer_model=proposer_model)
+        proposer = named.get("proposer")
+        if None in (named.get("task_model"), proposer) or (
+            named.get("proposer_model") is None and proposer in MODEL_PROPOSERS
+        ):
+            models = default_models(named.get("task_model"), named.get("proposer"), named.get("proposer_model"))
+            values.update(task_model=models.task_model, proposer=models.proposer, proposer_model=models.proposer_model)
         for key in ("iteration_budget", "run_budget"):
             values[key] = _merged(Budget(), values.get(key, {}))
         for key in ("seed_names", "seed_files"):
@@ -215,8 +236,7 @@ class RunSettings:
                 values[key] = tuple(values[key])
         if "task_source" in values:
             values["task_source"] = _plain(values["task_source"])
-        if "proposer_options" in values:
-            values["proposer_options"] = dict(values["proposer_options"])
+        values["proposer_options"] = proposer_options(values["proposer"], values.get("proposer_options"))
         values.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         if "dataset" not in values:
             raise InputError(
@@ -231,7 +251,7 @@ class RunSettings:
         data = dataclasses.asdict(self)
         data["iteration_budget"] = self.iteration_budget.to_json()
         data["run_budget"] = self.run_budget.to_json()
-        data["proposer_options"] = dict(self.proposer_options)
+        data["proposer_options"] = self.proposer_options.to_json() if self.proposer_options is not None else {}
         data["seed_names"] = list(self.seed_names) if self.seed_names is not None else None
         data["task_source"] = _plain(self.task_source)
         data["seed_files"] = list(self.seed_files) if self.seed_files is not None else None
@@ -241,11 +261,13 @@ class RunSettings:
     def from_json(cls, data: Mapping[str, Any]) -> RunSettings:
         """Settings as stored; a run from before settings were stored (its ``run.json`` config only) gets the
         behaviour it ran with: every proposal evaluated fully, in order (best-of-N with N = evals per iteration)."""
+        from metaharness.proposers import proposer_options
+
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["iteration_budget"] = Budget.checked(values.get("iteration_budget"))
         values["run_budget"] = Budget.checked(values.get("run_budget"))
-        values["proposer_options"] = dict(values.get("proposer_options") or {})
+        values["proposer_options"] = proposer_options(str(values.get("proposer")), values.get("proposer_options"))
         for key in ("seed_names", "seed_files"):
             if values.get(key) is not None:
                 values[key] = tuple(values[key])
@@ -310,4 +332,8 @@ def _cap_name(key: str) -> str:
 
 
 def _shown(value: object) -> str:
-    return str(value) if isinstance(value, Budget) else repr(value) if isinstance(value, str) else str(value)
+    from metaharness.proposers import ProposerOptions
+
+    if isinstance(value, ProposerOptions):
+        return str(value.to_json())
+    return repr(value) if isinstance(value, str) else str(value)

@@ -1,6 +1,6 @@
 """Proposers: what writes the next candidate harnesses (installed as ``metaharness.proposers``).
 
-``get_proposer(name, **config)`` builds one by name (see :data:`PROPOSER_NAMES`); every proposer implements
+``get_proposer(name, options, ...)`` builds one by name (see :data:`PROPOSER_NAMES`); every proposer implements
 :class:`metaharness.proposal.Proposer`. Names:
 
 - ``offline``: no hosted model; operator-library revisions, predicted by probing on held-out training examples,
@@ -11,13 +11,16 @@
 - ``tps``: the coding agent after TPS planning over program space (:mod:`.planned_coding`); ``tps-greedy``,
   ``tps-random``, ``tps-best-of-n``: the same planning with a baseline selection rule.
 
-Config keys (what the optimize loop passes; unknown keys are ignored so callers can pass one dict to any proposer):
+``get_proposer(name, options, task=..., task_model=..., model=..., run_dir=...)``: ``task`` is a
+:class:`~metaharness.tasks.Task` or task name; ``task_model`` the fixed task model (offline: required, used for the
+probe); ``model`` the proposer model (``base`` and ``tps``: required; ``claude-code[:MODEL]`` or ``codex[:MODEL]``
+make a coding-agent CLI the engine that writes the candidates, :mod:`.engines`; :func:`connect_proposer` builds
+either); ``run_dir``: offline probe files go under ``<run_dir>/proposer/probe``, base/tps transcripts and planning
+records under ``<run_dir>/proposer`` (else under the run directory the loop passes in ``RunState.run_dir``).
 
-- ``task``: a :class:`~metaharness.tasks.Task` or task name (required);
-- ``task_model``: ModelClient or spec string of the fixed task model (offline: required, used for the probe);
-- ``model``: ModelClient or spec string of the proposer model (``base`` and ``tps``: required); ``claude-code[:MODEL]``
-  or ``codex[:MODEL]`` make a coding-agent CLI the engine that writes the candidates (:mod:`.engines`;
-  :func:`connect_proposer` builds either);
+The options are typed (:class:`OfflineOptions`, :class:`CodingOptions`, :class:`TPSOptions`; constructing them is
+the check, :func:`proposer_options` builds them from ``-P KEY=VALUE`` settings):
+
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
   examples per probe; offline 8, tps 6, base 4), ``plans`` (offline: the least number of new candidates per
   iteration, default 12; tps: revisions sampled per iteration, default 4),
@@ -28,56 +31,128 @@ Config keys (what the optimize loop passes; unknown keys are ignored so callers 
   ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``context_tokens`` (base/tps: the
   proposer model's context window, which the agent's transcript is compacted to fit; default the client's, else
   32768), ``agent_seconds`` (base/tps with a coding-agent CLI: the wall-time limit of one of its sessions, default
-  1800), ``run_dir`` (offline: probe files go under ``<run_dir>/proposer/probe``; base/tps: transcripts and
-  planning records under ``<run_dir>/proposer``, else under the run directory the loop passes in
-  ``RunState.run_dir``).
+  1800).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.ledger import Ledger
 from metaharness.models.types import ModelClient
 from metaharness.proposal import Proposer
+from metaharness.proposers.coding import MAX_STEPS
 from metaharness.tasks.task import Task
+
+T = TypeVar("T")
 
 _SELECTIONS = {"": "auto", "-greedy": "greedy", "-random": "random", "-best-of-n": "best_of_n"}
 _FAMILIES = ("offline", "tps")
-# Proposer settings get_proposer passes on (see the module docstring); any other config key is ignored.
-OPTION_KEYS = (
-    "seed",
-    "workers",
-    "probe_size",
-    "plans",
-    "operators",
-    "probe_tokens",
-    "frontier",
-    "extend",
-    "depth",
-    "max_steps",
-    "max_tokens",
-    "context_tokens",
-    "agent_seconds",
-)
-# The settings each family takes (``tps`` also takes ``plans``).
-OFFLINE_KEYS = ("seed", "workers", "probe_size", "plans", "operators", "probe_tokens", "frontier", "extend", "depth")
-CODING_KEYS = ("seed", "workers", "probe_size", "max_steps", "max_tokens", "context_tokens", "agent_seconds")
 PROPOSER_NAMES: tuple[str, ...] = ("offline", "base", "tps") + tuple(
     f"{family}{suffix}" for family in _FAMILIES for suffix in _SELECTIONS if suffix
 )
 
 
-def _task(config: dict[str, Any]) -> Task:
-    task = config.get("task")
-    if task is None:
-        raise ConfigurationError("A proposer needs the task (get_proposer(name, task=...)).")
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _integer(default: T, least: int | None = 1) -> T:
+    """An integer option (>= ``least``; None: no bound); None (when the default) means the proposer chooses."""
+    wanted = "an integer" if least is None else f"an integer >= {least}"
+    return field(
+        default=default, metadata={"wanted": wanted, "ok": lambda v: _whole(v) and (least is None or v >= least)}
+    )
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
+
+
+def _amount(wanted: str) -> float | None:
+    """A finite number > 0, or None (not set)."""
+    return field(default=None, metadata={"wanted": wanted, "ok": _positive})
+
+
+@dataclass(frozen=True)
+class ProposerOptions:
+    """A proposer's settings (the ``-P`` keys), checked when constructed (:class:`InputError` with one line).
+
+    ``seed`` and ``workers`` default to the run's seed and the session's workers. Each family has its own class
+    (:func:`options_class`); their fields are the keys it takes, their defaults the proposer's."""
+
+    seed: int | None = _integer(None, least=None)
+    workers: int | None = _integer(None)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and "ok" in f.metadata and not f.metadata["ok"](value):
+                raise InputError(f"Proposer option {f.name} must be {f.metadata['wanted']}, got {value!r}.")
+
+    def given(self) -> dict[str, object]:
+        """The settings that differ from the defaults (what a run's ``settings.json`` keeps)."""
+        default = type(self)()
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)
+        }
+
+    def to_json(self) -> dict[str, object]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.given().items()}
+
+
+@dataclass(frozen=True)
+class OfflineOptions(ProposerOptions):
+    """The ``offline`` proposer's (see the module docstring)."""
+
+    probe_size: int = _integer(8)
+    plans: int = _integer(12)
+    operators: tuple[str, ...] | None = None
+    probe_tokens: float | None = _amount("a number > 0")
+    frontier: int = _integer(2)
+    extend: int = _integer(2, 0)
+    depth: int = _integer(3)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.operators is not None:
+            object.__setattr__(self, "operators", tuple(operator_names(self.operators)))
+
+
+@dataclass(frozen=True)
+class CodingOptions(ProposerOptions):
+    """The ``base`` coding agent's (see the module docstring)."""
+
+    probe_size: int = _integer(4)
+    max_steps: int = _integer(MAX_STEPS)
+    max_tokens: int = _integer(4096)
+    context_tokens: int | None = _integer(None, 256)
+    agent_seconds: float | None = _amount("a number of seconds > 0")
+
+
+@dataclass(frozen=True)
+class TPSOptions(CodingOptions):
+    """The ``tps`` proposer's: the coding agent's, with the planning's."""
+
+    probe_size: int = _integer(6)
+    plans: int = _integer(4)
+    depth: int = _integer(3)
+
+
+# Every key some proposer takes, in the order messages list them.
+OPTION_KEYS = tuple(dict.fromkeys(f.name for kind in (OfflineOptions, TPSOptions) for f in fields(kind)))
+
+
+def _task(task: Task | str, data_dir: str | Path | None) -> Task:
     if isinstance(task, str):
         from metaharness.tasks import get_task
 
-        return get_task(task, data_dir=config.get("data_dir"))
+        return get_task(task, data_dir=data_dir)
     return task
 
 
@@ -91,31 +166,15 @@ def _split(name: str) -> tuple[str, str]:
     raise InputError(f"Unknown proposer '{name}': use one of {', '.join(PROPOSER_NAMES)}.")
 
 
-# What each proposer setting must be: (check, description for the message).
-_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
-_POSITIVE = ("workers", "probe_size", "plans", "frontier", "depth", "max_steps", "max_tokens")
-_VALUES: dict[str, tuple[Any, str]] = {
-    **{k: (lambda v: _INT[0](v) and v >= 1, "an integer >= 1") for k in _POSITIVE},
-    "context_tokens": (lambda v: _INT[0](v) and v >= 256, "an integer >= 256"),
-    "extend": (lambda v: _INT[0](v) and v >= 0, "an integer >= 0"),
-    "seed": _INT,
-    "probe_tokens": (
-        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"),
-        "a number > 0",
-    ),
-    "agent_seconds": (
-        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"),
-        "a number of seconds > 0",
-    ),
-}
+def options_class(name: str) -> type[ProposerOptions]:
+    """The options the proposer ``name`` takes; raises InputError for an unknown proposer."""
+    family, _ = _split(name.strip().lower())
+    return {"offline": OfflineOptions, "base": CodingOptions, "tps": TPSOptions}[family]
 
 
 def proposer_keys(name: str) -> tuple[str, ...]:
     """The settings (``-P`` keys) the proposer ``name`` takes; raises InputError for an unknown proposer."""
-    family, _ = _split(name.strip().lower())
-    if family == "offline":
-        return OFFLINE_KEYS
-    return CODING_KEYS + (("plans", "depth") if family == "tps" else ())
+    return tuple(f.name for f in fields(options_class(name)))
 
 
 def needs_model(name: str) -> bool:
@@ -123,16 +182,20 @@ def needs_model(name: str) -> bool:
     return _split(name.strip().lower())[0] != "offline"
 
 
-def check_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """User-given settings (``-P KEY=VALUE``) for the proposer ``name``, checked and normalised (``operators`` as
-    a list of names). Raises :class:`InputError` with one line for an unknown key (with the closest known one),
-    a key this proposer does not take, an unknown operator or a bad value. :func:`get_proposer` itself ignores
-    unknown keys, so that the loop can pass its own (``task``, ``model``, ...) in the same dict."""
+def proposer_options(name: str, given: Mapping[str, object] | ProposerOptions | None = None) -> ProposerOptions:
+    """The options of the proposer ``name`` from user-given settings (``-P KEY=VALUE``; ``operators`` may be a
+    comma-separated string): constructing them is the check. Raises :class:`InputError` with one line for an
+    unknown key (with the closest known one), a key this proposer does not take, an unknown operator or a bad
+    value. Options already constructed must be this proposer's kind."""
     import difflib
 
+    kind = options_class(name)
+    if isinstance(given, ProposerOptions):
+        if type(given) is not kind:
+            raise InputError(f"{type(given).__name__} are not the options of the {name} proposer ({kind.__name__}).")
+        return given
     keys = proposer_keys(name)
-    checked: dict[str, Any] = {}
-    for key, value in options.items():
+    for key in given or {}:
         if key not in keys:
             if key in OPTION_KEYS:
                 raise InputError(
@@ -141,21 +204,17 @@ def check_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
             close = difflib.get_close_matches(key, OPTION_KEYS, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise InputError(f"Unknown proposer option '{key}'; known: {', '.join(keys)}{hint}.")
-        if key == "operators":
-            checked[key] = operator_names(value)
-            continue
-        check, wanted = _VALUES[key]
-        if not check(value):
-            raise InputError(f"Proposer option {key} must be {wanted}, got {value!r}.")
-        checked[key] = value
-    return checked
+    values: dict[str, Any] = dict(given or {})  # each is checked by the options' own __post_init__
+    return kind(**values)
 
 
-def operator_names(value: Any) -> list[str]:
+def operator_names(value: object) -> list[str]:
     """``operators`` as a list of known operator names (a comma-separated string is split); InputError otherwise."""
     from metaharness.proposers.operators import OPERATOR_NAMES
 
     names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
+    if isinstance(names, tuple):
+        names = list(names)
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
         raise InputError(f"Proposer option operators takes operator names separated by commas, got {value!r}.")
     unknown = [n for n in names if n not in OPERATOR_NAMES]
@@ -195,48 +254,89 @@ def check_proposer_model(name: str, spec: str) -> None:
     EngineClient(spec).check()
 
 
-def get_proposer(name: str, **config: Any) -> Proposer:
-    """Build the proposer ``name`` from ``config`` (keys in the module docstring)."""
+def get_proposer(
+    name: str,
+    options: Mapping[str, object] | ProposerOptions | None = None,
+    *,
+    task: Task | str,
+    task_model: ModelClient | str | None = None,
+    model: ModelClient | str | None = None,
+    run_dir: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+    workers: int | None = None,
+    **settings: object,
+) -> Proposer:
+    """Build the proposer ``name`` (see the module docstring): ``options`` (:func:`proposer_options`; keyword
+    ``settings`` are more of them) over the session's ``seed`` and ``workers``."""
     family, selection = _split(name.strip().lower())
-    task = _task(config)
-    run_dir = config.get("run_dir")
-    options = {k: config[k] for k in OPTION_KEYS if config.get(k) is not None}
-    if family == "offline":
+    if settings:
+        given = options.given() if isinstance(options, ProposerOptions) else dict(options or {})
+        options = {**given, **settings}
+    checked = proposer_options(name, options)
+    seed = seed if checked.seed is None else checked.seed
+    workers = workers if checked.workers is None else checked.workers
+    task = _task(task, data_dir)
+    if isinstance(checked, OfflineOptions):
         from metaharness.proposers.offline import OfflineProposer
 
-        task_model = config.get("task_model")
         if task_model is None:
             raise ConfigurationError("The offline proposer probes with the task model: pass task_model=.")
-        probe_dir = str(Path(run_dir) / "proposer" / "probe") if run_dir else None
-        offline = {k: v for k, v in options.items() if k in OFFLINE_KEYS}
-        if "operators" in offline:
-            offline["operators"] = operator_names(offline["operators"])
-        return OfflineProposer(task, task_model, name=name.strip().lower(), probe_dir=probe_dir, **offline)
-    model = config.get("model")
+        return OfflineProposer(
+            task,
+            task_model,
+            name=name.strip().lower(),
+            probe_dir=str(Path(run_dir) / "proposer" / "probe") if run_dir else None,
+            plans=checked.plans,
+            extend=checked.extend,
+            depth=checked.depth,
+            frontier=checked.frontier,
+            probe_size=checked.probe_size,
+            operators=list(checked.operators) if checked.operators else None,
+            probe_tokens=checked.probe_tokens,
+            seed=seed,
+            workers=workers,
+        )
+    assert isinstance(checked, CodingOptions)
     if model is None:
         raise ConfigurationError(
             f"The {name} proposer drives a coding agent and needs a proposer model with tool calling: pass "
             "--proposer-model (e.g. anthropic:claude-sonnet-4-5, openai:MODEL@http://host:port/v1, or a coding-agent "
             "CLI: claude-code, codex), or use --proposer offline, which needs no hosted model."
         )
-    coding = {k: options[k] for k in CODING_KEYS if k in options and k != "agent_seconds"}
     if isinstance(model, str):
         model = connect_proposer(model)
-    if "agent_seconds" in options and hasattr(model, "seconds"):
-        model.seconds = float(options["agent_seconds"])
-    if family == "base":
+    if checked.agent_seconds is not None and hasattr(model, "seconds"):
+        model.seconds = float(checked.agent_seconds)
+    if not isinstance(checked, TPSOptions):
         from metaharness.proposers.coding import CodingProposer
 
-        return CodingProposer(model, task, config.get("task_model"), run_dir=run_dir, **coding)
+        return CodingProposer(
+            model,
+            task,
+            task_model,
+            run_dir=run_dir,
+            probe_size=checked.probe_size,
+            seed=seed,
+            workers=workers,
+            max_steps=checked.max_steps,
+            max_tokens=checked.max_tokens,
+            context_tokens=checked.context_tokens,
+        )
     from metaharness.proposers.planned_coding import TPSProposer
 
     return TPSProposer(
         model,
         task,
-        config.get("task_model"),
-        run_dir=run_dir,
+        task_model,
         selection=selection,
-        plans=config.get("plans") or 4,
-        depth=config.get("depth") or 3,
-        **coding,
+        plans=checked.plans,
+        depth=checked.depth,
+        probe_size=checked.probe_size,
+        run_dir=run_dir,
+        seed=seed,
+        workers=workers,
+        max_steps=checked.max_steps,
+        max_tokens=checked.max_tokens,
+        context_tokens=checked.context_tokens,
     )

@@ -81,7 +81,7 @@ def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_c
         1,
     )
     assert config.proposer_model is None and config.task_model == SPEC["task_model"]
-    assert dict(config.proposer_options) == {"probe_size": 2}
+    assert config.proposer_options is not None and config.proposer_options.to_json() == {"probe_size": 2}
     assert config.evaluation == "best-of-n" and config.holdout == 0  # a spec without arms: the runs before arms
     assert kw == {"iterations": 2, "test": False, "max_cost": 0.5, "data_dir": tmp_path / "data", "raise_caps": True}
 

@@ -285,12 +285,10 @@ def test_names_and_errors(task) -> None:
     assert {"offline", "offline-greedy", "offline-random", "offline-best-of-n"} <= set(PROPOSER_NAMES)
     with pytest.raises(InputError, match="Unknown proposer"):
         get_proposer("oracle", task=task, task_model=keyword_model())
-    assert (
-        get_proposer("offline", task=task, task_model=keyword_model(), unknown_key=1).propose(
-            RunState(task="symptom2disease", iteration=1, candidates=[], proposals=3)
-        )
-        == []
-    )
+    with pytest.raises(InputError, match="Unknown proposer option 'unknown_key'"):  # the options are typed
+        get_proposer("offline", task=task, task_model=keyword_model(), unknown_key=1)
+    empty = RunState(task="symptom2disease", iteration=1, candidates=[], proposals=3)
+    assert get_proposer("offline", task=task, task_model=keyword_model()).propose(empty) == []
 
 
 def test_calibration_learns_how_far_predictions_held() -> None:

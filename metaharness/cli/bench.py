@@ -286,7 +286,6 @@ def harness_spec(out: Path, **given: Any) -> tuple[dict[str, Any], str | None]:
     resumes), else the paper's. Without a proposer model and proposers not named, the offline proposer (and a line
     that says so), as :func:`metaharness.optimize.default_models` does for one run. Checked before anything
     starts: names, model specs, ``-P`` options for every proposer."""
-    from metaharness.cli.search import check_settings
     from metaharness.experiment import experiment_spec
     from metaharness.experiment.grid import (
         ARMS,
@@ -297,7 +296,8 @@ def harness_spec(out: Path, **given: Any) -> tuple[dict[str, Any], str | None]:
         stored_spec,
     )
     from metaharness.optimize import default_models
-    from metaharness.proposers import needs_model
+    from metaharness.proposers import check_proposer_model, needs_model
+    from metaharness.settings import RunSettings
 
     stored = stored_spec(out) or {}
     datasets = _names("--datasets", given.pop("datasets")) or stored.get("datasets") or list(PAPER_DATASETS)
@@ -321,8 +321,17 @@ def harness_spec(out: Path, **given: Any) -> tuple[dict[str, Any], str | None]:
                 f"with {task_model}. For the paper's grid pass --proposer-model anthropic:claude-sonnet-4-5 (or set "
                 "ANTHROPIC_API_KEY) and --task-model."
             )
-    for proposer in proposers:
-        settings["options"] = check_settings(task_model, proposer, proposer_model, settings["options"])
+    for proposer in proposers:  # the settings of a cell with each proposer, checked as a run checks them
+        checked = RunSettings.resolve(
+            {"dataset": datasets[0], "task_model": task_model, "proposer": proposer, "proposer_model": proposer_model}
+            | {"proposer_options": settings["options"]},
+            None,
+        ).proposer_options
+        settings["options"] = {
+            k: list(v) if isinstance(v, tuple) else v for k in settings["options"] for v in [getattr(checked, k)]
+        }
+        if proposer_model is not None:
+            check_proposer_model(proposer, proposer_model)
     settings["task_model"] = task_model
     settings["proposer_model"] = proposer_model if any(needs_model(p) for p in proposers) else None
     settings["test"] = True if settings["test"] is None else settings["test"]

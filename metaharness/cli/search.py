@@ -133,8 +133,9 @@ def optimize(
     if resume and run_dir is None:
         run_dir = resolve_run(None)
     task = open_task(dataset, data_dir=data_dir, settings=flat_settings(task_setting)) if dataset else None
+    models = default_models(task_model, proposer, proposer_model)  # for a new run (and its folder's name)
     if run_dir is None and task is not None:
-        run_dir = RUNS_ROOT / f"{task.name}-{default_models(task_model, proposer, proposer_model)[1]}"
+        run_dir = RUNS_ROOT / f"{task.name}-{models.proposer}"
     if run_dir is None:
         raise InputError(
             "Name the task with --dataset (lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME), "
@@ -170,9 +171,9 @@ def optimize(
         **seed_settings(seeds),
     }
     if stored is None:
-        _, _, _, notice = default_models(task_model, proposer, proposer_model)
-        if notice:
-            out.print(f"[yellow]{notice}[/]")
+        given.update(task_model=models.task_model, proposer=models.proposer, proposer_model=models.proposer_model)
+        if models.notice:
+            out.print(f"[yellow]{models.notice}[/]")
         for note in task.notes if isinstance(task, CustomTask) else []:  # a small val split, test leaked, ...
             out.print(f"[yellow]note: {note}[/]")
     settings = RunSettings.resolve(given, stored, raise_caps=raise_caps)
@@ -216,27 +217,6 @@ def parse_usd(option: str, text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise InputError(f"{option} takes an amount of USD >= 0 (e.g. {option} 5), got '{text}'.")
     return value
-
-
-def check_settings(
-    task_model: str, proposer: str, proposer_model: str | None, options: dict[str, Any]
-) -> dict[str, Any]:
-    """The run's models and proposer settings checked before a run directory is touched: model specs, the
-    proposer's name, its need for a proposer model and its ``-P`` options (returned normalised)."""
-    from metaharness.models.spec import parse_spec
-    from metaharness.proposers import check_options, check_proposer_model, needs_model
-
-    parse_spec(task_model)
-    if proposer_model is not None:
-        check_proposer_model(proposer, proposer_model)
-    checked = check_options(proposer, options)
-    if needs_model(proposer) and proposer_model is None:
-        raise InputError(
-            f"The {proposer} proposer drives a coding agent and needs a proposer model with tool calling: pass "
-            "--proposer-model (e.g. anthropic:claude-sonnet-4-5, or openai:MODEL@http://host:port/v1), or use "
-            "--proposer offline, which needs no hosted model."
-        )
-    return checked
 
 
 def parse_options(pairs: list[str]) -> dict[str, object]:
