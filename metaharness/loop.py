@@ -54,7 +54,7 @@ from metaharness.candidate import (
 from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.candidate_evaluator import CandidateEvaluator, CandidateFailed
 from metaharness.proposal import Proposal, Proposer, RunState
-from metaharness.settings import DEFAULT_PROPOSALS
+from metaharness.settings import RunSettings
 from metaharness.staging import ExampleOrder, Policy, Standing, alternatives, decide
 from metaharness.store.crash import crash_point
 from metaharness.store.files import atomic_write_text
@@ -95,29 +95,16 @@ class Seed:
     source: str
 
 
-DEFAULT_MAX_PROPOSER_FAILURES = 3
-
-
-@dataclass
+@dataclass(frozen=True)
 class LoopSettings:
-    """What the loop does: ``iterations`` after the seeds; each takes up to ``proposals`` proposals and evaluates
-    them with ``policy`` (:mod:`metaharness.staging`) within ``budget``; ``evals_per_iter`` is the shorthand used
-    when ``budget`` names no per-iteration evaluation limit (that many full evaluations)."""
+    """One session of the loop: the run's settings (:class:`~metaharness.settings.RunSettings`, as resolved: each
+    iteration takes up to ``run.proposals_per_iteration()`` proposals and evaluates them with ``run.evaluation``
+    within ``run.budget``), the ``iterations`` to reach after the seeds, and whether to evaluate the best and the
+    frontier on the test split at the end (``test``, when the split is available)."""
 
-    task: str
+    run: RunSettings
     iterations: int
-    evals_per_iter: int = 3
-    # Evaluate the best and the frontier on the test split at the end (when the split is available).
     test: bool = True
-    # Stop the run (ProposerFailed) once the proposer failed this many times in a row in one session.
-    max_proposer_failures: int = DEFAULT_MAX_PROPOSER_FAILURES
-    budget: SearchBudget = field(default_factory=SearchBudget)
-    policy: Policy = "best-of-n"
-    proposals: int | None = None  # default: evals_per_iter with best-of-n, else DEFAULT_PROPOSALS
-    solver: str = "auto"  # the planner policy's allocation solver
-    seed: int = 0  # orders the validation examples
-    holdout: int = 0  # validation examples kept out of the search, to judge the best on
-    first_stage: int | None = None  # examples in the first stage of the ladder (default: about a twelfth)
 
 
 def plan_entries(proposals: list[Proposal], first: int, realised: dict[str, str]) -> list[dict[str, Any]]:
@@ -259,7 +246,7 @@ class Optimizer:
             self.events.note(action)
         try:
             self.order = ExampleOrder.of(
-                self.evaluator.examples("val"), seed=self.settings.seed, holdout=self.settings.holdout
+                self.evaluator.examples("val"), seed=self.settings.run.seed, holdout=self.settings.run.holdout
             )
             # Iteration 0 evaluates the seeds; a plan left open by an interrupted run is finished first.
             iteration, failures = 0, 0
@@ -272,7 +259,7 @@ class Optimizer:
                     iteration, failures = iteration + 1, 0
                     continue
                 failures += 1
-                if failures >= max(1, self.settings.max_proposer_failures):
+                if failures >= max(1, self.settings.run.max_proposer_failures):
                     raise ProposerFailed(
                         f"the proposer {self.proposer.name} failed {failures} times in a row in iteration {iteration}; "
                         f"last error: {self._last_proposer_error()[:500]}. Fix the cause (the errors are in "
@@ -377,13 +364,13 @@ class Optimizer:
     def _budget(self, iteration: int) -> Budget:
         """What this iteration's evaluations may still spend (the seeds: only the run's limits bind)."""
         run, this = self._spent(iteration)
-        budget = self.settings.budget
+        budget = self.settings.run.budget
         if iteration == 0:
             return budget.per_run.left(run)
         per_iteration = budget.per_iteration
         if per_iteration.evals == math.inf:
             per_iteration = dataclasses.replace(
-                per_iteration, evals=float(self.settings.evals_per_iter * self.order.share)
+                per_iteration, evals=float(self.settings.run.evals_per_iter * self.order.share)
             )
         return SearchBudget(per_iteration, budget.per_run).for_iteration(run, this)
 
@@ -395,13 +382,13 @@ class Optimizer:
             self._budget(iteration),
             iteration,
             proposals,
-            self.settings.first_stage,
+            self.settings.run.first_stage,
         )
 
     def _evaluate(self, iteration: int, proposals: list[str]) -> dict[str, Any]:
         """The iteration's rounds of staged evaluation (iteration 0: every seed to its whole share); returns what
         the iteration's line records about them."""
-        policy: Policy = "all" if iteration == 0 else self.settings.policy
+        policy: Policy = "all" if iteration == 0 else self.settings.run.evaluation
         rounds: list[dict[str, Any]] = []
         first: Standing | None = None
         predicted = Spend()
@@ -409,7 +396,7 @@ class Optimizer:
         while True:
             standing = self.standing(iteration, proposals)
             first = first or standing
-            decision = decide(standing, policy, solver=self.settings.solver)
+            decision = decide(standing, policy, solver=self.settings.run.solver)
             if not decision.steps:
                 break
             self._check_stop()
@@ -521,11 +508,6 @@ class Optimizer:
         lines = self.store.log_records("proposer_failure")
         return str(lines[-1].get("proposer_error", "")) if lines else ""
 
-    def proposals_wanted(self) -> int:
-        if self.settings.proposals is not None:
-            return self.settings.proposals
-        return self.settings.evals_per_iter if self.settings.policy == "best-of-n" else DEFAULT_PROPOSALS
-
     def _plan(self, iteration: int) -> list[dict[str, Any]]:
         """The candidates of an iteration, with fresh ids: the seeds first, then what the proposer returns."""
         if iteration == 0:
@@ -564,10 +546,10 @@ class Optimizer:
     def state(self, iteration: int) -> RunState:
         """What the proposer sees: every committed candidate (failed ones with their errors) and the program graph."""
         return RunState(
-            task=self.settings.task,
+            task=self.settings.run.dataset,
             iteration=iteration,
             candidates=self.store.candidates(),
-            proposals=self.proposals_wanted(),
+            proposals=self.settings.run.proposals_per_iteration(),
             budget=self._money_left(),
             run_dir=self.store.path,
             graph=self.store.program_graph(),

@@ -351,23 +351,9 @@ def optimize(
                 "spent_before": costs.previous,
             }
         )
-        loop_settings = LoopSettings(
-            resolved.dataset,
-            iterations,
-            resolved.evals_per_iter,
-            test=test,
-            max_proposer_failures=resolved.max_proposer_failures,
-            budget=resolved.budget,
-            policy=resolved.evaluation,
-            proposals=resolved.proposals_per_iteration(),
-            solver=resolved.solver,
-            seed=resolved.seed,
-            holdout=resolved.holdout,
-            first_stage=resolved.first_stage,
-        )
         optimizer = Optimizer(
             run,
-            loop_settings,
+            LoopSettings(resolved, iterations, test=test),
             proposer,
             evaluator,
             starts,

@@ -32,6 +32,7 @@ from metaharness.optimize import run_ledger
 from metaharness.planner import program as programs
 from metaharness.proposal import Proposal, RunState
 from metaharness.report import write_summary_markdown
+from metaharness.settings import RunSettings
 from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "openai:fake-task", "val_limit": 4, "proposer": "scripted"}
@@ -117,7 +118,9 @@ def main(argv: list[str]) -> None:
         evaluator.test_available = True
         optimizer = Optimizer(
             run,
-            LoopSettings("toy", ITERATIONS, EVALS_PER_ITER),
+            LoopSettings(
+                RunSettings("toy", TASK, "priced", evaluation="best-of-n", evals_per_iter=EVALS_PER_ITER), ITERATIONS
+            ),
             PricedProposer(proposer_model, task_model),
             evaluator,
             [Seed("zero", program(0.2)), Seed("few", program(0.3))],

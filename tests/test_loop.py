@@ -13,6 +13,7 @@ from metaharness.models.types import StructuredOutputError
 from metaharness.proposal import Proposal
 from metaharness.report import RunView, write_summary_markdown
 from metaharness.report.page import render_html
+from metaharness.settings import RunSettings
 from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "scripted", "evals_per_iter": 2}
@@ -20,9 +21,10 @@ CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "s
 
 def make(tmp_path: Path, proposer, evaluator, iterations=2, stop=None, events=None, max_proposer_failures=3):
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    settings = LoopSettings(
-        task="toy", iterations=iterations, evals_per_iter=2, max_proposer_failures=max_proposer_failures
+    run_settings = RunSettings(
+        "toy", "fake", "scripted", evaluation="best-of-n", evals_per_iter=2, max_proposer_failures=max_proposer_failures
     )
+    settings = LoopSettings(run_settings, iterations)
     seeds = [Seed("zero", program(0.2)), Seed("few", program(0.3))]
     return run, Optimizer(
         run,
@@ -61,7 +63,7 @@ def test_seeds_then_iterations_commit_every_candidate(tmp_path):
 def test_staged_evaluation_allots_examples_within_the_budget_and_the_line_records_it(tmp_path):
     """The planner policy scores candidates in stages within the iteration's example-evaluations; the iteration's
     line records what was considered, allotted, predicted and spent, and what the baselines would have done."""
-    from metaharness.budget import Budget, SearchBudget
+    from metaharness.budget import Budget
 
     proposals = [
         Proposal("c001", program(score), f"p{score}", prediction={"score": score, "std": 0.1})
@@ -69,8 +71,10 @@ def test_staged_evaluation_allots_examples_within_the_budget_and_the_line_record
     ]
     proposer = ScriptedProposer({1: proposals[1:]})
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    budget = SearchBudget(per_iteration=Budget(evals=10))
-    settings = LoopSettings(task="toy", iterations=1, budget=budget, policy="planner", proposals=6, first_stage=1)
+    run_settings = RunSettings(
+        "toy", "fake", "scripted", iteration_budget=Budget(evals=10), evaluation="planner", proposals=6, first_stage=1
+    )
+    settings = LoopSettings(run_settings, iterations=1)
     opt = Optimizer(run, settings, proposer, FakeEvaluator(), [Seed("zero", program(0.2))])
     outcome = opt.run()
     run.close()

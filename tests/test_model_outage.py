@@ -21,6 +21,7 @@ from metaharness.evaluation.candidate_evaluator import TaskEvaluator
 from metaharness.evaluation.proxy import TOKEN_LINE, ModelRef
 from metaharness.loop import LoopSettings, Optimizer, Seed
 from metaharness.models import RetryPolicy, connect
+from metaharness.settings import RunSettings
 from metaharness.store import RunDirectory
 
 DENGUE = "[DIAGNOSIS]dengue[/DIAGNOSIS]"
@@ -65,7 +66,7 @@ def test_an_outage_reaches_a_remote_job_as_the_same_error(outage):
 
 def test_an_outage_stops_the_run_with_a_stop_line_and_the_same_command_continues(outage, tmp_path):
     def optimizer(run: RunDirectory) -> Optimizer:
-        settings = LoopSettings(task="toy", iterations=0, evals_per_iter=1)
+        settings = LoopSettings(RunSettings("toy", "outage", "scripted", evaluation="best-of-n", evals_per_iter=1), 0)
         evaluator = TaskEvaluator(ToyTask(), client_for(outage))
         return Optimizer(run, settings, ScriptedProposer(), evaluator, [Seed("ask", HARNESS)])
 

@@ -23,6 +23,7 @@ from metaharness.loop import LoopEvents, LoopSettings, Optimizer, Seed
 from metaharness.models.client import Client
 from metaharness.optimize import run_ledger
 from metaharness.report import write_summary_markdown
+from metaharness.settings import RunSettings
 from metaharness.store import RunDirectory
 from metaharness.store.program_graph import GRAPH_FILE
 
@@ -60,7 +61,9 @@ def session(run_dir: Path, iterations: int = 2) -> Session:
         proposer = PricedProposer(Client(PROPOSER, CountedModel(calls), cache=None, ledger=costs.ledger), task_model)
         Optimizer(
             run,
-            LoopSettings("toy", iterations, EVALS_PER_ITER),
+            LoopSettings(
+                RunSettings("toy", TASK, "priced", evaluation="best-of-n", evals_per_iter=EVALS_PER_ITER), iterations
+            ),
             proposer,
             evaluator,
             [Seed("zero", program(0.2)), Seed("few", program(0.3))],
