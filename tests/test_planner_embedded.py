@@ -71,7 +71,7 @@ def test_plan_runs_end_to_end_with_the_embedded_model():
         assert [s.to_json() for s in again.route] == record["route"]
     if result.status == "route":
         walk = prepare(result.graph).check_walk(result.solution.path)  # a feasible (possibly poor) route
-        assert result.graph.node(walk.nodes[-1]).goal and walk.cost[0] <= BUDGET
+        assert result.graph.node(walk.nodes[-1]).goal and walk.cost["steps"] <= BUDGET
         assert [step.edge for step in result.route] == result.solution.path
         assert all(step.action and step.expected_state for step in result.route)
         assert result.guidance().startswith(f"Suggested route ({len(result.route)} steps")

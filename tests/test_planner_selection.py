@@ -13,6 +13,7 @@ import pytest
 from metaharness.errors import InputError
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.program import (
+    LIMITS,
     add_evaluated,
     add_predicted,
     mark,
@@ -119,7 +120,7 @@ def _check_plan(g: PlanGraph, result) -> list[float]:  # type: ignore[no-untyped
     cost = [
         sum(g.edge(e).cost[j] for e in result.path) + sum(g.node(n).cost[j] for n in result.evaluate) for j in range(3)
     ]
-    assert result.cost == pytest.approx(cost)
+    assert list(result.cost) == list(LIMITS) and list(result.cost.values()) == pytest.approx(cost)
     assert all(c <= b + 1e-9 for c, b in zip(cost, g.budget, strict=True))
     return cost
 
@@ -159,9 +160,9 @@ def test_a_token_budget_changes_what_is_chosen(solver: str) -> None:
     # c needs 3 revisions (300) + its evaluation (1000) = 1300 tokens: exactly the cap.
     result = select(g, {"evals": 1, "tokens": 1300}, solver=solver)  # type: ignore[arg-type]
     assert result.evaluate == ["c"] and result.nodes == ["a", "b", "c"]
-    assert result.path == ["seed->a", "a->b", "b->c"] and result.cost == [1.0, 1300.0, 0.0]
+    assert result.path == ["seed->a", "a->b", "b->c"] and result.cost == {"evals": 1.0, "tokens": 1300.0, "usd": 0.0}
     result = select(g, {"evals": 1, "tokens": 1299}, solver=solver)  # type: ignore[arg-type]
-    assert result.evaluate == ["b"] and result.cost[1] == 1200.0
+    assert result.evaluate == ["b"] and result.cost["tokens"] == 1200.0
     # b lies on c's chain, so evaluating it as well costs only its evaluation: 300 + 2000, and b beats d.
     result = select(g, {"evals": 2, "tokens": 2300}, solver=solver)  # type: ignore[arg-type]
     assert result.evaluate == ["c", "b"] and result.value == pytest.approx(0.60)
@@ -191,7 +192,11 @@ def test_implemented_nodes_cost_only_their_evaluation_and_dead_ends_are_steps_on
     mark(g, "done", "implemented", new_id="c9")
     result = select(g, {"evals": 2, "tokens": 13})
     assert result.evaluate == ["ok", "c9"] and result.nodes == ["c9", "broken", "ok"]
-    assert result.cost == [2.0, 13.0, 0.0]  # 5 + 5 to implement ok, 3 to evaluate c9; c9's revision is done
+    assert result.cost == {
+        "evals": 2.0,
+        "tokens": 13.0,
+        "usd": 0.0,
+    }  # 5 + 5 to implement ok, 3 to evaluate c9; c9's revision is done
     assert select(g, {"evals": 1, "tokens": 9}).evaluate == ["c9"]
 
 

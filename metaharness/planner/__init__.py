@@ -12,11 +12,11 @@ Solvers (:mod:`metaharness.planner.solve`)
     ``solve(graph, budget=None, *, solver="exact"|"ilp"|"lm"|"auto", horizon=None, discount=None, model=None,
     soft_targets=None, time_limit=None) -> PlanResult`` (``budget`` by limit name or in the graph's order) with
     ``status`` ("optimal"/"infeasible"; the lm baseline says "feasible"/"invalid"), ``path`` (edge ids), ``nodes``
-    (v0..vk), ``value``, ``cost`` (in the graph's order), ``solver``, ``seconds``; ``PlanResult.to_json()`` is the
-    output object of ``docs/plan-graph.md``. One module per family:
-    ``exact`` (label-setting DP with Pareto sets, the default), ``ilp`` (time-expanded ILP in SCIP, also soft targets),
-    ``lm`` (the model picks a path; experiments only). ``SoftTargets(target, weight)`` (``problem``) keeps the hard
-    budget and subtracts ``weight * excess`` over a preferred cost level.
+    (v0..vk), ``value``, ``cost`` (by limit name, as every planner result gives costs), ``solver``, ``seconds``;
+    ``PlanResult.to_json()`` is the output object of ``docs/plan-graph.md`` (costs as lists in the graph's order).
+    One module per family: ``exact`` (label-setting DP with Pareto sets, the default), ``ilp`` (time-expanded ILP in
+    SCIP, also soft targets), ``lm`` (the model picks a path; experiments only). ``SoftTargets(target, weight)``
+    (``problem``) keeps the hard budget and subtracts ``weight * excess`` over a preferred cost level.
 
 Program graphs and selection (:mod:`metaharness.planner.program`, :mod:`metaharness.planner.selection`)
     A program graph is a ``PlanGraph`` with ``problem="selection"``: candidate harnesses (status evaluated,

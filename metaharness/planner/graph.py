@@ -43,6 +43,14 @@ PROBLEMS = ("path", "selection")
 PROGRAM_STATUSES = ("evaluated", "implemented", "predicted", "failed")
 
 
+def limit_names(graph: PlanGraph, entries: int) -> tuple[str, ...]:
+    """The names of ``entries`` budget entries: the graph's ``limits``, or "limit 1", "limit 2", ... when it names
+    none. Every cost a solver reports is a mapping by these names."""
+    if graph.limits is not None and len(graph.limits) == entries:
+        return graph.limits
+    return tuple(f"limit {j + 1}" for j in range(entries))
+
+
 def fits(total: Sequence[float], budget: Sequence[float]) -> bool:
     """Whether a cost vector stays within the budget in every entry (up to :data:`BUDGET_TOLERANCE`)."""
     return all(c <= b + BUDGET_TOLERANCE * max(1.0, abs(b)) for c, b in zip(total, budget, strict=False))

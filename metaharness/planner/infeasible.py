@@ -34,7 +34,7 @@ from metaharness.planner.problem import Problem
 @dataclass(frozen=True)
 class Diagnosis:
     """``reason``: one sentence; ``closest``: the closest miss as ``{"path", "nodes", "cost", "over"}`` (edge ids,
-    node ids, its cost vector, and the amount by which it exceeds each limit it breaks), or None."""
+    node ids, its cost by limit name, and the amount by which it exceeds each limit it breaks), or None."""
 
     reason: str
     closest: dict[str, Any] | None = None
@@ -43,7 +43,7 @@ class Diagnosis:
 def diagnose(p: Problem) -> Diagnosis:
     """The reason ``p`` has no feasible plan (call it on a problem a solver proved infeasible)."""
     a = p.arrays
-    names = list(p.graph.limits or [f"limit {j + 1}" for j in range(p.limits)])
+    names = p.names
     start = p.node_ids[p.start]
     if not a.goal.any():
         return Diagnosis('The graph has no goal node: mark the node(s) that satisfy the goal with "goal": true.')
@@ -73,7 +73,7 @@ def diagnose(p: Problem) -> Diagnosis:
     if not over:  # not expected after a proof of infeasibility; a solver stopped early may leave this case
         return Diagnosis("No feasible plan was found.")
     nodes = [start] + [p.node_ids[int(a.dst[e])] for e in walk]
-    closest = {"path": [p.edge_ids[e] for e in walk], "nodes": nodes, "cost": cost.tolist(), "over": over}
+    closest = {"path": [p.edge_ids[e] for e in walk], "nodes": nodes, "cost": p.by_name(cost), "over": over}
     spent = ", ".join(f"{n} {c:g}" for n, c in zip(names, cost, strict=True))
     excess = ", ".join(f"{n} by {x:g}" for n, x in over.items())
     return Diagnosis(

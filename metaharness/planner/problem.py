@@ -18,7 +18,7 @@ import networkx as nx
 import numpy as np
 
 from metaharness.errors import InputError
-from metaharness.planner.graph import BUDGET_TOLERANCE, NodeId, PlanGraph, fits
+from metaharness.planner.graph import BUDGET_TOLERANCE, NodeId, PlanGraph, fits, limit_names
 
 # Objective values within this relative distance count as equal (ties keep the shorter walk).
 VALUE_TOLERANCE = 1e-9
@@ -46,12 +46,12 @@ class SoftTargets:
 
 @dataclass(frozen=True)
 class Walk:
-    """A checked feasible walk: its edges, its nodes v0..vk, value, total cost and objective."""
+    """A checked feasible walk: its edges, its nodes v0..vk, value, total cost (by limit name) and objective."""
 
     path: list[NodeId]
     nodes: list[NodeId]
     value: float
-    cost: list[float]
+    cost: dict[str, float]
     objective: float
 
 
@@ -118,6 +118,7 @@ class Problem:
     cost: list[tuple[float, ...]] = field(init=False)
     out: list[list[int]] = field(init=False)
     slack: tuple[float, ...] = field(init=False)
+    names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         nodes = self.graph.nodes
@@ -135,10 +136,15 @@ class Problem:
         for i, s in enumerate(self.src):
             self.out[s].append(i)
         self.slack = tuple(b + BUDGET_TOLERANCE * max(1.0, abs(b)) for b in self.budget)
+        self.names = limit_names(self.graph, len(self.budget))
 
     @property
     def limits(self) -> int:
         return len(self.budget)
+
+    def by_name(self, cost: Sequence[float]) -> dict[str, float]:
+        """A cost vector as a mapping by limit name (:func:`~metaharness.planner.graph.limit_names`)."""
+        return {n: float(c) for n, c in zip(self.names, cost, strict=True)}
 
     def objective(self, value: float, cost: Sequence[float]) -> float:
         return value - self.soft.penalty(cost) if self.soft else value
@@ -172,7 +178,7 @@ class Problem:
             raise InputError(f"The plan ends at {at!r}, which is not a goal.")
         if not fits(total, self.budget):
             raise InputError(f"The plan costs {total}, over the budget {list(self.budget)}.")
-        return Walk(list(path), nodes, value, total, self.objective(value, total))
+        return Walk(list(path), nodes, value, self.by_name(total), self.objective(value, total))
 
 
 def prepare(

@@ -31,14 +31,17 @@ class PlanResult:
     path: list[NodeId] = field(default_factory=list)
     nodes: list[NodeId] = field(default_factory=list)
     value: float | None = None
-    cost: list[float] = field(default_factory=list)
+    # By limit name (the graph's ``limits``, else "limit 1", "limit 2", ...), as every planner result gives costs in
+    # Python; ``to_json`` writes the list in the graph's order.
+    cost: dict[str, float] = field(default_factory=dict)
     # Set only with soft targets: value minus the penalty for exceeding the preferred cost levels.
     objective: float | None = None
     note: str = ""
     evaluate: list[NodeId] = field(default_factory=list)
     gap: float | None = None
     # Set on "infeasible" plan-graph results: why (one sentence), and the closest miss ({"path", "nodes", "cost",
-    # "over"}: the walk that breaks the budget least, by how much per limit) when the budget is what fails.
+    # "over"}: the walk that breaks the budget least, its cost and by how much it exceeds each limit, both by limit
+    # name) when the budget is what fails.
     reason: str = ""
     closest: dict[str, Any] | None = None
 
@@ -53,12 +56,14 @@ class PlanResult:
         return self.status in ("optimal", "feasible")
 
     def to_json(self) -> dict[str, Any]:
+        """The output object of ``docs/plan-graph.md``. Its costs are lists in the graph's order (the JSON graph
+        declares the order, as its budget and edge costs do); ``over`` names only the limits it exceeds."""
         out: dict[str, Any] = {
             "status": self.status,
             "path": self.path,
             "nodes": self.nodes,
             "value": self.value,
-            "cost": self.cost,
+            "cost": list(self.cost.values()),
             "solver": self.solver,
             "seconds": round(self.seconds, 6),
         }
@@ -73,5 +78,5 @@ class PlanResult:
         if self.reason:
             out["reason"] = self.reason
         if self.closest is not None:
-            out["closest"] = self.closest
+            out["closest"] = {**self.closest, "cost": list(self.closest["cost"].values())}
         return out

@@ -41,7 +41,7 @@ import networkx as nx
 import numpy as np
 
 from metaharness.errors import InputError
-from metaharness.planner.graph import BUDGET_TOLERANCE, NodeId, PlanGraph
+from metaharness.planner.graph import BUDGET_TOLERANCE, NodeId, PlanGraph, limit_names
 from metaharness.planner.program import EVALUATED, IMPLEMENTED, PREDICTED
 from metaharness.planner.result import PlanResult, Status
 
@@ -245,7 +245,7 @@ def _result(
         path=[problem.ins[i][needed[i]][0] for i in sorted(needed)],
         nodes=[problem.ids[i] for i in touched],
         value=problem.expected_best(chosen),
-        cost=problem.plan_cost(chosen, needed),
+        cost=dict(zip(limit_names(problem.graph, len(problem.budget)), problem.plan_cost(chosen, needed), strict=True)),
         evaluate=[problem.ids[i] for i in chosen],
         gap=gap,
     )

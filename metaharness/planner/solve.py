@@ -2,7 +2,7 @@
 
 A plan graph in, the best walk (or status "infeasible", with the reason) out:
 
-    >>> from metaharness.planner.graph import PlanGraph
+    >>> from metaharness.planner.graph import PlanGraph, limit_names
     >>> g = PlanGraph.from_json({"start": "s", "budget": [1],
     ...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
     ...                          "edges": [{"id": "e", "source": "s", "target": "g", "cost": [1]}]})
@@ -21,7 +21,7 @@ from typing import Literal, get_args
 from metaharness.errors import InputError
 from metaharness.models.types import ModelClient
 from metaharness.planner.exact import LabelLimitReached, solve_exact
-from metaharness.planner.graph import PlanGraph
+from metaharness.planner.graph import PlanGraph, limit_names
 from metaharness.planner.infeasible import diagnose
 from metaharness.planner.problem import SoftTargets, prepare
 from metaharness.planner.result import PlanResult
@@ -100,11 +100,13 @@ def solve(
 
 
 def budget_by_name(graph: PlanGraph, budget: Mapping[str, float]) -> list[float]:
-    """The graph's budget with the named entries replaced (names from ``graph.limits``)."""
-    if graph.limits is None:
-        raise InputError('A budget by name needs the graph\'s limits (its "limits" field); give a list instead.')
-    unknown = sorted(set(map(str, budget)) - set(graph.limits))
-    if unknown:
-        raise InputError(f"Unknown budget entries {unknown}; the graph's limits are {', '.join(graph.limits)}.")
+    """The graph's budget with the named entries replaced (names from ``graph.limits``; a graph that names none has
+    "limit 1", "limit 2", ..., as its results do)."""
     own = graph.budget or ()
-    return [budget.get(name, own[j] if j < len(own) else 0.0) for j, name in enumerate(graph.limits)]
+    if graph.limits is None and not own:
+        raise InputError('A budget by name needs the graph\'s limits (its "limits" field); give a list instead.')
+    names = limit_names(graph, len(own) if graph.limits is None else len(graph.limits))
+    unknown = sorted(set(map(str, budget)) - set(names))
+    if unknown:
+        raise InputError(f"Unknown budget entries {unknown}; the graph's limits are {', '.join(names)}.")
+    return [budget.get(name, own[j] if j < len(own) else 0.0) for j, name in enumerate(names)]
