@@ -168,7 +168,7 @@ def grow_round(
         simulator=simulator,
         merger=KeyJudgeMerger(),
         labeler=ScoreLabeler(best),
-        m=m,
+        plans=m,
         depth_limit=depth_limit,
         new_id=node_namer(graph, state.iteration),
     )

@@ -46,7 +46,7 @@ def _grow(graph, plans, table, depth_limit=3):
         simulator=revisions(table),
         merger=KeyJudgeMerger(),
         labeler=ScoreLabeler(0.3),
-        m=len(plans),
+        plans=len(plans),
         depth_limit=depth_limit,
         new_id=lambda: next(n for n in names if n not in graph.nx),
     )

@@ -29,7 +29,7 @@ Program graphs and selection (:mod:`metaharness.planner.program`, :mod:`metaharn
 
 Subagents (:mod:`metaharness.planner.subagents`)
     One protocol per TPS stage, each callable alone and replaceable (e.g. by an oracle that uses the true
-    environment): ``PlanSampler.sample(task, m)``, ``StateSimulator.simulate(task, plan)``,
+    environment): ``PlanSampler.sample(task, plans)``, ``StateSimulator.simulate(task, plan)``,
     ``StateMerger.merge(task, states)``, ``RewardLabeler.label(task, states)``; model-backed implementations
     ``ModelPlanSampler``, ``ModelStateSimulator``, ``KeyJudgeMerger``, ``ModelRewardLabeler``.
 

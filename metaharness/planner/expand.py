@@ -61,7 +61,7 @@ def grow(
     simulator: StateSimulator,
     merger: StateMerger,
     labeler: RewardLabeler,
-    m: int,
+    plans: int,
     depth_limit: int = 3,
     new_id: Callable[[], NodeId],
 ) -> Growth:
@@ -74,11 +74,11 @@ def grow(
             {"stage": name, "input": inputs, "output": output, **extra, "calls": take() if take else []}
         )
 
-    plans = [p for p in list(sampler.sample(task, m))[:m] if _can_start(graph, p)]
-    record("sample", sampler, {"m": m}, [{"start": p.start, "subplans": p.to_json()} for p in plans])
+    sampled = [p for p in list(sampler.sample(task, plans))[:plans] if _can_start(graph, p)]
+    record("sample", sampler, {"plans": plans}, [{"start": p.start, "subplans": p.to_json()} for p in sampled])
 
     simulated: list[tuple[CandidatePlan, list[SimulatedStep]]] = []
-    for plan in plans:
+    for plan in sampled:
         assert plan.start is not None  # _can_start
         room = max(0, depth_limit - depth(graph, plan.start))
         plan = replace(plan, subplans=plan.subplans[:room])

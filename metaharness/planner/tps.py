@@ -160,7 +160,9 @@ def plan(
 
     sampled = list(sampler.sample(task, plans))[:plans]
     valid, dropped = _valid_plans(task, sampled)
-    record("sample", sampler, {"m": plans}, [p.to_json() for p in sampled], **({"dropped": dropped} if dropped else {}))
+    record(
+        "sample", sampler, {"plans": plans}, [p.to_json() for p in sampled], **({"dropped": dropped} if dropped else {})
+    )
     if not valid:
         reason = "the plan sampler produced no plan" + (" whose tool calls all validate" if dropped else "")
         return RouteResult("no_route", task, stages=stages, reason=reason + ".")
@@ -256,7 +258,7 @@ def replay(record: Mapping[str, Any], *, solver: SolverName = "exact", horizon: 
         task["goal"],
         task["budget"],
         tools=task.get("tools"),
-        plans=sample["input"]["m"],
+        plans=sample["input"].get("plans", sample["input"].get("m")),  # "m" in records before the rename
         horizon=horizon,
         solver=solver,
         start_key=by_stage["merge"][0]["input"]["states"][0]["key"] if "merge" in by_stage else None,

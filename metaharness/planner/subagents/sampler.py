@@ -11,19 +11,19 @@ from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
 DEFAULT_PLANS = 4  # TPS/TAPE: M = 4 plans works best
 
 SYSTEM = (
-    "You are the plan sampler of a planning system. Propose {m} different plans that reach the goal from the current "
-    "state within the remaining budget. Each plan is a list of subplans: short, concrete actions or small groups of "
-    "actions, in the order they are executed, at most {max_steps} per plan. Make the plans genuinely different "
-    "(different routes or orders), not rewordings. Reply with JSON only: "
+    "You are the plan sampler of a planning system. Propose {plans} different plans that reach the goal from the "
+    "current state within the remaining budget. Each plan is a list of subplans: short, concrete actions or small "
+    "groups of actions, in the order they are executed, at most {max_steps} per plan. Make the plans genuinely "
+    "different (different routes or orders), not rewordings. Reply with JSON only: "
     '{{"plans": [{{"subplans": ["...", "..."]}}, ...]}}.'
 )
 
 
 @runtime_checkable
 class PlanSampler(Protocol):
-    """Returns at most ``m`` candidate plans (possibly fewer, possibly none); never raises for a bad answer."""
+    """Returns at most ``plans`` candidate plans (possibly fewer, possibly none); never raises for a bad answer."""
 
-    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]: ...
+    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]: ...
 
 
 # A subplan is a short action; the bound is in the schema (and so in a grammar-constrained model's grammar), so a
@@ -31,38 +31,38 @@ class PlanSampler(Protocol):
 MAX_SUBPLAN_CHARS = 160
 
 
-def sampler_schema(m: int, max_steps: int) -> dict[str, Any]:
+def sampler_schema(plans: int, max_steps: int) -> dict[str, Any]:
     text = {"type": "string", "minLength": 1, "maxLength": MAX_SUBPLAN_CHARS}
     subplans = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": text}
     plan = {"type": "object", "properties": {"subplans": subplans}, "required": ["subplans"]}
     return {
         "type": "object",
-        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": m, "items": plan}},
+        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": plans, "items": plan}},
         "required": ["plans"],
     }
 
 
 class ModelPlanSampler(ModelStage):
-    """Asks the model for ``m`` plans in one answer (as TAPE does); duplicates are dropped."""
+    """Asks the model for ``plans`` plans in one answer (as TAPE does); duplicates are dropped."""
 
     def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Any) -> None:
         super().__init__(model, **options)
         self.max_steps = max_steps
 
-    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
         answer = self.ask(
-            SYSTEM.format(m=m, max_steps=self.max_steps),
+            SYSTEM.format(plans=plans, max_steps=self.max_steps),
             task.describe(),
-            sampler_schema(m, self.max_steps),
+            sampler_schema(plans, self.max_steps),
             check=_has_a_plan,
         )
-        plans: list[CandidatePlan] = []
-        for item in (answer or {}).get("plans", [])[:m]:
+        found: list[CandidatePlan] = []
+        for item in (answer or {}).get("plans", [])[:plans]:
             subplans = tuple(s.strip() for s in item["subplans"] if s.strip())[: self.max_steps]
             plan = CandidatePlan(subplans)
-            if subplans and plan not in plans:
-                plans.append(plan)
-        return plans
+            if subplans and plan not in found:
+                found.append(plan)
+        return found
 
 
 def _has_a_plan(answer: Any) -> str | None:

@@ -6,7 +6,7 @@ A step of a tool plan is the call ``{"tool": NAME, "arguments": {...}}``; as a s
 the graph see) it is that object as canonical JSON (:func:`call_text`). :func:`check_call` validates a call
 against its tool's schema with ``jsonschema``, so a route's calls can be executed as they are.
 
-:class:`ToolCallPlanSampler` is stage 1 for tool plans: the model is asked for ``m`` plans under a JSON schema
+:class:`ToolCallPlanSampler` is stage 1 for tool plans: the model is asked for ``plans`` plans under a JSON schema
 whose steps are exactly the tools' calls (one ``anyOf`` branch per tool, with the tool's own argument schema).
 """
 
@@ -110,8 +110,8 @@ def parse_call(text: str) -> dict[str, Any]:
     return {"tool": call["tool"], "arguments": call["arguments"]}
 
 
-def calls_schema(tools: Sequence[ToolSpec], m: int, max_steps: int) -> dict[str, Any]:
-    """JSON schema of the sampler's answer: up to ``m`` plans of up to ``max_steps`` calls of these tools."""
+def calls_schema(tools: Sequence[ToolSpec], plans: int, max_steps: int) -> dict[str, Any]:
+    """JSON schema of the sampler's answer: up to ``plans`` plans of up to ``max_steps`` calls of these tools."""
     call = {
         "anyOf": [
             {
@@ -126,13 +126,13 @@ def calls_schema(tools: Sequence[ToolSpec], m: int, max_steps: int) -> dict[str,
     plan = {"type": "object", "properties": {"calls": steps}, "required": ["calls"]}
     return {
         "type": "object",
-        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": m, "items": plan}},
+        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": plans, "items": plan}},
         "required": ["plans"],
     }
 
 
 SYSTEM = (
-    "You are the plan sampler of a planning system for an agent with tools. Propose {m} different plans that reach "
+    "You are the plan sampler of a planning system for an agent with tools. Propose {plans} different plans that reach "
     "the goal from the current state within the remaining budget. Each plan is the list of tool calls to make, in "
     "order, at most {max_steps} per plan; each call names one of the tools listed below and gives arguments that "
     "match its schema. Make the plans genuinely different (different tools, arguments or orders). Reply with JSON "
@@ -141,14 +141,14 @@ SYSTEM = (
 
 
 class ToolCallPlanSampler(ModelStage):
-    """Stage 1 for tool plans: ``m`` plans of tool calls in one answer; invalid calls are re-asked, duplicates
+    """Stage 1 for tool plans: ``plans`` plans of tool calls in one answer; invalid calls are re-asked, duplicates
     dropped. The subplans are the calls' :func:`call_text`."""
 
     def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Any) -> None:
         super().__init__(model, **options)
         self.max_steps = max_steps
 
-    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
         from metaharness.planner.subagents.stage_io import CandidatePlan
 
         tools = task.tools
@@ -164,14 +164,14 @@ class ToolCallPlanSampler(ModelStage):
             return None
 
         answer = self.ask(
-            SYSTEM.format(m=m, max_steps=self.max_steps),
+            SYSTEM.format(plans=plans, max_steps=self.max_steps),
             task.describe(),
-            calls_schema(tools, m, self.max_steps),
+            calls_schema(tools, plans, self.max_steps),
             check=check,
         )
-        plans: list[CandidatePlan] = []
-        for item in (answer or {}).get("plans", [])[:m]:
+        found: list[CandidatePlan] = []
+        for item in (answer or {}).get("plans", [])[:plans]:
             plan = CandidatePlan(tuple(call_text(c) for c in item["calls"][: self.max_steps]))
-            if plan.subplans and plan not in plans:
-                plans.append(plan)
-        return plans
+            if plan.subplans and plan not in found:
+                found.append(plan)
+        return found
