@@ -109,10 +109,11 @@ class GridProgress(Protocol):
 
 
 def plan_grid(datasets: list[str], proposers: list[str], seeds: list[int], arms: list[str] | None = None) -> list[Cell]:
-    """Every (dataset, proposer, arm, seed), dataset-major: a dataset's cells finish together, so its table fills
-    first; within it a seed's arms are apart, so every arm has runs early."""
+    """Every (dataset, proposer, seed, arm), dataset-major: a dataset's cells finish together, so its table fills
+    first; within it a seed's arms run one after another: they share the response cache (the same first proposals,
+    the same programs on the same examples), and a grid stopped part-way holds complete pairs of arms."""
     each: list[str | None] = list(arms) if arms else [None]
-    return [Cell(d, p, s, a) for d in datasets for p in proposers for a in each for s in seeds]
+    return [Cell(d, p, s, a) for d in datasets for p in proposers for s in seeds for a in each]
 
 
 def experiment_spec(
