@@ -49,7 +49,7 @@ import numpy as np
 
 from metaharness import frontier
 from metaharness.budget import Budget, Spend
-from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation, Increment, candidate_id
+from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction, candidate_id
 from metaharness.staging import ExampleOrder, Policy, Standing, decide
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,7 +262,8 @@ class World:
 
     def _add(self, parent: str | None, iteration: int, prediction: dict | None, truth: _Truth) -> str:
         cid = candidate_id(len(self.candidates) + 1)
-        self.candidates.append(Candidate(cid, parent, iteration, "", IMPLEMENTED, prediction=prediction))
+        predicted = Prediction.from_json(prediction) if prediction is not None else None
+        self.candidates.append(Candidate(cid, parent, iteration, "", IMPLEMENTED, prediction=predicted))
         self.truth[cid] = truth
         return cid
 

@@ -15,6 +15,7 @@ its commit and its evaluation into the commit's git note, updated as the evaluat
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -135,6 +136,137 @@ class Evaluation:
         )
 
 
+def _number(value: object) -> float | None:
+    """``value`` when it is a JSON number (not a bool), as stored (an int stays an int), else ``None``."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _costs(value: object) -> Mapping[str, float] | None:
+    """``value`` when it is an object of numbers by limit name (``{"evals": 1, "tokens": 900, "usd": 0.002}``)."""
+    if isinstance(value, dict) and all(isinstance(k, str) and _number(v) is not None for k, v in value.items()):
+        return value
+    return None
+
+
+# The keys a Prediction reads into fields, with the check a stored value must pass to be read into its field.
+_PREDICTION_FIELDS = {
+    "score": _number,
+    "std": _number,
+    "base": _text,
+    "raw_gain": _number,
+    "probe_std": _number,
+    "pair_variance": _number,
+    "cost": _costs,
+    "edit_cost": _costs,
+    "node": _text,
+    "tokens_per_example": _number,
+    "usd_per_example": _number,
+    "repeat": _number,
+}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the proposer predicted about a candidate, as its ``prediction`` JSON object holds it.
+
+    Each field is ``None`` when the proposer did not predict it (or stored something else under its key, which then
+    stays in ``extra``):
+
+    - ``score``, ``std``: the predicted primary validation score and its standard deviation;
+    - ``base``: the candidate the prediction was made from, ``raw_gain`` the predicted gain over it before the
+      run's calibration; ``probe_std`` and ``pair_variance`` what a training-example probe measured of that gain;
+    - ``cost``: what evaluating the candidate is predicted to cost, by limit (``evals``, ``tokens``, ``usd``);
+      ``edit_cost``: what writing the revision is predicted to cost (``tokens``, ``usd``);
+    - ``node``: the program-graph node the candidate realises;
+    - ``tokens_per_example``, ``usd_per_example``: its predicted task-model cost per validation example;
+      ``repeat``: the share of its calls predicted to repeat its parent's (cached, free);
+    - ``extra``: every other key exactly as the proposer wrote it (``chain``, ``flips``, ``label``, ...).
+
+    :meth:`from_json` reads any stored object and :meth:`to_json` gives it back unchanged, so old runs load as
+    they were written.
+    """
+
+    score: float | None = None
+    std: float | None = None
+    base: str | None = None
+    raw_gain: float | None = None
+    probe_std: float | None = None
+    pair_variance: float | None = None
+    cost: Mapping[str, float] | None = None
+    edit_cost: Mapping[str, float] | None = None
+    node: str | None = None
+    tokens_per_example: float | None = None
+    usd_per_example: float | None = None
+    repeat: float | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Prediction:
+        known: dict[str, Any] = {}
+        extra: dict[str, object] = {}
+        for key, value in data.items():
+            read = _PREDICTION_FIELDS.get(key)
+            typed = read(value) if read is not None else None
+            if typed is None:
+                extra[key] = value
+            else:
+                known[key] = typed
+        return cls(**known, extra=extra)
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON object :meth:`from_json` read (``{}`` for an empty prediction)."""
+        known = {key: getattr(self, key) for key in _PREDICTION_FIELDS if getattr(self, key) is not None}
+        return {**self.extra, **{k: dict(v) if isinstance(v, Mapping) else v for k, v in known.items()}}
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """One candidate an iteration will commit, as the iteration's journaled plan holds it: its ``id``, the
+    ``parent`` it revises (``None``: a seed, or a fresh program), its program, why (``summary``, ``hypothesis``,
+    ``prediction``), the program-graph ``node`` it realises (``None``: none, or one already realised) and whether
+    it is to be evaluated (``False``: an intermediate of a revision chain, committed implemented)."""
+
+    id: str
+    parent: str | None
+    source: str
+    summary: str = ""
+    hypothesis: str = ""
+    prediction: Prediction | None = None
+    node: str | None = None
+    evaluate: bool = True
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "parent": self.parent,
+            "source": self.source,
+            "summary": self.summary,
+            "hypothesis": self.hypothesis,
+            "prediction": self.prediction.to_json() if self.prediction is not None else None,
+            "node": self.node,
+            "evaluate": self.evaluate,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PlanEntry:
+        """An entry as any run wrote it (a plan from before chains has no ``node`` and no ``evaluate``)."""
+        prediction = data.get("prediction")
+        return cls(
+            id=data["id"],
+            parent=data.get("parent"),
+            source=data["source"],
+            summary=data.get("summary", ""),
+            hypothesis=data.get("hypothesis", ""),
+            prediction=Prediction.from_json(prediction) if isinstance(prediction, dict) else None,
+            node=data.get("node"),
+            evaluate=bool(data.get("evaluate", True)),
+        )
+
+
 @dataclass
 class Candidate:
     """One candidate as committed: a program, where it came from, and how it did on validation."""
@@ -146,7 +278,7 @@ class Candidate:
     status: str = EVALUATED
     summary: str = ""
     hypothesis: str = ""
-    prediction: dict[str, Any] | None = None
+    prediction: Prediction | None = None
     error: str | None = None
     evaluation: Evaluation | None = None
     # Per-example validation trace, relative to the run directory (kept beside the repository, not in it).
@@ -195,7 +327,8 @@ class Candidate:
 
     def metadata(self) -> dict[str, Any]:
         """Everything but the program and its evaluation (``candidate.json`` in the candidate's commit)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("source", "evaluation")}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("source", "evaluation")}
+        return {**data, "prediction": self.prediction.to_json() if self.prediction is not None else None}
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, as JSON (the journal's format for evaluated-but-uncommitted candidates)."""
@@ -208,6 +341,7 @@ class Candidate:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Candidate:
         evaluation = data.get("evaluation")
+        prediction = data.get("prediction")
         return cls(
             id=data["id"],
             parent=data.get("parent"),
@@ -216,7 +350,7 @@ class Candidate:
             status=data.get("status", EVALUATED),
             summary=data.get("summary", ""),
             hypothesis=data.get("hypothesis", ""),
-            prediction=data.get("prediction"),
+            prediction=Prediction.from_json(prediction) if isinstance(prediction, dict) else None,
             error=data.get("error"),
             evaluation=Evaluation.from_dict(evaluation) if evaluation else None,
             trace=data.get("trace"),

@@ -48,6 +48,8 @@ from metaharness.candidate import (
     Candidate,
     Evaluation,
     Increment,
+    PlanEntry,
+    Prediction,
     candidate_id,
     id_number,
 )
@@ -58,6 +60,7 @@ from metaharness.settings import RunSettings
 from metaharness.staging import ExampleOrder, Policy, Standing, alternatives, decide
 from metaharness.store.crash import crash_point
 from metaharness.store.files import atomic_write_text
+from metaharness.store.log import IterationFacts, IterationLine, ProposerFailureLine, StopLine, TestSkippedLine
 from metaharness.store.protocol import RunStore
 
 
@@ -107,7 +110,7 @@ class LoopSettings:
     test: bool = True
 
 
-def plan_entries(proposals: list[Proposal], first: int, realised: dict[str, str]) -> list[dict[str, Any]]:
+def plan_entries(proposals: list[Proposal], first: int, realised: dict[str, str]) -> list[PlanEntry]:
     """An iteration's plan: one entry per candidate to commit, ids from ``c{first}`` on, every parent before its
     children.
 
@@ -118,7 +121,7 @@ def plan_entries(proposals: list[Proposal], first: int, realised: dict[str, str]
     proposal (planned first, with its own chain). A proposal whose node is already committed evaluates that
     candidate's program again as its child (the node stays with the first candidate).
     """
-    entries: list[dict[str, Any]] = []
+    entries: list[PlanEntry] = []
     by_node = dict(realised)
     finals = {p.node: p for p in proposals if p.node is not None}
     planned: dict[int, str] = {}  # id(proposal) -> its entry's candidate id
@@ -129,22 +132,12 @@ def plan_entries(proposals: list[Proposal], first: int, realised: dict[str, str]
         node = p.node if p.node is not None and p.node not in by_node else None
         if p.node is not None and node is None:
             parent = by_node[p.node]
-        prediction = dict(p.prediction or {})
+        prediction = Prediction.from_json(p.prediction or {})
         if node is not None:
-            prediction["node"] = node
+            prediction = dataclasses.replace(prediction, node=node)
             by_node[node] = cid
-        entries.append(
-            {
-                "id": cid,
-                "parent": parent,
-                "source": p.source,
-                "summary": p.summary,
-                "hypothesis": p.hypothesis,
-                "prediction": prediction or None,
-                "node": node,
-                "evaluate": evaluate,
-            }
-        )
+        kept = prediction if prediction.to_json() else None
+        entries.append(PlanEntry(cid, parent, p.source, p.summary, p.hypothesis, kept, node, evaluate))
         return cid
 
     def plan(p: Proposal) -> str:
@@ -276,7 +269,7 @@ class Optimizer:
         except ProposerFailed as exc:
             stopped, failure = str(exc), exc
         if stopped:
-            self.store.log({"type": "stop", "reason": stopped, "spent": self.spent()})
+            self.store.log(StopLine(stopped, self.spent()))
             self.events.note(f"stopped: {stopped}")
         self._write_summary()
         if failure is not None:
@@ -316,29 +309,19 @@ class Optimizer:
             crash_point("iteration:planned")
         for entry in plan:
             self._check_stop()
-            if not self.store.has(entry["id"]):
+            if not self.store.has(entry.id):
                 self._realise(entry, iteration)
-        record = self._evaluate(iteration, [e["id"] for e in plan if e.get("evaluate", True)])
+        record = self._evaluate(iteration, [e.id for e in plan if e.evaluate])
         self._judge()
         candidates = self.store.candidates()
-        mine = [r for r in candidates if r.iteration == iteration]
-        best = frontier.best(candidates)
         self.store.log(
-            {
-                "type": "iteration",
-                "iteration": iteration,
-                "candidates": [r.id for r in mine],
-                "evaluated": sum(r.evaluated for r in mine),
-                "implemented": sum(r.implemented for r in mine),
-                "failed": sum(r.failed for r in mine),
-                "best": best.id if best else None,
-                "best_score": best.score if best else None,
-                "holdout": self._holdout_of(best),
-                "frontier": [r.id for r in frontier.pareto_front(candidates)],
-                "spent": self.spent(),
-                **record,
-                "seconds": round(time.monotonic() - started, 3),
-            }
+            IterationLine(
+                IterationFacts.of(iteration, candidates),
+                holdout=self._holdout_of(frontier.best(candidates)),
+                spent=self.spent(),
+                staging=record,
+                seconds=round(time.monotonic() - started, 3),
+            )
         )
         crash_point("iteration:logged")
         self.store.drop_plan(iteration)
@@ -492,15 +475,7 @@ class Optimizer:
         """Log that the proposer failed in ``iteration`` (nothing was committed; it is asked again)."""
         message = f"{type(error).__name__}: {error}".strip()
         details = "".join(traceback.format_exception(error))
-        self.store.log(
-            {
-                "type": "proposer_failure",
-                "iteration": iteration,
-                "proposer_error": message[:2000],
-                "proposer_traceback": details[-8000:],
-                "spent": self.spent(),
-            }
-        )
+        self.store.log(ProposerFailureLine(iteration, message[:2000], details[-8000:], self.spent()))
         self.events.note(f"iteration {iteration}: the proposer {self.proposer.name} failed: {message[:300]}")
         self._write_summary()
 
@@ -508,7 +483,7 @@ class Optimizer:
         lines = self.store.log_records("proposer_failure")
         return str(lines[-1].get("proposer_error", "")) if lines else ""
 
-    def _plan(self, iteration: int) -> list[dict[str, Any]]:
+    def _plan(self, iteration: int) -> list[PlanEntry]:
         """The candidates of an iteration, with fresh ids: the seeds first, then what the proposer returns."""
         if iteration == 0:
             proposals = [Proposal(parent=None, source=s.source, summary=f"seed: {s.name}") for s in self.seeds]
@@ -539,8 +514,8 @@ class Optimizer:
         realised = {}
         for c in self.store.candidates():
             realised[c.id] = c.id
-            if c.prediction and c.prediction.get("node") is not None:
-                realised[str(c.prediction["node"])] = c.id
+            if c.prediction is not None and c.prediction.node is not None:
+                realised[c.prediction.node] = c.id
         return realised
 
     def state(self, iteration: int) -> RunState:
@@ -560,18 +535,18 @@ class Optimizer:
         left = self.budget()
         return Budget(tokens=left.get("tokens", math.inf), usd=left.get("usd", math.inf))
 
-    def _realise(self, entry: dict[str, Any], iteration: int) -> None:
+    def _realise(self, entry: PlanEntry, iteration: int) -> None:
         """Check and commit one planned candidate: implemented (to be scored by the staged evaluation), or failed."""
         candidate = Candidate(
-            id=entry["id"],
-            parent=entry["parent"],
+            id=entry.id,
+            parent=entry.parent,
             iteration=iteration,
-            source=entry["source"],
+            source=entry.source,
             status=IMPLEMENTED,
-            summary=entry.get("summary", ""),
-            hypothesis=entry.get("hypothesis", ""),
-            prediction=entry.get("prediction"),
-            trace=self.store.relative(self.store.trace_path(entry["id"], "val")),
+            summary=entry.summary,
+            hypothesis=entry.hypothesis,
+            prediction=entry.prediction,
+            trace=self.store.relative(self.store.trace_path(entry.id, "val")),
         )
         self.events.candidate_started(candidate.id, "check", candidate.summary)
         if candidate.parent is not None and not self.store.has(candidate.parent):
@@ -614,7 +589,7 @@ class Optimizer:
         if todo:
             reason = self.evaluator.split_unavailable("test")
             if reason:
-                self.store.log({"type": "test_skipped", "reason": reason})
+                self.store.log(TestSkippedLine(reason))
                 self.events.note(f"test split not evaluated: {reason}")
                 return {cid: ev for cid, ev in results.items() if ev is not None}
         for candidate in todo:

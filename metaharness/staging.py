@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from metaharness.budget import Budget, Spend
-from metaharness.candidate import Candidate
+from metaharness.candidate import Candidate, Prediction
 from metaharness.errors import InputError
 from metaharness.planner.allocation import Allocation, Arm, Option, allocate, posterior, stages
 
@@ -104,8 +104,8 @@ def paired(candidate: Candidate, ref: Candidate) -> list[float]:
 def _ancestor(candidate: Candidate, by_id: Mapping[str, Candidate], *, supported: bool) -> Candidate | None:
     """The nearest ancestor (the candidate itself excluded) that is evaluated (supported, when asked)."""
     seen: set[str] = set()
-    base = (candidate.prediction or {}).get("base")
-    cid = str(base) if base else candidate.parent
+    base = candidate.prediction.base if candidate.prediction is not None else None
+    cid = base if base else candidate.parent
     while cid is not None and cid in by_id and cid not in seen:
         seen.add(cid)
         found = by_id[cid]
@@ -138,12 +138,12 @@ class Calibration:
                 continue
             n = max(1, c.evaluation.examples)
             noise = c.score * (1 - c.score) / n
-            predicted = (c.prediction or {}).get("score")
-            if isinstance(predicted, (int, float)) and not isinstance(predicted, bool):
-                residuals.append((c.score - float(predicted)) ** 2)
+            prediction = c.prediction or Prediction()
+            if prediction.score is not None:
+                residuals.append((c.score - float(prediction.score)) ** 2)
                 sampling.append(noise)
-                std = (c.prediction or {}).get("std")
-                if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0:
+                std = prediction.std
+                if std is not None and std > 0:
                     reported.append(float(std) ** 2)
             parent = _ancestor(c, by_id, supported=True)
             if parent is not None:
@@ -176,11 +176,10 @@ def prior_of(candidate: Candidate, by_id: Mapping[str, Candidate], calibration: 
     A prediction's sd is its reported std rescaled by how far the run's verified predictions say the reported stds
     are off (``calibration.std_scale``); before enough were verified, at least what the run's predictions missed
     by. Never below :data:`MIN_PRIOR_SD`."""
-    prediction = candidate.prediction or {}
-    score = prediction.get("score")
-    if isinstance(score, (int, float)) and not isinstance(score, bool):
-        std = prediction.get("std")
-        sd = float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) else 0.0
+    prediction = candidate.prediction or Prediction()
+    score = prediction.score
+    if score is not None:
+        sd = float(prediction.std) if prediction.std is not None else 0.0
         if calibration.std_scale is not None and sd > 0:
             return float(score), max(MIN_PRIOR_SD, calibration.std_scale * sd)
         return float(score), max(sd, calibration.spread)
@@ -194,7 +193,7 @@ def per_example_costs(
     """What scoring each search example is predicted to cost: the prediction's ``tokens_per_example`` and
     ``usd_per_example`` (else the nearest evaluated ancestor's measured cost per example, else ``fallback``), times
     ``1 - repeat`` on the examples its base was scored on (its calls there repeat calls the run made: free)."""
-    prediction = candidate.prediction or {}
+    prediction = candidate.prediction or Prediction()
     base = _ancestor(candidate, by_id, supported=False)
     measured = fallback
     if base is not None and base.evaluation is not None and base.evaluation.examples:
@@ -202,9 +201,9 @@ def per_example_costs(
         tokens = ev.cost.get("input_tokens", 0.0) + ev.cost.get("output_tokens", 0.0)
         charged = max(1.0, ev.cost.get("charged_examples", float(ev.examples)))
         measured = Spend(1.0, tokens / ev.examples, ev.cost.get("usd", 0.0) / charged)
-    tokens = prediction.get("tokens_per_example", measured.tokens)
-    usd = prediction.get("usd_per_example", measured.usd)
-    repeat = prediction.get("repeat", 0.0)
+    tokens = prediction.tokens_per_example if prediction.tokens_per_example is not None else measured.tokens
+    usd = prediction.usd_per_example if prediction.usd_per_example is not None else measured.usd
+    repeat = prediction.repeat if prediction.repeat is not None else 0.0
     new = Spend(1.0, float(tokens), float(usd))
     repeats = set(_scores(base)) if base is not None else set()
     factor = 1.0 - min(1.0, max(0.0, float(repeat)))

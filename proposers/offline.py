@@ -44,7 +44,7 @@ import random
 from collections import OrderedDict
 from pathlib import Path
 
-from metaharness.candidate import Candidate
+from metaharness.candidate import Candidate, Prediction
 from metaharness.errors import InputError
 from metaharness.models.prices import FREE, Price, PriceTable
 from metaharness.models.types import ModelClient, Usage
@@ -284,11 +284,11 @@ def _misses(state: RunState, calibration: Calibration) -> list[tuple[float, floa
     scores = {c.id: c.score for c in state.evaluated()}
     misses = []
     for cand in state.evaluated():
-        pred = cand.prediction or {}
-        base, gain, std = pred.get("base"), pred.get("raw_gain"), pred.get("probe_std")
-        if base in scores and isinstance(gain, (int, float)) and isinstance(std, (int, float)):
+        pred = cand.prediction or Prediction()
+        base, gain, std = pred.base, pred.raw_gain, pred.probe_std
+        if base is not None and base in scores and gain is not None and std is not None:
             examples = cand.evaluation.examples if cand.evaluation else 0
-            sampling = float(pred.get("pair_variance", 0.0)) / examples if examples else 0.0
+            sampling = float(pred.pair_variance or 0.0) / examples if examples else 0.0
             misses.append((cand.score - predicted_score(scores[base], gain, calibration), float(std), sampling))
     return misses
 

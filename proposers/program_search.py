@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from metaharness.candidate import Candidate
+from metaharness.candidate import Candidate, Prediction
 from metaharness.planner.expand import Growth, grow
 from metaharness.planner.graph import Node, NodeId, PlanGraph
 from metaharness.planner.program import IMPLEMENTED, LIMITS, PREDICTED, chain, incumbent, nodes_with
@@ -103,14 +103,14 @@ def calibrate(state: RunState, *, prior: float = 0.02) -> Calibration:
     scores = {c.id: c.score for c in state.evaluated()}
     pairs = []
     for cand in state.evaluated():
-        pred = cand.prediction or {}
-        base = pred.get("base")
-        if base not in scores:
+        pred = cand.prediction or Prediction()
+        base = pred.base
+        if base is None or base not in scores:
             continue
-        gain = pred.get("raw_gain")
-        if not isinstance(gain, (int, float)) and isinstance(pred.get("score"), (int, float)):
-            gain = float(pred["score"]) - scores[base]
-        if isinstance(gain, (int, float)):
+        gain = pred.raw_gain
+        if gain is None and pred.score is not None:
+            gain = float(pred.score) - scores[base]
+        if gain is not None:
             pairs.append((float(gain), cand.score - scores[base]))
     if not pairs:
         return Calibration()

@@ -192,7 +192,7 @@ class Workspace:
             "cost": cand.cost,
             "failed": cand.failed,
             "error": cand.error,
-            "prediction": cand.prediction,
+            "prediction": cand.prediction.to_json() if cand.prediction is not None else None,
         }
         (folder / "info.json").write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
         write_traces(folder, self.state.trace_path(cand))

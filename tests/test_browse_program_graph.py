@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from command_line import run_metaharness as _cli
 
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.planner import program
 from metaharness.store import RunDirectory
 
@@ -50,8 +50,8 @@ def run_dir(tmp_path_factory) -> Path:
     )
     program.add_predicted(graph, "d", "c001", 0.1, label=-1, summary="drop the examples", data={"iteration": 1})
     run.save_program_graph(graph)
-    _commit(run, "c002", "c001", 1, status="implemented", prediction={"score": 0.35, "std": 0.04, "node": "b"})
-    _commit(run, "c003", "c002", 1, score=0.45, prediction={"score": 0.5, "node": "c"})
+    _commit(run, "c002", "c001", 1, status="implemented", prediction=Prediction(score=0.35, std=0.04, node="b"))
+    _commit(run, "c003", "c002", 1, score=0.45, prediction=Prediction(score=0.5, node="c"))
     run.close()
     return path
 

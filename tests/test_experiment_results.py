@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.errors import InputError
 from metaharness.experiment.results import experiment_table, run_figures, write_results
 from metaharness.store import RunDirectory
@@ -39,13 +39,13 @@ def make_run(path: Path, scores, *, predicted=None, tokens=100, usd=0.0, test=No
                 status="evaluated",
                 summary=cid,
                 evaluation=ev,
-                prediction=None if guess is None else {"score": guess},
+                prediction=None if guess is None else Prediction(score=guess),
             )
         )
         if best is None or score > best:
             best, best_id = score, cid
         if it == failed_at:
-            rd.commit(Candidate("c100", None, it, "x", status="failed", error="boom", prediction={"score": 1}))
+            rd.commit(Candidate("c100", None, it, "x", status="failed", error="boom", prediction=Prediction(score=1)))
         rd.log({"type": "iteration", "iteration": it, "best": best_id, "best_score": best})
     rd.record_spend("fake", "task", usd, input_tokens=tokens - 1, output_tokens=1)
     if test is not None:

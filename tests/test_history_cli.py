@@ -8,7 +8,7 @@ import pytest
 from command_line import assert_fails_cleanly
 from command_line import run_metaharness as _cli
 
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.store import RunDirectory
 
 
@@ -35,7 +35,7 @@ def run_dir(tmp_path_factory) -> Path:
             base + "    # label list\n",
             summary="add the label list",
             hypothesis="the model stops inventing labels",
-            prediction={"score": 0.4},
+            prediction=Prediction(score=0.4),
             evaluation=Evaluation("val", {"primary": 0.5}, {"context_tokens": 300}, 3),
             trace="traces/c002.val.jsonl",
         )

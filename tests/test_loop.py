@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeEvaluator, ScriptedProposer, program
 
+from metaharness.candidate import Prediction
 from metaharness.errors import ConfigurationError, MetaharnessError
 from metaharness.loop import LoopEvents, LoopSettings, Optimizer, ProposerFailed, Seed, StopRequest
 from metaharness.models.types import StructuredOutputError
@@ -328,7 +329,7 @@ def test_a_chain_commits_its_intermediate_as_the_parent_and_predictions_last_acr
     b, c, d, e = records["c003"], records["c004"], records["c005"], records["c006"]
     assert b.implemented and not b.evaluated and b.evaluation is None and b.parent == "c002"
     assert (c.parent, d.parent, e.parent) == ("c003", "c003", "c001")  # B committed once, shared by C and D
-    assert c.prediction["node"] == "C" and b.prediction == {"score": 0.35, "std": 0.05, "node": "B"}
+    assert c.prediction.node == "C" and b.prediction == Prediction(score=0.35, std=0.05, node="B")
     assert [cid for cid, _ in evaluator.evaluated] == ["c001", "c002", "c004", "c005", "c006"]  # B not evaluated
     # git's parents are the revisions: C's commit's parent is B's commit, B's is c002's
     sha = {cid: _git(run.path, "rev-parse", f"{cid}^{{commit}}").strip() for cid in records}
@@ -366,7 +367,7 @@ def test_plan_entries_order_chains_share_steps_and_reuse_what_is_committed():
         return Proposal(parent, f"# {name}", name, node=node if node is not None else name, intermediates=list(steps))
 
     def shape(entries):
-        return [(e["id"], e["summary"], e["parent"], e["evaluate"], e["node"]) for e in entries]
+        return [(e.id, e.summary, e.parent, e.evaluate, e.node) for e in entries]
 
     b = p("b", parent=None)
     # C's intermediate B is evaluated by another proposal: B is planned first, as that proposal, and C revises it
@@ -390,5 +391,5 @@ def test_plan_entries_order_chains_share_steps_and_reuse_what_is_committed():
     ]
     # evaluating a node that a committed candidate realised: its program again, as that candidate's child
     (again,) = plan_entries([p("b", parent="c001")], 9, realised)
-    assert (again["parent"], again["node"], again["prediction"]) == ("c004", None, None)
-    assert plan_entries([p("c", steps=[b])], 1, {})[1]["prediction"] == {"node": "c"}
+    assert (again.parent, again.node, again.prediction) == ("c004", None, None)
+    assert plan_entries([p("c", steps=[b])], 1, {})[1].prediction == Prediction(node="c")

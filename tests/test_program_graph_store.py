@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.errors import InputError
 from metaharness.planner import program
 from metaharness.report import RunView
@@ -47,8 +47,8 @@ def test_a_committed_candidate_takes_the_place_of_the_node_it_realises(run):
     program.add_predicted(graph, "b", "a", 0.6, summary="b", label=1)
     program.add_predicted(graph, "x", "c001", 0.2, summary="x", label=-1)
     run.save_program_graph(graph)
-    run.commit(_candidate("c002", "c001", status="implemented", prediction={"score": 0.5, "std": 0.1, "node": "a"}))
-    run.commit(_candidate("c003", "c002", 0.55, prediction={"score": 0.6, "node": "b"}))
+    run.commit(_candidate("c002", "c001", status="implemented", prediction=Prediction(score=0.5, std=0.1, node="a")))
+    run.commit(_candidate("c003", "c002", 0.55, prediction=Prediction(score=0.6, node="b")))
     saved = program_graph.load(run.path)
     assert [n.id for n in saved.nodes] == ["c001", "c002", "c003", "x"]
     implemented, evaluated, waiting = saved.node("c002"), saved.node("c003"), saved.node("x")

@@ -9,7 +9,7 @@ import pytest
 from fakes import ScriptedModel
 from test_proposers_offline import NoValTask, _state, keyword_model
 
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.planner.program import (
     IMPLEMENTED,
     PREDICTED,
@@ -96,7 +96,7 @@ def test_an_offline_prediction_made_in_one_iteration_is_chosen_in_a_later_one(ta
         parent=chosen.parent,
         source=chosen.source,
         iteration=1,
-        prediction=chosen.prediction,
+        prediction=Prediction.from_json(chosen.prediction) if chosen.prediction is not None else None,
         evaluation=Evaluation("val", {"primary": 0.05}, {"input_tokens": 900.0, "output_tokens": 40.0}),
     )
     save(tmp_path, state.graph)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fakes import ScriptedModel
 
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
 from metaharness.proposal import Proposer, RunState
@@ -295,7 +295,7 @@ def test_calibration_learns_how_far_predictions_held() -> None:
     from metaharness.proposers.program_search import calibrate
 
     def cand(id, score, pred=None):
-        prediction = {"score": pred, "base": "s"} if pred is not None else None
+        prediction = Prediction(score=pred, base="s") if pred is not None else None
         return Candidate(
             id=id,
             parent="s",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.planner import program
 from metaharness.report import RunView, write_report, write_summary_markdown
 from metaharness.report.page import render_html
@@ -41,7 +41,7 @@ def _rec(cid, parent, iteration, score, predicted=None, usd=0.0):
         summary=f"<{cid}> & co",
         error="boom" if score is None else None,
         evaluation=ev,
-        prediction=None if predicted is None else {"score": predicted},
+        prediction=None if predicted is None else Prediction(score=predicted),
     )
 
 
@@ -63,7 +63,7 @@ def run(tmp_path):
     program.add_predicted(graph, "n2", "n1", 0.7, cost={"tokens": 3000, "usd": 0.03}, label=1, summary="n2 <step>")
     rd.save_program_graph(graph)
     step = Candidate("c006", "c005", 2, "class Harness: pass\n", status="implemented", summary="step to n1")
-    step.prediction = {"score": 0.62, "std": 0.05, "node": "n1"}
+    step.prediction = Prediction(score=0.62, std=0.05, node="n1")
     rd.commit(step)
     for it in (0, 1, 2):
         predicted = {"evals": 2.0, "tokens": 900.0 * it, "usd": 0.004 * it}

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.staging import CALIBRATION_PAIRS, MIN_PRIOR_SD, Calibration, prior_of
 
 
 def _scored(cid: str, score: float, predicted: float, std: float, examples: int = 400) -> Candidate:
     evaluation = Evaluation("val", {"primary": score}, examples=examples, share=examples)
-    return Candidate(cid, "c000", 1, "", prediction={"score": predicted, "std": std}, evaluation=evaluation)
+    return Candidate(cid, "c000", 1, "", prediction=Prediction(score=predicted, std=std), evaluation=evaluation)
 
 
 def _fresh(std: float) -> Candidate:
-    return Candidate("c100", "c000", 2, "", status="implemented", prediction={"score": 0.5, "std": std})
+    return Candidate("c100", "c000", 2, "", status="implemented", prediction=Prediction(score=0.5, std=std))
 
 
 def test_too_wide_stds_are_narrowed_once_enough_predictions_are_verified() -> None:

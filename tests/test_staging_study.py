@@ -41,7 +41,7 @@ def test_every_policy_keeps_the_iteration_budget_on_the_same_proposals() -> None
             assert world.spent.evals - before <= budget, policy
             before = world.spent.evals
         assert study.frontier.best(world.candidates).supported
-        firsts[policy] = [(c.parent, c.prediction["score"]) for c in world.candidates if c.iteration == 1]
+        firsts[policy] = [(c.parent, c.prediction.score) for c in world.candidates if c.iteration == 1]
     assert len({tuple(v) for v in firsts.values()}) == 1  # common random numbers: one set of proposals
 
 

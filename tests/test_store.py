@@ -9,7 +9,7 @@ import pytest
 from git.exc import GitCommandError
 
 from metaharness import frontier
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, PlanEntry, Prediction
 from metaharness.errors import InputError
 from metaharness.store import BEST_REF, RunDirectory
 from metaharness.store.files import append_jsonl, atomic_write_json, read_jsonl
@@ -49,7 +49,7 @@ def run(tmp_path):
 
 def test_candidates_are_commits_on_their_parents_with_scores_in_trailers_and_notes(run):
     run.commit(record("c001", None, 0.3))
-    run.commit(record("c002", "c001", 0.5, hypothesis="labels help", prediction={"score": 0.45}))
+    run.commit(record("c002", "c001", 0.5, hypothesis="labels help", prediction=Prediction(score=0.45)))
     run.commit(record("c003", "c001", None, error="ImportError: no module named foo"))
     path = run.path
     root = git(path, "rev-parse", "root").strip()
@@ -72,7 +72,7 @@ def test_candidates_are_commits_on_their_parents_with_scores_in_trailers_and_not
     subprocess.run(["git", "-C", str(path), "fsck", "--strict"], check=True, capture_output=True)
     ids = [c.candidate.id for c in run.store.candidates()]
     assert ids == ["c001", "c002", "c003"]
-    assert run.store.get("c002").candidate.prediction == {"score": 0.45}
+    assert run.store.get("c002").candidate.prediction == Prediction(score=0.45)
 
 
 def test_best_moves_only_on_a_strictly_better_evaluated_candidate(run):
@@ -128,7 +128,7 @@ def test_reopening_checks_settings_and_the_lock(run, tmp_path):
 
 def test_next_id_skips_planned_and_journaled_ids(run):
     run.commit(record("c001", None, 0.4))
-    run.journal.save_plan(1, [{"id": "c002"}, {"id": "c003"}])
+    run.journal.save_plan(1, [PlanEntry("c002", None, ""), PlanEntry("c003", None, "")])
     run.journal.save_result(record("c004", "c001", 0.1))
     assert run.next_id() == "c005"
 
@@ -177,12 +177,12 @@ def test_recover_logs_a_candidate_committed_just_before_a_kill(run):
 
 def test_recover_drops_the_plan_of_a_finished_iteration_only(run):
     run.commit(record("c001", None, 0.4))
-    run.journal.save_plan(1, [{"id": "c002"}])
+    run.journal.save_plan(1, [PlanEntry("c002", None, "")])
     run.log({"type": "iteration", "iteration": 1})  # logged; the kill came before the plan's removal
-    run.journal.save_plan(2, [{"id": "c003"}])  # an open iteration: kept for the resumed run
+    run.journal.save_plan(2, [PlanEntry("c003", None, "")])  # an open iteration: kept for the resumed run
     actions = run.recover()
     assert any("plan of iteration 1" in a for a in actions)
-    assert run.plan(1) is None and run.plan(2) == [{"id": "c003"}]
+    assert run.plan(1) is None and run.plan(2) == [PlanEntry("c003", None, "")]
     assert run.next_id() == "c004"
 
 

@@ -25,16 +25,16 @@ def console() -> Console:
 def resolve_run(run: str | None) -> Path:
     """A run directory from a path or a name under ``runs/``; by default the current directory when it is a run,
     else the most recently changed run under ``runs/``."""
-    from metaharness.store import CandidateStore
+    from metaharness.store import GitStore
 
     if run:
         for path in (Path(run), RUNS_ROOT / run):
-            if CandidateStore.exists(path):
+            if GitStore.exists(path):
                 return path
         raise InputError(f"No run at {run} (nor {RUNS_ROOT / run}); list runs with: ls {RUNS_ROOT}")
-    if CandidateStore.exists(Path(".")):
+    if GitStore.exists(Path(".")):
         return Path(".")
-    runs = [p for p in RUNS_ROOT.glob("*") if CandidateStore.exists(p)] if RUNS_ROOT.is_dir() else []
+    runs = [p for p in RUNS_ROOT.glob("*") if GitStore.exists(p)] if RUNS_ROOT.is_dir() else []
     if not runs:
         raise InputError(f"No run found in {RUNS_ROOT}/; start one with: metaharness optimize --dataset NAME --iters N")
     return max(runs, key=lambda p: (p / "summary.jsonl").stat().st_mtime if (p / "summary.jsonl").exists() else 0)
@@ -76,7 +76,7 @@ def history(
     for col in ("id", "iter", "parent", "val", "test", "pred", "ctx tok", "USD", "summary / error"):
         table.add_column(col)
     for r in view.records:
-        pred = r.prediction.get("score") if r.prediction else None
+        pred = r.prediction.score if r.prediction is not None else None
         table.add_row(
             r.id + (" *" if best and r.id == best.id else ""),
             str(r.iteration),
@@ -147,8 +147,8 @@ def show(
     out.print(f"summary: {r.summary}")
     if r.hypothesis:
         out.print(f"hypothesis: {r.hypothesis}")
-    if r.prediction:
-        out.print(f"prediction: {json.dumps(r.prediction, sort_keys=True)}", markup=False)
+    if r.prediction is not None and r.prediction.to_json():
+        out.print(f"prediction: {json.dumps(r.prediction.to_json(), sort_keys=True)}", markup=False)
     out.print(readable_note(stored.note).rstrip(), markup=False)
     if r.trace:
         out.print(f"trace: {path / r.trace}")

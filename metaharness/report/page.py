@@ -132,7 +132,7 @@ def render_html(view: RunView) -> str:
     best = view.best
     rows = []
     for r in view.records:
-        pred = r.prediction.get("score") if r.prediction else None
+        pred = r.prediction.score if r.prediction is not None else None
         rows.append(
             [
                 r.id,

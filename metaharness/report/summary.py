@@ -14,13 +14,13 @@ def prediction_rows(view: RunView) -> tuple[list[str], list[list[str]], float | 
     error."""
     rows = []
     for r, predicted in view.predicted():
-        std = (r.prediction or {}).get("std")
+        std = r.prediction.std if r.prediction is not None else None
         rows.append(
             [
                 r.id,
                 str(r.iteration),
                 f"{predicted:.3f}",
-                f"{float(std):.3f}" if isinstance(std, (int, float)) else "",
+                f"{float(std):.3f}" if std is not None else "",
                 f"{r.score:.3f}",
                 f"{r.score - predicted:+.3f}",
             ]
@@ -112,11 +112,7 @@ def render_markdown(view: RunView) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in view.records:
-        predicted = (
-            f"{r.prediction['score']:.3f}"
-            if r.prediction and isinstance(r.prediction.get("score"), (int, float))
-            else ""
-        )
+        predicted = f"{r.prediction.score:.3f}" if r.prediction is not None and r.prediction.score is not None else ""
         text = r.summary + (f" -- {r.error.splitlines()[0]}" if r.failed and r.error else "")
         lines.append(
             f"| {r.id} | {r.iteration} | {r.parent or 'root'} | {val_text(r)} | {predicted} | "

@@ -73,9 +73,9 @@ class RunView:
     def predicted(self) -> list[tuple[Candidate, float]]:
         """Every evaluated candidate that carried a predicted score, with that score."""
         return [
-            (r, float(r.prediction["score"]))
+            (r, float(r.prediction.score))
             for r in self.records
-            if r.prediction and isinstance(r.prediction.get("score"), (int, float)) and r.evaluated
+            if r.prediction is not None and r.prediction.score is not None and r.evaluated
         ]
 
     def prediction_error(self) -> float | None:

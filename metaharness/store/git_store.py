@@ -10,7 +10,7 @@ Layout of the repository (the run directory is its working tree):
 - ``refs/notes/metaharness``: a git note per candidate with its scores, so ``git log --notes=metaharness`` shows
   them. A commit is immutable; its note is not: a candidate is committed when it passes its check, and the note
   then records its evaluation as the loop scores it on more examples (which examples, the score, the stages, as
-  readable lines and as one ``evaluation-json:`` line that :meth:`CandidateStore.candidates` reads back), and the
+  readable lines and as one ``evaluation-json:`` line that :meth:`GitStore.candidates` reads back), and the
   test-split result at the end of a run.
 - ``refs/heads/best``: the best supported candidate (scored on every example of the search's share);
   ``HEAD`` points at it, so the working tree holds the best harness.
@@ -18,7 +18,7 @@ Layout of the repository (the run directory is its working tree):
 Crash safety: objects are written first (a kill leaves at most unreachable objects, which git ignores), then the
 candidate ref, the notes ref and ``best`` move in one ``git update-ref --stdin`` transaction: all or nothing. A
 candidate is therefore either fully committed, with its note and best ref, or absent. The working tree is synced
-afterwards; :meth:`CandidateStore.clean_interrupted` repairs a sync or any git command cut short by a kill.
+afterwards; :meth:`GitStore.clean_interrupted` repairs a sync or any git command cut short by a kill.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import git
 from git.objects.fun import tree_to_stream
 from gitdb import IStream, LooseObjectDB
 
-from metaharness.candidate import CANDIDATE_ID, EVALUATED, FAILED, Candidate, Evaluation, id_number
+from metaharness.candidate import CANDIDATE_ID, EVALUATED, FAILED, Candidate, Evaluation, Prediction, id_number
 from metaharness.errors import InputError
 from metaharness.harness import HARNESS_FILE
 from metaharness.store.crash import crash_point
@@ -75,21 +75,20 @@ def files_of(candidate: Candidate) -> dict[str, str]:
     return files
 
 
-def prediction_text(prediction: Mapping[str, Any] | None) -> str:
+def prediction_text(prediction: Prediction | None) -> str:
     """The proposer's prediction in one line (``predicted val 0.4200 +- 0.0500, node n3``); empty when none."""
-    prediction = prediction or {}
+    prediction = prediction or Prediction()
     parts = []
-    if isinstance(prediction.get("score"), (int, float)):
-        std = prediction.get("std")
+    if prediction.score is not None:
+        std = prediction.std
         parts.append(
-            f"predicted val {float(prediction['score']):.4f}"
-            + (f" +- {float(std):.4f}" if isinstance(std, (int, float)) and std else "")
+            f"predicted val {float(prediction.score):.4f}"
+            + (f" +- {float(std):.4f}" if std is not None and std else "")
         )
-    cost = prediction.get("cost")
-    if isinstance(cost, Mapping) and cost:
-        parts.append("predicted cost " + " ".join(f"{k} {v}" for k, v in sorted(cost.items())))
-    if prediction.get("node") is not None:
-        parts.append(f"node {prediction['node']}")
+    if prediction.cost:
+        parts.append("predicted cost " + " ".join(f"{k} {v}" for k, v in sorted(prediction.cost.items())))
+    if prediction.node is not None:
+        parts.append(f"node {prediction.node}")
     return ", ".join(parts)
 
 
@@ -183,13 +182,13 @@ def commit_message(candidate: Candidate) -> str:
         trailers.append(("Cost-USD", f"{candidate.evaluation.cost.get('usd', 0):.6f}"))
     if candidate.error:
         trailers.append(("Error", candidate.error.strip().splitlines()[0][:200]))
-    prediction = candidate.prediction or {}
-    if isinstance(prediction.get("score"), (int, float)):
-        trailers.append(("Predicted-Score", f"{float(prediction['score']):.4f}"))
-    if isinstance(prediction.get("std"), (int, float)):
-        trailers.append(("Predicted-Std", f"{float(prediction['std']):.4f}"))
-    if prediction.get("node") is not None:
-        trailers.append(("Node", str(prediction["node"])))
+    prediction = candidate.prediction or Prediction()
+    if prediction.score is not None:
+        trailers.append(("Predicted-Score", f"{float(prediction.score):.4f}"))
+    if prediction.std is not None:
+        trailers.append(("Predicted-Std", f"{float(prediction.std):.4f}"))
+    if prediction.node is not None:
+        trailers.append(("Node", prediction.node))
     body = candidate.hypothesis.strip()
     parts = [f"{candidate.id} [{tag}] {subject[:72]}"]
     if body:
@@ -198,7 +197,7 @@ def commit_message(candidate: Candidate) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-class CandidateStore:
+class GitStore:
     """Candidates as git commits in the repository at ``path`` (see the module docstring)."""
 
     def __init__(self, repo: git.Repo) -> None:
@@ -213,7 +212,7 @@ class CandidateStore:
     # -- creating and opening -------------------------------------------------------------------------------
 
     @classmethod
-    def init(cls, path: Path, config: dict[str, Any]) -> CandidateStore:
+    def init(cls, path: Path, config: dict[str, Any]) -> GitStore:
         """Create the repository and its root commit holding ``run.json``."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -229,7 +228,7 @@ class CandidateStore:
         return store
 
     @classmethod
-    def open(cls, path: Path) -> CandidateStore:
+    def open(cls, path: Path) -> GitStore:
         try:
             repo = git.Repo(path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:

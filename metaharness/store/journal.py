@@ -11,9 +11,8 @@ Every file is written atomically (:mod:`metaharness.store.files`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from metaharness.candidate import Candidate
+from metaharness.candidate import Candidate, PlanEntry
 from metaharness.store.files import atomic_write_json, clean_temporaries, read_json
 
 
@@ -26,19 +25,20 @@ class Journal:
     def _plan_path(self, iteration: int) -> Path:
         return self.folder / f"iteration-{iteration:04d}.json"
 
-    def save_plan(self, iteration: int, proposals: list[dict[str, Any]]) -> None:
-        atomic_write_json(self._plan_path(iteration), {"iteration": iteration, "proposals": proposals})
+    def save_plan(self, iteration: int, proposals: list[PlanEntry]) -> None:
+        entries = [p.to_json() for p in proposals]
+        atomic_write_json(self._plan_path(iteration), {"iteration": iteration, "proposals": entries})
 
-    def plan(self, iteration: int) -> list[dict[str, Any]] | None:
+    def plan(self, iteration: int) -> list[PlanEntry] | None:
         path = self._plan_path(iteration)
-        return read_json(path)["proposals"] if path.exists() else None
+        return [PlanEntry.from_json(p) for p in read_json(path)["proposals"]] if path.exists() else None
 
-    def planned(self) -> dict[int, list[dict[str, Any]]]:
+    def planned(self) -> dict[int, list[PlanEntry]]:
         """Every open iteration plan, by iteration."""
         plans = {}
         for path in sorted(self.folder.glob("iteration-*.json")):
             data = read_json(path)
-            plans[int(data["iteration"])] = data["proposals"]
+            plans[int(data["iteration"])] = [PlanEntry.from_json(p) for p in data["proposals"]]
         return plans
 
     def drop_plan(self, iteration: int) -> None:

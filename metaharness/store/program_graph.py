@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from metaharness.candidate import Candidate, id_number
+from metaharness.candidate import Candidate, Prediction, id_number
 from metaharness.errors import InputError
 from metaharness.planner import program
 from metaharness.planner.graph import Node, PlanGraph
@@ -86,7 +86,7 @@ def sync(graph: PlanGraph | None, candidates: list[Candidate]) -> PlanGraph:
     if graph is None:
         graph = empty()
     for candidate in sorted(candidates, key=lambda c: id_number(c.id)):
-        node = (candidate.prediction or {}).get("node")
+        node = candidate.prediction.node if candidate.prediction is not None else None
         if candidate.id not in graph.nx:
             if node is not None and node in graph.nx and graph.node(node).status == program.PREDICTED:
                 realised = program.mark(graph, node, candidate.status, new_id=candidate.id)
@@ -107,7 +107,7 @@ def sync(graph: PlanGraph | None, candidates: list[Candidate]) -> PlanGraph:
 
 def _measured(candidate: Candidate, node: Node) -> dict[str, Any]:
     """The node fields a committed candidate fixes: status, score, std and evaluation cost."""
-    prediction = candidate.prediction or {}
+    prediction = candidate.prediction or Prediction()
     if candidate.evaluated:
         return {
             "status": program.EVALUATED,
@@ -116,12 +116,12 @@ def _measured(candidate: Candidate, node: Node) -> dict[str, Any]:
             "cost": program.cost_vector(candidate.cost, evals=1),
         }
     if candidate.implemented:
-        score, std, cost = _number(prediction.get("score")), _number(prediction.get("std")), prediction.get("cost")
+        score, std, cost = prediction.score, prediction.std, prediction.cost
         return {
             "status": program.IMPLEMENTED,
-            "score": score if score is not None else (node.score if node.score is not None else 0.0),
-            "std": std if std is not None else node.std,
-            "cost": program.cost_vector(cost, evals=1) if isinstance(cost, dict) else node.cost,
+            "score": float(score) if score is not None else (node.score if node.score is not None else 0.0),
+            "std": float(std) if std is not None else node.std,
+            "cost": program.cost_vector(cost, evals=1) if cost is not None else node.cost,
         }
     measured = program.cost_vector(candidate.cost, evals=1) if candidate.evaluation else ()
     return {"status": program.FAILED, "score": None, "std": 0.0, "cost": measured}
@@ -131,10 +131,7 @@ def _about(candidate: Candidate, data: dict[str, Any]) -> dict[str, Any]:
     """The node's data with the candidate's iteration and summary (and its prediction, unless the node kept the
     prediction it had in the graph)."""
     about = {**data, "iteration": candidate.iteration, "summary": candidate.summary}
-    if candidate.prediction and "prediction" not in about:
-        about["prediction"] = candidate.prediction
+    stored = candidate.prediction.to_json() if candidate.prediction is not None else {}
+    if stored and "prediction" not in about:
+        about["prediction"] = stored
     return about
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,42 +1,10 @@
 """The store seam: what the optimisation loop relies on to keep a run, so that a kill at any moment loses nothing.
 
-:class:`~metaharness.store.run_dir.RunDirectory` (a git repository plus a journal beside it, see
-``docs/run-directory.md``) is the implementation. The whole contract of a :class:`RunStore`:
-
-- ``recover() -> list[str]``: repair what an interrupted run left behind: commit every candidate that was
-  evaluated but not yet committed, log the line of every committed candidate and saved test result that has none,
-  drop the plan of every iteration whose line is logged, and log a line for every finished iteration that has
-  none (so ``completed_iterations()`` holds every finished iteration); returns one line per action, for the user.
-  Damage it cannot repair raises :class:`~metaharness.errors.InputError` (one line: what to do). Called once
-  before a run.
-- ``candidates() -> list[Candidate]``: every committed candidate, in id order; ``has(id)`` whether one is.
-- ``next_id() -> str``: a fresh id above every committed, journaled or planned one, and above every id the record
-  still holds (a candidate that lost its tag keeps its id).
-- ``save_plan(iteration, plan)`` before any of an iteration's candidates is evaluated; ``plan(iteration)`` returns
-  it (``None`` when none is open); ``drop_plan(iteration)`` once the iteration is logged. A plan is a list of
-  dicts with the keys ``id``, ``parent``, ``source``, ``summary``, ``hypothesis``, ``prediction``, ``node`` (the
-  program-graph node the candidate realises, or ``None``) and ``evaluate`` (``False`` for an intermediate of a
-  revision chain, committed implemented; missing means ``True``), every parent before its children.
-- ``program_graph() -> PlanGraph``: the run's lasting program graph, synced with the committed candidates;
-  ``save_program_graph(graph)`` writes it atomically. ``commit`` keeps the saved graph in step with the
-  candidates; ``recover`` repairs it.
-- ``work_file(id, source) -> Path``: the file a candidate is checked and evaluated from; ``trace_path(id, split)``
-  where its per-example records go; ``relative(path)`` a path as stored in the candidate (relative to the run).
-- ``commit(candidate)``: durable and atomic; afterwards ``has(candidate.id)`` holds even across a kill. The
-  candidate's ``parent`` must be committed already (or ``None``). Committing the same id twice is an error.
-- ``record_evaluation(candidate) -> Candidate``: a committed candidate's evaluation as it stands now (continued on
-  more examples), durable and atomic like ``commit``, with an ``"evaluation"`` log line; ``candidates()`` returns it
-  so afterwards. The best is the supported candidate (scored on its whole share) with the highest score.
-- ``log(entry)`` appends one line to the machine-readable record; ``log_records(kind)`` reads them back;
-  ``completed_iterations()`` are the iterations whose ``"iteration"`` line was logged.
-- ``test_result(id)`` / ``save_test_result(id, evaluation)``: test-split results, saved (and logged as a
-  ``"test"`` line) at most once per id; ``split_result(id, split)`` / ``save_split_result(id, split, evaluation)``
-  the same for another split (``"holdout"``: validation examples kept out of the search), logged as a ``split``
-  line.
-- ``record_failure(candidate) -> Candidate``: a committed candidate that cannot run (``candidate.error``), failed
-  from then on.
-Errors a user can act on (a run directory in use, settings that do not match) are
-:class:`~metaharness.errors.InputError`; anything else is a bug and raises.
+Two protocols, each with its whole contract in its docstring: a :class:`CandidateStore` keeps the candidates (their
+programs, evaluations, results on other splits, the program graph), a :class:`RunJournal` the run's progress (what
+an iteration planned, the machine-readable log, the repair after a kill). :class:`RunStore` is both, what
+:class:`~metaharness.loop.Optimizer` takes; :class:`~metaharness.store.run_dir.RunDirectory` (a git repository
+plus a journal beside it, see ``docs/run-directory.md``) implements it.
 """
 
 from __future__ import annotations
@@ -44,16 +12,45 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from metaharness.candidate import Candidate, Evaluation
+from metaharness.candidate import Candidate, Evaluation, PlanEntry
 from metaharness.planner.graph import PlanGraph
+from metaharness.store.log import LogLine
 
 
-class RunStore(Protocol):
-    """Where a run keeps its candidates and its record (the module docstring is the contract)."""
+class CandidateStore(Protocol):
+    """Where a run keeps its candidates. The whole contract:
+
+    - ``path``: the run's directory; every path below is inside it.
+    - ``candidates() -> list[Candidate]``: every committed candidate as it stands now (its evaluation as last
+      recorded, failed once recorded so), in id order; ``has(id) -> bool``: whether ``id`` is committed.
+    - ``next_id() -> str``: a fresh id (``c001``, ...) above every committed, journaled or planned one, and above
+      every id the record still holds (a candidate that lost its git tag keeps its id); never handed out twice.
+    - ``commit(candidate) -> None``: durable and atomic; afterwards ``has(candidate.id)`` holds even across a kill,
+      and the candidate's ``"candidate"`` log line is written. Its ``parent`` is committed already (or ``None``);
+      committing an id twice is an error.
+    - ``record_evaluation(candidate) -> Candidate``: records a committed candidate's evaluation as it stands now
+      (continued on more examples), durable and atomic like ``commit``, with an ``"evaluation"`` log line; returns
+      the candidate as ``candidates()`` returns it from then on. The best is the supported candidate (scored on its
+      whole share) with the highest score.
+    - ``record_failure(candidate) -> Candidate``: records that a committed candidate cannot run
+      (``candidate.error``), with a ``"failure"`` log line; returns it failed, as it stays.
+    - ``work_file(id, source) -> Path``: writes ``source`` to the file the candidate is checked and evaluated from;
+      ``trace_path(id, split) -> Path``: where its per-example records of ``split`` go (the folder exists);
+      ``relative(path) -> str``: a path inside the run as a candidate stores it.
+    - ``program_graph() -> PlanGraph``: the run's lasting program graph, synced with the committed candidates;
+      ``save_program_graph(graph) -> None`` writes it atomically. ``commit`` and ``record_*`` keep the saved graph
+      in step with the candidates.
+    - ``split_result(id, split) -> Evaluation | None``: a candidate's saved result on ``split`` (``"holdout"``:
+      validation examples kept out of the search), ``None`` before it is saved; ``save_split_result(id, split,
+      evaluation) -> None`` saves it with a line of type ``split``. ``test_result(id)`` and
+      ``save_test_result(id, evaluation)`` do the same for the test split, whose result also goes into the
+      candidate's git note. Each result is saved at most once per candidate and split.
+
+    Errors: what a user can act on (a saved result or file damaged by hand) raises
+    :class:`~metaharness.errors.InputError` with one line saying what to do; anything else is a bug and raises.
+    """
 
     path: Path
-
-    def recover(self) -> list[str]: ...
 
     def candidates(self) -> list[Candidate]: ...
 
@@ -61,15 +58,11 @@ class RunStore(Protocol):
 
     def next_id(self) -> str: ...
 
-    def plan(self, iteration: int) -> list[dict[str, Any]] | None: ...
+    def commit(self, candidate: Candidate) -> None: ...
 
-    def save_plan(self, iteration: int, plan: list[dict[str, Any]]) -> None: ...
+    def record_evaluation(self, candidate: Candidate) -> Candidate: ...
 
-    def drop_plan(self, iteration: int) -> None: ...
-
-    def program_graph(self) -> PlanGraph: ...
-
-    def save_program_graph(self, graph: PlanGraph) -> None: ...
+    def record_failure(self, candidate: Candidate) -> Candidate: ...
 
     def work_file(self, cid: str, source: str) -> Path: ...
 
@@ -77,22 +70,54 @@ class RunStore(Protocol):
 
     def relative(self, path: Path) -> str: ...
 
-    def commit(self, candidate: Candidate) -> None: ...
+    def program_graph(self) -> PlanGraph: ...
 
-    def record_evaluation(self, candidate: Candidate) -> Candidate: ...
-
-    def record_failure(self, candidate: Candidate) -> Candidate: ...
+    def save_program_graph(self, graph: PlanGraph) -> None: ...
 
     def split_result(self, cid: str, split: str) -> Evaluation | None: ...
 
     def save_split_result(self, cid: str, split: str, evaluation: Evaluation) -> None: ...
 
-    def log(self, entry: dict[str, Any]) -> None: ...
+    def test_result(self, cid: str) -> Evaluation | None: ...
+
+    def save_test_result(self, cid: str, evaluation: Evaluation) -> None: ...
+
+
+class RunJournal(Protocol):
+    """Where a run keeps its progress, so that a rerun continues where a kill stopped it. The whole contract:
+
+    - ``recover() -> list[str]``: repairs what an interrupted run left behind, once before a run: commits every
+      candidate that was evaluated but not yet committed, logs the line of every committed candidate and saved test
+      result that has none, drops the plan of every iteration whose line is logged, and logs a line for every
+      finished iteration that has none (so ``completed_iterations()`` holds every finished iteration); returns one
+      line per action, for the user.
+    - ``save_plan(iteration, plan) -> None``: journals an iteration's :class:`~metaharness.candidate.PlanEntry`
+      list (every parent before its children) before any of its candidates is evaluated; ``plan(iteration) ->
+      list[PlanEntry] | None`` returns it as saved (``None`` when none is open); ``drop_plan(iteration) -> None``
+      once the iteration is logged.
+    - ``log(line) -> None``: appends one :data:`~metaharness.store.log.LogLine` to the machine-readable record,
+      durably; ``log_records(kind) -> list[dict]``: the lines logged so far (of type ``kind``, or all), in order,
+      as JSON objects (a line torn by a kill is skipped; lines of older versions read as written);
+      ``completed_iterations() -> set[int]``: the iterations whose ``"iteration"`` line was logged.
+
+    Errors: damage ``recover`` cannot repair, and a run directory in use or with settings that do not match, raise
+    :class:`~metaharness.errors.InputError` with one line saying what to do; anything else is a bug and raises.
+    """
+
+    def recover(self) -> list[str]: ...
+
+    def plan(self, iteration: int) -> list[PlanEntry] | None: ...
+
+    def save_plan(self, iteration: int, plan: list[PlanEntry]) -> None: ...
+
+    def drop_plan(self, iteration: int) -> None: ...
+
+    def log(self, line: LogLine) -> None: ...
 
     def log_records(self, kind: str | None = None) -> list[dict[str, Any]]: ...
 
     def completed_iterations(self) -> set[int]: ...
 
-    def test_result(self, cid: str) -> Evaluation | None: ...
 
-    def save_test_result(self, cid: str, evaluation: Evaluation) -> None: ...
+class RunStore(CandidateStore, RunJournal, Protocol):
+    """A run's candidates and its progress in one place (what the loop takes): both contracts above."""

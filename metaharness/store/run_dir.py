@@ -28,11 +28,11 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from metaharness import frontier
-from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, candidate_id, id_number
+from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, PlanEntry, candidate_id, id_number
 from metaharness.errors import InputError
 from metaharness.harness import HARNESS_FILE
 from metaharness.planner.graph import PlanGraph
@@ -47,8 +47,17 @@ from metaharness.store.files import (
     read_json,
     read_jsonl,
 )
-from metaharness.store.git_store import CandidateStore, render_note
+from metaharness.store.git_store import GitStore, render_note
 from metaharness.store.journal import Journal
+from metaharness.store.log import (
+    CandidateLine,
+    EvaluationLine,
+    FailureLine,
+    IterationFacts,
+    LogLine,
+    RebuiltIterationLine,
+    SplitLine,
+)
 from metaharness.store.spend import SPEND_FILE, SpendJournal
 
 # Settings that make scores comparable: a run directory keeps them for its whole life.
@@ -57,13 +66,13 @@ SETTINGS_FILE = "settings.json"  # the run's settings (metaharness.settings) as 
 
 
 # The summary.jsonl lines an iteration writes about its candidates before its own line.
-WORK_LINES = ("candidate", "evaluation", "failure")
+WORK_LINES = (CandidateLine.kind, EvaluationLine.kind, FailureLine.kind)
 
 
 class RunDirectory:
     """An open run directory (see the module docstring); use :meth:`open` or :meth:`browse`."""
 
-    def __init__(self, path: Path, store: CandidateStore, lock_fd: int | None = None) -> None:
+    def __init__(self, path: Path, store: GitStore, lock_fd: int | None = None) -> None:
         self.path = Path(path)
         self.store = store
         self.journal = Journal(self.path / "journal")
@@ -79,7 +88,7 @@ class RunDirectory:
         An existing run must have been created with the same :data:`FIXED_SETTINGS` as ``config``.
         """
         path = Path(path)
-        exists = CandidateStore.exists(path)
+        exists = GitStore.exists(path)
         if not exists and config is None:
             raise InputError(
                 f"No run at {path} to resume; start one with: metaharness optimize --dataset NAME --run-dir {path}"
@@ -96,10 +105,10 @@ class RunDirectory:
                 f"Another metaharness process is running in {path}; wait for it or use another --run-dir."
             ) from None
         if exists:
-            store = CandidateStore.open(path)
+            store = GitStore.open(path)
         else:
             assert config is not None  # a new run without settings was refused above
-            store = CandidateStore.init(path, config)
+            store = GitStore.init(path, config)
         if exists and config is not None:
             stored = store.config()
             for key in FIXED_SETTINGS:
@@ -128,7 +137,7 @@ class RunDirectory:
     @classmethod
     def browse(cls, path: Path) -> RunDirectory:
         """Open a run read-only (history, show, diff, report): no lock, no repair."""
-        return cls(Path(path), CandidateStore.open(Path(path)))
+        return cls(Path(path), GitStore.open(Path(path)))
 
     def settings(self) -> dict[str, Any]:
         """The run's settings as stored: ``settings.json``, else (a run from before it existed) the root commit's
@@ -144,7 +153,7 @@ class RunDirectory:
 
     @staticmethod
     def exists(path: Path) -> bool:
-        return CandidateStore.exists(Path(path))
+        return GitStore.exists(Path(path))
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -262,7 +271,7 @@ class RunDirectory:
             self.log(line)
             actions.append(
                 f"repaired the iteration {iteration} line from git: summary.jsonl had none for this finished iteration "
-                f"(candidates: {', '.join(line['candidates']) or 'none'}); it is not run again"
+                f"(candidates: {', '.join(line.facts.candidates) or 'none'}); it is not run again"
             )
         return actions
 
@@ -282,24 +291,13 @@ class RunDirectory:
         return torn
 
     @staticmethod
-    def _iteration_line(iteration: int, candidates: list[Candidate]) -> dict[str, Any]:
+    def _iteration_line(iteration: int, candidates: list[Candidate]) -> RebuiltIterationLine:
         """An iteration's ``summary.jsonl`` line as git can tell it: its candidates, and the best and the front
         among the candidates up to it (as they stand now); ``rebuilt`` marks it."""
-        mine = [c for c in candidates if c.iteration == iteration]
         upto = [c for c in candidates if c.iteration <= iteration]
-        best = frontier.best(upto)
-        return {
-            "type": "iteration",
-            "iteration": iteration,
-            "candidates": [c.id for c in mine],
-            "evaluated": sum(c.evaluated for c in mine),
-            "implemented": sum(c.implemented for c in mine),
-            "failed": sum(c.failed for c in mine),
-            "best": best.id if best else None,
-            "best_score": best.score if best else None,
-            "frontier": [c.id for c in frontier.pareto_front(upto)],
-            "rebuilt": "from git: the iteration's line was missing from summary.jsonl",
-        }
+        return RebuiltIterationLine(
+            IterationFacts.of(iteration, upto), "from git: the iteration's line was missing from summary.jsonl"
+        )
 
     def _lost_candidates(self) -> list[str]:
         """Candidates the log or the program graph hold that git holds no commit of: their ids stay used."""
@@ -361,10 +359,10 @@ class RunDirectory:
 
     # -- iteration plans (journaled until the iteration is logged) ----------------------------------------
 
-    def plan(self, iteration: int) -> list[dict[str, Any]] | None:
+    def plan(self, iteration: int) -> list[PlanEntry] | None:
         return self.journal.plan(iteration)
 
-    def save_plan(self, iteration: int, plan: list[dict[str, Any]]) -> None:
+    def save_plan(self, iteration: int, plan: list[PlanEntry]) -> None:
         self.journal.save_plan(iteration, plan)
 
     def drop_plan(self, iteration: int) -> None:
@@ -390,17 +388,16 @@ class RunDirectory:
         ev = candidate.evaluation
         last = ev.increments[-1] if ev.increments else None
         self.log(
-            {
-                "type": "evaluation",
-                "id": candidate.id,
-                "iteration": last.iteration if last else candidate.iteration,
-                "examples": ev.examples,
-                "share": ev.share,
-                "added": last.examples if last else ev.examples,
-                "score": ev.primary,
-                "spend": last.spend.to_json() if last else ev.spend().to_json(),
-                "supported": ev.supported,
-            }
+            EvaluationLine(
+                id=candidate.id,
+                iteration=last.iteration if last else candidate.iteration,
+                examples=ev.examples,
+                share=ev.share,
+                added=last.examples if last else ev.examples,
+                score=ev.primary,
+                spend=last.spend if last else ev.spend(),
+                supported=ev.supported,
+            )
         )
         self.save_program_graph(self.program_graph())
         self.journal.drop_evidence(candidate.id)
@@ -409,32 +406,19 @@ class RunDirectory:
     def record_failure(self, candidate: Candidate) -> Candidate:
         """Record that a committed candidate cannot run (``candidate.error`` says why), with a log line."""
         recorded = self.store.record_failure(candidate.id, candidate.error or "")
-        self.log({"type": "failure", "id": candidate.id, "error": candidate.error})
+        self.log(FailureLine(candidate.id, candidate.error))
         self.save_program_graph(self.program_graph())
         return recorded
 
     def _log_candidate(self, candidate: Candidate) -> None:
-        self.log(
-            {
-                "type": "candidate",
-                "id": candidate.id,
-                "parent": candidate.parent,
-                "iteration": candidate.iteration,
-                "status": candidate.status,
-                "score": candidate.score,
-                "evaluation": candidate.evaluation.to_dict() if candidate.evaluation else None,
-                "prediction": candidate.prediction,
-                "error": candidate.error,
-                "summary": candidate.summary,
-            }
-        )
+        self.log(CandidateLine.of(candidate))
 
     def next_id(self) -> str:
         """A fresh candidate id, above every committed, journaled or planned one, and above every id the log, the
         program graph or git history still holds (a candidate whose tag was deleted keeps its id)."""
         used = [id_number(c.candidate.id) for c in self.store.candidates()]
         used += [id_number(r.id) for r in self.journal.results() + self.journal.evidence()]
-        used += [id_number(p["id"]) for plan in self.journal.planned().values() for p in plan]
+        used += [id_number(p.id) for plan in self.journal.planned().values() for p in plan]
         used += [id_number(cid) for cid in self._recorded_ids()]
         return candidate_id(max(used, default=0) + 1)
 
@@ -476,7 +460,7 @@ class RunDirectory:
     def save_split_result(self, cid: str, split: str, evaluation: Evaluation) -> None:
         """Save a result on another split than the search's (the file, then a ``split`` log line)."""
         atomic_write_json(self.path / "evals" / f"{cid}.{split}.json", evaluation.to_dict())
-        self.log({"type": split, "id": cid, "evaluation": evaluation.to_dict()})
+        self.log(SplitLine(split, cid, evaluation))
 
     def save_test_result(self, cid: str, evaluation: Evaluation) -> None:
         """Note, file, then the log line: the file's presence means the note is written (a rerun redoes a
@@ -487,11 +471,14 @@ class RunDirectory:
         self._log_test(cid, evaluation)
 
     def _log_test(self, cid: str, evaluation: Evaluation) -> None:
-        self.log({"type": "test", "id": cid, "evaluation": evaluation.to_dict()})
+        self.log(SplitLine("test", cid, evaluation))
 
     # -- the summary log -------------------------------------------------------------------------------------
 
-    def log(self, entry: dict[str, Any]) -> None:
+    def log(self, line: LogLine | Mapping[str, object]) -> None:
+        """Append ``line`` with the time; a mapping is a line already in its JSON form (``optimize``'s start line
+        until it writes a :class:`~metaharness.store.log.StartLine`)."""
+        entry = dict(line) if isinstance(line, Mapping) else line.to_json()
         append_jsonl(self.summary_path, {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **entry})
 
     def log_records(self, kind: str | None = None) -> list[dict[str, Any]]:

@@ -1,0 +1,220 @@
+"""The lines of ``summary.jsonl``, the run's machine-readable log: one typed record per kind of line.
+
+A record's :meth:`~LogLine.to_json` is the line as it is written (``type`` first in meaning, every key sorted on
+disk; the run journal adds the ``time``), in the format ``docs/run-directory.md`` documents. Lines are read back as
+written (:meth:`metaharness.store.protocol.RunJournal.log_records`): a log holds lines of older versions too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from metaharness import frontier
+from metaharness.budget import Spend
+from metaharness.candidate import Candidate, Evaluation, Prediction
+
+
+def _json(value: object) -> object:
+    """A field's value as JSON."""
+    if isinstance(value, Evaluation):
+        return value.to_dict()
+    if isinstance(value, (Prediction, Spend)):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+@dataclass(frozen=True)
+class _Line:
+    """A line of the log: ``{"type": kind, <every field by its name>}``."""
+
+    kind: ClassVar[str]
+
+    def to_json(self) -> dict[str, object]:
+        return {"type": self.kind, **{f.name: _json(getattr(self, f.name)) for f in fields(self)}}
+
+
+@dataclass(frozen=True)
+class StartLine(_Line):
+    """A session began: the settings it resolved, the iterations it runs to, what the run had spent before it."""
+
+    kind: ClassVar[str] = "start"
+    settings: Mapping[str, object]
+    iterations: int
+    spent_before: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class CandidateLine(_Line):
+    """A candidate was committed (as it stood then: implemented, failed, or evaluated)."""
+
+    kind: ClassVar[str] = "candidate"
+    id: str
+    parent: str | None
+    iteration: int
+    status: str
+    score: float
+    evaluation: Evaluation | None
+    prediction: Prediction | None
+    error: str | None
+    summary: str
+
+    @classmethod
+    def of(cls, candidate: Candidate) -> CandidateLine:
+        c = candidate
+        return cls(c.id, c.parent, c.iteration, c.status, c.score, c.evaluation, c.prediction, c.error, c.summary)
+
+
+@dataclass(frozen=True)
+class EvaluationLine(_Line):
+    """A committed candidate's evaluation was continued: in ``iteration``, ``added`` examples for ``spend``, so
+    that it is now scored ``score`` on ``examples`` of its ``share`` (``supported``: all of them)."""
+
+    kind: ClassVar[str] = "evaluation"
+    id: str
+    iteration: int
+    examples: int
+    share: int
+    added: int
+    score: float
+    spend: Spend
+    supported: bool
+
+
+@dataclass(frozen=True)
+class FailureLine(_Line):
+    """A committed candidate turned out unable to run (``error`` says why); it is failed from then on."""
+
+    kind: ClassVar[str] = "failure"
+    id: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class SplitLine(_Line):
+    """A candidate's result on another split than the search's (``type`` is the split: ``test``, ``holdout``)."""
+
+    kind: ClassVar[str] = "split"
+    split: str
+    id: str
+    evaluation: Evaluation
+
+    def to_json(self) -> dict[str, object]:
+        return {"type": self.split, "id": self.id, "evaluation": self.evaluation.to_dict()}
+
+
+@dataclass(frozen=True)
+class IterationFacts:
+    """What the candidates tell of an iteration: its candidates (``candidates``: their ids) and how many of them
+    are evaluated, implemented and failed; the best candidate, its score and the Pareto front."""
+
+    iteration: int
+    candidates: Sequence[str]
+    evaluated: int
+    implemented: int
+    failed: int
+    best: str | None
+    best_score: float | None
+    frontier: Sequence[str]
+
+    @classmethod
+    def of(cls, iteration: int, candidates: Sequence[Candidate]) -> IterationFacts:
+        """The facts of ``iteration``, the best and the front taken over ``candidates``."""
+        mine = [c for c in candidates if c.iteration == iteration]
+        best = frontier.best(list(candidates))
+        return cls(
+            iteration=iteration,
+            candidates=[c.id for c in mine],
+            evaluated=sum(c.evaluated for c in mine),
+            implemented=sum(c.implemented for c in mine),
+            failed=sum(c.failed for c in mine),
+            best=best.id if best else None,
+            best_score=best.score if best else None,
+            frontier=[c.id for c in frontier.pareto_front(list(candidates))],
+        )
+
+
+@dataclass(frozen=True)
+class IterationLine(_Line):
+    """An iteration finished: its :class:`IterationFacts`, the best's score on the held-out examples, what the run
+    had spent, and what its staged evaluation did (``staging``: ``policy``, ``considered``, ``allotted``, ``cost``,
+    ``budget``, ``reference``, ``calibration``, ``alternatives``, ``rounds``); the facts and ``staging`` are
+    written as keys of the line itself."""
+
+    kind: ClassVar[str] = "iteration"
+    facts: IterationFacts
+    holdout: float | None
+    spent: Mapping[str, float]
+    staging: Mapping[str, object]
+    seconds: float
+
+    def to_json(self) -> dict[str, object]:
+        line = {**_flat(self.facts), **super().to_json(), **self.staging}
+        del line["facts"], line["staging"]
+        return line
+
+
+@dataclass(frozen=True)
+class RebuiltIterationLine(_Line):
+    """A finished iteration's line as git can tell it, written where the log had lost it (``rebuilt`` says so):
+    its :class:`IterationFacts` among the candidates up to it, as they stand now."""
+
+    kind: ClassVar[str] = "iteration"
+    facts: IterationFacts
+    rebuilt: str
+
+    def to_json(self) -> dict[str, object]:
+        line = {**_flat(self.facts), **super().to_json()}
+        del line["facts"]
+        return line
+
+
+def _flat(facts: IterationFacts) -> dict[str, object]:
+    return {f.name: _json(getattr(facts, f.name)) for f in fields(facts)}
+
+
+@dataclass(frozen=True)
+class StopLine(_Line):
+    """The session stopped before its last iteration (a cap reached, Ctrl-C, an outage, the proposer failing)."""
+
+    kind: ClassVar[str] = "stop"
+    reason: str
+    spent: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class ProposerFailureLine(_Line):
+    """The proposer raised in ``iteration``; nothing was committed and the iteration is asked again."""
+
+    kind: ClassVar[str] = "proposer_failure"
+    iteration: int
+    proposer_error: str
+    proposer_traceback: str
+    spent: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class TestSkippedLine(_Line):
+    """The test split could not be evaluated (``reason``)."""
+
+    kind: ClassVar[str] = "test_skipped"
+    reason: str
+
+
+LogLine = (
+    StartLine
+    | CandidateLine
+    | EvaluationLine
+    | FailureLine
+    | SplitLine
+    | IterationLine
+    | RebuiltIterationLine
+    | StopLine
+    | ProposerFailureLine
+    | TestSkippedLine
+)
