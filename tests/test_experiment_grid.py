@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,19 +18,19 @@ from command_line import assert_fails_cleanly, run_metaharness
 
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.experiment import Cell, estimate_cost, experiment_spec, plan_grid, read_cells, run_experiment
-from metaharness.experiment.grid import CELLS_FILE, LOCK_FILE, SPEC_FILE
+from metaharness.experiment.grid import CELLS_FILE, LOCK_FILE, SPEC_FILE, ExperimentSpec
 
 SPEC = experiment_spec(["lawbench", "uspto"], ["offline", "offline-greedy"], [0, 1], iterations=2, val_limit=3)
 
 
-def journal(run_dir: Path, cell: Cell, spec: dict) -> None:
+def journal(run_dir: Path, cell: Cell, spec: ExperimentSpec) -> None:
     """The fake cell: one line per call in EXP/calls.log, and its run directory."""
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir.parents[2] / "calls.log", "a") as log:
         log.write(cell.name + "\n")
 
 
-def fake_cell(cell: Cell, run_dir: Path, spec: dict) -> None:
+def fake_cell(cell: Cell, run_dir: Path, spec: ExperimentSpec) -> None:
     journal(run_dir, cell, spec)
 
 
@@ -51,12 +52,12 @@ def test_plan_grid_is_every_cell_dataset_major():
 def test_a_grid_runs_every_cell_once_and_a_rerun_skips_them(tmp_path):
     exp = tmp_path / "exp"
     records = run_experiment(exp, SPEC, run_cell=fake_cell)
-    names = [c.name for c in plan_grid(SPEC["datasets"], SPEC["proposers"], SPEC["seeds"])]
+    names = [c.name for c in plan_grid(SPEC.datasets, SPEC.proposers, SPEC.seeds)]
     assert [r["cell"] for r in records] == names and {r["status"] for r in records} == {"done"}
     assert sorted(calls(exp)) == sorted(names)
     assert (exp / "lawbench/offline/seed1").is_dir()
     stored = json.loads((exp / SPEC_FILE).read_text())
-    assert {k: stored[k] for k in SPEC} == SPEC and "created" in stored and "metaharness" in stored
+    assert {k: stored[k] for k in SPEC.to_json()} == SPEC.to_json() and "created" in stored and "metaharness" in stored
     assert run_experiment(exp, SPEC, run_cell=fake_cell) == records  # same spec: nothing left to run
     assert len(calls(exp)) == len(names) and len(lines(exp)) == len(names)
 
@@ -68,7 +69,7 @@ def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_c
     monkeypatch.setattr(
         metaharness.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config, kw))
     )
-    spec = {**SPEC, "max_cost": 4.0, "options": {"probe_size": 2}, "test": False}
+    spec = {**SPEC.to_json(), "max_cost": 4.0, "options": {"probe_size": 2}, "test": False}
     run_experiment(tmp_path / "exp", spec, data_dir=tmp_path / "data")
     assert len(searches) == 8
     run_dir, config, kw = searches[5]  # uspto/offline/seed1
@@ -80,7 +81,7 @@ def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_c
         3,
         1,
     )
-    assert config.proposer_model is None and config.task_model == SPEC["task_model"]
+    assert config.proposer_model is None and config.task_model == SPEC.task_model
     assert config.proposer_options is not None and config.proposer_options.to_json() == {"probe_size": 2}
     assert config.evaluation == "best-of-n" and config.holdout == 0  # a spec without arms: the runs before arms
     assert kw == {"iterations": 2, "test": False, "max_cost": 0.5, "data_dir": tmp_path / "data", "raise_caps": True}
@@ -93,7 +94,14 @@ def test_arms_are_cells_at_equal_spend_with_the_holdout(tmp_path, monkeypatch):
     monkeypatch.setattr(
         metaharness.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config))
     )
-    spec = {**SPEC, "datasets": ["uspto"], "seeds": [0], "arms": ["planner", "gate"], "holdout": 2, "test": False}
+    spec = {
+        **SPEC.to_json(),
+        "datasets": ["uspto"],
+        "seeds": [0],
+        "arms": ["planner", "gate"],
+        "holdout": 2,
+        "test": False,
+    }
     run_experiment(tmp_path / "exp", spec)
     assert [(d.relative_to(tmp_path / "exp").as_posix(), c.evaluation) for d, c in searches] == [  # type: ignore[attr-defined]
         ("uspto/offline/planner/seed0", "planner"),
@@ -126,7 +134,7 @@ def test_each_cell_enters_the_cluster_for_its_own_evaluations(tmp_path, monkeypa
 
     monkeypatch.setattr(metaharness.experiment.grid, "cluster", recording)
     monkeypatch.setattr(metaharness.optimize, "optimize", lambda run_dir, config, **kw: entered.append(("ran", None)))
-    spec = {**SPEC, "datasets": ["uspto"], "proposers": ["offline"], "seeds": [0, 1], "test": False}
+    spec = {**SPEC.to_json(), "datasets": ["uspto"], "proposers": ["offline"], "seeds": [0, 1], "test": False}
     run_experiment(tmp_path / "exp", spec, dask_scheduler="tcp://127.0.0.1:8786")
     assert entered == [("tcp://127.0.0.1:8786", None), ("ran", None)] * 2
 
@@ -155,7 +163,7 @@ def test_a_capped_cell_is_recorded_capped_and_continues_with_a_larger_cap(tmp_pa
         calls.append(cell.name)
         return Outcome(iterations_done=1, stopped="cost cap reached", best=None, frontier=[], capped=True)
 
-    spec = {**SPEC, "datasets": ["uspto"], "proposers": ["offline"], "seeds": [0], "max_cost": 1.0}
+    spec = {**SPEC.to_json(), "datasets": ["uspto"], "proposers": ["offline"], "seeds": [0], "max_cost": 1.0}
     first = run_experiment(tmp_path / "exp", spec, run_cell=capped)
     assert [(r["status"], r["iterations"], r["stopped"]) for r in first] == [("capped", 1, "cost cap reached")]
     run_experiment(tmp_path / "exp", spec, run_cell=capped)  # not done: tried again (it stops again at once)
@@ -189,10 +197,10 @@ run_experiment(exp, experiment_spec(**{SPEC!r}), run_cell=run_cell)
 
 def test_resume_after_a_kill_reruns_only_the_killed_and_the_unstarted_cells(tmp_path):
     exp = tmp_path / "exp"
-    script = KILLED.replace("{SPEC!r}", repr(SPEC))
+    script = KILLED.replace("{SPEC!r}", repr(SPEC.to_json()))
     child = subprocess.run([sys.executable, "-c", textwrap.dedent(script), str(exp)], capture_output=True, timeout=60)
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
-    names = [c.name for c in plan_grid(SPEC["datasets"], SPEC["proposers"], SPEC["seeds"])]
+    names = [c.name for c in plan_grid(SPEC.datasets, SPEC.proposers, SPEC.seeds)]
     assert [r["cell"] for r in lines(exp)] == names[:2]  # the killed cell left no line
     killed = names[2]
 
@@ -225,7 +233,7 @@ def test_a_failed_cell_is_recorded_in_one_line_and_the_others_go_on(tmp_path):
 def test_another_spec_in_the_same_folder_is_refused_naming_the_differing_keys(tmp_path):
     exp = tmp_path / "exp"
     run_experiment(exp, SPEC, run_cell=fake_cell)
-    other = {**SPEC, "iterations": 1, "seeds": [0, 1, 2]}
+    other = {**SPEC.to_json(), "iterations": 1, "seeds": [0, 1, 2]}
     with pytest.raises(InputError) as refused:
         run_experiment(exp, other, run_cell=fake_cell)
     message = str(refused.value)
@@ -240,16 +248,16 @@ def test_more_iterations_continue_every_run_and_a_rerun_then_skips_them(tmp_path
     exp = tmp_path / "exp"
     reached: list[tuple[str, int]] = []
 
-    def upto(cell: Cell, run_dir: Path, spec: dict) -> None:
+    def upto(cell: Cell, run_dir: Path, spec: ExperimentSpec) -> None:
         journal(run_dir, cell, spec)
-        reached.append((cell.name, spec["iterations"]))
+        reached.append((cell.name, spec.iterations))
 
     run_experiment(exp, SPEC, run_cell=upto)
     old = lines(exp)
     for record in old:  # cells.jsonl of an earlier version: no "iterations" (the folder's spec had 2)
         del record["iterations"]
     (exp / CELLS_FILE).write_text("".join(json.dumps(r) + "\n" for r in old))
-    records = run_experiment(exp, {**SPEC, "iterations": 4}, run_cell=upto)
+    records = run_experiment(exp, {**SPEC.to_json(), "iterations": 4}, run_cell=upto)
     assert [n for n, i in reached if i == 4] == [r["cell"] for r in records] and len(reached) == 16
     assert {(r["status"], r["iterations"]) for r in records} == {("done", 4)}
     stored = json.loads((exp / SPEC_FILE).read_text())
@@ -319,7 +327,7 @@ def alive(pid: int) -> bool:
 
 def test_killing_the_experiment_process_stops_its_workers(tmp_path):
     exp = tmp_path / "exp"
-    script = ORPHANS.replace("{SPEC!r}", repr(SPEC))
+    script = ORPHANS.replace("{SPEC!r}", repr(SPEC.to_json()))
     main = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), str(exp)], stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
@@ -377,7 +385,7 @@ time.sleep(60)
 
 def test_a_torn_last_line_is_ignored_and_closed_off(tmp_path):
     exp = tmp_path / "exp"
-    spec = {**SPEC, "datasets": ["uspto"], "proposers": ["offline"]}
+    spec = {**SPEC.to_json(), "datasets": ["uspto"], "proposers": ["offline"]}
     run_experiment(exp, spec, run_cell=fake_cell)
     with open(exp / CELLS_FILE, "r+b") as log:  # seed1's line, torn by a kill in the middle of its write
         text = log.read()
@@ -421,10 +429,10 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
         ["uspto"], ["tps"], [0, 1], iterations=12, task_model="openai:gpt-4.1-mini", proposer_model="anthropic:x"
     )
     assert estimate_cost(hosted).total is None  # an unpriced proposer model: unknown, not $0
-    priced = estimate_cost({**hosted, "proposer_model": "anthropic:claude-sonnet-4-5"})
-    task_only = estimate_cost({**hosted, "proposers": ["offline"], "proposer_model": None})
+    priced = estimate_cost(replace(hosted, proposer_model="anthropic:claude-sonnet-4-5"))
+    task_only = estimate_cost(replace(hosted, proposers=("offline",), proposer_model=None))
     assert priced.total is not None and task_only.total is not None and priced.total > task_only.total > 0
-    assert estimate_cost({**hosted, "proposers": ["offline"], "proposer_model": None, "val_limit": 10}).total < (
+    assert estimate_cost(replace(hosted, proposers=("offline",), proposer_model=None, val_limit=10)).total < (
         task_only.total
     )  # 10 examples instead of the assumed 100
 
@@ -464,7 +472,7 @@ def test_bench_harness_refuses_other_settings_for_a_stored_experiment_before_sta
     exp = tmp_path / "exp"
     stored = experiment_spec(["symptom2disease"], ["offline", "offline-greedy"], [0, 1], iterations=2, val_limit=3)
     exp.mkdir()
-    (exp / SPEC_FILE).write_text(json.dumps(stored))
+    (exp / SPEC_FILE).write_text(json.dumps(stored.to_json()))
     out = run_metaharness("bench", "harness", "--out", exp, "--iters", "5", "--proposers", "offline", timeout=60)
     assert_fails_cleanly(out, "(proposers: ['offline', 'offline-greedy'] there, ['offline'] now).")
     assert out.stdout == "" and sorted(p.name for p in exp.iterdir()) == [SPEC_FILE]

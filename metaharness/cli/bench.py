@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -21,6 +21,9 @@ from metaharness.agents.tool_bench import METRICS as TOOL_METRICS
 from metaharness.cli.search import parse_options, parse_usd
 from metaharness.errors import InputError
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+
+if TYPE_CHECKING:
+    from metaharness.experiment.grid import ExperimentSpec
 
 DEFAULT_SETS = {"sokoban": "sokoban_v1", "blocksworld": "blocksworld_v1"}
 
@@ -200,7 +203,7 @@ def harness(
     from metaharness.cli.browse import console
     from metaharness.evaluation.cluster import cluster
     from metaharness.experiment import estimate_cost, run_experiment
-    from metaharness.experiment.grid import cells_of, check_models, stored_spec
+    from metaharness.experiment.grid import check_models, stored_spec
     from metaharness.experiment.results import write_results
 
     show = console()
@@ -226,27 +229,27 @@ def harness(
     with cluster(dask_scheduler, ray_address):  # reachable (and installed) before any cell starts
         pass
     before = (stored_spec(out) or {}).get("iterations")
-    if isinstance(before, int) and spec["iterations"] > before:
+    if isinstance(before, int) and spec.iterations > before:
         notice = f"{notice}\n" if notice else ""
-        notice += f"Extending {out} from {before} to {spec['iterations']} iterations: every run continues."
+        notice += f"Extending {out} from {before} to {spec.iterations} iterations: every run continues."
     if notice:
         show.print(f"[yellow]{notice}[/]")
-    cells = len(cells_of(spec))
-    arm_text = f" x arms {', '.join(spec['arms'])}" if spec.get("arms") else ""
+    cells = len(spec.cells())
+    arm_text = f" x arms {', '.join(spec.arms)}" if spec.arms else ""
     show.print(
-        f"Experiment {out}: {cells} runs ({', '.join(spec['datasets'])} x {', '.join(spec['proposers'])}{arm_text} "
-        f"x seeds {', '.join(map(str, spec['seeds']))}), {spec['iterations']} iterations x {spec['evals_per_iter']} "
-        f"full evaluations' worth each, {spec.get('holdout') or 0} validation examples held out to judge, task "
-        f"model {spec['task_model']}, proposer model {spec['proposer_model'] or 'none'}."
+        f"Experiment {out}: {cells} runs ({', '.join(spec.datasets)} x {', '.join(spec.proposers)}{arm_text} "
+        f"x seeds {', '.join(map(str, spec.seeds))}), {spec.iterations} iterations x {spec.evals_per_iter} "
+        f"full evaluations' worth each, {spec.holdout} validation examples held out to judge, task "
+        f"model {spec.task_model}, proposer model {spec.proposer_model or 'none'}."
     )
-    if spec["max_cost"] is not None:
+    if spec.max_cost is not None:
         estimate = estimate_cost(spec)
         guess = "unknown (a model without a price)" if estimate.total is None else f"~${estimate.total:,.2f}"
         show.print(
-            f"Estimated cost: {guess} (rough, within a factor of several); cap ${spec['max_cost']:,.2f} "
-            f"(${spec['max_cost'] / cells:,.2f} per run)."
+            f"Estimated cost: {guess} (rough, within a factor of several); cap ${spec.max_cost:,.2f} "
+            f"(${spec.max_cost / cells:,.2f} per run)."
         )
-        if estimate.total is not None and estimate.total > spec["max_cost"]:
+        if estimate.total is not None and estimate.total > spec.max_cost:
             show.print("[yellow]The estimate is above the cap: runs stop cleanly when they reach their share.[/]")
     resume = f"metaharness bench harness --out {out}" + (f" --data-dir {data_dir}" if data_dir else "")
     resume += f" --dask-scheduler {dask_scheduler}" if dask_scheduler else ""
@@ -281,67 +284,18 @@ def harness(
         raise typer.Exit(1)
 
 
-def harness_spec(out: Path, **given: Any) -> tuple[dict[str, Any], str | None]:
-    """The grid's spec from the options: a setting not given is the stored experiment's (so ``--out EXP`` alone
-    resumes), else the paper's. Without a proposer model and proposers not named, the offline proposer (and a line
-    that says so), as :func:`metaharness.optimize.default_models` does for one run. Checked before anything
-    starts: names, model specs, ``-P`` options for every proposer."""
-    from metaharness.experiment import experiment_spec
-    from metaharness.experiment.grid import (
-        ARMS,
-        PAPER_DATASETS,
-        PAPER_PROPOSERS,
-        PAPER_SEEDS,
-        check_same_spec,
-        stored_spec,
-    )
-    from metaharness.optimize import default_models
-    from metaharness.proposers import check_proposer_model, needs_model
-    from metaharness.settings import RunSettings
+def harness_spec(out: Path, **given: Any) -> tuple[ExperimentSpec, str | None]:
+    """The grid's spec from the options (:meth:`~metaharness.experiment.grid.ExperimentSpec.resolve`: a setting
+    not given is the stored experiment's, else the paper's), checked against the stored one before anything starts."""
+    from metaharness.experiment.grid import ExperimentSpec, check_same_spec, stored_spec  # noqa: F811
 
-    stored = stored_spec(out) or {}
-    datasets = _names("--datasets", given.pop("datasets")) or stored.get("datasets") or list(PAPER_DATASETS)
-    unknown = [d for d in datasets if d not in PAPER_DATASETS]
-    if unknown:
-        raise InputError(f"--datasets: unknown task(s) {', '.join(unknown)}; choose from {', '.join(PAPER_DATASETS)}.")
-    seeds = _seeds(given.pop("seeds")) or stored.get("seeds") or list(PAPER_SEEDS)
-    proposers = _names("--proposers", given.pop("proposers")) or stored.get("proposers")
-    arms = _names("--arms", given.pop("arms"))
-    if arms is None:
-        arms = stored.get("arms") if stored else list(ARMS)
-    settings: dict[str, Any] = {k: stored.get(k) if v is None else v for k, v in given.items()}
-    settings["options"] = given["options"] or stored.get("options") or {}
-    notice = None
-    task_model, _, proposer_model, _ = default_models(settings["task_model"], "tps", settings["proposer_model"])
-    if proposers is None:
-        proposers = list(PAPER_PROPOSERS if proposer_model else ["offline"])
-        if not proposer_model:
-            notice = (
-                f"No proposer model (no API key configured, no --proposer-model): running the offline proposer "
-                f"with {task_model}. For the paper's grid pass --proposer-model anthropic:claude-sonnet-4-5 (or set "
-                "ANTHROPIC_API_KEY) and --task-model."
-            )
-    for proposer in proposers:  # the settings of a cell with each proposer, checked as a run checks them
-        checked = RunSettings.resolve(
-            {"dataset": datasets[0], "task_model": task_model, "proposer": proposer, "proposer_model": proposer_model}
-            | {"proposer_options": settings["options"]},
-            None,
-        ).proposer_options
-        settings["options"] = {
-            k: list(v) if isinstance(v, tuple) else v for k in settings["options"] for v in [getattr(checked, k)]
-        }
-        if proposer_model is not None:
-            check_proposer_model(proposer, proposer_model)
-    settings["task_model"] = task_model
-    settings["proposer_model"] = proposer_model if any(needs_model(p) for p in proposers) else None
-    settings["test"] = True if settings["test"] is None else settings["test"]
-    settings["arms"] = arms
-    if settings["holdout"] is None:
-        settings["holdout"] = (settings["val_limit"] or 0) // 3 if not stored else 0
-    defaults = {"iterations", "evals_per_iter"}  # the others' None is a value (no limit, no cap)
-    spec = experiment_spec(
-        datasets, proposers, seeds, **{k: v for k, v in settings.items() if v is not None or k not in defaults}
+    given.update(
+        datasets=_names("--datasets", given["datasets"]),
+        proposers=_names("--proposers", given["proposers"]),
+        arms=_names("--arms", given["arms"]),
+        seeds=_seeds(given["seeds"]),
     )
+    spec, notice = ExperimentSpec.resolve(given, stored_spec(out))
     check_same_spec(out, spec)
     return spec, notice
 

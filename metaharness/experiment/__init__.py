@@ -9,6 +9,7 @@
 from metaharness.experiment.grid import (
     Cell,
     CostEstimate,
+    ExperimentSpec,
     GridProgress,
     estimate_cost,
     experiment_spec,
@@ -20,6 +21,7 @@ from metaharness.experiment.grid import (
 __all__ = [
     "Cell",
     "CostEstimate",
+    "ExperimentSpec",
     "GridProgress",
     "estimate_cost",
     "experiment_spec",

@@ -19,32 +19,37 @@ records either under ``extended``).
 >>> from metaharness.experiment import experiment_spec, run_experiment
 >>> spec = experiment_spec(["symptom2disease"], ["offline"], [0, 1], arms=["planner", "greedy"], iterations=2,
 ...                        val_limit=20, holdout=10)
->>> [c.name for c in cells_of(spec)][:2]
-['symptom2disease/offline/planner/seed0', 'symptom2disease/offline/planner/seed1']
+>>> [c.name for c in spec.cells()][:2]
+['symptom2disease/offline/planner/seed0', 'symptom2disease/offline/greedy/seed0']
 >>> records = run_experiment("runs/exp", spec, jobs=2)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metaharness import __version__
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
+from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.settings import DEFAULT_EVALS_PER_ITER
 from metaharness.staging import POLICIES
 from metaharness.store.files import append_jsonl, atomic_write_json, read_json, read_jsonl
 from metaharness.store.run_dir import RunDirectory
+
+if TYPE_CHECKING:
+    from metaharness.loop import Outcome
 
 SPEC_FILE = "experiment.json"
 CELLS_FILE = "cells.jsonl"
@@ -95,7 +100,7 @@ class Cell:
         return f"{self.dataset}/{self.label}/seed{self.seed}"
 
 
-RunCell = Callable[[Cell, Path, dict[str, Any]], Any]
+RunCell = Callable[[Cell, Path, "ExperimentSpec"], object]
 
 
 class GridProgress(Protocol):
@@ -108,7 +113,9 @@ class GridProgress(Protocol):
     def cell_finished(self, cell: Cell, record: dict[str, Any], done: int, total: int) -> None: ...
 
 
-def plan_grid(datasets: list[str], proposers: list[str], seeds: list[int], arms: list[str] | None = None) -> list[Cell]:
+def plan_grid(
+    datasets: Sequence[str], proposers: Sequence[str], seeds: Sequence[int], arms: Sequence[str] | None = None
+) -> list[Cell]:
     """Every (dataset, proposer, seed, arm), dataset-major: a dataset's cells finish together, so its table fills
     first; within it a seed's arms run one after another: they share the response cache (the same first proposals,
     the same programs on the same examples), and a grid stopped part-way holds complete pairs of arms."""
@@ -116,10 +123,185 @@ def plan_grid(datasets: list[str], proposers: list[str], seeds: list[int], arms:
     return [Cell(d, p, s, a) for d in datasets for p in proposers for s in seeds for a in each]
 
 
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """The grid's defining settings (``experiment.json``, :data:`SPEC_KEYS`), checked when constructed
+    (:class:`InputError` naming the first bad one); :func:`experiment_spec` builds one from lists.
+
+    ``max_cost`` is the dollar cap of the whole experiment, split evenly over the cells (:meth:`cell_cap`);
+    ``options`` (``-P`` settings) go to every cell's proposer, with ``"seed"`` set per cell; ``arms`` are the
+    evaluation policies compared (:data:`ARMS`; None: the layout of an experiment from before arms); ``holdout``
+    validation examples are kept out of every search to judge what it returns."""
+
+    datasets: tuple[str, ...]
+    proposers: tuple[str, ...]
+    seeds: tuple[int, ...]
+    iterations: int = PAPER_ITERATIONS
+    evals_per_iter: int = DEFAULT_EVALS_PER_ITER
+    val_limit: int | None = None
+    task_model: str = DEFAULT_TASK_MODEL_SPEC
+    proposer_model: str | None = None
+    test: bool = True
+    max_cost: float | None = None
+    options: Mapping[str, object] = field(default_factory=dict)
+    arms: tuple[str, ...] | None = None
+    holdout: int = 0
+
+    def __post_init__(self) -> None:
+        for key in ("datasets", "proposers", "seeds"):
+            values = getattr(self, key)
+            if not values:
+                raise InputError(f"The experiment needs at least one of {key}.")
+            if len(set(values)) != len(values):
+                raise InputError(f"The experiment's {key} repeat a name: {', '.join(map(str, values))}.")
+        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
+            raise InputError(f"Seeds are integers >= 0, got {', '.join(map(str, self.seeds))}.")
+        for key, value, least in (
+            ("iterations (--iters)", self.iterations, 0),
+            ("evals_per_iter", self.evals_per_iter, 1),
+        ):
+            if value < least:
+                raise InputError(f"{key} must be at least {least}, got {value}.")
+        if self.val_limit is not None and self.val_limit < 1:
+            raise InputError(f"val_limit must be at least 1, got {self.val_limit}.")
+        if self.max_cost is not None and self.max_cost < 0:
+            raise InputError(f"max_cost must be at least 0 USD, got {self.max_cost}.")
+        if "seed" in self.options:
+            raise InputError("The proposer option 'seed' is set per cell by the grid's seeds: do not pass it.")
+        if self.arms is not None:
+            unknown = [a for a in self.arms if a not in ARMS]
+            if not self.arms or unknown:
+                raise InputError(f"Unknown arm(s) {', '.join(unknown) or '(none given)'}: use {', '.join(ARMS)}.")
+            if len(set(self.arms)) != len(self.arms):
+                raise InputError(f"The experiment's arms repeat a name: {', '.join(self.arms)}.")
+        if isinstance(self.holdout, bool) or not isinstance(self.holdout, int) or self.holdout < 0:
+            raise InputError(f"holdout is a number of validation examples >= 0, got {self.holdout!r}.")
+
+    # -- the cells ------------------------------------------------------------------------------------------------
+
+    def cells(self) -> list[Cell]:
+        return plan_grid(self.datasets, self.proposers, self.seeds, self.arms)
+
+    def labels(self) -> list[str]:
+        """The compared labels (``PROPOSER/ARM``, or ``PROPOSER`` without arms), in the spec's order."""
+        return list(dict.fromkeys(c.label for c in self.cells()))
+
+    def cell_cap(self) -> float | None:
+        """Each cell's dollar cap: the experiment's ``max_cost`` over the number of cells (None: no cap)."""
+        return None if self.max_cost is None else self.max_cost / len(self.cells())
+
+    def cell_settings(self, cell: Cell) -> dict[str, Any]:
+        """The run settings of ``cell`` (:class:`~metaharness.settings.RunSettings` fields, its dataset aside):
+        the grid's, with the cell's proposer, seed and arm (none: best-of-n, as runs before arms evaluated)."""
+        return {
+            "proposer": cell.proposer,
+            "task_model": self.task_model,
+            "proposer_model": self.proposer_model,
+            "val_limit": self.val_limit,
+            "evals_per_iter": self.evals_per_iter,
+            "seed": cell.seed,
+            "evaluation": cell.arm or "best-of-n",
+            "holdout": self.holdout,
+            "proposer_options": dict(self.options),
+        }
+
+    def check_cells(self) -> ExperimentSpec:
+        """Check, before any cell starts, every proposer's cell settings as a run checks them
+        (:meth:`~metaharness.settings.RunSettings.resolve`: model specs, the proposer, its need for a proposer model,
+        its options) and the proposer model for each proposer (an engine: installed and logged in); the spec with
+        its options normalised (``operators`` as a list)."""
+        from metaharness.proposers import check_proposer_model
+        from metaharness.settings import RunSettings
+
+        options = dict(self.options)
+        for cell in {c.proposer: c for c in reversed(self.cells())}.values():
+            settings = RunSettings.resolve({"dataset": cell.dataset, **self.cell_settings(cell)}, None)
+            if self.proposer_model is not None:
+                check_proposer_model(cell.proposer, self.proposer_model)
+            typed = settings.proposer_options
+            options = {k: list(v) if isinstance(v, tuple) else v for k in options for v in [getattr(typed, k)]}
+        return dataclasses.replace(self, options=options)
+
+    # -- a session's spec -----------------------------------------------------------------------------------------
+
+    @classmethod
+    def resolve(
+        cls, given: Mapping[str, Any], stored: Mapping[str, object] | None
+    ) -> tuple[ExperimentSpec, str | None]:
+        """The spec of a session (``metaharness bench harness``): a setting ``given`` (``None``: not given) over
+        the ``stored`` experiment's (its JSON; None for a new folder, so ``--out EXP`` alone resumes), else the
+        paper's; with the line that says why, the offline proposer when neither a proposer model nor proposers are
+        named (as :func:`metaharness.optimize.default_models` does for one run). Every cell's settings are
+        checked (:meth:`check_cells`) and the spec against the stored one (:func:`check_same_spec` rules)."""
+        from metaharness.optimize import default_models
+        from metaharness.proposers import needs_model
+
+        old = {"arms": None, "holdout": 0, **stored} if stored else {}
+        values: dict[str, Any] = {k: old.get(k) if given.get(k) is None else given[k] for k in SPEC_KEYS}
+        values["datasets"] = values["datasets"] or list(PAPER_DATASETS)
+        unknown = [d for d in values["datasets"] if d not in PAPER_DATASETS]
+        if unknown:
+            raise InputError(
+                f"--datasets: unknown task(s) {', '.join(unknown)}; choose from {', '.join(PAPER_DATASETS)}."
+            )
+        values["seeds"] = values["seeds"] or list(PAPER_SEEDS)
+        values["options"] = given.get("options") or old.get("options") or {}
+        if given.get("arms") is None and not stored:
+            values["arms"] = list(ARMS)
+        models = default_models(values["task_model"], "tps", values["proposer_model"])
+        notice = None
+        if not values["proposers"]:
+            values["proposers"] = list(PAPER_PROPOSERS if models.proposer_model else ["offline"])
+            if not models.proposer_model:
+                notice = (
+                    f"No proposer model (no API key configured, no --proposer-model): running the offline proposer "
+                    f"with {models.task_model}. For the paper's grid pass --proposer-model anthropic:claude-sonnet-4-5 "
+                    "(or set ANTHROPIC_API_KEY) and --task-model."
+                )
+        values["task_model"] = models.task_model
+        uses_model = any(needs_model(p) for p in values["proposers"])
+        values["proposer_model"] = models.proposer_model if uses_model else None
+        values["test"] = True if values["test"] is None else values["test"]
+        if values["holdout"] is None:
+            values["holdout"] = (values["val_limit"] or 0) // 3
+        for key in ("iterations", "evals_per_iter"):  # the others' None is a value (no limit, no cap)
+            if values[key] is None:
+                del values[key]
+        spec = experiment_spec(**values)
+        # The cells are checked with the proposer model named, also where no proposer needs it (an engine for
+        # offline is refused).
+        checked = dataclasses.replace(spec, proposer_model=models.proposer_model).check_cells()
+        return dataclasses.replace(spec, options=checked.options), notice
+
+    # -- JSON -----------------------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, object]:
+        """experiment.json's defining keys (lists for the tuples)."""
+        data: dict[str, object] = {}
+        for key in SPEC_KEYS:
+            value = getattr(self, key)
+            data[key] = list(value) if isinstance(value, tuple) else dict(value) if key == "options" else value
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> ExperimentSpec:
+        """A spec from its JSON form (experiment.json; the :data:`ABOUT_KEYS` are ignored; one from before arms
+        and holdout reads them as None and 0); InputError for unknown or missing keys."""
+        unknown = sorted(set(data) - {*SPEC_KEYS, *ABOUT_KEYS})
+        missing = [k for k in SPEC_KEYS[:3] if k not in data]
+        if unknown or missing:
+            raise InputError(
+                f"The experiment spec has unknown settings ({', '.join(unknown) or 'none'}) or lacks "
+                f"{', '.join(missing) or 'none'}: its settings are {', '.join(SPEC_KEYS)}."
+            )
+        values: dict[str, Any] = {k: data[k] for k in SPEC_KEYS if k in data}
+        return experiment_spec(**values)
+
+
 def experiment_spec(
-    datasets: list[str],
-    proposers: list[str],
-    seeds: list[int],
+    datasets: Sequence[str],
+    proposers: Sequence[str],
+    seeds: Sequence[int],
     *,
     iterations: int = PAPER_ITERATIONS,
     evals_per_iter: int = DEFAULT_EVALS_PER_ITER,
@@ -128,72 +310,26 @@ def experiment_spec(
     proposer_model: str | None = None,
     test: bool = True,
     max_cost: float | None = None,
-    options: dict[str, Any] | None = None,
-    arms: list[str] | None = None,
+    options: Mapping[str, object] | None = None,
+    arms: Sequence[str] | None = None,
     holdout: int = 0,
-) -> dict[str, Any]:
-    """The grid's defining settings (:data:`SPEC_KEYS`), checked; ``task_model`` None is the embedded model.
-
-    ``max_cost`` is the dollar cap of the whole experiment, split evenly over the cells (:func:`cell_cap`);
-    ``options`` go to every cell's proposer, with ``"seed"`` set per cell; ``arms`` are the evaluation policies
-    compared (:data:`ARMS`; None: the layout of an experiment from before arms); ``holdout`` validation examples
-    are kept out of every search to judge what it returns.
-    """
-    from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
-
-    for key, values in (("datasets", datasets), ("proposers", proposers), ("seeds", seeds)):
-        if not values:
-            raise InputError(f"The experiment needs at least one of {key}.")
-        if len(set(values)) != len(values):
-            raise InputError(f"The experiment's {key} repeat a name: {', '.join(map(str, values))}.")
-    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
-        raise InputError(f"Seeds are integers >= 0, got {', '.join(map(str, seeds))}.")
-    for key, value, least in (("iterations (--iters)", iterations, 0), ("evals_per_iter", evals_per_iter, 1)):
-        if value < least:
-            raise InputError(f"{key} must be at least {least}, got {value}.")
-    if val_limit is not None and val_limit < 1:
-        raise InputError(f"val_limit must be at least 1, got {val_limit}.")
-    if max_cost is not None and max_cost < 0:
-        raise InputError(f"max_cost must be at least 0 USD, got {max_cost}.")
-    if "seed" in (options or {}):
-        raise InputError("The proposer option 'seed' is set per cell by the grid's seeds: do not pass it.")
-    if arms is not None:
-        unknown = [a for a in arms if a not in ARMS]
-        if not arms or unknown:
-            raise InputError(f"Unknown arm(s) {', '.join(unknown) or '(none given)'}: use {', '.join(ARMS)}.")
-        if len(set(arms)) != len(arms):
-            raise InputError(f"The experiment's arms repeat a name: {', '.join(arms)}.")
-    if isinstance(holdout, bool) or not isinstance(holdout, int) or holdout < 0:
-        raise InputError(f"holdout is a number of validation examples >= 0, got {holdout!r}.")
-    return {
-        "datasets": list(datasets),
-        "proposers": list(proposers),
-        "seeds": list(seeds),
-        "iterations": iterations,
-        "evals_per_iter": evals_per_iter,
-        "val_limit": val_limit,
-        "task_model": task_model or DEFAULT_TASK_MODEL_SPEC,
-        "proposer_model": proposer_model,
-        "test": test,
-        "max_cost": max_cost,
-        "options": dict(options or {}),
-        "arms": list(arms) if arms is not None else None,
-        "holdout": holdout,
-    }
-
-
-def cells_of(spec: dict[str, Any]) -> list[Cell]:
-    return plan_grid(spec["datasets"], spec["proposers"], spec["seeds"], spec.get("arms"))
-
-
-def labels_of(spec: dict[str, Any]) -> list[str]:
-    """The compared labels (``PROPOSER/ARM``, or ``PROPOSER`` without arms), in the spec's order."""
-    return list(dict.fromkeys(c.label for c in cells_of(spec)))
-
-
-def cell_cap(spec: dict[str, Any]) -> float | None:
-    """Each cell's dollar cap: the experiment's ``max_cost`` over the number of cells (None: no cap)."""
-    return None if spec["max_cost"] is None else spec["max_cost"] / len(cells_of(spec))
+) -> ExperimentSpec:
+    """The grid's spec (:class:`ExperimentSpec`) from lists; ``task_model`` None is the embedded model."""
+    return ExperimentSpec(
+        tuple(datasets),
+        tuple(proposers),
+        tuple(seeds),
+        iterations=iterations,
+        evals_per_iter=evals_per_iter,
+        val_limit=val_limit,
+        task_model=task_model or DEFAULT_TASK_MODEL_SPEC,
+        proposer_model=proposer_model,
+        test=test,
+        max_cost=max_cost,
+        options=dict(options or {}),
+        arms=tuple(arms) if arms is not None else None,
+        holdout=holdout,
+    )
 
 
 # The rough cost model of :func:`estimate_cost` (tokens per model call / per iteration).
@@ -212,7 +348,7 @@ class CostEstimate:
     total: float | None
 
 
-def estimate_cost(spec: dict[str, Any]) -> CostEstimate:
+def estimate_cost(spec: ExperimentSpec) -> CostEstimate:
     """A rough dollar estimate of the grid before it starts, from the price table.
 
     Per cell: (seeds + iterations x evals_per_iter) evaluations, each of ``val_limit`` examples (else
@@ -228,20 +364,20 @@ def estimate_cost(spec: dict[str, Any]) -> CostEstimate:
     from metaharness.proposers import needs_model
 
     prices = PriceTable()
-    task_price = prices.lookup(spec["task_model"])
-    proposer_price = prices.lookup(spec["proposer_model"]) if spec["proposer_model"] else None
-    examples = spec["val_limit"] or ASSUMED_VAL_EXAMPLES
+    task_price = prices.lookup(spec.task_model)
+    proposer_price = prices.lookup(spec.proposer_model) if spec.proposer_model else None
+    examples = spec.val_limit or ASSUMED_VAL_EXAMPLES
     per_cell: dict[str, float | None] = {}
-    for cell in cells_of(spec):
+    for cell in spec.cells():
         seeds = seeds_of(cell.dataset)
         prompt = sum(len(s.source) for s in seeds) / len(seeds) / 4 + EXAMPLE_TOKENS
-        calls = (len(seeds) + spec["iterations"] * spec["evals_per_iter"]) * examples
+        calls = (len(seeds) + spec.iterations * spec.evals_per_iter) * examples
         task = Usage(input_tokens=int(prompt * calls), output_tokens=OUTPUT_TOKENS * calls)
         dollars = task_price.dollars(task) if task_price else None
-        if needs_model(cell.proposer) and spec["proposer_model"]:
+        if needs_model(cell.proposer) and spec.proposer_model:
             agent = Usage(
-                input_tokens=PROPOSER_INPUT_TOKENS * spec["iterations"],
-                output_tokens=PROPOSER_OUTPUT_TOKENS * spec["iterations"],
+                input_tokens=PROPOSER_INPUT_TOKENS * spec.iterations,
+                output_tokens=PROPOSER_OUTPUT_TOKENS * spec.iterations,
             )
             dollars = None if dollars is None or proposer_price is None else dollars + proposer_price.dollars(agent)
         per_cell[cell.name] = dollars
@@ -252,43 +388,32 @@ def estimate_cost(spec: dict[str, Any]) -> CostEstimate:
 def optimize_cell(
     cell: Cell,
     run_dir: Path,
-    spec: dict[str, Any],
+    spec: ExperimentSpec,
     *,
     data_dir: str | Path | None = None,
     dask_scheduler: str | None = None,
     ray_address: str | None = None,
-) -> Any:
+) -> Outcome:
     """The default cell: :func:`metaharness.optimize.optimize` in ``run_dir`` (continued when it exists), evaluating
     with the cell's arm, its examples on the cluster when one is named (:func:`~metaharness.evaluation.cluster.
     cluster`, entered in the cell's own process); its :class:`~metaharness.loop.Outcome`. The cap is the spec's
     share, which a rerun may have raised (:func:`check_same_spec`), so the run takes it as given."""
     from metaharness.optimize import optimize, run_config
 
-    config = run_config(
-        cell.dataset,
-        proposer=cell.proposer,
-        task_model=spec["task_model"],
-        proposer_model=spec["proposer_model"],
-        val_limit=spec["val_limit"],
-        evals_per_iter=spec["evals_per_iter"],
-        seed=cell.seed,
-        evaluation=cell.arm or "best-of-n",
-        holdout=spec.get("holdout") or 0,
-        proposer_options=spec["options"],
-    )
+    config = run_config(cell.dataset, **spec.cell_settings(cell))
     with cluster(dask_scheduler, ray_address):
         return optimize(
             run_dir,
             config,
-            iterations=spec["iterations"],
-            test=spec["test"],
-            max_cost=cell_cap(spec),
+            iterations=spec.iterations,
+            test=spec.test,
+            max_cost=spec.cell_cap(),
             data_dir=data_dir,
             raise_caps=True,
         )
 
 
-def check_models(spec: dict[str, Any]) -> None:
+def check_models(spec: ExperimentSpec) -> None:
     """Raise, before any cell starts, the error a cell would meet connecting to the grid's models: the embedded
     engine not installed, or a hosted model without its API key (:class:`~metaharness.errors.ConfigurationError`,
     checked without a request)."""
@@ -296,7 +421,7 @@ def check_models(spec: dict[str, Any]) -> None:
     from metaharness.models.local import require_llama_cpp
     from metaharness.models.spec import parse_spec
 
-    for model in filter(None, (spec["task_model"], spec["proposer_model"])):
+    for model in filter(None, (spec.task_model, spec.proposer_model)):
         if parse_spec(model).provider == "local":
             require_llama_cpp(model)
         else:
@@ -310,7 +435,7 @@ def read_cells(exp_dir: str | Path) -> dict[str, dict[str, Any]]:
 
 def run_experiment(
     exp_dir: str | Path,
-    spec: dict[str, Any],
+    spec: ExperimentSpec | Mapping[str, object],
     *,
     jobs: int = 1,
     run_cell: RunCell | None = None,
@@ -319,7 +444,8 @@ def run_experiment(
     dask_scheduler: str | None = None,
     ray_address: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Run (or resume) the grid of ``spec`` (:func:`experiment_spec` keys) in ``exp_dir``; the cells' last records.
+    """Run (or resume) the grid of ``spec`` (an :class:`ExperimentSpec`, or its JSON form) in ``exp_dir``; the
+    cells' last records.
 
     ``jobs`` cells run at once in worker processes (joblib's loky backend; ``jobs=1`` runs in this process).
     ``run_cell(cell, run_dir, spec)`` runs one cell (default :func:`optimize_cell` with ``data_dir`` and the
@@ -335,14 +461,7 @@ def run_experiment(
     """
     if jobs < 1:
         raise InputError(f"jobs must be at least 1, got {jobs}.")
-    unknown = sorted(set(spec) - {*SPEC_KEYS, *ABOUT_KEYS})
-    missing = [k for k in SPEC_KEYS[:3] if k not in spec]
-    if unknown or missing:
-        raise InputError(
-            f"The experiment spec has unknown settings ({', '.join(unknown) or 'none'}) or lacks "
-            f"{', '.join(missing) or 'none'}: its settings are {', '.join(SPEC_KEYS)}."
-        )
-    spec = experiment_spec(**{k: spec[k] for k in SPEC_KEYS if k in spec})
+    spec = spec if isinstance(spec, ExperimentSpec) else ExperimentSpec.from_json(spec)
     if run_cell is None:
         check_models(spec)
     exp = Path(exp_dir)
@@ -352,7 +471,7 @@ def run_experiment(
     )
     with _locked(exp):
         before = _write_or_check_spec(exp, spec)
-        cells = cells_of(spec)
+        cells = spec.cells()
         last = read_cells(exp)
         pending = [c for c in cells if not _finished(last.get(c.name), spec, before)]
         done = len(cells) - len(pending)
@@ -397,7 +516,7 @@ def _pool_round(
     run: RunCell,
     pending: list[Cell],
     exp: Path,
-    spec: dict[str, Any],
+    spec: ExperimentSpec,
     jobs: int,
     dispatched: list[Cell],
     begin: Callable[[Cell], None],
@@ -427,17 +546,17 @@ def _pool_round(
             begin(following)
 
 
-def _finished(record: dict[str, Any] | None, spec: dict[str, Any], before: dict[str, Any] | None) -> bool:
+def _finished(record: dict[str, Any] | None, spec: ExperimentSpec, before: Mapping[str, object] | None) -> bool:
     """Whether a cell's last record is "done" with the spec's iterations (a record without the field counts the
     iterations the folder's spec had before this session)."""
     if record is None or record.get("status") != "done":
         return False
-    ran = record.get("iterations", (before or spec)["iterations"])
-    return isinstance(ran, int) and ran >= spec["iterations"]
+    ran = record.get("iterations", spec.iterations if before is None else before.get("iterations"))
+    return isinstance(ran, int) and ran >= spec.iterations
 
 
 def _attempt(
-    run_cell: RunCell, cell: Cell, exp: Path, spec: dict[str, Any], owner: int | None = None
+    run_cell: RunCell, cell: Cell, exp: Path, spec: ExperimentSpec, owner: int | None = None
 ) -> dict[str, Any]:
     """One cell, in a worker: its record, "failed" with the exception's text on one line if it raised. ``owner`` is
     the experiment's process: a worker exits when it is gone (:func:`_exit_with`)."""
@@ -445,15 +564,16 @@ def _attempt(
         _exit_with(owner)
     started = time.perf_counter()
     error: str | None = None
-    outcome: Any = None
+    outcome: object = None
     try:
         outcome = run_cell(cell, exp / cell.name, spec)
     except Exception as exc:  # a failed cell is recorded and the grid goes on
         error = f"{type(exc).__name__}: {exc}"
-    record = _record(cell, error, time.perf_counter() - started, iterations=spec["iterations"])
+    record = _record(cell, error, time.perf_counter() - started, iterations=spec.iterations)
     if error is None and getattr(outcome, "capped", False):
         spent = RunDirectory.browse(exp / cell.name).spent() if RunDirectory.exists(exp / cell.name) else None
-        record.update(status="capped", stopped=outcome.stopped, iterations=outcome.iterations_done, spent=spent)
+        stopped, iterations = getattr(outcome, "stopped", None), getattr(outcome, "iterations_done", None)
+        record.update(status="capped", stopped=stopped, iterations=iterations, spent=spent)
     return record
 
 
@@ -490,8 +610,9 @@ def _record(cell: Cell, error: str | None, seconds: float, *, iterations: int | 
     }
 
 
-def stored_spec(exp_dir: str | Path) -> dict[str, Any] | None:
-    """The spec kept in ``EXP/experiment.json``, None when there is none yet."""
+def stored_spec(exp_dir: str | Path) -> dict[str, object] | None:
+    """The spec kept in ``EXP/experiment.json`` as stored (its JSON, with the :data:`ABOUT_KEYS`), None when there
+    is none yet."""
     path = Path(exp_dir) / SPEC_FILE
     if not path.exists():
         return None
@@ -502,7 +623,7 @@ def stored_spec(exp_dir: str | Path) -> dict[str, Any] | None:
     return stored if isinstance(stored, dict) else {}
 
 
-def check_same_spec(exp_dir: str | Path, spec: dict[str, Any]) -> None:
+def check_same_spec(exp_dir: str | Path, spec: ExperimentSpec) -> None:
     """Refuse (:class:`InputError` naming the differing keys) a spec other than the one ``exp_dir`` holds. More
     ``iterations`` than stored is allowed: every run continues to the new count. Fewer is refused, since the runs
     went further already. A larger ``max_cost`` is allowed too (capped cells continue with their larger share).
@@ -511,9 +632,10 @@ def check_same_spec(exp_dir: str | Path, spec: dict[str, Any]) -> None:
     if stored is None:
         return
     stored = {"arms": None, "holdout": 0, **stored}
-    differing = [k for k in SPEC_KEYS if stored.get(k) != spec[k] and not _extends(k, stored, spec)]
+    new = spec.to_json()
+    differing = [k for k in SPEC_KEYS if stored.get(k) != new[k] and not _extends(k, stored, spec)]
     if differing:
-        changes = "; ".join(f"{k}: {stored.get(k)!r} there, {spec[k]!r} now" for k in differing)
+        changes = "; ".join(f"{k}: {stored.get(k)!r} there, {new[k]!r} now" for k in differing)
         fewer = " (more iterations continue every run; fewer cannot undo them)" if "iterations" in differing else ""
         raise InputError(
             f"{exp_dir} holds an experiment with other settings ({changes}){fewer}. Rerun with its settings to "
@@ -521,34 +643,37 @@ def check_same_spec(exp_dir: str | Path, spec: dict[str, Any]) -> None:
         )
 
 
-def _more(stored: dict[str, Any], spec: dict[str, Any]) -> bool:
-    return isinstance(stored.get("iterations"), int) and spec["iterations"] > stored["iterations"]
+def _more(stored: Mapping[str, object], spec: ExperimentSpec) -> bool:
+    old = stored.get("iterations")
+    return isinstance(old, int) and spec.iterations > old
 
 
-def _larger_cap(stored: dict[str, Any], spec: dict[str, Any]) -> bool:
-    old, new = stored.get("max_cost"), spec["max_cost"]
+def _larger_cap(stored: Mapping[str, object], spec: ExperimentSpec) -> bool:
+    old, new = stored.get("max_cost"), spec.max_cost
     return isinstance(old, (int, float)) and (new is None or new > old)
 
 
-def _extends(key: str, stored: dict[str, Any], spec: dict[str, Any]) -> bool:
+def _extends(key: str, stored: Mapping[str, object], spec: ExperimentSpec) -> bool:
     """A change the rerun may make: more iterations, or a larger cap."""
     return (key == "iterations" and _more(stored, spec)) or (key == "max_cost" and _larger_cap(stored, spec))
 
 
-def _write_or_check_spec(exp: Path, spec: dict[str, Any]) -> dict[str, Any] | None:
+def _write_or_check_spec(exp: Path, spec: ExperimentSpec) -> dict[str, object] | None:
     """The folder's spec before this session (None for a new folder), after writing the new one: a new folder's,
     or the stored one with more iterations (and a line of ``extended`` that says when)."""
     check_same_spec(exp, spec)
     stored = stored_spec(exp)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if stored is None:
-        atomic_write_json(exp / SPEC_FILE, {**spec, "created": now, "metaharness": __version__})
+        atomic_write_json(exp / SPEC_FILE, {**spec.to_json(), "created": now, "metaharness": __version__})
     elif _more(stored, spec) or _larger_cap(stored, spec):
         key = "iterations" if _more(stored, spec) else "max_cost"
-        extended = [*stored.get("extended", []), {"from": stored[key], "to": spec[key], "at": now}]
+        line: dict[str, object] = {"from": stored[key], "to": getattr(spec, key), "at": now}
         if key == "max_cost":
-            extended[-1]["key"] = key
-        changed = {"iterations": spec["iterations"], "max_cost": spec["max_cost"]}
+            line["key"] = key
+        before = stored.get("extended")
+        extended = [*(before if isinstance(before, list) else []), line]
+        changed = {"iterations": spec.iterations, "max_cost": spec.max_cost}
         atomic_write_json(exp / SPEC_FILE, {**stored, **changed, "extended": extended})
     return stored
 

@@ -41,7 +41,7 @@ from typing import Any
 from scipy.stats import t as student_t
 
 from metaharness.errors import InputError
-from metaharness.experiment.grid import SPEC_FILE, labels_of, read_cells
+from metaharness.experiment.grid import SPEC_FILE, ExperimentSpec, read_cells
 from metaharness.report.summary import markdown_cell, markdown_table
 from metaharness.report.view import RunView
 from metaharness.store.files import atomic_write_json, atomic_write_text, read_json
@@ -143,7 +143,7 @@ def experiment_table(exp_dir: Path) -> dict[str, Any]:
         else:
             failed.append({"cell": cell, **where, "error": line.get("error")})
     datasets = _ordered(spec.get("datasets", []), [r["dataset"] for r in runs.values()])
-    declared = labels_of({"arms": None, **spec}) if spec.get("proposers") else []
+    declared = ExperimentSpec.from_json(spec).labels() if spec.get("proposers") else []
     proposers = _ordered(declared, [r["proposer"] for r in runs.values()])
     table: dict[str, dict[str, Any]] = {}
     for dataset in datasets:
