@@ -45,6 +45,7 @@ from metaharness.models.prices import PriceTable
 from metaharness.models.spec import parse_spec
 from metaharness.settings import RunSettings
 from metaharness.staging import ExampleOrder
+from metaharness.store.log import StartLine
 from metaharness.store.run_dir import RunDirectory
 from metaharness.tasks.task import Task
 
@@ -343,14 +344,7 @@ def optimize(
             run_dir=run_dir,
             data_dir=data_dir,
         )
-        run.log(
-            {
-                "type": "start",
-                "settings": resolved.to_json(),
-                "iterations": iterations,
-                "spent_before": costs.previous,
-            }
-        )
+        run.log(StartLine(resolved.to_json(), iterations, costs.previous))
         optimizer = Optimizer(
             run,
             LoopSettings(resolved, iterations, test=test),

@@ -17,6 +17,7 @@ from metaharness.report.page import render_html
 from metaharness.report.summary import render_markdown
 from metaharness.report.svg import colour
 from metaharness.store import RunDirectory
+from metaharness.store.files import append_jsonl
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
@@ -75,8 +76,8 @@ def run(tmp_path):
             "allotted": {"c005": [0, 5]},
             "alternatives": {"greedy": {"c005": 5, "c006": 5}, "halving": {"c005": 3, "c006": 3}},
         }
-        rd.log({"type": "iteration", "iteration": it, "spent": spent, "cost": cost, **staged})
-    rd.log({"type": "test_skipped", "reason": "no test split offline"})
+        append_jsonl(rd.summary_path, {"type": "iteration", "iteration": it, "spent": spent, "cost": cost, **staged})
+    append_jsonl(rd.summary_path, {"type": "test_skipped", "reason": "no test split offline"})
     rd.save_test_result("c005", Evaluation("test", {"primary": 0.42}, {}, 20))
     yield rd
     rd.close()

@@ -25,6 +25,7 @@ from metaharness.optimize import run_ledger
 from metaharness.report import write_summary_markdown
 from metaharness.settings import RunSettings
 from metaharness.store import RunDirectory
+from metaharness.store.files import append_jsonl
 from metaharness.store.program_graph import GRAPH_FILE
 
 CANDIDATES = ["c001", "c002", "c003", "c004", "c005"]  # 2 seeds, iteration 1's chain (c003 -> c004), iteration 2's
@@ -230,7 +231,7 @@ def test_a_deleted_newest_tag_keeps_its_id_and_is_restored_from_its_commit(run_d
 
 def test_next_id_never_hands_out_an_id_the_log_or_the_graph_still_holds(run_dir):
     run = RunDirectory.open(run_dir, CONFIG)
-    run.log({"type": "candidate", "id": "c009", "iteration": 2})  # a candidate git lost entirely
+    append_jsonl(run.summary_path, {"type": "candidate", "id": "c009", "iteration": 2})  # a candidate git lost entirely
     assert run.next_id() == "c010"
     assert "c009 is in summary.jsonl or program-graph.json but git holds no commit of it" in run.recover()[-1]
     graph = json.loads((run_dir / GRAPH_FILE).read_text())

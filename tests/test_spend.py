@@ -104,8 +104,8 @@ def test_calls_from_many_threads_are_all_journaled(tmp_path):
 
 def test_a_run_from_before_the_journal_carries_its_logged_spend(tmp_path):
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    run.log({"type": "iteration", "iteration": 0, "spent": {"usd": 0.25, "tokens": 900}})
-    run.log({"type": "stop", "reason": "x", "spent": {"usd": 0.5, "tokens": 1200}})
+    append_jsonl(run.summary_path, {"type": "iteration", "iteration": 0, "spent": {"usd": 0.25, "tokens": 900}})
+    append_jsonl(run.summary_path, {"type": "stop", "reason": "x", "spent": {"usd": 0.5, "tokens": 1200}})
     run.close()
     assert not run.spend.exists()
     run = RunDirectory.open(tmp_path / "run", CONFIG)

@@ -178,7 +178,8 @@ def test_recover_logs_a_candidate_committed_just_before_a_kill(run):
 def test_recover_drops_the_plan_of_a_finished_iteration_only(run):
     run.commit(record("c001", None, 0.4))
     run.journal.save_plan(1, [PlanEntry("c002", None, "")])
-    run.log({"type": "iteration", "iteration": 1})  # logged; the kill came before the plan's removal
+    # logged; the kill came before the plan's removal
+    append_jsonl(run.summary_path, {"type": "iteration", "iteration": 1})
     run.journal.save_plan(2, [PlanEntry("c003", None, "")])  # an open iteration: kept for the resumed run
     actions = run.recover()
     assert any("plan of iteration 1" in a for a in actions)

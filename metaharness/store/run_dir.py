@@ -28,7 +28,6 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -475,11 +474,8 @@ class RunDirectory:
 
     # -- the summary log -------------------------------------------------------------------------------------
 
-    def log(self, line: LogLine | Mapping[str, object]) -> None:
-        """Append ``line`` with the time; a mapping is a line already in its JSON form (``optimize``'s start line
-        until it writes a :class:`~metaharness.store.log.StartLine`)."""
-        entry = dict(line) if isinstance(line, Mapping) else line.to_json()
-        append_jsonl(self.summary_path, {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **entry})
+    def log(self, line: LogLine) -> None:
+        append_jsonl(self.summary_path, {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **line.to_json()})
 
     def log_records(self, kind: str | None = None) -> list[dict[str, Any]]:
         records = read_jsonl(self.summary_path)
