@@ -102,8 +102,9 @@ class Seed:
 class LoopSettings:
     """One session of the loop: the run's settings (:class:`~metaharness.settings.RunSettings`, as resolved: each
     iteration takes up to ``run.proposals_per_iteration()`` proposals and evaluates them with ``run.evaluation``
-    within ``run.budget``), the ``iterations`` to reach after the seeds, and whether to evaluate the best and the
-    frontier on the test split at the end (``test``, when the split is available)."""
+    within ``run.iteration_budget`` and ``run.run_budget``), the ``iterations`` to reach after the seeds, and
+    whether to evaluate the best and the frontier on the test split at the end (``test``, when the split is
+    available)."""
 
     run: RunSettings
     iterations: int
@@ -345,17 +346,18 @@ class Optimizer:
         return Spend(run.evals, float(money.get("tokens", 0)), float(money.get("usd", 0.0))), this
 
     def _budget(self, iteration: int) -> Budget:
-        """What this iteration's evaluations may still spend (the seeds: only the run's limits bind)."""
+        """What this iteration's evaluations may still spend: the run's ``iteration_budget`` (its evals, when not
+        capped: ``evals_per_iter`` full evaluations) less what the iteration spent, within what the ``run_budget``
+        leaves (the seeds: only the run's limits bind)."""
         run, this = self._spent(iteration)
-        budget = self.settings.run.budget
+        settings = self.settings.run
         if iteration == 0:
-            return budget.per_run.left(run)
-        per_iteration = budget.per_iteration
-        if per_iteration.evals == math.inf:
-            per_iteration = dataclasses.replace(
-                per_iteration, evals=float(self.settings.run.evals_per_iter * self.order.share)
-            )
-        return SearchBudget(per_iteration, budget.per_run).for_iteration(run, this)
+            return settings.run_budget.left(run)
+        iteration_budget = settings.iteration_budget
+        if iteration_budget.evals == math.inf:
+            full = float(settings.evals_per_iter * self.order.share)
+            iteration_budget = dataclasses.replace(iteration_budget, evals=full)
+        return SearchBudget(iteration_budget, settings.run_budget).for_iteration(run, this)
 
     def standing(self, iteration: int, proposals: list[str]) -> Standing:
         """What the policy decides from now (see :mod:`metaharness.staging`)."""

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from metaharness import __version__
-from metaharness.budget import ENTRIES, Budget, SearchBudget
+from metaharness.budget import ENTRIES, Budget
 from metaharness.errors import InputError
 from metaharness.staging import POLICIES, Policy
 
@@ -97,10 +97,6 @@ class RunSettings:
     created: str = ""
 
     # -- the budget -----------------------------------------------------------------------------------------------
-
-    @property
-    def budget(self) -> SearchBudget:
-        return SearchBudget(self.iteration_budget, self.run_budget)
 
     def proposals_per_iteration(self) -> int:
         """How many proposals an iteration takes: ``proposals``, else ``evals_per_iter`` for best-of-N (the paper's

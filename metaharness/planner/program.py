@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from metaharness.budget import ENTRIES as LIMITS  # evaluations, task-model tokens, dollars (task model + proposer)
 from metaharness.errors import InputError
 from metaharness.planner.graph import PROGRAM_STATUSES, Edge, Node, NodeId, PlanGraph
 
-LIMITS = ("evals", "tokens", "usd")  # evaluations, task-model tokens, dollars (task model + proposer)
 EVALUATED, IMPLEMENTED, PREDICTED, FAILED = PROGRAM_STATUSES
 # A chain starts at a program whose code exists and works.
 ROOTS = (EVALUATED, IMPLEMENTED)
