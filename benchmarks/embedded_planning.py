@@ -25,7 +25,7 @@ from metaharness.models.llama_server import LlamaServer
 from metaharness.models.local import gguf_path
 from metaharness.planner import plan
 from metaharness.planner.subagents import PlanningTask
-from metaharness.planner.subagents.sampler import SYSTEM, sampler_schema
+from metaharness.planner.subagents.sampler import SAMPLER_SYSTEM, sampler_schema
 
 STATE = (
     "Sokoban, 5x5 grid, walls on the border. player location: (1, 1); box location: (2, 2); "
@@ -57,7 +57,7 @@ def probe(spec: str, plans: int, max_tokens: int) -> dict[str, object]:
     client = connect(spec, cache=False)
     task = PlanningTask.create([STATE], GOAL, {"steps": 8})
     messages = [
-        {"role": "system", "content": SYSTEM.format(m=plans, max_steps=8)},
+        {"role": "system", "content": SAMPLER_SYSTEM.format(plans=plans, max_steps=8)},
         {"role": "user", "content": task.describe()},
     ]
     request = ChatRequest(messages, max_tokens=max_tokens, json_schema=sampler_schema(plans, 8))

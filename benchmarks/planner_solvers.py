@@ -39,11 +39,11 @@ from rich.console import Console
 from rich.table import Table
 
 from metaharness.errors import InputError
-from metaharness.planner.bounds import reach
-from metaharness.planner.exact import solve_exact
 from metaharness.planner.graph import PlanGraph
-from metaharness.planner.ilp import solve_ilp
-from metaharness.planner.problem import Problem, prepare
+from metaharness.planner.path.bounds import reach
+from metaharness.planner.path.exact import exact_path
+from metaharness.planner.path.ilp import ilp_path
+from metaharness.planner.path.problem import PathProblem, path_problem
 from metaharness.planner.solve import solve
 
 # (nodes, edges, limits): TAPE's reported cases (45/104; 132/369 with 2 limits) and the range up to 150/600.
@@ -105,7 +105,7 @@ def merged_plan_graph(rng: random.Random, nodes: int, edges: int, limits: int, r
         graph.add_edge(f"e{i}", f"s{u}", f"s{v}", f"a{i}", cost)
 
     # Budget: the cheapest way to a goal in each entry plus slack (TAPE: B = T* + slack); horizon = step budget.
-    probe = prepare(graph, [1e9] * limits, horizon=nodes)
+    probe = path_problem(graph, [1e9] * limits, horizon=nodes)
     need = reach(probe)
     steps = need.steps[probe.start]
     if math.isinf(steps):
@@ -153,7 +153,7 @@ def hard_graph(
     return graph
 
 
-def solve_cpsat(problem: Problem, *, time_limit: float, workers: int, scale: int = 1000) -> tuple[str, list, float]:
+def solve_cpsat(problem: PathProblem, *, time_limit: float, workers: int, scale: int = 1000) -> tuple[str, list, float]:
     """TAPE's CP-SAT model on the same problem; returns (status, edge ids, CP-SAT wall time)."""
     from ortools.sat.python import cp_model
 
@@ -249,9 +249,9 @@ def main() -> None:
         graph = merged_plan_graph(rng, nodes, edges, limits, kind)
 
         exact, exact_s = min(
-            (_timed(lambda g=graph: solve_exact(prepare(g))) for _ in range(3)), key=lambda r: r[1]
+            (_timed(lambda g=graph: exact_path(path_problem(g))) for _ in range(3)), key=lambda r: r[1]
         )  # best of 3 (ms scale)
-        ilp, ilp_s = _timed(lambda g=graph: solve_ilp(prepare(g)))
+        ilp, ilp_s = _timed(lambda g=graph: ilp_path(path_problem(g)))
         row = {
             "nodes": nodes,
             "edges": len(graph.edges),
@@ -268,12 +268,12 @@ def main() -> None:
         ), ("exact and ilp disagree", graph.to_json())
         if not args.no_cpsat:
             (status, path, wall), cpsat_s = _timed(
-                solve_cpsat, prepare(graph), time_limit=args.cpsat_limit, workers=args.cpsat_workers
+                solve_cpsat, path_problem(graph), time_limit=args.cpsat_limit, workers=args.cpsat_workers
             )
             value = None
             if path:
                 try:
-                    value = prepare(graph).check_walk(path).value
+                    value = path_problem(graph).check_walk(path).value
                 except InputError:
                     status = "invalid plan"
             row.update(cpsat_s=cpsat_s, cpsat_wall=wall, cpsat_status=status, cpsat_value=value)
@@ -331,9 +331,9 @@ def _family(console: Console, args) -> None:
         verdict = "skipped"
         if not args.no_cpsat:
             (status, path, _), _ = _timed(
-                solve_cpsat, prepare(graph), time_limit=args.cpsat_limit, workers=args.cpsat_workers
+                solve_cpsat, path_problem(graph), time_limit=args.cpsat_limit, workers=args.cpsat_workers
             )
-            value = prepare(graph).check_walk(path).value if path else None
+            value = path_problem(graph).check_walk(path).value if path else None
             verdict = _agree({"exact": exact, "cpsat_status": status, "cpsat_value": value})
         for name, seconds in (("exact", exact_s), ("exact cpu", exact_cpu), ("auto", auto_s), ("ilp", ilp_s)):
             times[name].append(seconds)
@@ -375,7 +375,10 @@ def _check_ilp(ilp, exact, graph) -> None:
     elif ilp.status == "infeasible":
         assert exact.status == "infeasible", ("ilp says infeasible", graph.to_json())
     elif ilp.path:
-        assert prepare(graph).check_walk(ilp.path).value <= exact.value + 1e-9, ("ilp beats exact", graph.to_json())
+        assert path_problem(graph).check_walk(ilp.path).value <= exact.value + 1e-9, (
+            "ilp beats exact",
+            graph.to_json(),
+        )
 
 
 def _agree(row) -> str:

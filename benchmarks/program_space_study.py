@@ -54,7 +54,9 @@ import numpy as np
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.program import EVALUATED, PREDICTED, add_evaluated, add_predicted, chain, mark, program_graph
 from metaharness.planner.result import PlanResult
-from metaharness.planner.selection import prepare, select, solve_ilp
+from metaharness.planner.selection import select
+from metaharness.planner.selection.ilp import ilp_selection
+from metaharness.planner.selection.problem import selection_problem
 
 
 @dataclass(frozen=True)
@@ -275,7 +277,7 @@ def subtree_select(graph: PlanGraph, budget: dict[str, float], seed: int) -> Pla
     """The "subtree" prototype: select's problem, where evaluating a node is also credited with part of its best
     predicted descendant's excess in each scenario (a later iteration can evaluate that descendant, now predicted
     from a measured base), solved exactly by the MILP."""
-    problem = prepare(graph, budget, correlation=CORRELATION, seed=seed)
+    problem = selection_problem(graph, budget, correlation=CORRELATION, seed=seed)
     index = {id: i for i, id in enumerate(problem.ids)}
     samples = problem.samples.copy()
     for i, id in enumerate(problem.ids):
@@ -283,7 +285,7 @@ def subtree_select(graph: PlanGraph, budget: dict[str, float], seed: int) -> Pla
         if below:
             samples[:, i] += SUBTREE * np.maximum(0.0, problem.samples[:, below].max(axis=1) - problem.samples[:, i])
     problem.samples = samples
-    return solve_ilp(problem)
+    return ilp_selection(problem)
 
 
 def run_seed(task: tuple[str, int, int, int, tuple[str, ...]]) -> dict[str, float]:

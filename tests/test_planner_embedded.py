@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from metaharness.planner.problem import prepare
+from metaharness.planner.path.problem import path_problem
 from metaharness.planner.subagents import ModelStateSimulator
 from metaharness.planner.tps import plan, replay
 
@@ -70,7 +70,7 @@ def test_plan_runs_end_to_end_with_the_embedded_model():
         assert again.status == result.status and again.graph.to_json() == graph.to_json()
         assert [s.to_json() for s in again.route] == record["route"]
     if result.status == "route":
-        walk = prepare(result.graph).check_walk(result.solution.path)  # a feasible (possibly poor) route
+        walk = path_problem(result.graph).check_walk(result.solution.path)  # a feasible (possibly poor) route
         assert result.graph.node(walk.nodes[-1]).goal and walk.cost["steps"] <= BUDGET
         assert [step.edge for step in result.route] == result.solution.path
         assert all(step.action and step.expected_state for step in result.route)

@@ -19,7 +19,8 @@ from metaharness.planner.program import (
     mark,
     program_graph,
 )
-from metaharness.planner.selection import FILL_BONUS, SELECTION_SOLVERS, prepare, select
+from metaharness.planner.selection import SELECTION_SOLVERS, select
+from metaharness.planner.selection.problem import FILL_BONUS, selection_problem
 from metaharness.planner.solve import solve
 
 
@@ -129,7 +130,7 @@ def _check_plan(g: PlanGraph, result) -> list[float]:  # type: ignore[no-untyped
 def test_exact_and_ilp_match_brute_force(seed: int) -> None:
     rng = random.Random(seed)
     g = _random_graph(rng)
-    problem = prepare(g, scenarios=16, seed=seed)
+    problem = selection_problem(g, scenarios=16, seed=seed)
     expected = _brute_force(g, problem.samples, problem.ids)
     for solver in ("exact", "ilp", "auto"):
         result = select(g, solver=solver, scenarios=16, seed=seed)  # type: ignore[arg-type]
@@ -245,7 +246,7 @@ def test_infeasible_budgets() -> None:
 
 def test_zero_std_needs_one_scenario_and_picks_the_best_prediction() -> None:
     g = _chain_graph()
-    assert prepare(g, {"evals": 1}).samples.shape == (1, 4)
+    assert selection_problem(g, {"evals": 1}).samples.shape == (1, 4)
     assert select(g, {"evals": 1}).evaluate == ["c"]
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from metaharness.errors import InputError
 from metaharness.planner.graph import PlanGraph, fits
-from metaharness.planner.problem import SoftTargets, implied_horizon, prepare
+from metaharness.planner.path.problem import SoftTargets, implied_horizon, path_problem
 from metaharness.planner.solve import solve
 
 HALVES = [x / 2 for x in range(5)]  # costs 0 .. 2 in steps of 0.5: sums compare exactly
@@ -111,7 +111,7 @@ def test_exact_matches_brute_force_on_2000_graded_discounted_graphs(seed):
             assert result.status == "infeasible", (graph.to_json(), result)
             continue
         assert result.status == "optimal", (graph.to_json(), expected, result)
-        walk = prepare(graph).check_walk(result.path)
+        walk = path_problem(graph).check_walk(result.path)
         assert math.isclose(walk.value, expected[0], abs_tol=1e-9), (graph.to_json(), expected, result)
         assert len(result.path) == expected[1], (graph.to_json(), expected, result)  # ties keep the shortest plan
 
@@ -132,7 +132,7 @@ def test_exact_auto_and_ilp_agree_on_a_hard_family_graph():
     assert exact.status == auto.status == ilp.status == "optimal"
     assert math.isclose(exact.value, ilp.value, abs_tol=1e-9) and math.isclose(auto.value, exact.value, abs_tol=1e-9)
     assert len(exact.path) > 10  # a long plan: the search is not trivial
-    prepare(graph).check_walk(exact.path)
+    path_problem(graph).check_walk(exact.path)
 
 
 def random_graph(rng: random.Random, max_nodes=5, max_edges=12, max_horizon=5) -> PlanGraph:
@@ -165,7 +165,7 @@ def _agrees(graph: PlanGraph, solver: str, soft: SoftTargets | None = None) -> N
         assert result.path == [] and result.value is None
         return
     assert result.status == "optimal", (graph.to_json(), expected, result)
-    walk = prepare(graph, soft=soft).check_walk(result.path)  # the returned plan is feasible ...
+    walk = path_problem(graph, soft=soft).check_walk(result.path)  # the returned plan is feasible ...
     assert walk.nodes == result.nodes and math.isclose(walk.value, result.value, abs_tol=1e-9)
     objective = result.objective if soft else result.value
     assert math.isclose(objective, expected, abs_tol=1e-6), (graph.to_json(), expected, result)  # ... and optimal
@@ -386,7 +386,7 @@ def test_integer_ids_are_echoed_and_integral_float_horizon_is_accepted():
 
 def test_ilp_keeps_the_tie_rule_a_cheap_cycle_and_its_time_limit():
     """Equal value: the fewest steps; a cycle of tiny cost adds no layers; a limit stops it, whatever the stage."""
-    from metaharness.planner.ilp import time_expanded_layers
+    from metaharness.planner.path.ilp import time_expanded_layers
 
     nodes = [{"id": "s"}, {"id": "a"}, {"id": "b"}, {"id": "g", "reward": 1, "goal": True}]
     edges = [("sa", "s", "a"), ("ab", "a", "b"), ("ba", "b", "a"), ("bg", "b", "g"), ("ag", "a", "g")]
@@ -402,7 +402,7 @@ def test_ilp_keeps_the_tie_rule_a_cheap_cycle_and_its_time_limit():
                    {"id": "as", "source": "a", "target": "s", "cost": [0.001]},
                    {"id": "ag", "source": "a", "target": "g", "cost": [1]}]}
     )  # fmt: skip
-    assert prepare(cycle).horizon >= 10_000 and len(time_expanded_layers(prepare(cycle))) <= 4
+    assert path_problem(cycle).horizon >= 10_000 and len(time_expanded_layers(path_problem(cycle))) <= 4
     assert solve(cycle, solver="ilp").path == ["sa", "ag"]
     stopped = solve(tie, solver="ilp", time_limit=1e-9)
     assert stopped.status == "unknown" and "time limit" in stopped.note
@@ -411,7 +411,7 @@ def test_ilp_keeps_the_tie_rule_a_cheap_cycle_and_its_time_limit():
 def test_an_ilp_out_of_time_before_scip_has_a_plan_returns_the_beam_plan(monkeypatch):
     """An injected clock: it stands still until the beam plan is made, then jumps past the limit, as when building
     the model of a large graph takes the whole limit."""
-    import metaharness.planner.ilp as ilp
+    import metaharness.planner.path.ilp as ilp
 
     class Clock:
         now = 0.0
@@ -434,6 +434,6 @@ def test_an_ilp_out_of_time_before_scip_has_a_plan_returns_the_beam_plan(monkeyp
     graph.add_node("g", 1, goal=True)
     graph.add_edge("1", "s", "a", cost=[0.1])
     graph.add_edge("3", "a", "g", cost=[0.1])
-    result = ilp.solve_ilp(prepare(graph), time_limit=10, started=0.0)
+    result = ilp.ilp_path(path_problem(graph), time_limit=10, started=0.0)
     assert (result.status, result.path) == ("feasible", ["1", "3"])
     assert "time limit passed while building the model" in result.note and "beam" in result.note

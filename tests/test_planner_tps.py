@@ -10,7 +10,7 @@ from fakes import FixedPlans, ScriptedModel, TableLabeler, in_order
 from metaharness.errors import InputError
 from metaharness.models.types import StructuredOutputError
 from metaharness.planner import subagents
-from metaharness.planner.problem import prepare
+from metaharness.planner.path.problem import path_problem
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, PredictedState, SimulatedStep
 from metaharness.planner.tps import plan, replay
 
@@ -217,7 +217,7 @@ def test_plan_with_a_model_end_to_end_and_malformed_answers():
     result = plan(TASK.history, TASK.goal, {"steps": 4}, model=client)
     assert result.status == "route"
     assert [s.action for s in result.route] == ["take key", "open door"]
-    prepare(result.graph).check_walk(result.solution.path)
+    path_problem(result.graph).check_walk(result.solution.path)
     stages = json.loads(json.dumps(result.to_json()))["stages"]
     assert [s["stage"] for s in stages] == ["sample", "simulate", "simulate", "merge", "label"]
     assert stages[0]["calls"][0]["attempts"][0]["error"]

@@ -14,9 +14,12 @@ Solvers (:mod:`metaharness.planner.solve`)
     ``status`` ("optimal"/"infeasible"; the lm baseline says "feasible"/"invalid"), ``path`` (edge ids), ``nodes``
     (v0..vk), ``value``, ``cost`` (by limit name, as every planner result gives costs), ``solver``, ``seconds``;
     ``PlanResult.to_json()`` is the output object of ``docs/plan-graph.md`` (costs as lists in the graph's order).
-    One module per family: ``exact`` (label-setting DP with Pareto sets, the default), ``ilp`` (time-expanded ILP in
-    SCIP, also soft targets), ``lm`` (the model picks a path; experiments only). ``SoftTargets(target, weight)``
-    (``problem``) keeps the hard budget and subtracts ``weight * excess`` over a preferred cost level.
+    The two halves have one layout, one module per part: :mod:`metaharness.planner.path` (``problem``,
+    ``exact``: label-setting DP with Pareto sets, the default, ``ilp``: time-expanded ILP in SCIP, also soft targets,
+    ``lm``: the model picks a path, experiments only; with ``bounds`` and ``infeasible``) and
+    :mod:`metaharness.planner.selection` (``select``; ``problem``, ``exact``, ``ilp``, ``baselines``).
+    ``SoftTargets(target, weight)`` (``path.problem``) keeps the hard budget and subtracts ``weight * excess`` over a
+    preferred cost level.
 
 Program graphs and selection (:mod:`metaharness.planner.program`, :mod:`metaharness.planner.selection`)
     A program graph is a ``PlanGraph`` with ``problem="selection"``: candidate harnesses (status evaluated,
@@ -67,7 +70,7 @@ from __future__ import annotations
 # Exported eagerly: a lazy module ``__getattr__`` loses to a submodule of the same name once anything has imported
 # that submodule (``metaharness.planner.solve`` the module would shadow ``solve`` the function).
 from metaharness.planner.graph import Edge, Node, PlanGraph
-from metaharness.planner.problem import SoftTargets
+from metaharness.planner.path.problem import SoftTargets
 from metaharness.planner.program import (
     LIMITS,
     add_evaluated,

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from metaharness.planner.graph import NodeId
-from metaharness.planner.problem import Walk
 
-# "optimal"/"infeasible" are proofs; the lm baseline returns "feasible" (a valid plan, optimality unknown) or
-# "invalid" (its answer is not a feasible plan; ``note`` says why); an ILP stopped by a time limit may return
-# "feasible" or "unknown".
+if TYPE_CHECKING:  # the path half imports this module
+    from metaharness.planner.path.problem import Walk
+
+# The one status vocabulary of every solver of both halves. "optimal"/"infeasible" are proofs; the lm baseline
+# returns "feasible" (a valid plan, optimality unknown) or "invalid" (its answer is not a feasible plan; ``note`` says
+# why); an ILP stopped by a time limit, and the selection baselines, return "feasible" (or "unknown": no plan).
 Status = Literal["optimal", "infeasible", "feasible", "invalid", "unknown"]
 
 

@@ -1,8 +1,8 @@
-"""``solve(graph, budget, solver=...)``: one entry point over every solver family.
+"""``solve(graph, budget, solver=...)``: one entry point over every solver family of both halves.
 
 A plan graph in, the best walk (or status "infeasible", with the reason) out:
 
-    >>> from metaharness.planner.graph import PlanGraph, limit_names
+    >>> from metaharness.planner.graph import PlanGraph
     >>> g = PlanGraph.from_json({"start": "s", "budget": [1],
     ...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
     ...                          "edges": [{"id": "e", "source": "s", "target": "g", "cost": [1]}]})
@@ -10,6 +10,9 @@ A plan graph in, the best walk (or status "infeasible", with the reason) out:
     ['e']
     >>> solve(g, [0.5]).status
     'infeasible'
+
+A program graph (``"problem": "selection"``) gets the selection problem's answer instead
+(:mod:`metaharness.planner.selection`).
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from typing import Literal, get_args
 
 from metaharness.errors import InputError
 from metaharness.models.types import ModelClient
-from metaharness.planner.exact import LabelLimitReached, solve_exact
-from metaharness.planner.graph import PlanGraph, limit_names
-from metaharness.planner.infeasible import diagnose
-from metaharness.planner.problem import SoftTargets, prepare
+from metaharness.planner.graph import PlanGraph
+from metaharness.planner.path.exact import LabelLimitReached, exact_path
+from metaharness.planner.path.ilp import ilp_path
+from metaharness.planner.path.infeasible import diagnose
+from metaharness.planner.path.lm import lm_path
+from metaharness.planner.path.problem import SoftTargets, budget_by_name, path_problem
 from metaharness.planner.result import PlanResult
+from metaharness.planner.selection import select
 
 SolverName = Literal["exact", "ilp", "lm", "auto"]
 SOLVERS: tuple[SolverName, ...] = get_args(SolverName)
@@ -66,47 +72,26 @@ def solve(
                 'A program graph (problem "selection") takes only a budget, the solver exact, ilp or auto and a '
                 "time limit."
             )
-        from metaharness.planner.selection import select
-
         return select(graph, budget, solver=solver, time_limit=time_limit)
     started = time.perf_counter()
     if isinstance(budget, Mapping):
         budget = budget_by_name(graph, budget)
-    problem = prepare(graph, budget, horizon=horizon, discount=discount, soft=soft_targets)
+    problem = path_problem(graph, budget, horizon=horizon, discount=discount, soft=soft_targets)
     if solver == "lm":
         if model is None:
             raise InputError("The lm solver needs a model: pass model=connect(SPEC).")
-        from metaharness.planner.lm import solve_lm
-
-        result = solve_lm(problem, model)
+        result = lm_path(problem, model)
     elif solver == "ilp":
-        from metaharness.planner.ilp import solve_ilp
-
-        result = solve_ilp(problem, time_limit=time_limit, started=started)
+        result = ilp_path(problem, time_limit=time_limit, started=started)
     elif solver == "auto":
         try:
-            result = solve_exact(problem, max_labels=AUTO_LABEL_LIMIT)
+            result = exact_path(problem, max_labels=AUTO_LABEL_LIMIT)
         except LabelLimitReached:
-            from metaharness.planner.ilp import solve_ilp
-
-            result = solve_ilp(problem, time_limit=time_limit, started=started)
+            result = ilp_path(problem, time_limit=time_limit, started=started)
     else:
-        result = solve_exact(problem)
+        result = exact_path(problem)
     if result.status == "infeasible":
         found = diagnose(problem)
         result.reason, result.closest = found.reason, found.closest
     result.seconds = time.perf_counter() - started
     return result
-
-
-def budget_by_name(graph: PlanGraph, budget: Mapping[str, float]) -> list[float]:
-    """The graph's budget with the named entries replaced (names from ``graph.limits``; a graph that names none has
-    "limit 1", "limit 2", ..., as its results do)."""
-    own = graph.budget or ()
-    if graph.limits is None and not own:
-        raise InputError('A budget by name needs the graph\'s limits (its "limits" field); give a list instead.')
-    names = limit_names(graph, len(own) if graph.limits is None else len(graph.limits))
-    unknown = sorted(set(map(str, budget)) - set(names))
-    if unknown:
-        raise InputError(f"Unknown budget entries {unknown}; the graph's limits are {', '.join(names)}.")
-    return [budget.get(name, own[j] if j < len(own) else 0.0) for j, name in enumerate(names)]

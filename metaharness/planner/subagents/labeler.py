@@ -9,7 +9,7 @@ from metaharness.planner.subagents.stage_io import PlanningTask, PredictedState
 
 GOAL, NEUTRAL, DEAD_END = 1, 0, -1
 
-SYSTEM = (
+LABELER_SYSTEM = (
     "You are the reward labeler of a planning system. For each numbered state below, give +1 if the state satisfies "
     "the goal, -1 if it is a dead end (the goal can no longer be reached from it, or it breaks a rule), and 0 "
     'otherwise. Reply with JSON only: {"labels": [one number per state, in order]}.'
@@ -39,7 +39,9 @@ class ModelRewardLabeler(ModelStage):
             got = len(answer["labels"])
             return None if got == len(states) else f"give exactly {len(states)} labels, one per state (got {got})"
 
-        answer = self.ask(SYSTEM, f"{task.describe()}\n\nStates:\n{listing}", labeler_schema(len(states)), check=check)
+        answer = self.ask(
+            LABELER_SYSTEM, f"{task.describe()}\n\nStates:\n{listing}", labeler_schema(len(states)), check=check
+        )
         return [int(x) for x in answer["labels"]] if answer else [NEUTRAL] * len(states)
 
 

@@ -16,7 +16,7 @@ from metaharness.models.types import ModelClient
 from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.subagents.stage_io import PlanningTask, PredictedState
 
-SYSTEM = (
+MERGER_SYSTEM = (
     "You are the state merger of a planning system. Two plans predicted the two states below. Decide whether they "
     "are exactly the same state: every detail that matters for what can happen next is equal. If anything differs "
     'or you are unsure, answer false. Reply with JSON only: {"same": true} or {"same": false}.'
@@ -76,5 +76,5 @@ class KeyJudgeMerger:
 
 
 def _judged_same(judge: ModelStage, first: str, second: str) -> bool:
-    answer = judge.ask(SYSTEM, f"State A:\n{first}\n\nState B:\n{second}", SCHEMA)
+    answer = judge.ask(MERGER_SYSTEM, f"State A:\n{first}\n\nState B:\n{second}", SCHEMA)
     return bool(answer and answer["same"] is True)

@@ -10,7 +10,7 @@ from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
 
 DEFAULT_PLANS = 4  # TPS/TAPE: M = 4 plans works best
 
-SYSTEM = (
+SAMPLER_SYSTEM = (
     "You are the plan sampler of a planning system. Propose {plans} different plans that reach the goal from the "
     "current state within the remaining budget. Each plan is a list of subplans: short, concrete actions or small "
     "groups of actions, in the order they are executed, at most {max_steps} per plan. Make the plans genuinely "
@@ -51,7 +51,7 @@ class ModelPlanSampler(ModelStage):
 
     def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
         answer = self.ask(
-            SYSTEM.format(plans=plans, max_steps=self.max_steps),
+            SAMPLER_SYSTEM.format(plans=plans, max_steps=self.max_steps),
             task.describe(),
             sampler_schema(plans, self.max_steps),
             check=_has_a_plan,

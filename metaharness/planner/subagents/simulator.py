@@ -10,7 +10,7 @@ from metaharness.models.types import ModelClient
 from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask, SimulatedStep
 
-SYSTEM = (
+SIMULATOR_SYSTEM = (
     "You are the state simulator of a planning system. Given the current state and a plan, predict, step by step, "
     "the state right after each subplan is carried out, and what that subplan costs in each limit ({limits}), in the "
     "same units as the remaining budget (non-negative numbers). Describe each state completely and concretely, in "
@@ -62,7 +62,7 @@ class ModelStateSimulator(ModelStage):
 
     def simulate(self, task: PlanningTask, plan: CandidatePlan) -> list[SimulatedStep]:
         limits = len(task.limits)
-        system = SYSTEM.format(limits=", ".join(task.limits) or "none", example=", ".join(["1"] * limits))
+        system = SIMULATOR_SYSTEM.format(limits=", ".join(task.limits) or "none", example=", ".join(["1"] * limits))
         listing = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(plan.subplans))
         check = _step_checker(len(plan.subplans), limits)
         answer = self.ask(

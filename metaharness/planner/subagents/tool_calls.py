@@ -131,7 +131,7 @@ def calls_schema(tools: Sequence[ToolSpec], plans: int, max_steps: int) -> dict[
     }
 
 
-SYSTEM = (
+TOOL_SAMPLER_SYSTEM = (
     "You are the plan sampler of a planning system for an agent with tools. Propose {plans} different plans that reach "
     "the goal from the current state within the remaining budget. Each plan is the list of tool calls to make, in "
     "order, at most {max_steps} per plan; each call names one of the tools listed below and gives arguments that "
@@ -164,7 +164,7 @@ class ToolCallPlanSampler(ModelStage):
             return None
 
         answer = self.ask(
-            SYSTEM.format(plans=plans, max_steps=self.max_steps),
+            TOOL_SAMPLER_SYSTEM.format(plans=plans, max_steps=self.max_steps),
             task.describe(),
             calls_schema(tools, plans, self.max_steps),
             check=check,

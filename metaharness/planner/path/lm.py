@@ -12,10 +12,10 @@ import time
 from metaharness.errors import InputError
 from metaharness.models.types import ModelClient
 from metaharness.planner.asking import ask_json
-from metaharness.planner.problem import Problem
+from metaharness.planner.path.problem import PathProblem
 from metaharness.planner.result import PlanResult
 
-SYSTEM = (
+LM_SYSTEM = (
     "You choose a path through a plan graph. A path starts at the start node and follows edges; it must end at the "
     "first goal node it reaches, take at most the horizon number of steps, and its summed edge costs must stay "
     "within the budget in every entry. Among such paths pick one with the largest total reward of the nodes it "
@@ -23,7 +23,7 @@ SYSTEM = (
 )
 
 
-def solve_lm(problem: Problem, model: ModelClient, *, max_tokens: int = 512) -> PlanResult:
+def lm_path(problem: PathProblem, model: ModelClient, *, max_tokens: int = 512) -> PlanResult:
     started = time.perf_counter()
     p = problem
     graph = p.graph.to_json()
@@ -36,7 +36,7 @@ def solve_lm(problem: Problem, model: ModelClient, *, max_tokens: int = 512) -> 
         "properties": {"path": {"type": "array", "items": {"enum": p.edge_ids}, "minItems": 1}},
         "required": ["path"],
     }
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": json.dumps(graph)}]
+    messages = [{"role": "system", "content": LM_SYSTEM}, {"role": "user", "content": json.dumps(graph)}]
     answer, log = ask_json(model, messages, schema, attempts=1, max_tokens=max_tokens)
     seconds = time.perf_counter() - started
     if answer is None:

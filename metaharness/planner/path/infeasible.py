@@ -6,13 +6,13 @@ otherwise the walk that breaks the budget least (the least sum of cost / budget 
 horizon), with what it costs and by how much it exceeds each limit.
 
 >>> from metaharness.planner.graph import PlanGraph
->>> from metaharness.planner.problem import prepare
+>>> from metaharness.planner.path.problem import path_problem
 >>> g = PlanGraph("s", [2, 2], limits=["steps", "usd"])
 >>> for v in ("s", "a"): _ = g.add_node(v)
 >>> _ = g.add_node("g", 1, goal=True)
 >>> _ = g.add_edge("fast", "s", "g", cost=[1, 3])
 >>> _ = g.add_edge("e1", "s", "a", cost=[1, 1]); _ = g.add_edge("e2", "a", "g", cost=[2, 1])
->>> found = diagnose(prepare(g))
+>>> found = diagnose(path_problem(g))
 >>> found.reason
 'No walk to a goal fits every limit at once; the closest miss (fast) costs steps 1, usd 3 and exceeds usd by 1.'
 >>> found.closest["over"]
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from metaharness.planner.bounds import reach
-from metaharness.planner.problem import Problem
+from metaharness.planner.path.bounds import reach
+from metaharness.planner.path.problem import PathProblem
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Diagnosis:
     closest: dict[str, Any] | None = None
 
 
-def diagnose(p: Problem) -> Diagnosis:
+def diagnose(p: PathProblem) -> Diagnosis:
     """The reason ``p`` has no feasible plan (call it on a problem a solver proved infeasible)."""
     a = p.arrays
     names = p.names
@@ -83,7 +83,7 @@ def diagnose(p: Problem) -> Diagnosis:
     )
 
 
-def _least_weighted_walk(p: Problem) -> list[int]:
+def _least_weighted_walk(p: PathProblem) -> list[int]:
     """The walk to a first goal within the horizon with the least sum over the limits of cost / budget."""
     a = p.arrays
     need = reach(p)

@@ -15,7 +15,7 @@ solves, and freeing the model, which SCIP's own clock does not see: :data:`RESER
 from the exact solver's beam plan, so a solve stopped by the limit still returns a plan when one exists (status
 "feasible").
 
-Richer objectives live here too: :class:`~metaharness.planner.problem.SoftTargets` keep the hard budget and
+Richer objectives live here too: :class:`~metaharness.planner.path.problem.SoftTargets` keep the hard budget and
 subtract a weighted penalty for exceeding a preferred cost level.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 import networkx as nx
 
 from metaharness.errors import MetaharnessError
-from metaharness.planner.bounds import reach
-from metaharness.planner.exact import FoundPlan, beam_plan
-from metaharness.planner.problem import VALUE_TOLERANCE, Problem
+from metaharness.planner.path.bounds import reach
+from metaharness.planner.path.exact import FoundPlan, beam_plan
+from metaharness.planner.path.problem import VALUE_TOLERANCE, PathProblem
 from metaharness.planner.result import PlanResult
 
 # SCIP's default feasibility tolerance (1e-6) would let a plan exceed the budget by that much.
@@ -42,7 +42,7 @@ class _OutOfTime(Exception):
     """The time limit passed before SCIP could start."""
 
 
-def time_expanded_layers(problem: Problem, deadline: float = math.inf) -> list[list[int]]:
+def time_expanded_layers(problem: PathProblem, deadline: float = math.inf) -> list[list[int]]:
     """``layers[t]`` lists the edges that may be step t + 1 of a feasible plan (budget-, horizon-pruned)."""
     p = problem
     rch = reach(p)
@@ -74,7 +74,7 @@ def time_expanded_layers(problem: Problem, deadline: float = math.inf) -> list[l
     return layers
 
 
-def _useful_steps(p: Problem) -> int | None:
+def _useful_steps(p: PathProblem) -> int | None:
     """How many steps an optimal plan of fewest steps may take: the number of nodes when the discount is 1 and no
     cycle through non-goal nodes has positive reward (cutting such a cycle out of a plan keeps its value, saves
     cost and steps); None (unbounded) otherwise."""
@@ -89,7 +89,7 @@ def _useful_steps(p: Problem) -> int | None:
     return len(p.node_ids)
 
 
-def solve_ilp(problem: Problem, *, time_limit: float | None = None, started: float | None = None) -> PlanResult:
+def ilp_path(problem: PathProblem, *, time_limit: float | None = None, started: float | None = None) -> PlanResult:
     """Solve with SCIP; "optimal"/"infeasible" are proofs, a time limit may leave "feasible" or "unknown".
 
     ``time_limit`` counts wall-clock seconds from ``started`` (a ``time.perf_counter()`` value; default now), so a
@@ -134,7 +134,7 @@ RESERVE_PER_BUILD_SECOND = 0.6
 
 
 def _scip(
-    p: Problem, layers: list[list[int]], beam: FoundPlan | None, deadline: float
+    p: PathProblem, layers: list[list[int]], beam: FoundPlan | None, deadline: float
 ) -> tuple[str, dict[tuple[int, int], float]] | str:
     """Build the model, solve it (twice for the tie rule when the first solve is optimal) and free it. Returns
     (SCIP status, the x values) for a solution, "infeasible" for a proof, or the stage the limit stopped (the
@@ -261,7 +261,7 @@ def _fewest_steps(
 
 
 def _start_plan(
-    p: Problem, plan: FoundPlan | None, x: dict[tuple[int, int], Any], excess: dict[int, Any]
+    p: PathProblem, plan: FoundPlan | None, x: dict[tuple[int, int], Any], excess: dict[int, Any]
 ) -> list[tuple[Any, float]]:
     """The exact solver's beam plan as a SCIP start ((variable, value) pairs), or [] when it found none."""
     if plan is None or any((e, t) not in x for t, e in enumerate(plan.edges)):
@@ -280,7 +280,7 @@ def _add_start(model: Any, values: list[tuple[Any, float]]) -> None:
     model.addSol(sol, free=True)
 
 
-def _walk(p: Problem, layers: list[list[int]], values: dict[tuple[int, int], float]) -> list:
+def _walk(p: PathProblem, layers: list[list[int]], values: dict[tuple[int, int], float]) -> list:
     """The edge ids of the plan a solution's ``x`` values describe."""
     chosen = {(p.src[e], t): e for (e, t), value in values.items() if value > 0.5}
     path, at = [], p.start
@@ -295,7 +295,7 @@ def _walk(p: Problem, layers: list[list[int]], values: dict[tuple[int, int], flo
     return path
 
 
-def _out_of_time(p: Problem, beam: FoundPlan | None, started: float, stage: str) -> PlanResult:
+def _out_of_time(p: PathProblem, beam: FoundPlan | None, started: float, stage: str) -> PlanResult:
     """What the ILP returns when its time limit passes before SCIP has a plan: the beam plan (feasible, not proved
     optimal) when there is one, else "unknown"."""
     if beam is None:

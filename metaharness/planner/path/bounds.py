@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metaharness.planner.problem import Problem
+from metaharness.planner.path.problem import PathProblem
 
 # Value tables are built for at most this many absolute steps; labels deeper than that get no value bound (+inf).
 TABLE_STEPS_CAP = 512
@@ -45,7 +45,7 @@ class Reach:
         return min(steps_left, self.cost.shape[0] - 1)
 
 
-def reach(p: Problem) -> Reach:
+def reach(p: PathProblem) -> Reach:
     """:class:`Reach` for ``p``, with weights 1 / budget (so the weighted sum binds when no single limit does)."""
     a = p.arrays
     weight = np.array([1.0 / b if b > 0 else 0.0 for b in p.slack])
@@ -55,7 +55,7 @@ def reach(p: Problem) -> Reach:
     return Reach(rows[:, :, :limits], rows[:, :, limits], rows[-1, :, limits + 1], weight)
 
 
-def _least_rows(p: Problem, edge_costs: np.ndarray) -> np.ndarray:
+def _least_rows(p: PathProblem, edge_costs: np.ndarray) -> np.ndarray:
     """``rows[s, v, k]``: least ``edge_costs[:, k]`` summed over a walk from v to its first goal in at most s steps
     (Bellman-Ford by steps, stopped when a row repeats: shortest walks to a goal are simple paths)."""
     a = p.arrays
@@ -91,7 +91,7 @@ class LagrangianTable:
             return math.inf
         return float(self.G[t][v] + float(np.dot(self.mu, remaining)))
 
-    def walk(self, p: Problem) -> list[int]:
+    def walk(self, p: PathProblem) -> list[int]:
         """The maximising walk from the start (edge indices; [] when no goal is reachable within the table)."""
         a = p.arrays
         penalty = a.cost @ self.mu
@@ -114,12 +114,12 @@ class LagrangianTable:
         return []
 
 
-def lagrangian_table(p: Problem, mu: Sequence[float] | np.ndarray) -> LagrangianTable:
+def lagrangian_table(p: PathProblem, mu: Sequence[float] | np.ndarray) -> LagrangianTable:
     """The table for one vector of multipliers (see :func:`lagrangian_tables`)."""
     return lagrangian_tables(p, [mu])[0]
 
 
-def lagrangian_tables(p: Problem, mus: Sequence[Sequence[float] | np.ndarray]) -> list[LagrangianTable]:
+def lagrangian_tables(p: PathProblem, mus: Sequence[Sequence[float] | np.ndarray]) -> list[LagrangianTable]:
     """Backward DP over absolute steps H-1 .. 0 (``H`` capped at :data:`TABLE_STEPS_CAP`), for several vectors of
     multipliers at once."""
     a = p.arrays
@@ -142,7 +142,7 @@ def lagrangian_tables(p: Problem, mus: Sequence[Sequence[float] | np.ndarray]) -
 
 
 def dual_tables(
-    p: Problem, incumbent: float, *, first: LagrangianTable | None = None, iterations: int = 8
+    p: PathProblem, incumbent: float, *, first: LagrangianTable | None = None, iterations: int = 8
 ) -> tuple[list[LagrangianTable], list[list[int]]]:
     """Tables for mu = 0 and a few subgradient steps on min_mu G_mu[0][start] + mu . budget.
 
@@ -175,7 +175,7 @@ def dual_tables(
     return tables, walks
 
 
-def least_values(p: Problem, steps: int) -> np.ndarray:
+def least_values(p: PathProblem, steps: int) -> np.ndarray:
     """``low[s][v]``: the least value of a walk from v to a goal in at most s steps (first step undiscounted, budget
     ignored); +inf where no goal is reachable in s steps."""
     a = p.arrays

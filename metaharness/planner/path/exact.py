@@ -9,7 +9,7 @@ limits) leaves the budget, or when an upper bound on the value still reachable c
 the least of several Lagrangian bounds (``bounds.dual_tables``), each the best walk's value minus mu . cost plus
 mu . remaining budget.
 
-How much such pruning saves depends on how good the best plan found is, so :func:`solve_exact` first gets a plan
+How much such pruning saves depends on how good the best plan found is, so :func:`exact_path` first gets a plan
 from a beam pass and the Lagrangian walks, then searches under a falling floor (prune as if a plan worth the floor
 were known): labels a bound prunes wait, with their bound, and the search resumes the ones a lower floor admits,
 so the labels with the highest bounds are extended first and nothing is extended twice. Once the best plan found
@@ -21,13 +21,13 @@ against the labels of the same step and of earlier steps at the same node), so a
 operations rather than Python work per label.
 
 >>> from metaharness.planner.graph import PlanGraph
->>> from metaharness.planner.problem import prepare
+>>> from metaharness.planner.path.problem import path_problem
 >>> g = PlanGraph("s", [3])
 >>> for v in ("s", "a"): _ = g.add_node(v)
 >>> _ = g.add_node("g", 1, goal=True)
 >>> _ = g.add_edge("direct", "s", "g", cost=[5])
 >>> _ = g.add_edge("e1", "s", "a", cost=[1]); _ = g.add_edge("e2", "a", "g", cost=[1])
->>> solve_exact(prepare(g)).path
+>>> exact_path(path_problem(g)).path
 ['e1', 'e2']
 """
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metaharness.planner.bounds import (
+from metaharness.planner.path.bounds import (
     TABLE_STEPS_CAP,
     LagrangianTable,
     dual_tables,
@@ -48,7 +48,7 @@ from metaharness.planner.bounds import (
     least_values,
     reach,
 )
-from metaharness.planner.problem import VALUE_TOLERANCE, Problem
+from metaharness.planner.path.problem import VALUE_TOLERANCE, PathProblem
 from metaharness.planner.result import PlanResult
 
 
@@ -76,7 +76,7 @@ def _beats(value: float, best: float) -> bool:
     return best == -math.inf or value > best + VALUE_TOLERANCE * max(1.0, abs(best))
 
 
-def beam_plan(problem: Problem, *, beam: int = 3) -> FoundPlan | None:
+def beam_plan(problem: PathProblem, *, beam: int = 3) -> FoundPlan | None:
     """A good feasible plan fast, without proof: the beam search alone (at most ``beam`` labels per node and step).
     The ILP starts from it."""
     zero = lagrangian_table(problem, [0.0] * problem.limits)
@@ -94,7 +94,7 @@ FIRST_FLOOR = 1 / 64
 ADMIT_AT_LEAST = 64
 
 
-def solve_exact(problem: Problem, *, max_labels: int | None = None, beam: int = 3) -> PlanResult:
+def exact_path(problem: PathProblem, *, max_labels: int | None = None, beam: int = 3) -> PlanResult:
     """Return an optimal plan or "infeasible"; among optimal plans the one with fewest steps.
 
     A beam search (at most ``beam`` labels per node and step; 0 skips it) and the Lagrangian walks give a first
@@ -131,7 +131,7 @@ def solve_exact(problem: Problem, *, max_labels: int | None = None, beam: int = 
     )
 
 
-def _scaled_tables(p: Problem, tables: list[LagrangianTable]) -> list[LagrangianTable]:
+def _scaled_tables(p: PathProblem, tables: list[LagrangianTable]) -> list[LagrangianTable]:
     """Tables whose multipliers are the best table's with one entry scaled by each of :data:`MULTIPLIER_FACTORS`."""
     if not p.limits:
         return []
@@ -167,7 +167,7 @@ def _better(a: FoundPlan, b: FoundPlan) -> bool:
     return _beats(a.objective, b.objective) or (a.steps < b.steps and not _beats(b.objective, a.objective))
 
 
-def _plan_of(p: Problem, walk: list[int]) -> FoundPlan | None:
+def _plan_of(p: PathProblem, walk: list[int]) -> FoundPlan | None:
     """``walk`` as a plan when it is feasible (the Lagrangian walks may break the budget)."""
     a = p.arrays
     if not walk or len(walk) > p.horizon or not a.goal[a.dst[walk[-1]]] or a.goal[a.dst[walk[:-1]]].any():
@@ -183,7 +183,7 @@ class _Shared:
     """What every pass over one problem reads: the resource lower bounds, the Lagrangian rows and the dominance
     margins."""
 
-    def __init__(self, p: Problem, tables: list[LagrangianTable]) -> None:
+    def __init__(self, p: PathProblem, tables: list[LagrangianTable]) -> None:
         self.p = p
         self.a = p.arrays
         self.reach = reach(p)

@@ -1,16 +1,16 @@
-"""The selection problem every solver answers, prepared once: indexed arrays, bounds, and the walk checker.
+"""The path problem every path solver answers, prepared once: indexed arrays and the walk checker.
 
 The problem (``docs/plan-graph.md``): find a walk start = v0, e1, v1, ..., ek, vk with 1 <= k <= horizon, total
 cost within the budget in every entry, vk a goal and no goal among v1..v(k-1), maximising
 sum_i discount^(i-1) * reward(vi) (minus a soft-target penalty when :class:`SoftTargets` are given).
-:func:`prepare` validates the inputs and turns the graph into integer-indexed arrays; the bounds below are shared
-by the exact and ILP solvers for pruning.
+:func:`path_problem` validates the inputs and turns the graph into integer-indexed arrays, which the exact and ILP
+solvers and their bounds (:mod:`metaharness.planner.path.bounds`) read.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -74,7 +74,7 @@ class Arrays:
     live_source_nodes: np.ndarray
 
     @classmethod
-    def of(cls, p: Problem) -> Arrays:
+    def of(cls, p: PathProblem) -> Arrays:
         src = np.asarray(p.src, dtype=np.int64)
         goal = np.asarray(p.goal, dtype=bool)
         by_source = np.argsort(src, kind="stable")
@@ -99,7 +99,7 @@ class Arrays:
 
 
 @dataclass
-class Problem:
+class PathProblem:
     """A validated problem in indexed form. ``horizon`` is the given one or a bound implied by the budget."""
 
     graph: PlanGraph
@@ -181,15 +181,15 @@ class Problem:
         return Walk(list(path), nodes, value, self.by_name(total), self.objective(value, total))
 
 
-def prepare(
+def path_problem(
     graph: PlanGraph,
     budget: Sequence[float] | None = None,
     *,
     horizon: int | None = None,
     discount: float | None = None,
     soft: SoftTargets | None = None,
-) -> Problem:
-    """Validate ``graph`` with the given overrides and return the indexed :class:`Problem`."""
+) -> PathProblem:
+    """Validate ``graph`` with the given overrides and return the indexed :class:`PathProblem`."""
     chosen = graph.validate(budget, horizon)
     horizon = horizon if horizon is not None else graph.horizon
     discount = graph.discount if discount is None else float(discount)
@@ -198,7 +198,7 @@ def prepare(
     if soft is not None and len(soft.target) != len(chosen):
         raise InputError(f"Soft targets have {len(soft.target)} entries but the budget has {len(chosen)}.")
     bound = horizon if horizon is not None else implied_horizon(graph, chosen)
-    return Problem(graph, chosen, bound, horizon is not None, discount, soft)
+    return PathProblem(graph, chosen, bound, horizon is not None, discount, soft)
 
 
 def implied_horizon(graph: PlanGraph, budget: Sequence[float]) -> int:
@@ -218,3 +218,16 @@ def implied_horizon(graph: PlanGraph, budget: Sequence[float]) -> int:
         if positive:
             paid += math.floor((b + BUDGET_TOLERANCE * max(1.0, abs(b))) / min(positive))
     return max(1, paid + (paid + 1) * longest_free)
+
+
+def budget_by_name(graph: PlanGraph, budget: Mapping[str, float]) -> list[float]:
+    """The graph's budget with the named entries replaced (names from ``graph.limits``; a graph that names none has
+    "limit 1", "limit 2", ..., as its results do)."""
+    own = graph.budget or ()
+    if graph.limits is None and not own:
+        raise InputError('A budget by name needs the graph\'s limits (its "limits" field); give a list instead.')
+    names = limit_names(graph, len(own) if graph.limits is None else len(graph.limits))
+    unknown = sorted(set(map(str, budget)) - set(names))
+    if unknown:
+        raise InputError(f"Unknown budget entries {unknown}; the graph's limits are {', '.join(names)}.")
+    return [budget.get(name, own[j] if j < len(own) else 0.0) for j, name in enumerate(names)]
