@@ -98,13 +98,17 @@ def ilp_path(problem: PathProblem, *, time_limit: float | None = None, started: 
     started = time.perf_counter() if started is None else started
     deadline = math.inf if time_limit is None else started + time_limit
     p = problem
+    if time.perf_counter() > deadline:
+        return _out_of_time(p, None, started, "the graph was checked")
+    # First the beam plan (a small part of the layers' time): SCIP's start, and the answer if the limit passes before
+    # SCIP has one, while the layers are built included.
+    beam = beam_plan(p)
     try:
         layers = time_expanded_layers(p, deadline)
     except _OutOfTime:
-        return _out_of_time(p, None, started, "building the layers")
+        return _out_of_time(p, beam, started, "building the layers")
     if not layers:
         return PlanResult("infeasible", "ilp", time.perf_counter() - started)
-    beam = beam_plan(p)  # SCIP's start, and the answer if the limit passes before SCIP has one
     # The model is built, solved and freed inside _scip (freeing a large one takes a good part of a second, and
     # counts against the limit); what is left here is reading the plan.
     outcome = _scip(p, layers, beam, deadline)
