@@ -18,7 +18,7 @@ from command_line import assert_fails_cleanly, run_metaharness
 
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.experiment import Cell, estimate_cost, experiment_spec, plan_grid, read_cells, run_experiment
-from metaharness.experiment.grid import CELLS_FILE, LOCK_FILE, SPEC_FILE, ExperimentSpec
+from metaharness.experiment.grid import CELLS_FILE, LOCK_FILE, SPEC_FILE, CellRecord, ExperimentSpec
 
 SPEC = experiment_spec(["lawbench", "uspto"], ["offline", "offline-greedy"], [0, 1], iterations=2, val_limit=3)
 
@@ -53,7 +53,7 @@ def test_a_grid_runs_every_cell_once_and_a_rerun_skips_them(tmp_path):
     exp = tmp_path / "exp"
     records = run_experiment(exp, SPEC, run_cell=fake_cell)
     names = [c.name for c in plan_grid(SPEC.datasets, SPEC.proposers, SPEC.seeds)]
-    assert [r["cell"] for r in records] == names and {r["status"] for r in records} == {"done"}
+    assert [r.cell for r in records] == names and {r.status for r in records} == {"done"}
     assert sorted(calls(exp)) == sorted(names)
     assert (exp / "lawbench/offline/seed1").is_dir()
     stored = json.loads((exp / SPEC_FILE).read_text())
@@ -165,13 +165,13 @@ def test_a_capped_cell_is_recorded_capped_and_continues_with_a_larger_cap(tmp_pa
 
     spec = {**SPEC.to_json(), "datasets": ["uspto"], "proposers": ["offline"], "seeds": [0], "max_cost": 1.0}
     first = run_experiment(tmp_path / "exp", spec, run_cell=capped)
-    assert [(r["status"], r["iterations"], r["stopped"]) for r in first] == [("capped", 1, "cost cap reached")]
+    assert [(r.status, r.iterations, r.stopped) for r in first] == [("capped", 1, "cost cap reached")]
     run_experiment(tmp_path / "exp", spec, run_cell=capped)  # not done: tried again (it stops again at once)
     assert len(calls) == 2
     with pytest.raises(InputError, match="max_cost"):
         run_experiment(tmp_path / "exp", {**spec, "max_cost": 0.5}, run_cell=capped)  # a smaller cap is refused
     done = run_experiment(tmp_path / "exp", {**spec, "max_cost": 2.0}, run_cell=lambda *a: None)
-    assert [r["status"] for r in done] == ["done"]
+    assert [r.status for r in done] == ["done"]
     stored = json.loads((tmp_path / "exp" / "experiment.json").read_text())
     assert stored["max_cost"] == 2.0 and stored["extended"][-1] == {**stored["extended"][-1], "from": 1.0, "to": 2.0}
 
@@ -205,7 +205,7 @@ def test_resume_after_a_kill_reruns_only_the_killed_and_the_unstarted_cells(tmp_
     killed = names[2]
 
     records = run_experiment(exp, SPEC, run_cell=fake_cell)
-    assert [r["cell"] for r in records] == names and {r["status"] for r in records} == {"done"}
+    assert [r.cell for r in records] == names and {r.status for r in records} == {"done"}
     assert sorted(r["cell"] for r in lines(exp)) == sorted(names)  # every cell done exactly once
     ran = calls(exp)
     assert ran.count(killed) == 2 and all(ran.count(n) == 1 for n in names if n != killed)
@@ -220,14 +220,14 @@ def test_a_failed_cell_is_recorded_in_one_line_and_the_others_go_on(tmp_path):
             raise RuntimeError("endpoint\nunreachable")
 
     records = run_experiment(exp, SPEC, run_cell=flaky)
-    failed = [r for r in records if r["status"] == "failed"]
-    assert len(records) == 8 and [r["cell"] for r in failed] == ["lawbench/offline-greedy/seed0"]
-    assert failed[0]["error"] == "RuntimeError: endpoint unreachable"
-    assert all(r["error"] is None for r in records if r["status"] == "done")
+    failed = [r for r in records if r.status == "failed"]
+    assert len(records) == 8 and [r.cell for r in failed] == ["lawbench/offline-greedy/seed0"]
+    assert failed[0].error == "RuntimeError: endpoint unreachable"
+    assert all(r.error is None for r in records if r.status == "done")
 
     rerun = run_experiment(exp, SPEC, run_cell=fake_cell)  # a resume retries the failed cell only
-    assert {r["status"] for r in rerun} == {"done"} and len(calls(exp)) == 9
-    assert read_cells(exp)["lawbench/offline-greedy/seed0"]["status"] == "done"  # the last line wins
+    assert {r.status for r in rerun} == {"done"} and len(calls(exp)) == 9
+    assert read_cells(exp)["lawbench/offline-greedy/seed0"].status == "done"  # the last line wins
 
 
 def test_another_spec_in_the_same_folder_is_refused_naming_the_differing_keys(tmp_path):
@@ -258,8 +258,8 @@ def test_more_iterations_continue_every_run_and_a_rerun_then_skips_them(tmp_path
         del record["iterations"]
     (exp / CELLS_FILE).write_text("".join(json.dumps(r) + "\n" for r in old))
     records = run_experiment(exp, {**SPEC.to_json(), "iterations": 4}, run_cell=upto)
-    assert [n for n, i in reached if i == 4] == [r["cell"] for r in records] and len(reached) == 16
-    assert {(r["status"], r["iterations"]) for r in records} == {("done", 4)}
+    assert [n for n, i in reached if i == 4] == [r.cell for r in records] and len(reached) == 16
+    assert {(r.status, r.iterations) for r in records} == {("done", 4)}
     stored = json.loads((exp / SPEC_FILE).read_text())
     assert stored["iterations"] == 4 and [(e["from"], e["to"]) for e in stored["extended"]] == [(2, 4)]
     assert run_experiment(exp, {k: stored[k] for k in stored}, run_cell=upto) == records and len(reached) == 16
@@ -289,12 +289,12 @@ def test_a_worker_that_dies_is_replaced_and_a_cell_that_kills_it_twice_fails_alo
     import worker_killer
 
     records = run_experiment(tmp_path / "exp", SPEC, jobs=2, run_cell=worker_killer.run_cell)
-    status = {r["cell"]: r["status"] for r in records}
+    status = {r.cell: r.status for r in records}
     assert len(status) == 8 and all(s == "done" for c, s in status.items() if c not in killed)
     attempts = int((tmp_path / "exp" / killed[0] / "attempts").read_text())
     if always:
-        (failed,) = [r for r in records if r["status"] == "failed"]
-        assert failed["cell"] == killed[0] and "its worker process died twice" in failed["error"]
+        (failed,) = [r for r in records if r.status == "failed"]
+        assert failed.cell == killed[0] and "its worker process died twice" in str(failed.error)
         assert attempts == 2
     else:
         assert status[killed[0]] == "done" and attempts == 2
@@ -393,7 +393,7 @@ def test_a_torn_last_line_is_ignored_and_closed_off(tmp_path):
         log.truncate(cut + 30)
     assert set(read_cells(exp)) == {"uspto/offline/seed0"}
     records = run_experiment(exp, spec, run_cell=fake_cell)
-    assert [r["status"] for r in records] == ["done", "done"]
+    assert [r.status for r in records] == ["done", "done"]
     assert calls(exp) == ["uspto/offline/seed0", "uspto/offline/seed1", "uspto/offline/seed1"]
     kept = (exp / CELLS_FILE).read_text().splitlines()
     assert len(kept) == 3 and json.loads(kept[2])["cell"] == "uspto/offline/seed1"  # the torn line stays alone
@@ -413,13 +413,13 @@ def test_cells_run_in_parallel_worker_processes(tmp_path):
         def cell_started(self, cell: Cell, done: int, total: int) -> None:
             started.append(cell.name)
 
-        def cell_finished(self, cell: Cell, record: dict, done: int, total: int) -> None:
+        def cell_finished(self, cell: Cell, record: CellRecord, done: int, total: int) -> None:
             finished.append((cell.name, done))
 
     records = run_experiment(exp, SPEC, jobs=2, run_cell=where, progress=Progress())
-    pids = {(exp / r["run_dir"] / "pid").read_text() for r in records}
-    assert {r["status"] for r in records} == {"done"} and str(os.getpid()) not in pids
-    assert sorted(started) == sorted(r["cell"] for r in records) and [d for _, d in finished] == list(range(1, 9))
+    pids = {(exp / r.run_dir / "pid").read_text() for r in records}
+    assert {r.status for r in records} == {"done"} and str(os.getpid()) not in pids
+    assert sorted(started) == sorted(r.cell for r in records) and [d for _, d in finished] == list(range(1, 9))
 
 
 def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():

@@ -23,7 +23,9 @@ from metaharness.errors import InputError
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 
 if TYPE_CHECKING:
-    from metaharness.experiment.grid import ExperimentSpec
+    from rich.console import Console
+
+    from metaharness.experiment.grid import Cell, CellRecord, ExperimentSpec
 
 DEFAULT_SETS = {"sokoban": "sokoban_v1", "blocksworld": "blocksworld_v1"}
 
@@ -271,8 +273,8 @@ def harness(
         raise typer.Exit(130) from None
     if not lines.started:
         show.print(f"All {cells} runs were done already.")
-    failed = [r for r in records if r["status"] == "failed"]
-    capped = [r for r in records if r["status"] == "capped"]
+    failed = [r for r in records if r.status == "failed"]
+    capped = [r for r in records if r.status == "capped"]
     show.print(f"Tables: {write_results(out)} (also results.json, results.html)")
     if capped:
         show.print(
@@ -303,23 +305,23 @@ def harness_spec(out: Path, **given: Any) -> tuple[ExperimentSpec, str | None]:
 class GridLines:
     """The grid's progress as one line per cell start and finish, with the count of finished runs."""
 
-    def __init__(self, console: Any) -> None:
+    def __init__(self, console: Console) -> None:
         self.console = console
         self.started = 0
 
-    def cell_started(self, cell: Any, done: int, total: int) -> None:
+    def cell_started(self, cell: Cell, done: int, total: int) -> None:
         self.started += 1
         self.console.print(f"[{done}/{total} done] started {cell.name}")
 
-    def cell_finished(self, cell: Any, record: dict[str, Any], done: int, total: int) -> None:
-        took = f"in {record['seconds']:.0f} s"
-        if record["status"] == "done":
+    def cell_finished(self, cell: Cell, record: CellRecord, done: int, total: int) -> None:
+        took = f"in {record.seconds:.0f} s"
+        if record.status == "done":
             self.console.print(f"[{done}/{total} done] [green]finished[/] {cell.name} {took}")
-        elif record["status"] == "capped":
-            stopped = escape(str(record.get("stopped") or "its cap"))
+        elif record.status == "capped":
+            stopped = escape(str(record.stopped or "its cap"))
             self.console.print(f"[{done}/{total} done] [yellow]capped[/] {cell.name} {took}: {stopped}")
         else:
-            error = escape(str(record["error"]))
+            error = escape(str(record.error))
             self.console.print(f"[{done}/{total} done] [red]failed[/] {cell.name} {took}: {error}")
 
 

@@ -8,6 +8,7 @@
 
 from metaharness.experiment.grid import (
     Cell,
+    CellRecord,
     CostEstimate,
     ExperimentSpec,
     GridProgress,
@@ -20,6 +21,7 @@ from metaharness.experiment.grid import (
 
 __all__ = [
     "Cell",
+    "CellRecord",
     "CostEstimate",
     "ExperimentSpec",
     "GridProgress",

@@ -100,6 +100,52 @@ class Cell:
         return f"{self.dataset}/{self.label}/seed{self.seed}"
 
 
+@dataclass(frozen=True)
+class CellRecord:
+    """A cell's line in ``cells.jsonl``: ``"done"`` (with the ``iterations`` it ran to), ``"failed"`` (the
+    ``error`` on one line) or ``"capped"`` (the run stopped at its cap: why, the iterations done, what the run
+    spent). A line from an earlier version may lack ``arm``, ``label`` and ``iterations``."""
+
+    cell: str
+    dataset: str
+    proposer: str
+    seed: int
+    run_dir: str
+    status: str
+    error: str | None = None
+    iterations: int | None = None
+    seconds: float = 0.0
+    finished: str = ""
+    arm: str | None = None
+    label: str | None = None
+    stopped: str | None = None
+    spent: Mapping[str, float] | None = None
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "cell": self.cell,
+            "dataset": self.dataset,
+            "proposer": self.proposer,
+            "arm": self.arm,
+            "label": self.label,
+            "seed": self.seed,
+            "run_dir": self.run_dir,
+            "status": self.status,
+            "error": self.error,
+            "iterations": self.iterations,
+            "seconds": self.seconds,
+            "finished": self.finished,
+        }
+        if self.status == "capped":
+            data.update(stopped=self.stopped, spent=None if self.spent is None else dict(self.spent))
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CellRecord:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 RunCell = Callable[[Cell, Path, "ExperimentSpec"], object]
 
 
@@ -110,7 +156,7 @@ class GridProgress(Protocol):
 
     def cell_started(self, cell: Cell, done: int, total: int) -> None: ...
 
-    def cell_finished(self, cell: Cell, record: dict[str, Any], done: int, total: int) -> None: ...
+    def cell_finished(self, cell: Cell, record: CellRecord, done: int, total: int) -> None: ...
 
 
 def plan_grid(
@@ -428,9 +474,10 @@ def check_models(spec: ExperimentSpec) -> None:
             connect(model, cache=False)
 
 
-def read_cells(exp_dir: str | Path) -> dict[str, dict[str, Any]]:
+def read_cells(exp_dir: str | Path) -> dict[str, CellRecord]:
     """The last record of every cell in ``EXP/cells.jsonl``; a line torn by a kill is ignored."""
-    return {r["cell"]: r for r in read_jsonl(Path(exp_dir) / CELLS_FILE) if isinstance(r.get("cell"), str)}
+    lines = read_jsonl(Path(exp_dir) / CELLS_FILE)
+    return {r["cell"]: CellRecord.from_json(r) for r in lines if isinstance(r.get("cell"), str)}
 
 
 def run_experiment(
@@ -443,7 +490,7 @@ def run_experiment(
     data_dir: str | Path | None = None,
     dask_scheduler: str | None = None,
     ray_address: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[CellRecord]:
     """Run (or resume) the grid of ``spec`` (an :class:`ExperimentSpec`, or its JSON form) in ``exp_dir``; the
     cells' last records.
 
@@ -476,13 +523,13 @@ def run_experiment(
         pending = [c for c in cells if not _finished(last.get(c.name), spec, before)]
         done = len(cells) - len(pending)
 
-        def finish(record: dict[str, Any]) -> None:
+        def finish(record: CellRecord) -> None:
             nonlocal done
-            append_jsonl(exp / CELLS_FILE, record)
-            last[record["cell"]] = record
-            done += record["status"] == "done"
+            append_jsonl(exp / CELLS_FILE, record.to_json())
+            last[record.cell] = record
+            done += record.status == "done"
             if progress:
-                progress.cell_finished(by_name[record["cell"]], record, done, len(cells))
+                progress.cell_finished(by_name[record.cell], record, done, len(cells))
 
         def begin(cell: Cell) -> None:
             if progress:
@@ -495,7 +542,7 @@ def run_experiment(
             try:
                 for record in _pool_round(run, pending, exp, spec, jobs, dispatched, begin):
                     finish(record)
-                    ended.add(record["cell"])
+                    ended.add(record.cell)
                 pending = []
             except BrokenProcessPool:
                 # A worker died (killed, out of memory, a crash in native code) and took the pool with it. Which of
@@ -520,7 +567,7 @@ def _pool_round(
     jobs: int,
     dispatched: list[Cell],
     begin: Callable[[Cell], None],
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[CellRecord]:
     """One pass of a joblib pool (loky workers, one cell per task) over ``pending``: records as cells finish.
     ``dispatched`` gets each cell as joblib takes it (a superset of the cells running when a worker dies);
     ``begin`` is told when a cell starts, reckoned in order as one per free worker (for progress lines)."""
@@ -546,18 +593,18 @@ def _pool_round(
             begin(following)
 
 
-def _finished(record: dict[str, Any] | None, spec: ExperimentSpec, before: Mapping[str, object] | None) -> bool:
+def _finished(record: CellRecord | None, spec: ExperimentSpec, before: Mapping[str, object] | None) -> bool:
     """Whether a cell's last record is "done" with the spec's iterations (a record without the field counts the
     iterations the folder's spec had before this session)."""
-    if record is None or record.get("status") != "done":
+    if record is None or record.status != "done":
         return False
-    ran = record.get("iterations", spec.iterations if before is None else before.get("iterations"))
+    ran: object = record.iterations
+    if ran is None:  # a line of an earlier version: the iterations of the folder's spec before this session
+        ran = spec.iterations if before is None else before.get("iterations")
     return isinstance(ran, int) and ran >= spec.iterations
 
 
-def _attempt(
-    run_cell: RunCell, cell: Cell, exp: Path, spec: ExperimentSpec, owner: int | None = None
-) -> dict[str, Any]:
+def _attempt(run_cell: RunCell, cell: Cell, exp: Path, spec: ExperimentSpec, owner: int | None = None) -> CellRecord:
     """One cell, in a worker: its record, "failed" with the exception's text on one line if it raised. ``owner`` is
     the experiment's process: a worker exits when it is gone (:func:`_exit_with`)."""
     if owner is not None and owner != os.getpid():
@@ -573,7 +620,7 @@ def _attempt(
     if error is None and getattr(outcome, "capped", False):
         spent = RunDirectory.browse(exp / cell.name).spent() if RunDirectory.exists(exp / cell.name) else None
         stopped, iterations = getattr(outcome, "stopped", None), getattr(outcome, "iterations_done", None)
-        record.update(status="capped", stopped=stopped, iterations=iterations, spent=spent)
+        record = dataclasses.replace(record, status="capped", stopped=stopped, iterations=iterations, spent=spent)
     return record
 
 
@@ -591,23 +638,23 @@ def _exit_with(owner: int) -> None:
     threading.Thread(target=watch, name="metaharness-exit-with-experiment", daemon=True).start()
 
 
-def _record(cell: Cell, error: str | None, seconds: float, *, iterations: int | None = None) -> dict[str, Any]:
-    """A cell's line in cells.jsonl: "done" (with the iterations it ran to) or "failed" (the error on one line);
+def _record(cell: Cell, error: str | None, seconds: float, *, iterations: int | None = None) -> CellRecord:
+    """A cell's record: "done" (with the iterations it ran to) or "failed" (the error on one line);
     :func:`_attempt` makes it "capped" when the run stopped at its cap."""
-    return {
-        "cell": cell.name,
-        "dataset": cell.dataset,
-        "proposer": cell.proposer,
-        "arm": cell.arm,
-        "label": cell.label,
-        "seed": cell.seed,
-        "run_dir": cell.name,
-        "status": "failed" if error else "done",
-        "error": " ".join(error.split()) if error else None,
-        "iterations": iterations,
-        "seconds": round(seconds, 3),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    return CellRecord(
+        cell.name,
+        cell.dataset,
+        cell.proposer,
+        cell.seed,
+        cell.name,
+        "failed" if error else "done",
+        error=" ".join(error.split()) if error else None,
+        iterations=iterations,
+        seconds=round(seconds, 3),
+        finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        arm=cell.arm,
+        label=cell.label,
+    )
 
 
 def stored_spec(exp_dir: str | Path) -> dict[str, object] | None:

@@ -134,14 +134,14 @@ def experiment_table(exp_dir: Path) -> dict[str, Any]:
     runs: dict[str, dict[str, Any]] = {}
     failed, capped = [], []
     for cell, line in read_cells(exp_dir).items():
-        where = {"dataset": line.get("dataset"), "proposer": line.get("label") or line.get("proposer")}
-        where["seed"] = line.get("seed")
-        if line.get("status") == "done":
-            runs[cell] = {**where, "run_dir": line["run_dir"], **run_figures(exp_dir / line["run_dir"])}
-        elif line.get("status") == "capped":
-            capped.append({"cell": cell, **where, "spent": line.get("spent"), "stopped": line.get("stopped")})
+        where: dict[str, object] = {"dataset": line.dataset, "proposer": line.label or line.proposer, "seed": line.seed}
+        if line.status == "done":
+            runs[cell] = {**where, "run_dir": line.run_dir, **run_figures(exp_dir / line.run_dir)}
+        elif line.status == "capped":
+            spent = None if line.spent is None else dict(line.spent)
+            capped.append({"cell": cell, **where, "spent": spent, "stopped": line.stopped})
         else:
-            failed.append({"cell": cell, **where, "error": line.get("error")})
+            failed.append({"cell": cell, **where, "error": line.error})
     datasets = _ordered(spec.get("datasets", []), [r["dataset"] for r in runs.values()])
     declared = ExperimentSpec.from_json(spec).labels() if spec.get("proposers") else []
     proposers = _ordered(declared, [r["proposer"] for r in runs.values()])
