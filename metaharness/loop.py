@@ -37,7 +37,6 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from metaharness import frontier
 from metaharness.budget import Budget, SearchBudget, Spend
@@ -60,7 +59,14 @@ from metaharness.settings import RunSettings
 from metaharness.staging import ExampleOrder, Policy, Standing, alternatives, decide
 from metaharness.store.crash import crash_point
 from metaharness.store.files import atomic_write_text
-from metaharness.store.log import IterationFacts, IterationLine, ProposerFailureLine, StopLine, TestSkippedLine
+from metaharness.store.log import (
+    IterationFacts,
+    IterationLine,
+    ProposerFailureLine,
+    Staging,
+    StopLine,
+    TestSkippedLine,
+)
 from metaharness.store.protocol import RunStore
 
 
@@ -370,11 +376,11 @@ class Optimizer:
             self.settings.run.first_stage,
         )
 
-    def _evaluate(self, iteration: int, proposals: list[str]) -> dict[str, Any]:
+    def _evaluate(self, iteration: int, proposals: list[str]) -> Staging:
         """The iteration's rounds of staged evaluation (iteration 0: every seed to its whole share); returns what
         the iteration's line records about them."""
         policy: Policy = "all" if iteration == 0 else self.settings.run.evaluation
-        rounds: list[dict[str, Any]] = []
+        rounds: list[dict[str, object]] = []
         first: Standing | None = None
         predicted = Spend()
         before: dict[str, int] = {}
@@ -404,17 +410,18 @@ class Optimizer:
         _, realised = self._spent(iteration)
         after = {c.id: c.evaluation.examples for c in self.store.candidates() if c.id in before and c.evaluation}
         assert first is not None
-        return {
-            "policy": policy,
-            "considered": [a.id for a in first.arms],
-            "allotted": {cid: [before[cid], after.get(cid, before[cid])] for cid in sorted(before)},
-            "cost": {"predicted": predicted.to_json(), "realised": realised.to_json()},
-            "budget": first.budget.to_json(),
-            "reference": first.reference.id if first.reference else None,
-            "calibration": first.calibration.to_json(),
-            "alternatives": alternatives(first) if iteration > 0 and first.arms else {},
-            "rounds": rounds,
-        }
+        return Staging(
+            policy=policy,
+            considered=[a.id for a in first.arms],
+            allotted={cid: (before[cid], after.get(cid, before[cid])) for cid in sorted(before)},
+            predicted=predicted,
+            realised=realised,
+            budget=first.budget,
+            reference=first.reference.id if first.reference else None,
+            calibration=first.calibration.to_json(),
+            alternatives=alternatives(first) if iteration > 0 and first.arms else {},
+            rounds=rounds,
+        )
 
     def _score(self, candidate: Candidate, target: int, iteration: int, ids: list[str] | None) -> bool:
         """Score ``candidate`` on more validation examples (``ids``, else the next ones of the order up to

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from metaharness.budget import Spend
+from metaharness.budget import Budget, Spend
 from metaharness.candidate import Candidate, Evaluation, PlanEntry, Prediction
 from metaharness.store.log import (
     CandidateLine,
@@ -14,6 +14,7 @@ from metaharness.store.log import (
     ProposerFailureLine,
     RebuiltIterationLine,
     SplitLine,
+    Staging,
     StopLine,
 )
 
@@ -114,7 +115,10 @@ def test_log_lines_write_the_documented_json() -> None:
     }
     counts = {"candidates": ["c002"], "evaluated": 1, "implemented": 0, "failed": 0, "best": "c002", "best_score": 0.5}
     facts = IterationFacts.of(1, [c, dataclasses.replace(c, id="c001", iteration=0, evaluation=None)])
-    line = IterationLine(facts, None, spent, {"policy": "planner", "rounds": []}, 1.5).to_json()
+    staging = Staging(
+        "planner", ["c002"], {"c002": (0, 4)}, Spend(4.0), Spend(4.0, 90.0), Budget(evals=8.0), None, {}, {}, []
+    )
+    line = IterationLine(facts, None, spent, staging, 1.5).to_json()
     assert line == {
         "type": "iteration",
         "iteration": 1,
@@ -123,6 +127,16 @@ def test_log_lines_write_the_documented_json() -> None:
         "frontier": ["c002"],
         "spent": spent,
         "policy": "planner",
+        "considered": ["c002"],
+        "allotted": {"c002": [0, 4]},
+        "cost": {
+            "predicted": {"evals": 4.0, "tokens": 0.0, "usd": 0.0},
+            "realised": {"evals": 4.0, "tokens": 90.0, "usd": 0.0},
+        },
+        "budget": {"evals": 8.0, "tokens": None, "usd": None},
+        "reference": None,
+        "calibration": {},
+        "alternatives": {},
         "rounds": [],
         "seconds": 1.5,
     }

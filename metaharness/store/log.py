@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from metaharness import frontier
-from metaharness.budget import Spend
+from metaharness.budget import Budget, Spend
 from metaharness.candidate import Candidate, Evaluation, Prediction
 
 
@@ -140,21 +140,53 @@ class IterationFacts:
 
 
 @dataclass(frozen=True)
+class Staging:
+    """What an iteration's staged evaluation did: the ``policy`` that decided, the candidates it ``considered``,
+    the examples each scored candidate had before and after (``allotted``), the summed predicted cost of the
+    stages it chose and what the iteration spent (``cost``: ``predicted``, ``realised``), the ``budget`` the
+    first decision had, its ``reference`` candidate and ``calibration``, what the baselines would have done
+    (``alternatives``), and each round's decision (``rounds``)."""
+
+    policy: str
+    considered: Sequence[str]
+    allotted: Mapping[str, tuple[int, int]]
+    predicted: Spend
+    realised: Spend
+    budget: Budget
+    reference: str | None
+    calibration: Mapping[str, object]
+    alternatives: Mapping[str, Mapping[str, int]]
+    rounds: Sequence[Mapping[str, object]]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "policy": self.policy,
+            "considered": list(self.considered),
+            "allotted": {cid: list(examples) for cid, examples in self.allotted.items()},
+            "cost": {"predicted": self.predicted.to_json(), "realised": self.realised.to_json()},
+            "budget": self.budget.to_json(),
+            "reference": self.reference,
+            "calibration": dict(self.calibration),
+            "alternatives": {name: dict(targets) for name, targets in self.alternatives.items()},
+            "rounds": [dict(r) for r in self.rounds],
+        }
+
+
+@dataclass(frozen=True)
 class IterationLine(_Line):
     """An iteration finished: its :class:`IterationFacts`, the best's score on the held-out examples, what the run
-    had spent, and what its staged evaluation did (``staging``: ``policy``, ``considered``, ``allotted``, ``cost``,
-    ``budget``, ``reference``, ``calibration``, ``alternatives``, ``rounds``); the facts and ``staging`` are
-    written as keys of the line itself."""
+    had spent, and what its staged evaluation did (:class:`Staging`); the facts and the staging are written as
+    keys of the line itself."""
 
     kind: ClassVar[str] = "iteration"
     facts: IterationFacts
     holdout: float | None
     spent: Mapping[str, float]
-    staging: Mapping[str, object]
+    staging: Staging
     seconds: float
 
     def to_json(self) -> dict[str, object]:
-        line = {**_flat(self.facts), **super().to_json(), **self.staging}
+        line = {**_flat(self.facts), **super().to_json(), **self.staging.to_json()}
         del line["facts"], line["staging"]
         return line
 
