@@ -1,9 +1,10 @@
-"""Run mypy over the sources laid out as they install: ``proposers/``, ``tasks/`` and ``candidates/`` appear as
-``metaharness.proposers``, ``metaharness.tasks`` and ``metaharness.candidates``.
+"""Run mypy over the sources laid out as they install (``proposers/``, ``tasks/`` and ``candidates/`` appear as
+``metaharness.proposers``, ``metaharness.tasks`` and ``metaharness.candidates``), and over the tests.
 
 mypy cannot see through setuptools' editable-install finder (pypa/setuptools#3518), so it checks a temporary tree
-of symlinks to the repository's folders; paths in its report are mapped back to the repository. Settings are in
-pyproject.toml ([tool.mypy]). Exit code: mypy's.
+of symlinks to the repository's folders; paths in its report are mapped back to the repository. The tests sit
+beside the package in that tree and import their helpers (``fakes``, ``command_line``) as top-level modules, as
+under pytest. Settings are in pyproject.toml ([tool.mypy]). Exit code: mypy's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> int:
                 (tree / entry.name).symlink_to(entry)
         for name in MAPPED:
             (tree / name).symlink_to(ROOT / name)
+        (Path(tmp) / "tests").symlink_to(ROOT / "tests")
         command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), *sys.argv[1:]]
         done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, env={**os.environ, "MYPYPATH": tmp})
     report = done.stdout + done.stderr

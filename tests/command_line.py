@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL", "METAHARNESS_CRASH_AT")
 
@@ -32,7 +34,7 @@ def flags(**options: object) -> list[str]:
 def run_metaharness(
     *args: str | Path,
     cwd: Path | None = None,
-    env: dict[str, str | None] | None = None,
+    env: Mapping[str, str | None] | None = None,
     timeout: float = 600,
     **options: object,
 ) -> subprocess.CompletedProcess:
@@ -66,7 +68,9 @@ def assert_usage_error(run: subprocess.CompletedProcess, message: str) -> None:
     assert "Traceback" not in run.stderr
 
 
-def optimize(run_dir: Path, iters: int, *, env: dict[str, str] | None = None, timeout: float = 1500, **options: object):
+def optimize(
+    run_dir: Path, iters: int, *, env: Mapping[str, str | None] | None = None, timeout: float = 1500, **options: Any
+):
     """``metaharness optimize`` on symptom2disease into ``run_dir``, one candidate evaluation per iteration (the
     size of a CI run); ``options`` add flags."""
     return run_metaharness(

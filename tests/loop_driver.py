@@ -94,6 +94,7 @@ class PricedProposer(ScriptedProposer):
         if state.iteration != 1:
             return proposals
         (better,) = proposals
+        assert better.parent is not None
         graph = state.graph
         assert graph is not None
         for node, parent, score in [("step", better.parent, 0.33), ("goal", "step", 0.4), ("later", "c001", 0.25)]:

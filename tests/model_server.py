@@ -44,6 +44,7 @@ class FaultProxy:
 
     def __init__(self, upstream: str):
         parsed = urlparse(upstream)
+        assert parsed.hostname is not None, upstream
         self.upstream_host, self.upstream_port = parsed.hostname, parsed.port
         self.counts: Counter[tuple[str, str]] = Counter()
         self.bodies: list[dict] = []

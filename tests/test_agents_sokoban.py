@@ -5,19 +5,34 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
+from typing import Any
 
 from fakes import ScriptedModel
 
 from metaharness.agents.puzzle_baselines import GreedyAgent, RandomAgent
 from metaharness.agents.puzzle_bench import run_bench, summarise
-from metaharness.agents.puzzle_episode import Decision, run_episode
+from metaharness.agents.puzzle_episode import Decision, PuzzleAgent, run_episode
 from metaharness.agents.puzzle_plan_act import PlanActAgent
 from metaharness.agents.puzzle_planning import PuzzlePlanner
 from metaharness.agents.puzzle_react import ReActAgent, split_thought_action
 from metaharness.agents.puzzle_react_tps import TPSAgent
 from metaharness.agents.puzzle_tape import TapeAgent
+from metaharness.models.types import ChatRequest
 from metaharness.tasks.environments.puzzle_instances import load_instance_set, make_env
 from metaharness.tasks.environments.sokoban import Sokoban
+
+
+def schema(request: ChatRequest) -> dict[str, Any]:
+    """The JSON schema a request asks for (every request of these agents asks for one)."""
+    assert request.json_schema is not None
+    return request.json_schema
+
+
+def found(pattern: str, text: str) -> re.Match[str]:
+    match = re.search(pattern, text)
+    assert match is not None, (pattern, text)
+    return match
+
 
 CORRIDOR = "######\n#@$ .#\n######"  # T* = 2 (R R)
 
@@ -67,23 +82,23 @@ def test_react_reads_thought_and_action():
     liar = ScriptedModel(lambda r: {"thought": "I will move up.", "action": "R"})
     record = run_episode(env, ReActAgent(liar), slack=0)
     assert record.success and record.sampling_errors == 2 and record.planning_errors == 2
-    assert liar.requests[0].json_schema["properties"]["action"]["enum"] == ["U", "D", "L", "R"]
+    assert schema(liar.requests[0])["properties"]["action"]["enum"] == ["U", "D", "L", "R"]
 
 
 def test_plan_and_act_plans_once_with_the_action_enum():
     env = Sokoban(CORRIDOR)
 
     def answer(request):
-        if "plan" in request.json_schema["properties"]:
-            assert request.json_schema["properties"]["plan"]["items"]["enum"] == ["U", "D", "L", "R"]
+        if "plan" in schema(request)["properties"]:
+            assert schema(request)["properties"]["plan"]["items"]["enum"] == ["U", "D", "L", "R"]
             return {"plan": ["R", "R"]}
-        nxt = re.search(r"Next action in the plan: (\w)", request.messages[-1]["content"]).group(1)
+        nxt = found(r"Next action in the plan: (\w)", request.messages[-1]["content"]).group(1)
         return {"thought": f"follow the plan, {nxt}.", "action": nxt}
 
     model = ScriptedModel(answer)
     record = run_episode(env, PlanActAgent(model), slack=0)
     assert record.success and record.plan_calls == 1
-    assert sum(1 for r in model.requests if "plan" in r.json_schema["properties"]) == 1
+    assert sum(1 for r in model.requests if "plan" in schema(r)["properties"]) == 1
 
 
 def test_tape_with_oracle_subagents_beats_the_baselines_on_a_sample():
@@ -92,7 +107,7 @@ def test_tape_with_oracle_subagents_beats_the_baselines_on_a_sample():
     solved = {"tape": 0, "random": 0, "greedy": 0}
     for inst in sample:
         env = make_env(inst)
-        agents = {
+        agents: dict[str, PuzzleAgent] = {
             "tape": TapeAgent(PuzzlePlanner(env, oracle=True, m=4, epsilon=0.3, seed=0)),
             "random": RandomAgent(0),
             "greedy": GreedyAgent(0),
@@ -115,13 +130,13 @@ def test_tape_executes_exactly_and_replans_on_a_mismatch():
             steps[0] = replace(steps[0], key=env.key(env.start))
         return steps
 
-    planner.simulator.simulate = mispredicting
-    model = ScriptedModel(lambda r: {"action": r.json_schema["properties"]["action"]["enum"][0]})
+    planner.simulator.simulate = mispredicting  # type: ignore[method-assign]
+    model = ScriptedModel(lambda r: {"action": schema(r)["properties"]["action"]["enum"][0]})
     record = run_episode(env, TapeAgent(planner, model), slack=0)
     assert record.success and record.sampling_errors == 0
     assert record.mismatches == 1 and record.replans == 1 and record.plan_calls == 2
     # every executed step was asked for with exactly the planned action allowed
-    assert [r.json_schema["properties"]["action"]["enum"] for r in model.requests] == [[s.action] for s in record.steps]
+    assert [schema(r)["properties"]["action"]["enum"] for r in model.requests] == [[s.action] for s in record.steps]
 
 
 def test_tps_shows_the_route_and_lets_the_model_act():
@@ -129,7 +144,7 @@ def test_tps_shows_the_route_and_lets_the_model_act():
     planner = PuzzlePlanner(env, oracle=True, m=2, epsilon=0.0)
 
     def answer(request):
-        nxt = re.search(r"Next step: (\w)", request.messages[-1]["content"]).group(1)
+        nxt = found(r"Next step: (\w)", request.messages[-1]["content"]).group(1)
         return {"thought": f"the route says {nxt}.", "action": nxt}
 
     record = run_episode(env, TPSAgent(ScriptedModel(answer), planner), slack=0)
@@ -141,15 +156,15 @@ def test_model_sampler_gets_the_action_vocabulary():
     seen = []
 
     def answer(request):
-        if request.json_schema and "plans" in request.json_schema["properties"]:
+        if request.json_schema and "plans" in schema(request)["properties"]:
             seen.append(request.json_schema)
             return {"plans": [{"actions": ["L"]}, {"actions": ["R", "R"]}]}
-        return {"action": request.json_schema["properties"]["action"]["enum"][0]}
+        return {"action": schema(request)["properties"]["action"]["enum"][0]}
 
     model = ScriptedModel(answer)
     record = run_episode(env, TapeAgent(PuzzlePlanner(env, model=model, oracle=True, temperature=0.7), model), slack=0)
     assert record.success and [s.action for s in record.steps] == ["R", "R"]
-    assert [r.temperature for r in model.requests if "plans" in r.json_schema["properties"]] == [0.7]
+    assert [r.temperature for r in model.requests if "plans" in schema(r)["properties"]] == [0.7]
     assert seen[0]["properties"]["plans"]["items"]["properties"]["actions"]["items"]["enum"] == ["U", "D", "L", "R"]
 
 
@@ -170,7 +185,7 @@ def test_tape_with_model_subagents_keys_predicted_states():
     env = Sokoban(CORRIDOR)
 
     def answer(request):
-        props = request.json_schema["properties"]
+        props = schema(request)["properties"]
         if "plans" in props:
             return {"plans": [{"actions": ["R", "R"]}]}
         if "steps" in props:  # a perfect simulator, answering in the render format
@@ -201,7 +216,7 @@ def test_tape_through_the_planning_session_solves_the_same_levels_as_before():
 
     recorded = json.loads((REPO_ROOT / "tests" / "data" / "tape_oracle_levels.json").read_text())["runs"]
     for name, expected in recorded.items():
-        env_name, eps, m = re.fullmatch(r"(\w+) eps=([\d.]+) m=(\d+)", name).groups()
+        env_name, eps, m = found(r"^(\w+) eps=([\d.]+) m=(\d+)$", name).groups()
         solved = []
         for inst in load_instance_set(f"{env_name}_v1").select(None, None):
             env = make_env(inst)

@@ -32,7 +32,7 @@ def test_oracle_hand_counts_and_state_space():
         names = " ".join(chr(65 + i) for i in range(blocks))
         env = BlocksWorld(names, names)
         env.distance(env.start)
-        assert len(env._table) == states
+        assert env._table is not None and len(env._table) == states
 
 
 def test_irrecoverable_under_tight_budget():

@@ -145,7 +145,7 @@ def test_branching_goes_to_the_highest_entropy_step_first():
     result = run_egb(env, chooser, samples=5, branch_budget=5, downstream="revote")
     assert result.verified
     assert [t.branch_step for t in result.trajectories[1:]] == [3, 3, 1]
-    assert [t.steps[t.branch_step].tool for t in result.trajectories[1:]] == ["odd3", "bad3", "good1"]
+    assert [t.steps[t.branch_step or 0].tool for t in result.trajectories[1:]] == ["odd3", "bad3", "good1"]
     assert result.answer.tools == ["good0", "good1", "good2", "good3", "good4"]
     assert result.answer.steps[1].origin == "substituted"
 

@@ -34,7 +34,9 @@ def tool_model(pick, fill=first_option):
         schema = request.json_schema
         if schema is None:
             return "Step 2 used the wrong tool."
-        step = int(re.search(r"Current step (\d+):", request.messages[-1]["content"]).group(1)) - 1
+        found = re.search(r"Current step (\d+):", request.messages[-1]["content"])
+        assert found is not None
+        step = int(found.group(1)) - 1
         props = schema["properties"]
         if "tool" not in props:
             return {name: fill(step, name, option["enum"]) for name, option in props.items()}
@@ -147,7 +149,7 @@ def test_embedded_model_votes_over_the_candidate_enum(task):
     chooser = ModelToolChooser(connect("local:smollm2-135m", cache=False), seed=0)
     vote = chooser.vote(_view(task), 2)
     names = {t.name for t in task.candidates(0)}
-    assert set(vote.probs) <= names and sum(vote.counts.values()) == 2
+    assert set(vote.probs) <= names and vote.counts is not None and sum(vote.counts.values()) == 2
     assert chooser.meter.calls == 1 and chooser.meter.usage.output_tokens > 0
 
 

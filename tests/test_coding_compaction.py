@@ -90,9 +90,9 @@ class ToolCallingServer:
         name, arguments = script(turn)
         function = {"name": name, "arguments": json.dumps(arguments)}
         call = {"id": f"call_{turn}", "type": "function", "function": function}
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        reply = {"role": "assistant", "content": None, "tool_calls": [call]}
         usage = {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}
-        choice = {"index": 0, "finish_reason": "tool_calls", "message": message}
+        choice = {"index": 0, "finish_reason": "tool_calls", "message": reply}
         return 200, {"id": "x", "object": "chat.completion", "model": "agent", "choices": [choice], "usage": usage}
 
     def close(self) -> None:

@@ -16,9 +16,9 @@ from metaharness.models.ledger import Ledger
 from metaharness.models.types import ChatRequest, StructuredOutputError, Usage
 from metaharness.proposal import RunState
 from metaharness.proposers import check_proposer_model, get_proposer
-from metaharness.proposers.coding import ProposerEngineFailed
+from metaharness.proposers.coding import CodingProposer, ProposerEngineFailed
 from metaharness.proposers.engines import ENGINES, EngineClient, engine_of
-from metaharness.tasks import open_task
+from metaharness.tasks import Task, open_task
 from metaharness.tasks.custom.task import EXAMPLE
 
 sys.path.insert(0, str(Path(__file__).parent / "standins"))
@@ -89,7 +89,7 @@ def test_check_says_what_to_install_or_set(standins, monkeypatch, tmp_path):
     EngineClient("claude-code").check()
 
 
-def example_state(iteration: int = 1, proposals: int = 1) -> tuple[RunState, object]:
+def example_state(iteration: int = 1, proposals: int = 1) -> tuple[RunState, Task]:
     from metaharness.candidates import seed_sources
 
     task = open_task(str(EXAMPLE))
@@ -235,6 +235,7 @@ def test_tps_plans_with_the_engine_then_the_engines_agent_writes_the_chosen_plan
     (proposal,) = proposer.propose(state)
     planning = json.loads((tmp_path / "proposer" / "iter-1" / "planning.json").read_text())
     assert "fallback" not in planning and planning["selection"]["evaluate"] == [proposal.node]
+    assert proposal.prediction is not None
     assert proposal.parent == "c003" and proposal.prediction["chain"] == [
         "add two worked examples from the training split to the prompt"
     ]
@@ -244,6 +245,7 @@ def test_tps_plans_with_the_engine_then_the_engines_agent_writes_the_chosen_plan
         for line in (tmp_path / "proposer" / "iter-1" / "scratch" / "standin-sessions.jsonl").read_text().splitlines()
     ]
     assert len(sessions) == 1 and "--append-system-prompt" in sessions[0]  # the agent session; answers ran elsewhere
+    assert isinstance(proposer, CodingProposer) and isinstance(proposer.model, EngineClient)
     assert proposer.model.ledger.totals()["by_role"]["subagent"]["calls"] >= 2  # sampling and simulation
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import pickle
 import socket
+from typing import Any
 
 import pytest
 from fakes import ScriptedModel, ServedModel
@@ -80,7 +81,7 @@ def served():
     server.close()
 
 
-def priced_client(served: ServedModel, **caps: float):
+def priced_client(served: ServedModel, **caps: Any):
     spec = f"openai:priced@{served.base_url}"
     ledger = Ledger(prices=PriceTable({spec: PRICE}, use_env=False), **caps)
     return connect(spec, cache=False, ledger=ledger, server="vllm")

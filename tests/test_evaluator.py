@@ -120,6 +120,7 @@ def test_bad_model_calls_reach_the_harness_as_errors(tmp_path, shared_data_dir):
     )
     report = evaluate(path, "symptom2disease", "val", model=ScriptedModel(DENGUE), limit=1, data_dir=shared_data_dir)
     prediction = report.records[0].prediction
+    assert prediction is not None
     assert "max_tokens must be an integer" in prediction and "call limit reached" in prediction
     assert len(report.records[0].calls) == 32  # the bad call and 31 good ones; the 33rd never reached the model
 
@@ -170,7 +171,7 @@ def test_task_evaluator_reports_a_harness_that_cannot_load_as_failed(tmp_path, s
     with pytest.raises(CandidateFailed, match="RuntimeError: no labels in the training split") as failed:
         evaluator.evaluate(path, "val", trace_path=trace)
     assert "failed to load" in str(failed.value) and "harness.py line 3" in str(failed.value)
-    assert "no labels in the training split" in evaluator.check(path)
+    assert "no labels in the training split" in (evaluator.check(path) or "")
     records = [json.loads(line) for line in trace.read_text().splitlines()]
     assert [r["id"] for r in records] == ["val-0000", "val-0001"]  # val_limit=2, each with the error
     assert all(r["calls"] == [] and "no labels" in r["error"] for r in records)

@@ -49,6 +49,7 @@ def make_run(path: Path, scores, *, predicted=None, tokens=100, usd=0.0, test=No
         append_jsonl(rd.summary_path, {"type": "iteration", "iteration": it, "best": best_id, "best_score": best})
     rd.record_spend("fake", "task", usd, input_tokens=tokens - 1, output_tokens=1)
     if test is not None:
+        assert best_id is not None
         rd.save_test_result(best_id, Evaluation("test", {"primary": test}, {}, 20))
     rd.close()
 

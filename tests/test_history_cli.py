@@ -134,7 +134,7 @@ def test_defaults_without_a_key_are_the_embedded_model_and_the_offline_proposer(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     task_model, proposer, proposer_model, notice = default_models(None, None, None)
     assert (task_model, proposer, proposer_model) == (DEFAULT_TASK_MODEL_SPEC, "offline", None)
-    assert "No API key configured" in notice and "--proposer-model" in notice
+    assert notice is not None and "No API key configured" in notice and "--proposer-model" in notice
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     task_model, proposer, proposer_model, notice = default_models(None, None, None)
     assert (proposer, proposer_model) == ("tps", "anthropic:claude-sonnet-4-5") and notice is None

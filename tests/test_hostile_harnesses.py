@@ -30,8 +30,6 @@ from metaharness.evaluation.confine import GUARANTEES, Isolation, _missing
 SECRET = "sk-hostile-test-secret-0123456789"
 # What each test's harness saw: {test name: {attempt: outcome}} (benchmarks/hostile_harnesses.py prints it).
 OBSERVED: dict[str, dict[str, str]] = {}
-# What each test's harness saw: {test name: {attempt: outcome}} (benchmarks/hostile_harnesses.py prints it).
-OBSERVED: dict[str, dict[str, str]] = {}
 HEADER = """
 import ctypes, json, os, resource, signal, socket, sys, time
 

@@ -213,7 +213,10 @@ class FailingProposer(ScriptedProposer):
         (ConfigurationError("proposer model unreachable after 5 retries"), "ConfigurationError: proposer model"),
         (StructuredOutputError("malformed tool call: no 'path'"), "StructuredOutputError: malformed tool call"),
         ("not a list of proposals", "TypeError: the proposer returned str, not a Proposal"),
-        ([Proposal(parent=None, source=None, summary="no source")], "TypeError: the proposer returned a Proposal"),
+        (
+            [Proposal(parent=None, source=None, summary="no source")],  # type: ignore[arg-type]
+            "TypeError: the proposer returned a Proposal",
+        ),
     ],
 )
 def test_a_proposer_failure_does_not_use_up_its_iteration_which_is_asked_again(tmp_path, failure, shown):
@@ -352,6 +355,7 @@ def test_a_chain_commits_its_intermediate_as_the_parent_and_predictions_last_acr
     assert "| c003 | 1 | c002 | implemented |" in run.summary_md.read_text()
     # the lasting graph: realised nodes relabelled to their candidates, predictions kept, E chosen in iteration 2
     graph = program_graph.load(run.path)
+    assert graph is not None
     assert graph.node("c003").status == "implemented" and graph.node("c003").score == 0.35
     assert graph.node("c004").status == "evaluated" and graph.node("c004").score == pytest.approx(0.6)
     assert graph.node("c004").data["prediction"]["score"] == 0.6 and graph.node("c006").data["predicted_in"] == 1

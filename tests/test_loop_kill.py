@@ -154,7 +154,8 @@ def test_sigkill_at_any_point_loses_nothing_and_forgets_no_spend(tmp_path, point
     assert {cid: after.get(cid) for cid in before} == before  # every earlier candidate kept, unchanged
     assert list(after) == CANDIDATES  # no duplicates, none lost
     run = _assert_log_complete(run_dir)
-    assert run.store.best().id == "c005" and run.completed_iterations() == {0, 1, 2}
+    best = run.store.best()
+    assert best is not None and best.id == "c005" and run.completed_iterations() == {0, 1, 2}
     assert sorted(r["id"] for r in run.log_records("test")) == EVALUATED  # the best and the front, once each
     _assert_the_chain_and_the_graph(run)
     _assert_clean(run_dir)

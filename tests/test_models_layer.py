@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+from typing import Any
 
 import pytest
 from fakes import ScriptedModel, in_order
@@ -142,7 +143,7 @@ def test_spend_is_counted_per_run_whatever_the_shared_cache_holds(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite")
     first_run = Ledger()
     Client("local:x", backend("a"), cache=cache, ledger=first_run).complete(ask())
-    charges = []
+    charges: list[Any] = []
     second_run = Ledger()
     second_run.add_listener(charges.append)
     client = Client("local:x", backend("never asked"), cache=cache, ledger=second_run)
@@ -168,9 +169,12 @@ def test_cache_is_shared_by_threads_and_processes(tmp_path):
         "[c.put(f'p{sys.argv[2]}-{i}', 's', r) for i in range(100)]"
     )
     processes = [subprocess.Popen([sys.executable, "-c", writer, str(path), str(k)]) for k in range(2)]
-    threads = [
-        threading.Thread(target=lambda k=k: [cache.put(f"t{k}-{i}", "s", result) for i in range(100)]) for k in range(3)
-    ]
+
+    def put_many(k: int) -> None:
+        for i in range(100):
+            cache.put(f"t{k}-{i}", "s", result)
+
+    threads = [threading.Thread(target=put_many, args=(k,)) for k in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -220,7 +224,8 @@ def test_price_table_is_extended_from_json_toml_and_env(tmp_path, monkeypatch):
     table.load(tmp_path / "p.json")
     table.load(tmp_path / "p.toml")
     assert table.lookup("openai:some-future-model") == Price(1, 2)
-    assert table.lookup("anthropic:claude-next").cache_read == 0.4
+    price = table.lookup("anthropic:claude-next")
+    assert price is not None and price.cache_read == 0.4
     assert table.lookup("openai:gpt-4.1-mini-2025-04-14") == table.lookup("openai:gpt-4.1-mini")
     assert table.lookup("openai:gpt-5.4") is None  # a different model, not a snapshot of gpt-5
     assert table.lookup("openai:gpt-oss-20b@http://127.0.0.1:8000/v1") == Price(0, 0)
@@ -242,7 +247,8 @@ def test_retry_honours_retry_after_and_backs_off_with_jitter():
     assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
     assert retry_after_seconds({}) is None
 
-    calls, sleeps = [], []
+    calls: list[int] = []
+    sleeps: list[float] = []
 
     def flaky():
         calls.append(1)

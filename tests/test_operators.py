@@ -133,7 +133,7 @@ def test_random_chains_of_depth_three_are_working_programs(task: str) -> None:
     deepest = 0
     for name in ("zero_shot", "few_shot", "retrieval"):
         for _ in range(20):
-            source, chain = seed(task, name), []
+            source, chain = seed(task, name), list[str]()
             for _step in range(3):
                 ops = applicable(source, profile)
                 if not ops:
@@ -210,7 +210,8 @@ def test_multi_label_answers_snap_and_vote_per_label_in_the_metric_format() -> N
     assert "INDEX_NGRAM = 2" in voted and "VOTE_SHARE = 0.5" in voted and "VOTE_MODEL_WEIGHT = 0.0" in voted
     _, harness, _ = load(voted, "[罪名]诈骗<eoa>", train)
     answer = harness.predict("事实:被告人盗窃财物后持刀伤害失主。")
-    assert set(re.search(r"\[罪名\](.*)<eoa>", answer).group(1).split(";")) == {"盗窃", "故意伤害"}
+    found = re.search(r"\[罪名\](.*)<eoa>", answer)
+    assert found is not None and set(found.group(1).split(";")) == {"盗窃", "故意伤害"}
 
     # A charge whose name contains 、 stays one label.
     _, harness, _ = load(revise(seed("lawbench", "zero_shot"), "neighbour_fallback"), "不知道", train)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,7 +131,12 @@ def test_formats_a_template_input_ids_and_class_labels(tmp_path):
         'name = "mc"\n[data]\ninput = "{question}\\nA) {a}\\nB) {b}"\ntarget = "answer"\nid = "uid"\n'
         'val_size = 1\n[answer]\nchoices = ["A", "B"]\n[metric]\nname = "choice"\n'
     )
-    rows = {"question": ["2+2?", "3+3?", "1+1?"], "a": ["4", "5", "2"], "b": ["5", "6", "3"], "uid": ["q1", "q2", "q3"]}
+    rows: dict[str, list[Any]] = {
+        "question": ["2+2?", "3+3?", "1+1?"],
+        "a": ["4", "5", "2"],
+        "b": ["5", "6", "3"],
+        "uid": ["q1", "q2", "q3"],
+    }
     rows["answer"] = [0, 1, 0]
     (folder / "data").mkdir()
     datasets.Dataset.from_dict(rows).to_csv(str(folder / "data" / "train.csv"))
@@ -182,6 +188,7 @@ def test_settings_override_the_task_file_and_a_small_val_split_or_test_leak_is_n
         {"train": rows[:8], "val": rows[8:11], "test": rows[10:]},
     )
     task = open_task(str(folder), settings=flat_settings(["metric=normalized_exact", "name=renamed"]))
+    assert isinstance(task, CustomTask)
     assert task.name == "renamed" and task.metric.name == "normalized_exact"
     notes = " | ".join(task.notes)
     assert "the val split has 3 examples: too few to rank candidates" in notes
@@ -215,6 +222,7 @@ def test_a_saved_dataset_without_val_gets_a_carved_val_split_that_a_resume_finds
     assert task.score("so it is 202", test[0]) == {"primary": 0.0}
     assert task.score("2 + 2 ... #### 101", test[0]) == {"primary": 1.0}
     origin = task_origin(task)
+    assert origin is not None
     assert origin["settings"] == {"metric.name": "numeric", "data.val_size": 10, "data.split_seed": 7}
     again = reopen_task(json.loads(json.dumps(origin)))  # as run.json stores it
     assert [e.input for e in again.load("val")] == [e.input for e in val]
@@ -228,7 +236,7 @@ def test_a_hub_layout_folder_loads_through_load_dataset_and_a_changed_task_is_re
 
     hub = tmp_path / "owner-name"
     (hub / "data").mkdir(parents=True)
-    frame = {"sentence": ["good", "bad", "fine", "awful", "great"], "label": [1, 0, 1, 0, 1]}
+    frame: dict[str, list[Any]] = {"sentence": ["good", "bad", "fine", "awful", "great"], "label": [1, 0, 1, 0, 1]}
     features = datasets.Features(
         {"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])}
     )
@@ -237,8 +245,10 @@ def test_a_hub_layout_folder_loads_through_load_dataset_and_a_changed_task_is_re
         str(hub / "data" / "validation-00000-of-00001.parquet")
     )
     task = open_task(f"hf:{hub}", settings={"data.input": "sentence"})
+    assert isinstance(task, CustomTask)
     assert [e.target for e in task.load("val")][:2] == ["pos", "neg"] and "val carved" not in " ".join(task.notes)
     origin = task_origin(task)
+    assert origin is not None
     frame["sentence"][0] = "very good"
     datasets.Dataset.from_dict(frame, features=features).to_parquet(str(hub / "data" / "train-00000-of-00001.parquet"))
     with pytest.raises(InputError, match="changed since the run started"):

@@ -298,7 +298,7 @@ def test_optimize_starts_from_seed_files_given_on_the_command_line(tmp_path):
         run_metaharness("optimize", cwd=tmp_path, dataset=folder, seeds="mine.py,zero_shot"),
         "--seeds takes the names of the task's seeds or .py files, not both.",
     )
-    args = {"dataset": folder, "iters": 0, "val_limit": 2, "task_model": FAKE_MODEL, "run_dir": "run"}
+    args: dict[str, Any] = {"dataset": folder, "iters": 0, "val_limit": 2, "task_model": FAKE_MODEL, "run_dir": "run"}
     done = run_metaharness("optimize", "--no-test", cwd=tmp_path, seeds="mine.py", **args)
     assert done.returncode == 0, done.stderr[-2000:]
     assert seed_summaries(tmp_path / "run") == ["seed: mine"]  # a constant answer: no model call

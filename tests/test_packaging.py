@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import tomllib
 from conftest import REPO_ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 MAPPED = {"proposers": "metaharness.proposers", "tasks": "metaharness.tasks", "candidates": "metaharness.candidates"}
 

@@ -6,12 +6,13 @@ import io
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from metaharness.cli import main
 
-GRAPH = {
+GRAPH: dict[str, Any] = {
     "start": "s0",
     "budget": [6, 2.5],
     "horizon": 20,
@@ -30,6 +31,7 @@ def _run(argv) -> int:
     try:
         main(argv)
     except SystemExit as exc:
+        assert exc.code is None or isinstance(exc.code, int), exc.code
         return exc.code or 0
     return 0
 

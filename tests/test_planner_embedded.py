@@ -67,9 +67,11 @@ def test_plan_runs_end_to_end_with_the_embedded_model():
         graph = result.graph
         assert graph.node(graph.start).key == sokoban_key(STATE)
         again = replay(record)  # the record alone rebuilds the graph and the route
+        assert again.graph is not None
         assert again.status == result.status and again.graph.to_json() == graph.to_json()
         assert [s.to_json() for s in again.route] == record["route"]
     if result.status == "route":
+        assert result.graph is not None and result.solution is not None
         walk = path_problem(result.graph).check_walk(result.solution.path)  # a feasible (possibly poor) route
         assert result.graph.node(walk.nodes[-1]).goal and walk.cost["steps"] <= BUDGET
         assert [step.edge for step in result.route] == result.solution.path
@@ -79,4 +81,5 @@ def test_plan_runs_end_to_end_with_the_embedded_model():
         assert result.route == [] and result.guidance() == f"No feasible route: {result.reason}"
         if result.graph is not None:  # the solver found nothing: either no goal state, or none within budget
             expected = "no predicted state satisfies the goal" if not result.graph.goals() else "within the remaining"
+            assert result.solution is not None
             assert expected in result.reason and not result.solution.has_plan

@@ -9,7 +9,7 @@ import pytest
 from fakes import FixedPlans, ScriptedModel, TableLabeler, TableSimulator
 
 from metaharness.errors import InputError
-from metaharness.planner import Observation, PlanningSession
+from metaharness.planner import Observation, PlanningSession, RouteStep
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
 
 # A door domain: two plans, one through the key (2 steps of cost 1), one kicking the door (cost 3, a dead end).
@@ -36,9 +36,10 @@ def test_the_session_continues_while_predictions_hold_and_finishes_at_the_goal()
     s = session()
     result = s.plan(["At the door; the key is on the table."])
     assert result.status == "route" and [step.action for step in s.route] == ["take key", "open door"]
-    assert s.step.action == "take key" and s.step.expected_state == "holding the key"
+    assert s.step is not None and s.step.action == "take key" and s.step.expected_state == "holding the key"
     seen = s.observe("Holding the key.", {"steps": 1})  # equal up to case, spacing and the full stop
     assert isinstance(seen, Observation)
+    assert seen.step is not None and seen.checked is not None
     assert (seen.status, seen.matched, seen.step.action, seen.checked.action) == (
         "continue",
         True,
@@ -57,7 +58,8 @@ def test_a_different_state_replans_from_the_observed_state_with_the_remaining_bu
     s.plan(["At the door; the key is on the table."])
     seen = s.observe("the key fell under the table", {"steps": 1})
     assert seen.status == "replanned" and not seen.matched and "not the predicted one" in seen.reason
-    assert seen.checked.action == "take key" and seen.planning is s.result and s.planning_calls == 2
+    assert seen.checked is not None and seen.checked.action == "take key"
+    assert seen.planning is s.result and s.planning_calls == 2
     replanned = sampler.tasks[-1]
     assert replanned.history == (
         "At the door; the key is on the table.",
@@ -65,7 +67,7 @@ def test_a_different_state_replans_from_the_observed_state_with_the_remaining_bu
         "the key fell under the table",
     )
     assert replanned.budget == (3.0,)
-    assert seen.step.action == "take key"  # the new route, from the observed state
+    assert seen.step is not None and seen.step.action == "take key"  # the new route, from the observed state
     # an explicit history replaces the session's own
     s.observe("still no key", {"steps": 1}, history=["h1", "no key"])
     assert sampler.tasks[-1].history == ("h1", "no key") and sampler.tasks[-1].budget == (2.0,)
@@ -88,11 +90,16 @@ def test_canonical_keys_decide_when_given_and_a_custom_check_otherwise():
     keyed = TableSimulator({a: SimulatedStep(st.state, st.cost, st.state.upper()) for a, st in STEPS.items()})
     s = session(simulator=keyed)
     s.plan(["at the door"], key="AT THE DOOR")
-    assert s.step.key == "HOLDING THE KEY"
+    assert s.step is not None and s.step.key == "HOLDING THE KEY"
     assert s.observe("any text at all", {"steps": 1}, key="HOLDING THE KEY").status == "continue"
     assert s.observe("door open", {"steps": 1}, key="SOMETHING ELSE").status == "replanned"
     judged = []
-    s = session(same=lambda observed, step: judged.append((observed, step.expected_state)) or True)
+
+    def same(observed: str, step: RouteStep) -> bool:
+        judged.append((observed, step.expected_state))
+        return True
+
+    s = session(same=same)
     s.plan(["at the door"])
     assert s.observe("whatever", {"steps": 1}).status == "continue" and judged == [("whatever", "holding the key")]
 
@@ -120,8 +127,14 @@ def test_without_a_route_observe_plans_again():
 
 def test_horizon_may_follow_the_remaining_budget():
     horizons = []
-    s = session({"steps": 4}, horizon=lambda left: horizons.append(left) or 2)
+
+    def horizon(left: dict[str, float]) -> int:
+        horizons.append(left)
+        return 2
+
+    s = session({"steps": 4}, horizon=horizon)
     s.plan(["at the door"])
+    assert s.result is not None and s.result.graph is not None
     assert horizons == [{"steps": 4.0}] and s.result.graph.horizon == 2
 
 

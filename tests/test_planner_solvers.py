@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from metaharness.errors import InputError
 from metaharness.planner.graph import PlanGraph, fits
 from metaharness.planner.path.problem import SoftTargets, implied_horizon, path_problem
-from metaharness.planner.solve import solve
+from metaharness.planner.solve import SolverName, solve
 
 HALVES = [x / 2 for x in range(5)]  # costs 0 .. 2 in steps of 0.5: sums compare exactly
 
@@ -29,6 +29,7 @@ HALVES = [x / 2 for x in range(5)]  # costs 0 .. 2 in steps of 0.5: sums compare
 def brute_force(graph: PlanGraph, soft: SoftTargets | None = None) -> float | None:
     """Best objective over every feasible walk, enumerated depth-first (None when there is none)."""
     budget = graph.budget
+    assert budget is not None
     horizon = graph.horizon
     best = None
 
@@ -55,13 +56,15 @@ def brute_force(graph: PlanGraph, soft: SoftTargets | None = None) -> float | No
 def brute_force_with_steps(graph: PlanGraph) -> tuple[float, int] | None:
     """Best value over every feasible walk and the fewest steps among walks of that value (None when none)."""
     best: list[tuple[float, int]] = []
+    budget = graph.budget
+    assert budget is not None
 
     def walk(at, steps, value, cost):
         if steps == graph.horizon:
             return
         for edge in graph.out_edges(at):
             total = [a + b for a, b in zip(cost, edge.cost, strict=False)]
-            if not fits(total, graph.budget):
+            if not fits(total, budget):
                 continue
             target = graph.node(edge.target)
             gained = value + graph.discount**steps * target.reward
@@ -70,7 +73,7 @@ def brute_force_with_steps(graph: PlanGraph) -> tuple[float, int] | None:
             else:
                 walk(edge.target, steps + 1, gained, total)
 
-    walk(graph.start, 0, 0.0, [0.0] * len(graph.budget))
+    walk(graph.start, 0, 0.0, [0.0] * len(budget))
     if not best:
         return None
     top = max(v for v, _ in best)
@@ -130,6 +133,7 @@ def test_exact_auto_and_ilp_agree_on_a_hard_family_graph():
     assert (graph.nx.number_of_nodes(), len(graph.edges), graph.horizon, graph.discount) == (150, 600, 50, 0.95)
     exact, auto, ilp = (solve(graph, solver=name) for name in ("exact", "auto", "ilp"))
     assert exact.status == auto.status == ilp.status == "optimal"
+    assert exact.value is not None and auto.value is not None and ilp.value is not None
     assert math.isclose(exact.value, ilp.value, abs_tol=1e-9) and math.isclose(auto.value, exact.value, abs_tol=1e-9)
     assert len(exact.path) > 10  # a long plan: the search is not trivial
     path_problem(graph).check_walk(exact.path)
@@ -152,12 +156,13 @@ def random_graph(rng: random.Random, max_nodes=5, max_edges=12, max_horizon=5) -
         )
     if horizon is None and graph.zero_cost_cycle():
         graph.horizon = max_horizon  # a graph with a zero-cost cycle needs a horizon (tested separately)
+    assert graph.budget is not None
     if graph.horizon is None and implied_horizon(graph, graph.budget) > 12:
         graph.horizon = 6  # keep the brute force small
     return graph
 
 
-def _agrees(graph: PlanGraph, solver: str, soft: SoftTargets | None = None) -> None:
+def _agrees(graph: PlanGraph, solver: SolverName, soft: SoftTargets | None = None) -> None:
     expected = brute_force(graph, soft)
     result = solve(graph, solver=solver, soft_targets=soft)
     if expected is None:
@@ -166,8 +171,10 @@ def _agrees(graph: PlanGraph, solver: str, soft: SoftTargets | None = None) -> N
         return
     assert result.status == "optimal", (graph.to_json(), expected, result)
     walk = path_problem(graph, soft=soft).check_walk(result.path)  # the returned plan is feasible ...
+    assert result.value is not None
     assert walk.nodes == result.nodes and math.isclose(walk.value, result.value, abs_tol=1e-9)
     objective = result.objective if soft else result.value
+    assert objective is not None
     assert math.isclose(objective, expected, abs_tol=1e-6), (graph.to_json(), expected, result)  # ... and optimal
 
 
@@ -176,7 +183,7 @@ def _agrees(graph: PlanGraph, solver: str, soft: SoftTargets | None = None) -> N
 SEEDS = st.integers(0, 2**64 - 1)
 
 
-def _matches_brute_force(solvers: tuple[str, ...], seeds: int, graphs_per_seed: int, soft: bool = False):
+def _matches_brute_force(solvers: tuple[SolverName, ...], seeds: int, graphs_per_seed: int, soft: bool = False):
     """A test: on ``seeds`` x ``graphs_per_seed`` random graphs every solver agrees with the brute force."""
 
     @settings(max_examples=seeds, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -187,6 +194,7 @@ def _matches_brute_force(solvers: tuple[str, ...], seeds: int, graphs_per_seed: 
             graph = random_graph(rng)
             targets = None
             if soft:
+                assert graph.budget is not None
                 limits = len(graph.budget)
                 targets = SoftTargets(
                     tuple(rng.choice(HALVES) for _ in range(limits)),

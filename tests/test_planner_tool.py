@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 import anyio
 import jsonschema
@@ -65,7 +66,7 @@ def test_tool_arguments_are_validated():
         call_tool("act", {}, model=None)
 
 
-GRAPH = {
+GRAPH: dict[str, Any] = {
     "start": "s0",
     "budget": [6, 2.5],
     "horizon": 20,
@@ -154,6 +155,7 @@ def test_tool_plans_route_through_validated_tool_calls():
         {"tool": "open", "arguments": {"what": "door", "using": "key"}},
     ]
     sampler_request = model.requests[0]
+    assert sampler_request.json_schema is not None
     branches = sampler_request.json_schema["properties"]["plans"]["items"]["properties"]["calls"]["items"]["anyOf"]
     assert [b["properties"]["tool"]["const"] for b in branches] == ["pick_up", "open"]
     assert branches[0]["properties"]["arguments"] == DOOR_TOOLS[0]["parameters"]
@@ -162,8 +164,9 @@ def test_tool_plans_route_through_validated_tool_calls():
     tools = [openai_tool_of(DOOR_TOOLS[0]), anthropic_tool_of(DOOR_TOOLS[1])]
     session = PlanningSession("open the door", {"steps": 4}, model=ScriptedModel(_answer), tools=tools)
     session.plan(["At the door; the key is on the table."])
-    assert session.step.call == {"tool": "pick_up", "arguments": {"item": "key"}}
-    assert session.observe("holding the key", {"steps": 1}).step.call["tool"] == "open"
+    assert session.step is not None and session.step.call == {"tool": "pick_up", "arguments": {"item": "key"}}
+    step = session.observe("holding the key", {"steps": 1}).step
+    assert step is not None and step.call is not None and step.call["tool"] == "open"
     assert call_plan_tool(
         {"history": ["At the door."], "goal": "open the door", "budget": {"steps": 4}, "tools": DOOR_TOOLS},
         model=ScriptedModel(_answer),

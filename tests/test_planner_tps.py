@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from fakes import FixedPlans, ScriptedModel, TableLabeler, in_order
@@ -29,7 +30,7 @@ class CorridorSimulator:
         return steps
 
 
-ORACLE = {
+ORACLE: dict[str, Any] = {
     "sampler": FixedPlans(["right", "right", "right"], ["run right", "right"], ["left", "right"]),
     "simulator": CorridorSimulator(),
     "merger": subagents.KeyJudgeMerger(),
@@ -43,7 +44,8 @@ def test_oracle_stages_give_the_best_route_within_budget():
     assert [s.action for s in result.route] == ["run right", "right"]  # two steps beat three
     assert result.route[-1].expected_state == "at cell 3" and result.cost == {"steps": 2.0, "usd": 2.0}
     # Merging: the three plans share cells 1, 2 and 3, and "left, right" returns to the start: a graph with a cycle.
-    assert sorted(n.key for n in result.graph.nodes) == ["-1", "0", "1", "2", "3"]
+    assert result.graph is not None
+    assert sorted(str(n.key) for n in result.graph.nodes) == ["-1", "0", "1", "2", "3"]
     assert {s["stage"] for s in result.stages} == {"sample", "simulate", "merge", "label"}
     dead = [n for n in result.graph.nodes if n.dead_end]
     assert [n.key for n in dead] == []  # cell -1 has a way out (right), so it is no dead end
@@ -64,6 +66,7 @@ def test_budget_shapes_the_route_and_no_route_is_explained():
         **{**ORACLE, "sampler": FixedPlans(["left"])},
     )
     assert unreachable.status == "no_route" and "no predicted state satisfies the goal" in unreachable.reason
+    assert unreachable.graph is not None
     assert [n.dead_end for n in unreachable.graph.nodes] == [False, True]  # a non-goal leaf is a dead end
 
 
@@ -71,6 +74,7 @@ def test_record_is_json_and_replays_to_the_same_route():
     result = plan("at cell 0", "stand on cell 3", {"steps": 3, "usd": 5}, start_key="0", **ORACLE)
     record = json.loads(json.dumps(result.to_json()))
     again = replay(record)
+    assert again.graph is not None and result.graph is not None
     assert again.graph.to_json() == result.graph.to_json()
     assert [s.to_json() for s in again.route] == [s.to_json() for s in result.route]
 
@@ -94,7 +98,7 @@ def test_plan_needs_a_model_or_all_stages():
     with pytest.raises(InputError, match="goal"):
         plan("x", " ", {"steps": 1}, **ORACLE)
     with pytest.raises(InputError, match="must map limit names"):
-        plan("x", "y", [1], **ORACLE)
+        plan("x", "y", [1], **ORACLE)  # type: ignore[arg-type]
     with pytest.raises(InputError, match=">= 0"):
         plan("x", "y", {"steps": -1}, **ORACLE)
 
@@ -217,6 +221,7 @@ def test_plan_with_a_model_end_to_end_and_malformed_answers():
     result = plan(TASK.history, TASK.goal, {"steps": 4}, model=client)
     assert result.status == "route"
     assert [s.action for s in result.route] == ["take key", "open door"]
+    assert result.graph is not None and result.solution is not None
     path_problem(result.graph).check_walk(result.solution.path)
     stages = json.loads(json.dumps(result.to_json()))["stages"]
     assert [s["stage"] for s in stages] == ["sample", "simulate", "simulate", "merge", "label"]

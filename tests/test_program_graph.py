@@ -141,7 +141,7 @@ def test_cost_vector_reads_measured_and_predicted_costs() -> None:
         (lambda d: d.update(problem="tsp"), '"problem"'),
     ],
 )
-def test_bad_program_graphs_are_rejected(change, message) -> None:  # type: ignore[no-untyped-def]
+def test_bad_program_graphs_are_rejected(change, message) -> None:
     data = _graph().to_json()
     change(data)
     with pytest.raises(InputError, match=message):

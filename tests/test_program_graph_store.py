@@ -4,16 +4,25 @@ across sessions, a missing file rebuilt, an unreadable one set aside with a note
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.errors import InputError
 from metaharness.planner import program
+from metaharness.planner.graph import PlanGraph
 from metaharness.report import RunView
 from metaharness.store import RunDirectory, program_graph
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "scripted"}
+
+
+def saved_graph(run_dir: Path) -> PlanGraph:
+    """The run's saved program graph (these tests save one first)."""
+    graph = program_graph.load(run_dir)
+    assert graph is not None
+    return graph
 
 
 def _candidate(cid, parent, score=None, *, status="evaluated", prediction=None, iteration=1):
@@ -49,7 +58,7 @@ def test_a_committed_candidate_takes_the_place_of_the_node_it_realises(run):
     run.save_program_graph(graph)
     run.commit(_candidate("c002", "c001", status="implemented", prediction=Prediction(score=0.5, std=0.1, node="a")))
     run.commit(_candidate("c003", "c002", 0.55, prediction=Prediction(score=0.6, node="b")))
-    saved = program_graph.load(run.path)
+    saved = saved_graph(run.path)
     assert [n.id for n in saved.nodes] == ["c001", "c002", "c003", "x"]
     implemented, evaluated, waiting = saved.node("c002"), saved.node("c003"), saved.node("x")
     assert (implemented.status, implemented.score, implemented.std) == ("implemented", 0.5, 0.1)
@@ -105,7 +114,7 @@ def test_a_missing_graph_is_rebuilt_from_the_candidates(run):
     assert program_graph.load(run.path) is None
     assert [n.id for n in run.program_graph().nodes] == ["c001"]
     assert run.recover() == []  # nothing to report: there were no predictions to lose
-    assert program_graph.load(run.path).node("c001").score == 0.3
+    assert saved_graph(run.path).node("c001").score == 0.3
 
 
 def test_an_unreadable_graph_is_a_clear_error_and_a_run_sets_it_aside_and_rebuilds(run):
@@ -114,15 +123,19 @@ def test_an_unreadable_graph_is_a_clear_error_and_a_run_sets_it_aside_and_rebuil
     with pytest.raises(InputError, match="cannot be read as a program graph.*rebuilt from the committed candidates"):
         program_graph.load(run.path)
     view = RunView.load(RunDirectory.browse(run.path))  # the reports still work, and say so
-    assert [n.id for n in view.graph.nodes] == ["c001"] and "rebuilt from the candidates" in view.notes()[-1]
+    assert (
+        view.graph is not None
+        and [n.id for n in view.graph.nodes] == ["c001"]
+        and "rebuilt from the candidates" in view.notes()[-1]
+    )
     actions = run.recover()
     assert len(actions) == 1 and "set the unreadable program-graph.json.unreadable-" in actions[0]
-    assert program_graph.load(run.path).node("c001").status == "evaluated"
+    assert saved_graph(run.path).node("c001").status == "evaluated"
     assert len(list(run.path.glob("program-graph.json.unreadable-*"))) == 1
 
 
 def test_the_graph_is_written_atomically(run, monkeypatch):
-    saved = program_graph.load(run.path)
+    saved = saved_graph(run.path)
     graph = run.program_graph()
     program.add_predicted(graph, "a", "c001", 0.5)
 
@@ -132,5 +145,5 @@ def test_the_graph_is_written_atomically(run, monkeypatch):
     monkeypatch.setattr("metaharness.store.files.os.replace", killed)
     with pytest.raises(KeyboardInterrupt):
         run.save_program_graph(graph)
-    assert program_graph.load(run.path).to_json() == saved.to_json()
+    assert saved_graph(run.path).to_json() == saved.to_json()
     assert not list(run.path.glob(".program-graph.json.*"))

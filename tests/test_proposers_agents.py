@@ -146,7 +146,7 @@ def test_tps_plans_predicts_selects_then_implements(anthropic, task, tmp_path) -
     proposals = proposer.propose(state)
     assert len(proposals) == 1
     p = proposals[0]
-    assert p.parent == "c1" and "K = 4" in p.source and p.node == "p1.0"
+    assert p.parent == "c1" and "K = 4" in p.source and p.node == "p1.0" and p.prediction is not None
     assert p.prediction["chain"] == ["retrieve 4 examples instead of 8"] and p.prediction["selection"] == "exact"
     assert p.prediction["label"] in (0, 1) and p.prediction["cost"]["tokens"] >= 0
     planning = json.loads((tmp_path / "proposer" / "iter-1" / "planning.json").read_text())

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import ScriptedModel
@@ -19,7 +20,7 @@ from fakes import ScriptedModel
 from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
-from metaharness.proposal import Proposer, RunState
+from metaharness.proposal import Proposal, Proposer, RunState
 from metaharness.proposers import PROPOSER_NAMES, get_proposer
 from metaharness.proposers.probe import ChangePrior, HeldOutTask, Spread, estimate_change
 from metaharness.tasks import get_task
@@ -89,6 +90,12 @@ def test_held_out_probe_split_is_disjoint_from_the_harness_train(task) -> None:
     assert len(probe_ids | train_ids) == len(task.load("train"))
 
 
+def prediction(proposal: Proposal) -> dict[str, Any]:
+    """A proposal's prediction (the offline proposer predicts every proposal)."""
+    assert proposal.prediction is not None
+    return proposal.prediction
+
+
 def offline(task, **options) -> Proposer:
     """The offline proposer over ``task`` with the keyword model and ``options``."""
     return get_proposer("offline", task=task, task_model=keyword_model(), **options)
@@ -117,12 +124,12 @@ def test_offline_proposer_makes_many_proposals_and_returns_the_first_in_generati
     made = [n for n in record["made"] if n not in record["dead_ends"]]
     assert len(made) >= 6 and record["want"] == 6 and record["probe_tokens"]["revisions_skipped"] == 0
     assert [p.node for p in proposals] == record["proposed"] == made[:2]
-    assert [p.prediction["rank"] for p in proposals] == [0, 1]
+    assert [prediction(p)["rank"] for p in proposals] == [0, 1]
     known = {c.source for c in state.candidates}
     for p in proposals:
         assert p.parent in {"c0", "c1"} and p.source not in known
         compile(p.source, "harness.py", "exec")
-        pred = p.prediction
+        pred = prediction(p)
         assert {"score", "std", "base", "raw_gain", "node", "chain", "flips", "probe", "cost"} <= set(pred)
         assert {"tokens_per_example", "usd_per_example", "repeat", "probe_std", "pair_variance"} <= set(pred)
         assert pred["selection"] == "generation" and pred["probe"]["examples"] == 6
@@ -146,7 +153,7 @@ def test_predictions_say_what_a_candidate_costs_per_example_and_how_much_repeats
     the probe."""
     proposer = offline(task, probe_size=4, plans=4, operators=["snap_to_labels", "answer_format", "retrieve_k2"])
     proposals = proposer.propose(_run_state(12))
-    by_op = {p.prediction["chain_ops"][-1]: p.prediction for p in proposals if not p.intermediates}
+    by_op = {prediction(p)["chain_ops"][-1]: prediction(p) for p in proposals if not p.intermediates}
     assert by_op["snap_to_labels"]["repeat"] == 1.0
     assert by_op["answer_format"]["repeat"] == 0.0 and by_op["retrieve_k2"]["repeat"] == 0.0
     # The scripted model counts 15 tokens a call whatever the prompt: the base's 1050 tokens over 50 examples.
@@ -189,10 +196,10 @@ def test_a_probe_budget_scaled_to_the_base_prompt_probes_every_wanted_revision(t
     operators = ["answer_format", "answer_format_short", "retrieve_k2", "retrieve_k3", "retrieve_k4"]
     proposals = offline(task, probe_size=4, plans=5, operators=operators).propose(_run_state(5, context_tokens=2750.0))
     assert len(proposals) == 5
-    assert proposals[0].prediction["probe_tokens"]["revisions_skipped"] == 0
-    assert proposals[0].prediction["probe_tokens"]["budget"] == 5 * 4 * 2750
+    assert prediction(proposals[0])["probe_tokens"]["revisions_skipped"] == 0
+    assert prediction(proposals[0])["probe_tokens"]["budget"] == 5 * 4 * 2750
     capped = offline(task, probe_size=4, plans=5, operators=operators, probe_tokens=40_000.0)
-    assert capped.propose(_run_state(5, context_tokens=10_000.0))[0].prediction["probe_tokens"]["revisions_skipped"]
+    assert prediction(capped.propose(_run_state(5, context_tokens=10_000.0))[0])["probe_tokens"]["revisions_skipped"]
 
 
 HASH_SEED_RUN = """
@@ -261,7 +268,7 @@ def test_a_probe_budget_too_small_for_any_revision_still_gives_a_proposal(task) 
     )
     proposals = proposer.propose(_state())
     assert len(proposals) == 1 and "K 8 -> 16" in proposals[0].summary
-    assert proposals[0].prediction["probe_tokens"]["spent"] > 1
+    assert prediction(proposals[0])["probe_tokens"]["spent"] > 1
 
 
 def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
@@ -275,10 +282,10 @@ def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
     )
     proposals = proposer.propose(_state(evals=4))
     assert proposer.name == "offline-greedy"
-    (snapped,) = [p for p in proposals if p.prediction["chain_ops"] == ["snap_to_labels"] and p.parent == "c0"]
+    (snapped,) = [p for p in proposals if prediction(p)["chain_ops"] == ["snap_to_labels"] and p.parent == "c0"]
     # "Dengu fever" snaps to "dengue": seed 0's probe sample holds a dengue case, which flips to correct.
-    assert snapped.prediction["flips"]["gained"] and not snapped.prediction["flips"]["lost"]
-    assert snapped.prediction["score"] > 0.1
+    assert prediction(snapped)["flips"]["gained"] and not prediction(snapped)["flips"]["lost"]
+    assert prediction(snapped)["score"] > 0.1
 
 
 def test_names_and_errors(task) -> None:

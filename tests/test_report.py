@@ -140,6 +140,7 @@ def test_colour_scale_runs_dark_to_bright():
 def test_report_opens_in_headless_chromium_without_errors(run, tmp_path):
     page = write_report(run, tmp_path / "report.html")
     profile = tmp_path / "profile"
+    assert CHROMIUM is not None
     cmd = [
         CHROMIUM,
         "--headless",

@@ -12,6 +12,7 @@ import re
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import ScriptedModel, ToyTask
@@ -54,7 +55,7 @@ def assert_contained(report, pattern: str, failing: set[str]):
 
 
 def test_this_machine_holds_every_guarantee():
-    machine = probe()
+    machine: dict[str, Any] = probe()
     assert machine["missing"] == [], machine  # elsewhere evaluations refuse to start (see test_hostile_harnesses)
     assert "namespaces" in machine["layers"] and "seccomp" in machine["layers"]
     if machine["uid"] == 0:

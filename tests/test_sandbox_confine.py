@@ -14,6 +14,7 @@ import shutil
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def base():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_confined(tmp_path: Path, *, as_user: int | None) -> dict[str, str]:
+def _run_confined(tmp_path: Path, *, as_user: int | None) -> dict[str, Any]:
     scratch, outside = tmp_path / "scratch", tmp_path / "outside"
     scratch.mkdir()
     outside.mkdir()

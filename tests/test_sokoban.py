@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from typing import Any
 
 import pytest
 
@@ -83,13 +84,14 @@ def test_oracle_dead_ends_and_plans():
     assert env.distance(env.start) == 6  # U L L D to get behind the box, then two pushes right
     corner = Sokoban("#####\n#$  #\n#  .#\n# @ #\n#####")
     assert corner.distance(corner.start) is None  # a box in a corner is a dead end
-    plan = optimal_plan(env, env.start)
+    plan, distance = optimal_plan(env, env.start), env.distance(env.start)
+    assert plan is not None and distance is not None
     state = env.start
     for a in plan:
         state = env.step(state, a)
-    assert env.is_goal(state) and len(plan) == env.distance(env.start)
-    assert viable_actions(env, env.start, env.distance(env.start)) != []
-    assert viable_actions(env, env.start, env.distance(env.start) - 1) == []
+    assert env.is_goal(state) and len(plan) == distance
+    assert viable_actions(env, env.start, distance) != []
+    assert viable_actions(env, env.start, distance - 1) == []
 
 
 def test_oracle_agrees_with_forward_search_on_generated_levels():
@@ -113,7 +115,7 @@ def test_parse_action_reads_the_last_action():
 
 
 def test_generator_bins_are_correct_and_reproducible():
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         bins={"easy": 6, "hard": 10},
         per_bin=3,
         tolerance=1,
@@ -125,8 +127,9 @@ def test_generator_bins_are_correct_and_reproducible():
     assert [i.bin for i in first.instances] == ["easy"] * 3 + ["hard"] * 3
     for inst in first.instances:
         env = make_env(inst)
-        assert abs(env.distance(env.start) - first.bins[inst.bin]) <= 1
-        assert env.distance(env.start) == inst.t_star
+        distance = env.distance(env.start)
+        assert distance is not None and abs(distance - first.bins[inst.bin]) <= 1
+        assert distance == inst.t_star
 
 
 def test_shipped_set_is_valid_and_rebuildable():

@@ -156,7 +156,8 @@ def test_pareto_front_of_score_context_and_cost():
     d = record("c004", "c001", None)  # failed: never on the front
     e = record("c005", "c001", 0.5, ctx=900)  # ties b: both stay
     assert [r.id for r in frontier.pareto_front([a, b, c, d, e])] == ["c001", "c002", "c005"]
-    assert frontier.best([a, b, c, d, e]).id == "c002"
+    best = frontier.best([a, b, c, d, e])
+    assert best is not None and best.id == "c002"
     assert frontier.best([d]) is None
     assert BEST_REF == "refs/heads/best"
 
