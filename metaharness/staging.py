@@ -132,7 +132,8 @@ class Calibration:
     @classmethod
     def of(cls, candidates: Sequence[Candidate]) -> Calibration:
         by_id = {c.id: c for c in candidates}
-        residuals, sampling, gains, reported = [], [], [], []
+        residuals, sampling, gains = [], [], []
+        with_std: list[tuple[float, float, float]] = []  # (squared miss, sampling noise, reported variance)
         for c in candidates:
             if not c.supported or c.evaluation is None:
                 continue
@@ -142,20 +143,18 @@ class Calibration:
             if prediction.score is not None:
                 residuals.append((c.score - float(prediction.score)) ** 2)
                 sampling.append(noise)
-                std = prediction.std
-                if std is not None and std > 0:
-                    reported.append(float(std) ** 2)
+                if prediction.std is not None and prediction.std > 0:
+                    with_std.append((residuals[-1], noise, float(prediction.std) ** 2))
             parent = _ancestor(c, by_id, supported=True)
             if parent is not None:
                 gains.append((c.score - parent.score) ** 2)
         spread = DEFAULT_PRIOR_SD
-        beyond_noise = 0.0
         if len(residuals) >= 3:  # method of moments: what the residuals hold beyond sampling noise
-            beyond_noise = max(0.0, sum(residuals) / len(residuals) - sum(sampling) / len(sampling))
-            spread = math.sqrt(beyond_noise)
+            spread = math.sqrt(max(0.0, sum(residuals) / len(residuals) - sum(sampling) / len(sampling)))
         scale = None
-        if len(reported) >= CALIBRATION_PAIRS and len(reported) == len(residuals):
-            scale = math.sqrt(beyond_noise / (sum(reported) / len(reported)))
+        if len(with_std) >= CALIBRATION_PAIRS:  # the same moments over the predictions that reported a std
+            miss, noise_sum, reported = (sum(column) for column in zip(*with_std, strict=True))
+            scale = math.sqrt(max(0.0, miss - noise_sum) / reported)
         gain_spread = math.sqrt(sum(gains) / len(gains)) if len(gains) >= 3 else DEFAULT_PRIOR_SD
         return cls(max(MIN_PRIOR_SD, spread), max(MIN_PRIOR_SD, gain_spread), len(residuals), scale)
 

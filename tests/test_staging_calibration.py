@@ -50,3 +50,10 @@ def test_exact_predictions_never_give_a_prior_below_the_floor() -> None:
     calibration = Calibration.of(verified)
     assert calibration.std_scale == 0.0
     assert prior_of(_fresh(0.15), {}, calibration)[1] == MIN_PRIOR_SD
+
+
+def test_a_prediction_without_a_std_does_not_stop_the_others_calibrating() -> None:
+    verified = [_scored(f"c{i:03d}", 0.5 + (0.05 if i % 2 else -0.05), 0.5, 0.15) for i in range(1, 9)]
+    no_std = Candidate("c050", "c000", 1, "", prediction=Prediction(score=0.5), evaluation=verified[0].evaluation)
+    calibration = Calibration.of([*verified, no_std])
+    assert calibration.std_scale is not None and 0.2 < calibration.std_scale < 0.4
