@@ -8,13 +8,15 @@ then the tables of :mod:`.results` and the failed cells. Charts, tables, style a
 from __future__ import annotations
 
 import html
-from typing import Any
+from collections.abc import Mapping
 
 from metaharness.experiment.results import (
     COLUMNS,
     JUDGED_NOTE,
     PAIRED_COLUMNS,
     PAIRED_NOTE,
+    ExperimentTable,
+    Group,
     capped_rows,
     failed_rows,
     paired_rows,
@@ -24,7 +26,7 @@ from metaharness.report.page import PAGE_SCRIPT, PAGE_STYLE, html_table
 from metaharness.report.svg import Series, colour, svg_chart
 
 
-def curve_chart(groups: dict[str, dict[str, Any]]) -> str:
+def curve_chart(groups: Mapping[str, Group]) -> str:
     """Best-so-far validation score per iteration, a line per proposer (its ``curve``: the mean over seeds)."""
     if not any(g["curve"] for g in groups.values()):
         return "<p class='note'>No iteration finished yet.</p>"
@@ -41,9 +43,9 @@ def curve_chart(groups: dict[str, dict[str, Any]]) -> str:
     return svg_chart(series, x_label="iteration (0 = seeds)", y_label="best validation score so far")
 
 
-def render_html(table: dict[str, Any]) -> str:
+def render_html(table: ExperimentTable) -> str:
     spec = table["experiment"]
-    sections = [(dataset, groups) for dataset, groups in table["datasets"].items()]
+    sections: list[tuple[str, Mapping[str, Group]]] = list(table["datasets"].items())
     sections.append(("average over datasets", table["average"]))
     charts = "".join(
         f"<div><h2>{html.escape(name)}: best so far (mean over seeds)</h2>{curve_chart(groups)}</div>"

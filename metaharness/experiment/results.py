@@ -35,13 +35,15 @@ spent and are in no mean: a capped run is not a finished one.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
 from scipy.stats import t as student_t
 
 from metaharness.errors import InputError
 from metaharness.experiment.grid import SPEC_FILE, ExperimentSpec, read_cells
+from metaharness.json_types import JSONObject
 from metaharness.report.summary import markdown_cell, markdown_table
 from metaharness.report.view import RunView
 from metaharness.store.files import atomic_write_json, atomic_write_text, read_json
@@ -50,11 +52,107 @@ from metaharness.store.run_dir import RunDirectory
 RESULTS_JSON = "results.json"
 RESULTS_MD = "RESULTS.md"
 RESULTS_HTML = "results.html"
+Figure = Literal["best_val", "judged", "test", "evals", "tokens", "usd", "mae"]
 # The per-run figures that get a mean and sd in the table, in column order.
-FIGURES = ("best_val", "judged", "test", "evals", "tokens", "usd", "mae")
+FIGURES: tuple[Figure, ...] = ("best_val", "judged", "test", "evals", "tokens", "usd", "mae")
 
 
-def run_figures(run_dir: Path) -> dict[str, Any]:
+class Stat(TypedDict):
+    """A figure over runs (:func:`stat`)."""
+
+    mean: float | None
+    sd: float | None
+    n: int
+    ci95: list[float] | None
+
+
+class RunFigures(TypedDict):
+    """One run's figures (:func:`run_figures`)."""
+
+    best_id: str | None
+    best_val: float | None
+    judged: float | None
+    test: float | None
+    evals: float
+    tokens: float
+    usd: float
+    mae: float | None
+    curve: list[list[float]]
+    iterations: int
+    candidates: int
+    failed: int
+
+
+class RunRow(RunFigures):
+    """A finished cell's run in ``results.json``'s ``runs``: where it ran and its figures."""
+
+    dataset: str
+    proposer: str
+    seed: int
+    run_dir: str
+
+
+class CappedCell(TypedDict):
+    cell: str
+    dataset: str
+    proposer: str
+    seed: int
+    spent: dict[str, float] | None
+    stopped: str | None
+
+
+class FailedCell(TypedDict):
+    cell: str
+    dataset: str
+    proposer: str
+    seed: int
+    error: str | None
+
+
+class Group(TypedDict):
+    """The runs of one dataset and proposer (or, as :class:`Average`, of one proposer over datasets)."""
+
+    runs: int
+    seeds: list[int]
+    best_val: Stat
+    judged: Stat
+    test: Stat
+    evals: Stat
+    tokens: Stat
+    usd: Stat
+    mae: Stat
+    curve: list[list[float]]
+
+
+class Average(Group):
+    datasets: int
+
+
+class Pair(TypedDict):
+    """A paired difference (:func:`paired_differences`)."""
+
+    a: str
+    b: str
+    difference: Stat
+    better: int
+    tied: int
+    worse: int
+
+
+class ExperimentTable(TypedDict):
+    """``results.json`` (:func:`experiment_table`)."""
+
+    experiment: JSONObject
+    runs: dict[str, RunRow]
+    failed: list[FailedCell]
+    capped: list[CappedCell]
+    datasets: dict[str, dict[str, Group]]
+    average: dict[str, Average]
+    paired: list[Pair]
+    paired_judged: list[Pair]
+
+
+def run_figures(run_dir: Path) -> RunFigures:
     """One run's figures (see the module docstring): ``best_id``, ``best_val``, ``judged``, ``test``, ``evals``,
     ``tokens``, ``usd``, ``mae``, ``curve`` (``[[iteration, best so far], ...]``), ``iterations``, ``candidates``,
     ``failed``."""
@@ -92,7 +190,7 @@ def run_figures(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def stat(values: list[float | None]) -> dict[str, Any]:
+def stat(values: list[float | None]) -> Stat:
     """Mean and sample sd (n - 1) of the values that are not ``None``, and the 95% interval of the mean (Student's
     t): ``{"mean", "sd", "n", "ci95"}`` (sd and interval ``None`` below two values, mean ``None`` for none)."""
     present = [float(v) for v in values if v is not None]
@@ -118,7 +216,7 @@ def mean_curve(curves: list[list[list[float]]]) -> list[list[float]]:
     return [[it, statistics.fmean(points[it])] for it in sorted(points)]
 
 
-def experiment_table(exp_dir: Path) -> dict[str, Any]:
+def experiment_table(exp_dir: Path) -> ExperimentTable:
     """The experiment's results (arithmetic in the module docstring):
 
     ``{"experiment": experiment.json, "runs": {cell: {"dataset", "proposer", "seed", "run_dir", **figures}},
@@ -131,21 +229,27 @@ def experiment_table(exp_dir: Path) -> dict[str, Any]:
     if not (exp_dir / SPEC_FILE).exists():
         raise InputError(f"{exp_dir} is not an experiment folder (no {SPEC_FILE}).")
     spec = read_json(exp_dir / SPEC_FILE)
-    runs: dict[str, dict[str, Any]] = {}
-    failed, capped = [], []
+    if not isinstance(spec, dict):
+        raise InputError(f"{exp_dir / SPEC_FILE} is not a JSON object.")
+    runs: dict[str, RunRow] = {}
+    failed: list[FailedCell] = []
+    capped: list[CappedCell] = []
     for cell, line in read_cells(exp_dir).items():
-        where: dict[str, object] = {"dataset": line.dataset, "proposer": line.label or line.proposer, "seed": line.seed}
+        dataset, proposer, seed = line.dataset, line.label or line.proposer, line.seed
         if line.status == "done":
-            runs[cell] = {**where, "run_dir": line.run_dir, **run_figures(exp_dir / line.run_dir)}
+            figures = run_figures(exp_dir / line.run_dir)
+            runs[cell] = RunRow(dataset=dataset, proposer=proposer, seed=seed, run_dir=line.run_dir, **figures)
         elif line.status == "capped":
             spent = None if line.spent is None else dict(line.spent)
-            capped.append({"cell": cell, **where, "spent": spent, "stopped": line.stopped})
+            capped.append(
+                CappedCell(cell=cell, dataset=dataset, proposer=proposer, seed=seed, spent=spent, stopped=line.stopped)
+            )
         else:
-            failed.append({"cell": cell, **where, "error": line.error})
+            failed.append(FailedCell(cell=cell, dataset=dataset, proposer=proposer, seed=seed, error=line.error))
     datasets = _ordered(spec.get("datasets", []), [r["dataset"] for r in runs.values()])
     declared = ExperimentSpec.from_json(spec).labels() if spec.get("proposers") else []
     proposers = _ordered(declared, [r["proposer"] for r in runs.values()])
-    table: dict[str, dict[str, Any]] = {}
+    table: dict[str, dict[str, Group]] = {}
     for dataset in datasets:
         groups = {}
         for proposer in proposers:
@@ -171,19 +275,20 @@ def experiment_table(exp_dir: Path) -> dict[str, Any]:
 
 
 def paired_differences(
-    runs: dict[str, dict[str, Any]], datasets: list[str], proposers: list[str], figure: str = "best_val"
-) -> list[dict[str, Any]]:
+    runs: dict[str, RunRow], datasets: list[str], proposers: list[str], figure: Figure = "best_val"
+) -> list[Pair]:
     """Every pair of proposers (a before b in ``proposers``): ``{"a", "b", "difference": stat, "better", "tied",
     "worse"}``, a's ``figure`` minus b's paired by seed (arithmetic in the module docstring)."""
-    pairs = []
+    pairs: list[Pair] = []
     for i, a in enumerate(proposers):
         for b in proposers[i + 1 :]:
-            both = {
-                (d, s): (ra[figure], rb[figure])
-                for d in datasets
-                for s, ra in _by_seed(runs, d, a).items()
-                if (rb := _by_seed(runs, d, b).get(s)) is not None and ra[figure] is not None and rb[figure] is not None
-            }
+            both: dict[tuple[str, int], tuple[float, float]] = {}
+            for d in datasets:
+                others = _by_seed(runs, d, b)
+                for s, ra in _by_seed(runs, d, a).items():
+                    rb = others.get(s)
+                    if rb is not None and (x := ra[figure]) is not None and (y := rb[figure]) is not None:
+                        both[d, s] = (x, y)
             seeds = sorted({s for _, s in both})
             complete = [s for s in seeds if all((d, s) in both for d in datasets)]
             per_seed = [statistics.fmean(both[d, s][0] - both[d, s][1] for d in datasets) for s in complete]
@@ -205,35 +310,57 @@ def _ordered(declared: list[str], seen: list[str]) -> list[str]:
     return list(dict.fromkeys([*declared, *seen]))
 
 
-def _group(members: list[dict[str, Any]]) -> dict[str, Any]:
-    group: dict[str, Any] = {"runs": len(members), "seeds": sorted(r["seed"] for r in members)}
-    for name in FIGURES:
-        group[name] = stat([r[name] for r in members])
-    group["curve"] = mean_curve([r["curve"] for r in members])
-    return group
+def _group(members: list[RunRow]) -> Group:
+    stats = {name: stat([r[name] for r in members]) for name in FIGURES}
+    return Group(
+        runs=len(members),
+        seeds=sorted(r["seed"] for r in members),
+        best_val=stats["best_val"],
+        judged=stats["judged"],
+        test=stats["test"],
+        evals=stats["evals"],
+        tokens=stats["tokens"],
+        usd=stats["usd"],
+        mae=stats["mae"],
+        curve=mean_curve([r["curve"] for r in members]),
+    )
 
 
-def _by_seed(runs: dict[str, dict[str, Any]], dataset: str, proposer: str) -> dict[Any, dict[str, Any]]:
+def _by_seed(runs: dict[str, RunRow], dataset: str, proposer: str) -> dict[int, RunRow]:
     return {r["seed"]: r for r in runs.values() if r["dataset"] == dataset and r["proposer"] == proposer}
 
 
-def _average(per_dataset: list[tuple[dict[str, Any], dict[Any, dict[str, Any]]]]) -> dict[str, Any]:
+def _average(per_dataset: list[tuple[Group, dict[int, RunRow]]]) -> Average:
     groups = [group for group, _ in per_dataset]
     seeds = sorted(set.intersection(*(set(by_seed) for _, by_seed in per_dataset)))
-    average: dict[str, Any] = {
-        "runs": sum(g["runs"] for g in groups),
-        "datasets": len(groups),
-        "seeds": seeds,
-    }
+    stats: dict[Figure, Stat] = {}
     for name in FIGURES:
-        means = [g[name]["mean"] for g in groups if g[name]["mean"] is not None]
+        means = [m for g in groups if (m := g[name]["mean"]) is not None]
         complete = [s for s in seeds if all(by_seed[s][name] is not None for _, by_seed in per_dataset)]
-        per_seed = [statistics.fmean(by_seed[s][name] for _, by_seed in per_dataset) for s in complete]
+        per_seed = [statistics.fmean(_present(by_seed[s][name]) for _, by_seed in per_dataset) for s in complete]
         mean = statistics.fmean(means) if means else None
         sd = statistics.stdev(per_seed) if len(per_seed) > 1 else None
-        average[name] = {"mean": mean, "sd": sd, "n": len(per_seed), "ci95": interval95(mean, sd, len(per_seed))}
-    average["curve"] = mean_curve([g["curve"] for g in groups])
-    return average
+        stats[name] = Stat(mean=mean, sd=sd, n=len(per_seed), ci95=interval95(mean, sd, len(per_seed)))
+    return Average(
+        runs=sum(g["runs"] for g in groups),
+        datasets=len(groups),
+        seeds=seeds,
+        best_val=stats["best_val"],
+        judged=stats["judged"],
+        test=stats["test"],
+        evals=stats["evals"],
+        tokens=stats["tokens"],
+        usd=stats["usd"],
+        mae=stats["mae"],
+        curve=mean_curve([g["curve"] for g in groups]),
+    )
+
+
+def _present(value: float | None) -> float:
+    """A figure the caller has checked is there."""
+    if value is None:
+        raise ValueError("a figure checked as present is missing")
+    return value
 
 
 COLUMNS = [
@@ -250,7 +377,7 @@ COLUMNS = [
 MARKDOWN_COLUMNS = [markdown_cell(c) for c in COLUMNS]
 
 
-def table_rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
+def table_rows(groups: Mapping[str, Group]) -> list[list[str]]:
     """One row per proposer under :data:`COLUMNS` (shared by ``RESULTS.md`` and the page)."""
     return [
         [
@@ -268,7 +395,7 @@ def table_rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
     ]
 
 
-def _figure(value: dict[str, Any], form: str, mean_form: str | None = None) -> str:
+def _figure(value: Stat, form: str, mean_form: str | None = None) -> str:
     if value["mean"] is None:
         return "-"
     text = (mean_form or form).format(value["mean"])
@@ -284,7 +411,7 @@ PAIRED_COLUMNS = [
 ]
 
 
-def paired_rows(table: dict[str, Any], key: str = "paired") -> list[list[str]]:
+def paired_rows(table: ExperimentTable, key: Literal["paired", "paired_judged"] = "paired") -> list[list[str]]:
     """One row per pair of ``table[key]`` (``paired``: best val; ``paired_judged``) under :data:`PAIRED_COLUMNS`
     (shared by ``RESULTS.md`` and the page)."""
     return [
@@ -313,15 +440,15 @@ JUDGED_NOTE = (
 )
 
 
-def capped_rows(table: dict[str, Any]) -> list[list[str]]:
+def capped_rows(table: ExperimentTable) -> list[list[str]]:
     return [[c["cell"], str(c.get("spent") or ""), str(c.get("stopped") or "")[:300]] for c in table.get("capped", [])]
 
 
-def failed_rows(table: dict[str, Any]) -> list[list[str]]:
+def failed_rows(table: ExperimentTable) -> list[list[str]]:
     return [[f["cell"], str(f["error"] or "")[:300]] for f in table["failed"]]
 
 
-def render_markdown(table: dict[str, Any]) -> str:
+def render_markdown(table: ExperimentTable) -> str:
     spec = table["experiment"]
     lines = [
         "# Experiment results",
