@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from metaharness.evaluation import evaluate
-from metaharness.models.types import ChatRequest, ChatResult, Choice, Usage
+from metaharness.models.protocol import ChatRequest, ChatResult, Choice, Usage
 from metaharness.tasks import Example
 
 HARNESSES = {

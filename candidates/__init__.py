@@ -1,7 +1,7 @@
 """Seed harness programs: the first nodes of every search (installed as ``metaharness.candidates``).
 
-The files are harness programs (the contract: :mod:`metaharness.harness`) that run in the sandbox by path, never
-imported here. Each of the paper's tasks has a folder holding ``zero_shot.py``, ``few_shot.py`` (training examples
+The files are harness programs (the contract: :mod:`.protocol`) that run in the sandbox by path, never imported
+here. Each of the paper's tasks has a folder holding ``zero_shot.py``, ``few_shot.py`` (training examples
 up to a context cap) and ``retrieval.py`` (the most similar training examples by BM25). ``standard/`` holds the
 same three for any task: :func:`standard_seeds` writes the task's description and answer convention into them.
 
@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metaharness.errors import InputError
-from metaharness.tasks.task import Task
+
+if TYPE_CHECKING:  # the sandbox worker imports this package (for .protocol) and must not load every task
+    from metaharness.tasks.protocol import Task
 
 ROOT = Path(__file__).resolve().parent
 STANDARD = ROOT / "standard"

@@ -3,8 +3,8 @@
 Where things are (the README's "Architecture" section has the whole tree):
 
 - ``metaharness.optimize``: a whole search from settings; ``metaharness.loop``: the loop it runs.
-- ``metaharness.harness``, ``metaharness.candidate``, ``metaharness.proposal``: the harness program contract, the
-  candidate model, the proposer seam.
+- ``metaharness.candidates.protocol``, ``metaharness.candidate``, ``metaharness.search.protocol``: the harness
+  program contract, the candidate model, the proposer seam.
 - ``metaharness.models``: one chat-completion interface over Anthropic, OpenAI-compatible servers and the
   embedded in-process model (cache, cost, retries, structured output).
 - ``metaharness.planner``: the TPS planner core (plan graph, subagents, solvers, planning tool), usable alone.

@@ -1,8 +1,8 @@
 """The optimisation loop: seeds, then propose -> check -> commit -> staged evaluation, iteration after iteration.
 
-The loop owns the candidates; the proposer only reads a :class:`~metaharness.proposal.RunState` and returns
-proposals (:mod:`metaharness.proposal`), the evaluator only measures programs
-(:mod:`metaharness.evaluation.candidate_evaluator`), a policy (:mod:`metaharness.staging`) decides which candidates
+The loop owns the candidates; the proposer only reads a :class:`~metaharness.search.protocol.RunState` and returns
+proposals (:mod:`metaharness.search.protocol`), the evaluator only measures programs
+(:mod:`metaharness.evaluation.protocol`), a policy (:mod:`metaharness.staging`) decides which candidates
 get how many more validation examples, and everything durable goes through a :class:`~metaharness.store.RunStore`,
 in an order that makes a kill at any moment harmless:
 
@@ -53,8 +53,8 @@ from metaharness.candidate import (
     id_number,
 )
 from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
-from metaharness.evaluation.candidate_evaluator import CandidateEvaluator, CandidateFailed
-from metaharness.proposal import Proposal, Proposer, RunState
+from metaharness.evaluation.protocol import CandidateEvaluator, CandidateFailed
+from metaharness.search.protocol import Proposal, Proposer, RunState
 from metaharness.settings import RunSettings
 from metaharness.staging import ExampleOrder, Policy, Standing, alternatives, decide
 from metaharness.store.crash import crash_point

@@ -47,7 +47,7 @@ from metaharness.settings import RunSettings
 from metaharness.staging import ExampleOrder
 from metaharness.store.log import StartLine
 from metaharness.store.run_dir import RunDirectory
-from metaharness.tasks.task import Task
+from metaharness.tasks.protocol import Task
 
 # Hosted proposer models used when the matching key is set and no proposer model is named.
 HOSTED_PROPOSERS = (("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"), ("OPENAI_API_KEY", "openai:gpt-4.1"))
@@ -286,7 +286,7 @@ def optimize(
     :class:`~metaharness.loop.ProposerFailed` is raised. Bad settings raise :class:`~metaharness.errors.InputError`
     before the run directory is touched; so does another process running in ``run_dir``.
     """
-    from metaharness.evaluation.candidate_evaluator import TaskEvaluator
+    from metaharness.evaluation.task_evaluator import TaskEvaluator
     from metaharness.models import connect
     from metaharness.proposers import check_proposer_model, connect_proposer, get_proposer
     from metaharness.proposers.engines import is_engine

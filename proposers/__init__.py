@@ -1,7 +1,7 @@
 """Proposers: what writes the next candidate harnesses (installed as ``metaharness.proposers``).
 
 ``get_proposer(name, options, ...)`` builds one by name (see :data:`PROPOSER_NAMES`); every proposer implements
-:class:`metaharness.proposal.Proposer`. Names:
+:class:`metaharness.search.protocol.Proposer`. Names:
 
 - ``offline``: no hosted model; operator-library revisions, predicted by probing on held-out training examples,
   returned in the order they were made (:mod:`.offline`); the loop allots their evaluations. ``offline-greedy``,
@@ -44,10 +44,10 @@ from typing import Any, TypeVar
 
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.ledger import Ledger
-from metaharness.models.types import ModelClient
-from metaharness.proposal import Proposer
+from metaharness.models.protocol import ModelClient
 from metaharness.proposers.coding import MAX_STEPS
-from metaharness.tasks.task import Task
+from metaharness.search.protocol import Proposer
+from metaharness.tasks.protocol import Task
 
 T = TypeVar("T")
 

@@ -36,13 +36,13 @@ from typing import Any
 
 from metaharness import frontier
 from metaharness.errors import MetaharnessError
-from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError, Tool
-from metaharness.proposal import Proposal, RunState
+from metaharness.models.protocol import ChatRequest, ModelClient, StructuredOutputError, Tool
 from metaharness.proposers.engines import EngineClient, is_engine
 from metaharness.proposers.evidence import CHARS_PER_TOKEN
 from metaharness.proposers.probe import Prober
 from metaharness.proposers.workspace import Submission, Workspace
-from metaharness.tasks.task import Task
+from metaharness.search.protocol import Proposal, RunState
+from metaharness.tasks.protocol import Task
 
 SYSTEM = """You are the proposer in a harness-optimisation loop (Meta-Harness). A harness is the Python program
 around a fixed task model: how the prompt is built, which training examples are shown or retrieved, how the answer

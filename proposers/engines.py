@@ -27,10 +27,10 @@ assistant turns with ``tool_calls``, ``tool`` results), in the iteration's folde
 Every session's tokens and dollars go to the run's ledger (role ``proposer``), so ``--max-cost`` counts them.
 
 **Plain answers** for the ``tps`` planning stages (:meth:`EngineClient.complete`, the
-:class:`~metaharness.models.types.ModelClient` contract for requests without tools, ``n = 1``): one session with no
+:class:`~metaharness.models.protocol.ModelClient` contract for requests without tools, ``n = 1``): one session with no
 tools (Claude Code: ``--tools ""``, ``--system-prompt``, ``--json-schema`` for a schema; Codex: a read-only
 sandbox and the schema in the prompt), its answer checked against the schema (one
-:class:`~metaharness.models.types.StructuredOutputError` otherwise, which the planner re-asks on).
+:class:`~metaharness.models.protocol.StructuredOutputError` otherwise, which the planner re-asks on).
 
 **Failures.** A CLI that is not installed, or not logged in and without its key variable, is a
 :class:`~metaharness.errors.ConfigurationError` before the run starts (:meth:`EngineClient.check`: ``claude auth
@@ -59,8 +59,8 @@ from typing import Any
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.ledger import Ledger
 from metaharness.models.prices import Price
+from metaharness.models.protocol import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
 from metaharness.models.structured import check_choice
-from metaharness.models.types import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
 
 AGENT_SECONDS = 1800.0
 COMPLETION_SECONDS = 600.0
@@ -299,7 +299,7 @@ def _render(messages: list[dict[str, Any]]) -> tuple[str, str]:
 
 
 class EngineClient:
-    """A coding-agent CLI as the proposer's engine and as a :class:`~metaharness.models.types.ModelClient` (the
+    """A coding-agent CLI as the proposer's engine and as a :class:`~metaharness.models.protocol.ModelClient` (the
     module docstring is the contract). ``spec``: ``claude-code[:MODEL]`` or ``codex[:MODEL]``; ``ledger``: the
     run's; ``executable``: the CLI's path (default: the binary on PATH); ``seconds``: an agent session's wall-time
     limit."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from metaharness.candidate import Candidate
 from metaharness.evaluation.records import ExampleRecord
-from metaharness.proposal import RunState
+from metaharness.search.protocol import RunState
 
 # About 4 characters make a token in English, 3 in code and JSON: 3 overestimates, so a budget is kept.
 CHARS_PER_TOKEN = 3

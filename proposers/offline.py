@@ -47,12 +47,11 @@ from pathlib import Path
 from metaharness.candidate import Candidate, Prediction
 from metaharness.errors import InputError
 from metaharness.models.prices import FREE, Price, PriceTable
-from metaharness.models.types import ModelClient, Usage
+from metaharness.models.protocol import ModelClient, Usage
 from metaharness.planner.graph import Node, NodeId, PlanGraph
 from metaharness.planner.program import IMPLEMENTED, PREDICTED, depth, nodes_with
 from metaharness.planner.result import PlanResult
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
-from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.operators import Operator, Revision, answer_profile, applicable, get_operator
 from metaharness.proposers.probe import ChangePrior, Prober, ProbeResult, Spread, estimate_change
 from metaharness.proposers.program_search import (
@@ -66,7 +65,8 @@ from metaharness.proposers.program_search import (
     recalibrate,
     run_graph,
 )
-from metaharness.tasks.task import Task
+from metaharness.search.protocol import Proposal, RunState
+from metaharness.tasks.protocol import Task
 
 GENERATED = "generation"  # the "selection" a proposal records: taken in the order it was generated
 REVISIONS_KEPT = 64  # sources whose revisions are memoised (applying the whole library to one takes a while)

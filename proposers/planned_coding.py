@@ -32,13 +32,12 @@ from typing import Any
 
 from metaharness.candidate import Candidate
 from metaharness.models.prices import FREE
-from metaharness.models.types import ModelClient, Usage
+from metaharness.models.protocol import ModelClient, Usage
 from metaharness.planner.asking import ask_json
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.program import PREDICTED, depth, nodes_with
 from metaharness.planner.result import PlanResult
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
-from metaharness.proposal import Proposal, RunState
 from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
 from metaharness.proposers.evidence import failed_attempts, records_within, sources_within, trace_excerpts
 from metaharness.proposers.offline import task_model_price
@@ -54,7 +53,8 @@ from metaharness.proposers.program_search import (
     proposals,
 )
 from metaharness.proposers.workspace import summary_table
-from metaharness.tasks.task import Example, Task
+from metaharness.search.protocol import Proposal, RunState
+from metaharness.tasks.protocol import Example, Task
 
 SAMPLING = """You are the plan-sampling subagent of a harness optimiser. A harness is the Python program around a
 fixed task model. From the candidates below (and the predicted revisions not yet written), propose {m} different

@@ -28,10 +28,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.evaluation.records import ExampleRecord
-from metaharness.harness import HARNESS_FILE
-from metaharness.models.types import ModelClient
-from metaharness.tasks.task import Example, Task
+from metaharness.models.protocol import ModelClient
+from metaharness.tasks.protocol import Example, Task
 
 
 class HeldOutTask:

@@ -10,8 +10,8 @@ glue around those calls:
 - :func:`grow_round`: one round of the four stages with the proposer's sampler and simulator and the shared merger
   (by behaviour key) and labeler (by predicted score), on the run as TPS's planning task (:func:`planning_task`);
 - :func:`choose`: the selection over the whole graph (old predictions included) within the iteration's budget;
-- :func:`proposals`: every chosen node as a :class:`~metaharness.proposal.Proposal` whose ``intermediates`` are the
-  unevaluated revisions on its chain, so each is committed on its own and git's parents are the revision edges.
+- :func:`proposals`: every chosen node as a :class:`~metaharness.search.protocol.Proposal` whose ``intermediates``
+  are the unevaluated revisions on its chain, so each is committed on its own and git's parents are the revision edges.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from metaharness.planner.program import IMPLEMENTED, LIMITS, PREDICTED, chain, i
 from metaharness.planner.result import PlanResult
 from metaharness.planner.selection import select
 from metaharness.planner.subagents import KeyJudgeMerger, PlanningTask, PlanSampler, ScoreLabeler, StateSimulator
-from metaharness.proposal import Proposal, RunState
+from metaharness.search.protocol import Proposal, RunState
 
 MIN_STD = 0.03  # a probe of a dozen examples never pins a score down better than this
 UNBOUNDED = 1e18  # a budget entry the run does not cap (the plan graph format wants finite numbers)

@@ -42,12 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.candidate import Candidate
+from metaharness.candidates.protocol import CONTRACT, HARNESS_FILE
 from metaharness.evaluation.records import ExampleRecord
-from metaharness.harness import CONTRACT, HARNESS_FILE
-from metaharness.models.types import Tool
-from metaharness.proposal import RunState
+from metaharness.models.protocol import Tool
 from metaharness.proposers.evidence import failed_attempts, failing_order, load_records, render_record, status
 from metaharness.proposers.probe import ProbeResult
+from metaharness.search.protocol import RunState
 
 READ_CHARS = 6000  # per read_file call
 SUBMISSION_FILE = "submission.json"

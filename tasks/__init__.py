@@ -2,7 +2,7 @@
 
 Three kinds:
 
-- :mod:`.text`: the text benchmarks of the Meta-Harness paper, each a :class:`Task` (:mod:`.task` is the contract
+- :mod:`.text`: the text benchmarks of the Meta-Harness paper, each a :class:`Task` (:mod:`.protocol` is the contract
   the evaluator, the loop and the proposers rely on)::
 
       from metaharness.tasks import get_task, TASK_NAMES   # ("lawbench", "symptom2disease", "uspto")
@@ -21,8 +21,8 @@ Three kinds:
 """
 
 from metaharness.tasks.custom import CustomTask
+from metaharness.tasks.protocol import Example, Task
 from metaharness.tasks.registry import open_task, reopen_task, task_origin
-from metaharness.tasks.task import Example, Task
 from metaharness.tasks.text import TEXT_TASK_NAMES as TASK_NAMES
 from metaharness.tasks.text import get_text_task as get_task
 

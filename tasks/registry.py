@@ -23,7 +23,7 @@ from metaharness.errors import InputError
 from metaharness.tasks.custom import CustomTask, open_dataset_task, open_task_folder
 from metaharness.tasks.custom.data import HUB_PREFIX
 from metaharness.tasks.custom.spec import TASK_FILE
-from metaharness.tasks.task import Task
+from metaharness.tasks.protocol import Task
 from metaharness.tasks.text import TEXT_TASK_NAMES, get_text_task
 
 

@@ -1,21 +1,21 @@
 """Test doubles for the project's seams. Each implements the real protocol, so the code under test cannot tell it
 from the real thing; they are for unit tests of logic (real models run in the embedded-model and server tests).
 
-- :class:`ScriptedModel`: a :class:`~metaharness.models.types.ModelClient` that answers from a script: a fixed
+- :class:`ScriptedModel`: a :class:`~metaharness.models.protocol.ModelClient` that answers from a script: a fixed
   answer, or a function of the request (:func:`in_order` gives answers one request at a time). It records every
   request and role. It checks answers as the client layer does (schema, forced tool) unless ``raw=True``, which
   stands for a backend below :class:`~metaharness.models.client.Client`, or a client that does not check.
-- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.harness.LM`, the real class), its model call
-  wired straight to the evaluator's proxy over a :class:`ScriptedModel` (no sandbox process in between).
+- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.candidates.protocol.LM`, the real class), its
+  model call wired straight to the evaluator's proxy over a :class:`ScriptedModel` (no sandbox process in between).
 - :class:`ServedModel`: an OpenAI-compatible HTTP server on 127.0.0.1 answering with any model client, for code
   that only connects by URL (a child process such as ``metaharness plan serve``).
 - :class:`MessagesAPI`: Anthropic's Messages API at the HTTP layer, under the real ``anthropic`` SDK, answering
   with queued responses of the recorded shape.
 - :class:`ToyTask`: a :class:`~metaharness.tasks.Task` held in memory (three validation examples), so the sandbox
   and evaluator tests run without the paper's data.
-- :class:`FakeEvaluator`: a :class:`~metaharness.evaluation.candidate_evaluator.CandidateEvaluator` that scores a
+- :class:`FakeEvaluator`: a :class:`~metaharness.evaluation.protocol.CandidateEvaluator` that scores a
   program by the ``# score=`` comment :func:`program` writes into it.
-- :class:`ScriptedProposer`: a :class:`~metaharness.proposal.Proposer` that revises the best candidate each
+- :class:`ScriptedProposer`: a :class:`~metaharness.search.protocol.Proposer` that revises the best candidate each
   iteration (+0.1), plus proposals scripted per iteration.
 - Planner stages: :class:`FixedPlans` (a plan sampler that gives the same plans every time), :class:`TableSimulator`
   (a state simulator that looks each subplan up in a table) and :class:`TableLabeler` (a reward labeler that looks
@@ -37,16 +37,16 @@ from typing import Any, Literal
 
 from metaharness import frontier
 from metaharness.candidate import Evaluation
+from metaharness.candidates.protocol import LM
 from metaharness.errors import BudgetExceeded, InputError
-from metaharness.evaluation.candidate_evaluator import CandidateFailed, Progress
+from metaharness.evaluation.protocol import CandidateFailed, Progress
 from metaharness.evaluation.proxy import CallRecorder, ModelRef
-from metaharness.harness import LM
 from metaharness.models import RetryPolicy, connect
 from metaharness.models.client import Client
+from metaharness.models.protocol import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
 from metaharness.models.structured import check_choice
-from metaharness.models.types import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, PredictedState, SimulatedStep
-from metaharness.proposal import Proposal, RunState
+from metaharness.search.protocol import Proposal, RunState
 from metaharness.tasks import Example
 
 # ---------------------------------------------------------------- model clients

@@ -27,11 +27,11 @@ from metaharness.loop import LoopSettings, Optimizer, Seed
 from metaharness.models.client import Client
 from metaharness.models.ledger import Ledger
 from metaharness.models.prices import Price, PriceTable
-from metaharness.models.types import ChatRequest, ChatResult, Role
+from metaharness.models.protocol import ChatRequest, ChatResult, Role
 from metaharness.optimize import run_ledger
 from metaharness.planner import program as programs
-from metaharness.proposal import Proposal, RunState
 from metaharness.report import write_summary_markdown
+from metaharness.search.protocol import Proposal, RunState
 from metaharness.settings import RunSettings
 from metaharness.store import RunDirectory
 

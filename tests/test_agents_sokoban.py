@@ -17,7 +17,7 @@ from metaharness.agents.puzzle_planning import PuzzlePlanner
 from metaharness.agents.puzzle_react import ReActAgent, split_thought_action
 from metaharness.agents.puzzle_react_tps import TPSAgent
 from metaharness.agents.puzzle_tape import TapeAgent
-from metaharness.models.types import ChatRequest
+from metaharness.models.protocol import ChatRequest
 from metaharness.tasks.environments.puzzle_instances import load_instance_set, make_env
 from metaharness.tasks.environments.sokoban import Sokoban
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from metaharness.models.types import TokenLogprob, Tool
+from metaharness.models.protocol import TokenLogprob, Tool
 from metaharness.planner.branching import (
     Meter,
     Vote,

@@ -12,7 +12,7 @@ from fakes import Samples, ScriptedModel
 
 from metaharness.agents.tool_bench import ToolAgentSettings, run_task, summarize
 from metaharness.agents.tool_chooser import ModelToolChooser
-from metaharness.models.types import Choice, TokenLogprob, Usage
+from metaharness.models.protocol import Choice, TokenLogprob, Usage
 from metaharness.planner.branching import StepView
 from metaharness.tasks.environments.toolworld import ToolWorld
 
@@ -154,7 +154,7 @@ def test_embedded_model_votes_over_the_candidate_enum(task):
 
 
 def test_white_box_vote_without_log_probabilities_is_a_structured_output_error(task):
-    from metaharness.models.types import StructuredOutputError
+    from metaharness.models.protocol import StructuredOutputError
 
     client = tool_model(lambda step, enum, i: enum[0])  # answers without log-probabilities
     with pytest.raises(StructuredOutputError, match="--uncertainty sample"):

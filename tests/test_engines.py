@@ -13,11 +13,11 @@ from metaharness.budget import Budget
 from metaharness.candidate import Candidate, Evaluation
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.ledger import Ledger
-from metaharness.models.types import ChatRequest, StructuredOutputError, Usage
-from metaharness.proposal import RunState
+from metaharness.models.protocol import ChatRequest, StructuredOutputError, Usage
 from metaharness.proposers import check_proposer_model, get_proposer
 from metaharness.proposers.coding import CodingProposer, ProposerEngineFailed
 from metaharness.proposers.engines import ENGINES, EngineClient, engine_of
+from metaharness.search.protocol import RunState
 from metaharness.tasks import Task, open_task
 from metaharness.tasks.custom.task import EXAMPLE
 
@@ -263,7 +263,7 @@ def test_optimize_with_the_base_proposer_on_an_engine_commits_its_edits_and_keep
     from metaharness.store import RunDirectory
 
     monkeypatch.setattr(
-        "metaharness.evaluation.candidate_evaluator.TaskEvaluator", lambda task, model, **kw: FakeEvaluator()
+        "metaharness.evaluation.task_evaluator.TaskEvaluator", lambda task, model, **kw: FakeEvaluator()
     )
     folder = tmp_path / "task"
     shutil.copytree(EXAMPLE, folder)

@@ -24,7 +24,7 @@ from metaharness.evaluation import evaluator as evaluator_module
 from metaharness.evaluation.proxy import ModelRef
 from metaharness.models import Ledger, connect
 from metaharness.models.prices import Price, PriceTable
-from metaharness.models.types import ChatRequest, ChatResult, Role, Usage
+from metaharness.models.protocol import ChatRequest, ChatResult, Role, Usage
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is in the dev and cluster extras")
 

@@ -11,8 +11,9 @@ from fakes import ScriptedModel
 
 from metaharness.candidates import seed_names, seed_path
 from metaharness.evaluation import EvalReport, evaluate
-from metaharness.evaluation.candidate_evaluator import CandidateFailed, TaskEvaluator
+from metaharness.evaluation.protocol import CandidateFailed
 from metaharness.evaluation.proxy import ModelRef
+from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.tasks import get_task
 
 ECHO_HARNESS = """

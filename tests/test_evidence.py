@@ -12,7 +12,6 @@ from fakes import ScriptedModel
 from metaharness.candidate import Candidate, Evaluation
 from metaharness.evaluation import evaluate
 from metaharness.evaluation.records import ExampleRecord, write_records
-from metaharness.proposal import RunState
 from metaharness.proposers.evidence import (
     SEPARATOR,
     Item,
@@ -25,6 +24,7 @@ from metaharness.proposers.evidence import (
     text_tokens,
     trace_excerpts,
 )
+from metaharness.search.protocol import RunState
 
 # Two calls per example: a few-shot prompt built from train, then a follow-up carrying the first answer.
 TWO_CALL_HARNESS = """

@@ -9,11 +9,11 @@ import inspect
 import pytest
 from fakes import FakeEvaluator, Samples, ScriptedLM, ScriptedModel, ScriptedProposer, ServedModel, in_order
 
-from metaharness.evaluation.candidate_evaluator import CandidateEvaluator
-from metaharness.harness import LM
+from metaharness.candidates.protocol import LM
+from metaharness.evaluation.protocol import CandidateEvaluator
 from metaharness.models import connect
-from metaharness.models.types import ChatRequest, Choice, ModelClient, StructuredOutputError, Tool, ToolCall, Usage
-from metaharness.proposal import Proposer
+from metaharness.models.protocol import ChatRequest, Choice, ModelClient, StructuredOutputError, Tool, ToolCall, Usage
+from metaharness.search.protocol import Proposer
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 

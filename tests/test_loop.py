@@ -10,10 +10,10 @@ from fakes import FakeEvaluator, ScriptedProposer, program
 from metaharness.candidate import Prediction
 from metaharness.errors import ConfigurationError, MetaharnessError
 from metaharness.loop import LoopEvents, LoopSettings, Optimizer, ProposerFailed, Seed, StopRequest
-from metaharness.models.types import StructuredOutputError
-from metaharness.proposal import Proposal
+from metaharness.models.protocol import StructuredOutputError
 from metaharness.report import RunView, write_summary_markdown
 from metaharness.report.page import render_html
+from metaharness.search.protocol import Proposal
 from metaharness.settings import RunSettings
 from metaharness.store import RunDirectory
 

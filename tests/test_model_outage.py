@@ -17,8 +17,8 @@ from model_server import FaultProxy
 
 from metaharness.errors import ModelUnavailable
 from metaharness.evaluation import evaluate
-from metaharness.evaluation.candidate_evaluator import TaskEvaluator
 from metaharness.evaluation.proxy import TOKEN_LINE, ModelRef
+from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.loop import LoopSettings, Optimizer, Seed
 from metaharness.models import RetryPolicy, connect
 from metaharness.settings import RunSettings

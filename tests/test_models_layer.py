@@ -164,7 +164,7 @@ def test_cache_is_shared_by_threads_and_processes(tmp_path):
     result = ChatResult([Choice("x")], Usage(1, 1), 0.1, "m")
     writer = (
         "import sys; from metaharness.models.cache import ResponseCache; "
-        "from metaharness.models.types import ChatResult, Choice, Usage; "
+        "from metaharness.models.protocol import ChatResult, Choice, Usage; "
         "c = ResponseCache(sys.argv[1]); r = ChatResult([Choice('x')], Usage(1, 1), 0.1, 'm'); "
         "[c.put(f'p{sys.argv[2]}-{i}', 's', r) for i in range(100)]"
     )

@@ -59,7 +59,7 @@ OPENED: list[tuple[Task, list[str]]] = []
 def fakes(monkeypatch):
     """optimize() builds the fake evaluator and the scripted proposer instead of the real ones."""
     OPENED.clear()
-    monkeypatch.setattr("metaharness.evaluation.candidate_evaluator.TaskEvaluator", TaskRecorder)
+    monkeypatch.setattr("metaharness.evaluation.task_evaluator.TaskEvaluator", TaskRecorder)
     monkeypatch.setattr("metaharness.proposers.get_proposer", lambda name, **config: ScriptedProposer())
 
 

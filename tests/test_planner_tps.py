@@ -9,7 +9,7 @@ import pytest
 from fakes import FixedPlans, ScriptedModel, TableLabeler, in_order
 
 from metaharness.errors import InputError
-from metaharness.models.types import StructuredOutputError
+from metaharness.models.protocol import StructuredOutputError
 from metaharness.planner import subagents
 from metaharness.planner.path.problem import path_problem
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, PredictedState, SimulatedStep

@@ -19,9 +19,9 @@ from metaharness.planner.program import (
     nodes_with,
     program_graph,
 )
-from metaharness.proposal import RunState
 from metaharness.proposers import get_proposer
 from metaharness.proposers.program_search import Calibration, base_of, choose, proposals, recalibrate
+from metaharness.search.protocol import RunState
 from metaharness.store.program_graph import load, save, sync
 from metaharness.tasks import get_task
 

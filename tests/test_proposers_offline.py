@@ -20,9 +20,9 @@ from fakes import ScriptedModel
 from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
-from metaharness.proposal import Proposal, Proposer, RunState
 from metaharness.proposers import PROPOSER_NAMES, get_proposer
 from metaharness.proposers.probe import ChangePrior, HeldOutTask, Spread, estimate_change
+from metaharness.search.protocol import Proposal, Proposer, RunState
 from metaharness.tasks import get_task
 
 

@@ -20,7 +20,7 @@ FAKE_MODEL = "openai:fake@http://127.0.0.1:9/v1"  # never called: the fake evalu
 @pytest.fixture(autouse=True)
 def fakes(monkeypatch):
     monkeypatch.setattr(
-        "metaharness.evaluation.candidate_evaluator.TaskEvaluator", lambda task, model, **kw: FakeEvaluator()
+        "metaharness.evaluation.task_evaluator.TaskEvaluator", lambda task, model, **kw: FakeEvaluator()
     )
     monkeypatch.setattr("metaharness.proposers.get_proposer", lambda name, **config: ScriptedProposer())
 

@@ -23,7 +23,7 @@ from metaharness.agents.puzzle_react_tps import TPSAgent
 from metaharness.agents.puzzle_tape import TapeAgent
 from metaharness.errors import InputError
 from metaharness.models.ledger import Ledger
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.tasks.environments.puzzle import PuzzleEnv
 from metaharness.tasks.environments.puzzle_instances import PuzzleInstance, load_instance_set, make_env
 

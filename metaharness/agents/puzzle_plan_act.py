@@ -12,7 +12,7 @@ from collections.abc import Hashable
 
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_react import ReActAgent, call_record
-from metaharness.models.types import ChatRequest, StructuredOutputError
+from metaharness.models.protocol import ChatRequest, StructuredOutputError
 from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 PLANNER_INSTRUCTIONS = """You are the planner. Write the complete sequence of actions that solves the puzzle from the

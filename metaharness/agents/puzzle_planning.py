@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from metaharness.agents.puzzle_episode import Decision
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.planner.session import PlanningSession
 from metaharness.planner.solve import SolverName
 from metaharness.planner.subagents import (

@@ -16,7 +16,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from metaharness.agents.puzzle_episode import Decision
-from metaharness.models.types import ChatRequest, ChatResult, ModelClient, StructuredOutputError
+from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient, StructuredOutputError
 from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 INSTRUCTIONS = """You are the player. Each turn you see the current state and how many actions you have left.

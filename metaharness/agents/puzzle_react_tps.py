@@ -14,7 +14,7 @@ from typing import Any
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_planning import PuzzlePlanner, RouteFollower
 from metaharness.agents.puzzle_react import ReActAgent
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.planner.tps import RouteResult
 from metaharness.tasks.environments.puzzle import PuzzleEnv
 

@@ -15,7 +15,7 @@ from collections.abc import Hashable
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_planning import PuzzlePlanner, RouteFollower, fallback_action
 from metaharness.agents.puzzle_react import call_record
-from metaharness.models.types import ChatRequest, ModelClient
+from metaharness.models.protocol import ChatRequest, ModelClient
 from metaharness.planner.tps import RouteResult
 from metaharness.tasks.environments.puzzle import PuzzleEnv
 

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from metaharness.agents.tool_chooser import ModelToolChooser
-from metaharness.models.types import ChatRequest
+from metaharness.models.protocol import ChatRequest
 from metaharness.planner.branching import ExecutionResult, PlanEnvironment, ToolChooser, Trajectory, execute_plan
 
 Reflect = Callable[[PlanEnvironment, Trajectory], str]

@@ -20,7 +20,7 @@ from metaharness.errors import InputError
 
 if TYPE_CHECKING:
     from metaharness.agents.tool_chooser import Uncertainty
-    from metaharness.models.types import ModelClient
+    from metaharness.models.protocol import ModelClient
     from metaharness.planner.branching import Downstream, ExecutionResult
     from metaharness.tasks.environments.toolworld import ToolTask
 
@@ -69,7 +69,7 @@ def run_task(agent: str, task: ToolTask, client: ModelClient, settings: ToolAgen
     """Run one agent on one :class:`~metaharness.tasks.environments.toolworld.ToolTask`; returns its record."""
     from metaharness.agents.tool_baselines import model_reflection, run_react, run_retries, run_self_consistency
     from metaharness.agents.tool_chooser import ModelToolChooser
-    from metaharness.models.types import StructuredOutputError
+    from metaharness.models.protocol import StructuredOutputError
     from metaharness.planner.branching import run_egb
 
     samples, branch_budget, seed = settings.samples, settings.branch_budget, settings.seed

@@ -17,7 +17,7 @@ import random
 import re
 from typing import Any, Literal
 
-from metaharness.models.types import ChatRequest, ChatResult, ModelClient, StructuredOutputError, Tool
+from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient, StructuredOutputError, Tool
 from metaharness.planner.branching import (
     Meter,
     StepView,

@@ -129,7 +129,7 @@ def show(
     source: bool = typer.Option(True, "--source/--no-source", help="Print the harness program."),
 ) -> None:
     """One candidate: where it came from, its scores and cost, its traces, and its program."""
-    from metaharness.harness import HARNESS_FILE
+    from metaharness.candidates.protocol import HARNESS_FILE
     from metaharness.store import RunDirectory
     from metaharness.store.git_store import readable_note
 
@@ -163,7 +163,7 @@ def diff(
     run: str | None = typer.Option(None, "--run", help="Run directory or name under runs/ (default: the latest)."),
 ) -> None:
     """The change between two candidates' programs, with both scores."""
-    from metaharness.harness import HARNESS_FILE
+    from metaharness.candidates.protocol import HARNESS_FILE
     from metaharness.store import RunDirectory
 
     path = resolve_run(run)

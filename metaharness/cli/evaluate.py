@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
-from metaharness.tasks.task import Task
+from metaharness.tasks.protocol import Task
 
 
 def _resolve(candidate: str, task: Task, folder: Path) -> Path:

@@ -16,9 +16,9 @@ Public API::
   latency_s, cached, usd, error``), ``cost`` (``input_tokens, output_tokens, usd, context_tokens`` = mean prompt
   tokens per example, ``calls``, ``cached_calls``), ``errors``, ``seconds``, ``load_error``; ``to_json()`` gives
   the summary, ``write(folder)`` writes ``summary.json`` + ``records.jsonl``.
-- The loop reaches all this through the evaluator seam (:mod:`.candidate_evaluator`).
+- The loop reaches all this through the evaluator seam (:mod:`.protocol`; the real one is :mod:`.task_evaluator`).
 
-The harness program and its ``lm`` are specified in :mod:`metaharness.harness`. Isolation (:mod:`.sandbox`,
+The harness program and its ``lm`` are specified in :mod:`metaharness.candidates.protocol`. Isolation (:mod:`.sandbox`,
 :mod:`.confine`, :mod:`.namespaces`, :mod:`.syscall_filter`): each harness instance lives in its own process, in
 its own network, PID and mount namespaces with a file system holding only Python, the system libraries and a
 scratch folder, as an unprivileged uid, under a seccomp filter that refuses every socket and under Landlock, with

@@ -29,14 +29,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from metaharness.candidates.protocol import TrainItem
 from metaharness.errors import InputError, MetaharnessError
 from metaharness.evaluation.confine import probe
 from metaharness.evaluation.proxy import CallRecorder, ModelRef, RemoteRecorder
 from metaharness.evaluation.records import EvalReport, ExampleRecord, mean_scores, total_cost, write_records
 from metaharness.evaluation.sandbox import LOAD_FAILED, CallHandler, Sandbox, SandboxFailure, SandboxLimits
 from metaharness.evaluation.worker import MAX_EXAMPLES_PER_WORKER
-from metaharness.harness import TrainItem
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.tasks import Example, Task, get_task
 
 DEFAULT_WORKERS = 8

@@ -1,6 +1,6 @@
 """The task-model proxy: the parent's side of every ``lm(...)`` call a sandboxed harness makes.
 
-The proxy owns the real :class:`~metaharness.models.types.ModelClient` (and so the keys); the harness only sends
+The proxy owns the real :class:`~metaharness.models.protocol.ModelClient` (and so the keys); the harness only sends
 JSON requests through its pipe. Each call is checked (messages, ``max_tokens``, ``temperature``, ``stop``,
 ``json_schema``), run, and recorded for the trace with its tokens, latency, cache status and dollars. A failure of
 one call (bad arguments, context overflow, invalid structured output) goes back to the harness as an error it may
@@ -35,7 +35,7 @@ from typing import Any
 
 from metaharness.errors import BudgetExceeded, ConfigurationError, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.bounds import MAX_CALL_TEXT_CHARS, cut
-from metaharness.models.types import ChatRequest, ChatResult, ModelClient
+from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient
 
 MAX_TOKENS_CAP = 8192
 _SYSTEMIC = (BudgetExceeded, ConfigurationError, ModelUnavailable)

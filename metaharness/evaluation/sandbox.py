@@ -33,10 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from metaharness.candidates.protocol import TrainItem
 from metaharness.errors import ConfigurationError
 from metaharness.evaluation.bounds import MARKER_CHARS, MAX_ERROR_CHARS, MAX_MESSAGE_BYTES, MAX_PREDICTION_CHARS, cut
 from metaharness.evaluation.confine import GUARANTEES, Isolation, Limits, isolation
-from metaharness.harness import TrainItem
 
 # Set to 1 to run harnesses on a machine where some guarantee of the sandbox cannot hold (see require_isolation).
 WEAK_SANDBOX_ENV = "METAHARNESS_WEAK_SANDBOX"

@@ -14,7 +14,8 @@ example. Predictions and errors are cut to the caps of :mod:`.bounds` before the
 The worker's CPU limit is a hard limit for its whole life (:data:`MAX_EXAMPLES_PER_WORKER` examples); the
 per-example CPU limit is enforced by the parent, which reads the worker's CPU time from outside.
 
-The ``lm`` object a harness receives is :class:`metaharness.harness.LM`, whose model calls go over this pipe.
+The ``lm`` object a harness receives is :class:`metaharness.candidates.protocol.LM`, whose model calls go over this
+pipe.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import threading
 import traceback
 from typing import IO, Any
 
+from metaharness.candidates.protocol import HARNESS_FILE, LM, Harness, TrainItem
 from metaharness.evaluation.bounds import MAX_ERROR_CHARS, MAX_PREDICTION_CHARS, cut
 from metaharness.evaluation.confine import Limits, confine
-from metaharness.harness import HARNESS_FILE, LM, Harness, TrainItem
 
 MAX_EXAMPLES_PER_WORKER = 64  # the CPU hard limit allows this many examples; the pool retires a worker then
 
@@ -53,7 +54,7 @@ class _Channel:
         return json.loads(line)
 
     def call(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The :data:`~metaharness.harness.ModelCall` of the harness's ``lm``: one model call through the parent."""
+        """The harness's ``lm`` (a :data:`~metaharness.candidates.protocol.ModelCall`): one call through the parent."""
         with self._lock:
             self.send({"type": "call", "request": request})
             return self.receive()

@@ -405,7 +405,7 @@ def estimate_cost(spec: ExperimentSpec) -> CostEstimate:
     magnitude, and keep a ``max_cost`` cap for the real bound. Local and self-hosted models cost $0.
     """
     from metaharness.models.prices import PriceTable
-    from metaharness.models.types import Usage
+    from metaharness.models.protocol import Usage
     from metaharness.optimize import seeds_of
     from metaharness.proposers import needs_model
 

@@ -1,4 +1,4 @@
-"""Model clients: one chat-completion interface over every backend (see :mod:`metaharness.models.types`).
+"""Model clients: one chat-completion interface over every backend (see :mod:`metaharness.models.protocol`).
 
 ``connect(spec)`` returns a :class:`ModelClient` for ``anthropic:MODEL``, ``openai:MODEL[@BASE_URL]`` or
 ``local:NAME``, with the response cache, the cost ledger and structured-output checks around it.
@@ -9,9 +9,7 @@ from metaharness.models.client import Client, connect
 from metaharness.models.ledger import Ledger
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.models.prices import Price, PriceTable
-from metaharness.models.retry import RetriesExhausted, RetryPolicy
-from metaharness.models.spec import ModelSpec, parse_spec
-from metaharness.models.types import (
+from metaharness.models.protocol import (
     ChatRequest,
     ChatResult,
     Choice,
@@ -23,6 +21,8 @@ from metaharness.models.types import (
     UnsupportedFeature,
     Usage,
 )
+from metaharness.models.retry import RetriesExhausted, RetryPolicy
+from metaharness.models.spec import ModelSpec, parse_spec
 
 __all__ = [
     "DEFAULT_TASK_MODEL_SPEC",

@@ -17,9 +17,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from metaharness.errors import ConfigurationError, InputError
+from metaharness.models.protocol import ChatRequest, ChatResult, Choice, ToolCall, UnsupportedFeature, Usage
 from metaharness.models.retry import Transport, backend_slots, sdk_error
 from metaharness.models.spec import ModelSpec
-from metaharness.models.types import ChatRequest, ChatResult, Choice, ToolCall, UnsupportedFeature, Usage
 
 if TYPE_CHECKING:
     from anthropic.types import Message

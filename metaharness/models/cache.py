@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from metaharness.models.types import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
+from metaharness.models.protocol import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
 
 # Bump when the stored format or the meaning of a request changes, so old entries are never misread.
 FORMAT_VERSION = 1

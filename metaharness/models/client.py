@@ -21,10 +21,10 @@ from typing import Any, Protocol
 from metaharness.errors import InputError
 from metaharness.models.cache import ResponseCache, is_cacheable, request_key
 from metaharness.models.ledger import Ledger
+from metaharness.models.protocol import ChatRequest, ChatResult, Role, StructuredOutputError
 from metaharness.models.retry import RetryPolicy, Transport
 from metaharness.models.spec import ModelSpec, parse_spec
 from metaharness.models.structured import check_choice, repair_request
-from metaharness.models.types import ChatRequest, ChatResult, Role, StructuredOutputError
 
 
 class Backend(Protocol):
@@ -34,7 +34,7 @@ class Backend(Protocol):
 
 
 class Client:
-    """A :class:`~metaharness.models.types.ModelClient`: cache, ledger and structured-output checks over a backend."""
+    """A :class:`~metaharness.models.protocol.ModelClient`: cache, ledger and structured-output checks on a backend."""
 
     def __init__(self, spec: str, backend: Backend, *, cache: ResponseCache | None, ledger: Ledger):
         self.spec = spec

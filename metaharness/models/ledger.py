@@ -22,7 +22,7 @@ from typing import Any
 
 from metaharness.errors import BudgetExceeded, ConfigurationError
 from metaharness.models.prices import PRICES_ENV, PriceTable
-from metaharness.models.types import Usage
+from metaharness.models.protocol import Usage
 
 
 @dataclass

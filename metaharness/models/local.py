@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.errors import ConfigurationError, InputError
+from metaharness.models.protocol import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
 from metaharness.models.spec import ModelSpec
 from metaharness.models.structured import forced_tool_name, tool_call_from_text, tool_call_schema, tools_prompt
-from metaharness.models.types import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
 
 DEFAULT_N_CTX = 4096
 REPEAT_PENALTY = 1.1  # llama_cpp.server's default; see the module docstring

@@ -24,10 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from metaharness.errors import ConfigurationError, InputError
-from metaharness.models.retry import Transport, backend_slots, sdk_error
-from metaharness.models.spec import ModelSpec
-from metaharness.models.structured import tool_call_from_text, tool_call_schema, tools_prompt
-from metaharness.models.types import (
+from metaharness.models.protocol import (
     ChatRequest,
     ChatResult,
     Choice,
@@ -36,6 +33,9 @@ from metaharness.models.types import (
     UnsupportedFeature,
     Usage,
 )
+from metaharness.models.retry import Transport, backend_slots, sdk_error
+from metaharness.models.spec import ModelSpec
+from metaharness.models.structured import tool_call_from_text, tool_call_schema, tools_prompt
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.errors import ConfigurationError
+from metaharness.models.protocol import Usage
 from metaharness.models.spec import ModelSpec, parse_spec
-from metaharness.models.types import Usage
 
 PRICES_ENV = "METAHARNESS_PRICES"
 

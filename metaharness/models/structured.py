@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 
-from metaharness.models.types import ChatRequest, Choice, Tool, ToolCall
+from metaharness.models.protocol import ChatRequest, Choice, Tool, ToolCall
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema
 
-from metaharness.models.types import ChatRequest, ModelClient, StructuredOutputError
+from metaharness.models.protocol import ChatRequest, ModelClient, StructuredOutputError
 
 DEFAULT_ATTEMPTS = 3
 

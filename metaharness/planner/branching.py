@@ -35,7 +35,7 @@ from typing import Any, Literal, Protocol
 
 import jsonschema
 
-from metaharness.models.types import TokenLogprob, Tool, Usage
+from metaharness.models.protocol import TokenLogprob, Tool, Usage
 
 BranchOrder = Literal["entropy", "random"]
 Downstream = Literal["revote", "reuse"]

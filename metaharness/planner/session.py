@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from metaharness.errors import InputError
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.planner.graph import BUDGET_TOLERANCE
 from metaharness.planner.solve import SolverName
 from metaharness.planner.subagents import (

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal, get_args
 
 from metaharness.errors import InputError
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.path.exact import LabelLimitReached, exact_path
 from metaharness.planner.path.ilp import ilp_path

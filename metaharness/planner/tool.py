@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import jsonschema
 
 from metaharness.errors import InputError, MetaharnessError
-from metaharness.models.types import ModelClient, Tool
+from metaharness.models.protocol import ModelClient, Tool
 from metaharness.planner.tps import plan
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from metaharness.errors import InputError
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.planner.graph import NodeId, PlanGraph
 from metaharness.planner.result import PlanResult
 from metaharness.planner.solve import SolverName, solve

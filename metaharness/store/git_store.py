@@ -38,8 +38,8 @@ from git.objects.fun import tree_to_stream
 from gitdb import IStream, LooseObjectDB
 
 from metaharness.candidate import CANDIDATE_ID, EVALUATED, FAILED, Candidate, Evaluation, Prediction, id_number
+from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.errors import InputError
-from metaharness.harness import HARNESS_FILE
 from metaharness.store.crash import crash_point
 
 ROOT_REF = "refs/tags/root"

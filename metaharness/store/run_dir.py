@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, PlanEntry, candidate_id, id_number
+from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.errors import InputError
-from metaharness.harness import HARNESS_FILE
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.program import PREDICTED
 from metaharness.store import program_graph as graph_file

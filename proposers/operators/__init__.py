@@ -1,9 +1,9 @@
 """A library of program transformations of harness source: the revisions the offline proposer plans over.
 
-Every operator is a real edit of a harness file (the contract of :mod:`metaharness.harness`: ``class Harness`` with
-``__init__(self, lm, train)`` and ``predict(self, x)``), located with :mod:`ast` and spliced into the original
-text (:mod:`.editing`), so comments and layout survive and ``git diff`` between a candidate and its parent shows
-exactly the revision. Contract of an :class:`Operator`:
+Every operator is a real edit of a harness file (the contract of :mod:`metaharness.candidates.protocol`:
+``class Harness`` with ``__init__(self, lm, train)`` and ``predict(self, x)``), located with :mod:`ast` and spliced
+into the original text (:mod:`.editing`), so comments and layout survive and ``git diff`` between a candidate and its
+parent shows exactly the revision. Contract of an :class:`Operator`:
 
 - ``applies(source, profile=None) -> bool``: whether it can edit this harness (and, given the task's
   :class:`AnswerProfile`, whether the revision means something for the task's answers);

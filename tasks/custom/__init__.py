@@ -3,7 +3,7 @@
 - :mod:`.spec`: the task file (``task.toml``) and ``-T KEY=VALUE`` settings;
 - :mod:`.data`: reading the splits with the ``datasets`` library, carving a missing val split from train;
 - :mod:`.metrics`: the built-in metrics, the answer convention and a user's Python metric function;
-- :mod:`.task`: :class:`CustomTask`, the :class:`~metaharness.tasks.task.Task` they make;
+- :mod:`.task`: :class:`CustomTask`, the :class:`~metaharness.tasks.protocol.Task` they make;
 - ``example/``: the small working task ``metaharness init DIR`` copies.
 """
 

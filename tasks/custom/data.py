@@ -18,7 +18,7 @@ number below 1 is a fraction) are carved out: the examples whose sha256 of ``"<s
 smallest, kept in their order, so the same seed gives the same split on every machine and every resume. The test
 split is never carved from and never read by the search; a task without one simply has no test evaluation.
 
-Rows become :class:`~metaharness.tasks.task.Example` objects: ``input`` is a column (or a ``str.format`` template
+Rows become :class:`~metaharness.tasks.protocol.Example` objects: ``input`` is a column (or a ``str.format`` template
 over the row's columns), ``target`` a column (a class-label number becomes its name; a number with
 ``answer.choices`` declared, the choice at that index; a list, its items one per line), ``id`` a column or
 ``SPLIT-NNNN``.
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.errors import InputError, MetaharnessError
-from metaharness.tasks.task import Example
+from metaharness.tasks.protocol import Example
 
 SPLITS = ("train", "val", "test")
 SPLIT_ALIASES = {"train": ("train",), "val": ("val", "valid", "validation", "dev"), "test": ("test",)}

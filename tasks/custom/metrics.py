@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.errors import InputError
-from metaharness.tasks.task import Example
+from metaharness.tasks.protocol import Example
 
 Scores = dict[str, float]
 BUILTIN_METRICS = ("exact", "normalized_exact", "regex", "set_f1", "jaccard", "numeric", "choice")

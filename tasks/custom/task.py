@@ -1,4 +1,4 @@
-"""Your own task as a :class:`~metaharness.tasks.task.Task`: a folder with ``task.toml``, or a dataset ``hf:NAME``.
+"""Your own task as a :class:`~metaharness.tasks.protocol.Task`: a folder with ``task.toml``, or a dataset ``hf:NAME``.
 
 :func:`open_task_folder` and :func:`open_dataset_task` read the task file (:mod:`.spec`) and the splits
 (:mod:`.data`) once, bind the metric (:mod:`.metrics`) and return a :class:`CustomTask`. Everything is read and
@@ -28,7 +28,7 @@ from metaharness.errors import InputError
 from metaharness.tasks.custom import data as splits
 from metaharness.tasks.custom.metrics import Answer, Metric, make_metric
 from metaharness.tasks.custom.spec import TaskSpec, apply_settings, read_task_file
-from metaharness.tasks.task import Example
+from metaharness.tasks.protocol import Example
 
 SEEDS_FOLDER = "candidates"
 # The working example task `metaharness init DIR` copies.

@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Any
 
 from metaharness.errors import InputError
-from metaharness.models.types import Tool
+from metaharness.models.protocol import Tool
 from metaharness.tasks.environments.toolworld_library import (
     ATTRIBUTES,
     CURRENCIES,

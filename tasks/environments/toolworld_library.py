@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import jsonschema
 
-from metaharness.models.types import Tool
+from metaharness.models.protocol import Tool
 
 # entity -> id prefix; ids look like ORD-04821
 ENTITIES: dict[str, str] = {

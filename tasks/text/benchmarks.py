@@ -1,7 +1,7 @@
-"""The three text tasks of the Meta-Harness paper as :class:`~metaharness.tasks.task.Task` objects.
+"""The three text tasks of the Meta-Harness paper as :class:`~metaharness.tasks.protocol.Task` objects.
 
 Each definition says which folder holds its splits (``train``, ``val``, ``test``; see :mod:`.splits`), how a stored
-row becomes an :class:`~metaharness.tasks.task.Example` (``input`` is the raw question, ``target`` the gold answer
+row becomes an :class:`~metaharness.tasks.protocol.Example` (``input`` is the raw question, ``target`` the gold answer
 as the metric reads it), the task's description with its answer convention, and its metric (:mod:`.metrics`:
 ``"primary"`` is the paper's 0/1 metric, ``f1`` and ``jaccard`` are secondary).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from metaharness.errors import InputError
-from metaharness.tasks.task import Example
+from metaharness.tasks.protocol import Example
 from metaharness.tasks.text import metrics
 from metaharness.tasks.text.splits import locate, read_rows
 

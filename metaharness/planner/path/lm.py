@@ -10,7 +10,7 @@ import json
 import time
 
 from metaharness.errors import InputError
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.planner.asking import ask_json
 from metaharness.planner.path.problem import PathProblem
 from metaharness.planner.result import PlanResult

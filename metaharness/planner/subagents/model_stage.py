@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.planner.asking import DEFAULT_ATTEMPTS, ask_json
 
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask, SimulatedStep
 

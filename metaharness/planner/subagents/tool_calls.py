@@ -1,7 +1,7 @@
 """Tool plans: when the planning call gets the harness's tools, every subplan is one call of one of them.
 
 A tool is a name, a description and the JSON schema of its arguments object (:class:`ToolSpec`; OpenAI's and
-Anthropic's tool definitions and metaharness's :class:`~metaharness.models.types.Tool` are accepted as they are).
+Anthropic's tool definitions and metaharness's :class:`~metaharness.models.protocol.Tool` are accepted as they are).
 A step of a tool plan is the call ``{"tool": NAME, "arguments": {...}}``; as a subplan (the text the simulator and
 the graph see) it is that object as canonical JSON (:func:`call_text`). :func:`check_call` validates a call
 against its tool's schema with ``jsonschema``, so a route's calls can be executed as they are.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 
 from metaharness.errors import InputError
-from metaharness.models.types import ModelClient
+from metaharness.models.protocol import ModelClient
 from metaharness.planner.subagents.model_stage import ModelStage
 
 if TYPE_CHECKING:

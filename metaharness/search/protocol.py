@@ -9,8 +9,8 @@ returns new candidate programs. The whole contract of :meth:`Proposer.propose`:
   loop takes this iteration (``proposals``) and any other budget left for it.
 - It returns at most ``state.proposals`` :class:`Proposal` objects, in the order it wrote them. Each
   names an existing candidate id as ``parent`` (or ``None`` for a fresh program), carries the complete source of
-  the new harness file (:mod:`metaharness.harness`) and says in words what changed (``summary``) and why it should
-  help (``hypothesis``). ``prediction`` holds what the proposer predicted about the outcome (e.g.
+  the new harness file (:mod:`metaharness.candidates.protocol`) and says in words what changed (``summary``) and
+  why it should help (``hypothesis``). ``prediction`` holds what the proposer predicted about the outcome (e.g.
   ``{"score": 0.42, "flips": {...}}``) so predicted vs. actual can be studied; ``None`` when it made no prediction.
   Extra proposals are dropped by the loop with a note; a proposal with an unknown parent is recorded as failed.
 - ``state.graph`` is the run's lasting program graph (:mod:`metaharness.planner.program`): every committed

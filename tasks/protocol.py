@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from metaharness.harness import TrainItem
+from metaharness.candidates.protocol import TrainItem
 
 
 @dataclass(frozen=True)

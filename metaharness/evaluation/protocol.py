@@ -21,8 +21,8 @@ The loop never runs harness code itself; it asks a :class:`CandidateEvaluator`. 
 - ``split_unavailable(split) -> str | None``: why ``split`` cannot be evaluated here (for example the test split is
   not in the local data folder), or ``None`` when it can.
 
-:class:`TaskEvaluator` is the real one: the sandboxed parallel evaluator of :mod:`metaharness.evaluation` on one
-task with the fixed task model.
+:class:`~metaharness.evaluation.task_evaluator.TaskEvaluator` is the real one: the sandboxed parallel evaluator of
+:mod:`metaharness.evaluation` on one task with the fixed task model.
 """
 
 from __future__ import annotations
@@ -32,9 +32,6 @@ from pathlib import Path
 from typing import Protocol
 
 from metaharness.candidate import Evaluation
-from metaharness.errors import MetaharnessError
-from metaharness.models.types import ModelClient
-from metaharness.tasks.task import Task
 
 Progress = Callable[[int, int], None]
 
@@ -61,76 +58,3 @@ class CandidateEvaluator(Protocol):
     ) -> Evaluation: ...
 
     def split_unavailable(self, split: str) -> str | None: ...
-
-
-class TaskEvaluator:
-    """The real :class:`CandidateEvaluator`: sandboxed evaluation on ``task`` with the task model ``model``.
-
-    ``val_limit`` caps the validation examples (the first N); test-split evaluations use the whole split.
-    ``workers``: examples in flight.
-    """
-
-    def __init__(
-        self, task: Task, model: ModelClient, *, val_limit: int | None = None, workers: int | None = None
-    ) -> None:
-        self.task = task
-        self.model = model
-        self.val_limit = val_limit
-        self.workers = workers
-
-    def check(self, harness: Path) -> str | None:
-        from metaharness.evaluation.evaluator import HarnessInvalid, check_harness
-
-        try:
-            check_harness(harness, self.task, model=self.model)
-        except HarnessInvalid as exc:
-            return str(exc)
-        return None
-
-    def examples(self, split: str) -> list[str]:
-        examples = self.task.load(split)
-        if split == "val" and self.val_limit is not None:
-            examples = examples[: self.val_limit]
-        return [example.id for example in examples]
-
-    def evaluate(
-        self,
-        harness: Path,
-        split: str,
-        *,
-        trace_path: Path,
-        progress: Progress | None = None,
-        examples: Sequence[str] | None = None,
-    ) -> Evaluation:
-        from metaharness.evaluation.evaluator import evaluate
-
-        report = evaluate(
-            harness,
-            self.task,
-            split,
-            model=self.model,
-            limit=self.val_limit if split == "val" and examples is None else None,
-            ids=examples,
-            workers=self.workers,
-            trace_path=trace_path,
-            progress=(lambda _record, done, total: progress(done, total)) if progress else None,
-        )
-        if report.load_error is not None and report.errors == len(report.records):
-            raise CandidateFailed(report.load_error)
-        return Evaluation(
-            split=split,
-            scores={k: float(v) for k, v in report.scores.items()},
-            cost={k: float(v) for k, v in report.cost.items()},
-            examples=len(report.records),
-            errors=report.errors,
-            seconds=report.seconds,
-            example_ids=[record.id for record in report.records],
-            example_scores=[float(record.scores.get("primary", 0.0)) for record in report.records],
-        )
-
-    def split_unavailable(self, split: str) -> str | None:
-        try:
-            self.task.load(split)
-        except MetaharnessError as exc:
-            return str(exc)
-        return None
