@@ -39,7 +39,7 @@ def test_openai_tools_match_the_published_shape():
         jsonschema.Draft202012Validator.check_schema(tool["function"]["parameters"])
     assert [t["function"]["name"] for t in openai_tools()] == ["plan", "solve"]
     options = openai_tool("plan")["function"]["parameters"]["properties"]
-    assert {"plans", "horizon", "solver", "tools"} <= set(options)
+    assert isinstance(options, dict) and {"plans", "horizon", "solver", "tools"} <= set(options)
 
 
 def test_anthropic_tools_match_the_published_shape():

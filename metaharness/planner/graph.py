@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import networkx as nx
 
@@ -41,6 +41,56 @@ EDGE_FIELDS = ("id", "source", "target", "action", "cost", "data")
 PROBLEMS = ("path", "selection")
 # Node status in program graphs (named in :mod:`metaharness.planner.program`); plan-graph states have status "".
 PROGRAM_STATUSES = ("evaluated", "implemented", "predicted", "failed")
+
+
+class _NodeKeys(TypedDict):
+    id: NodeId
+    reward: float
+
+
+class NodeJSON(_NodeKeys, total=False):
+    """A node in the JSON format (``docs/plan-graph.md``): ``id`` and ``reward`` always, the rest when set."""
+
+    goal: bool
+    dead_end: bool
+    state: str
+    key: str
+    score: float
+    std: float
+    cost: list[float]
+    status: str
+    data: dict[str, Any]
+
+
+class _EdgeKeys(TypedDict):
+    id: NodeId
+    source: NodeId
+    target: NodeId
+    action: str
+    cost: list[float]
+
+
+class EdgeJSON(_EdgeKeys, total=False):
+    """An edge in the JSON format (``data`` when set)."""
+
+    data: dict[str, Any]
+
+
+class _GraphKeys(TypedDict):
+    start: NodeId
+
+
+class GraphJSON(_GraphKeys, total=False):
+    """A plan graph in the JSON format (``docs/plan-graph.md``) as :meth:`PlanGraph.to_json` writes it: ``budget``,
+    ``limits``, ``horizon`` and ``problem`` when set, the rest always."""
+
+    budget: list[float]
+    limits: list[str]
+    horizon: int
+    discount: float
+    problem: str
+    nodes: list[NodeJSON]
+    edges: list[EdgeJSON]
 
 
 def limit_names(graph: PlanGraph, entries: int) -> tuple[str, ...]:
@@ -78,8 +128,8 @@ class Node:
     status: str = ""
     data: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "reward": self.reward}
+    def to_json(self) -> NodeJSON:
+        out = NodeJSON(id=self.id, reward=self.reward)
         if self.goal:
             out["goal"] = True
         if self.dead_end:
@@ -116,14 +166,8 @@ class Edge:
     cost: tuple[float, ...] = ()
     data: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "source": self.source,
-            "target": self.target,
-            "action": self.action,
-            "cost": list(self.cost),
-        }
+    def to_json(self) -> EdgeJSON:
+        out = EdgeJSON(id=self.id, source=self.source, target=self.target, action=self.action, cost=list(self.cost))
         if self.data:
             out["data"] = self.data
         return out
@@ -379,7 +423,7 @@ class PlanGraph:
 
     # --- JSON -----------------------------------------------------------------------------------------------
     @classmethod
-    def from_json(cls, data: Any) -> PlanGraph:
+    def from_json(cls, data: object) -> PlanGraph:
         """Build and validate a graph from its JSON object (``docs/plan-graph.md``); raise :class:`InputError` when
         malformed."""
         if not isinstance(data, Mapping):
@@ -440,8 +484,8 @@ class PlanGraph:
         graph.validate()
         return graph
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"start": self.start}
+    def to_json(self) -> GraphJSON:
+        out = GraphJSON(start=self.start)
         if self.budget is not None:
             out["budget"] = list(self.budget)
         if self.limits is not None:
@@ -470,7 +514,7 @@ class PlanGraph:
         return cls.from_json(data)
 
 
-def _number(value: Any, what: str) -> float:
+def _number(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise InputError(f"The {what} must be a finite number; got {value!r}.")
     return float(value)
@@ -500,7 +544,7 @@ def _checked_node(node: Node) -> Node:
     )
 
 
-def _payload(data: Any, where: str) -> dict[str, Any]:
+def _payload(data: object, where: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, Mapping):
@@ -508,12 +552,12 @@ def _payload(data: Any, where: str) -> dict[str, Any]:
     return dict(data)
 
 
-def _check_id(value: Any, what: str) -> None:
+def _check_id(value: object, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"The {what} must be a string or an integer; got {value!r}.")
 
 
-def _check_horizon(horizon: Any) -> None:
+def _check_horizon(horizon: object) -> None:
     if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1):
         raise InputError(f'"horizon" must be an integer >= 1 (the maximum number of steps); got {horizon!r}.')
 
@@ -523,7 +567,7 @@ def _check_discount(discount: float) -> None:
         raise InputError(f'"discount" must be between 0 and 1; got {discount!r}.')
 
 
-def _record(raw: Any, where: str, required: Sequence[str], known: Sequence[str]) -> Mapping[str, Any]:
+def _record(raw: object, where: str, required: Sequence[str], known: Sequence[str]) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise InputError(f"The {where} must be a JSON object; got {raw!r}.")
     name = f"{where} ({raw['id']!r})" if "id" in raw else where
@@ -534,7 +578,7 @@ def _record(raw: Any, where: str, required: Sequence[str], known: Sequence[str])
     return raw
 
 
-def _known_fields(data: Mapping[str, Any], known: Sequence[str], where: str) -> None:
+def _known_fields(data: Mapping[str, object], known: Sequence[str], where: str) -> None:
     """Refuse a field the format does not have (a misspelling would otherwise be ignored), naming the closest."""
     for field in data:
         if field not in known:
@@ -543,7 +587,7 @@ def _known_fields(data: Mapping[str, Any], known: Sequence[str], where: str) -> 
             raise InputError(f'Unknown field "{field}" in {where}{hint}')
 
 
-def _flag(item: Mapping[str, Any], field: str, index: int) -> bool:
+def _flag(item: Mapping[str, object], field: str, index: int) -> bool:
     value = item.get(field, False)
     if not isinstance(value, bool):
         raise InputError(f'"{field}" of node {item.get("id", index)!r} must be true or false; got {value!r}.')

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from metaharness.planner.graph import NodeId
 
@@ -15,6 +15,27 @@ if TYPE_CHECKING:  # the path half imports this module
 # returns "feasible" (a valid plan, optimality unknown) or "invalid" (its answer is not a feasible plan; ``note`` says
 # why); an ILP stopped by a time limit, and the selection baselines, return "feasible" (or "unknown": no plan).
 Status = Literal["optimal", "infeasible", "feasible", "invalid", "unknown"]
+
+
+class _ResultKeys(TypedDict):
+    status: Status
+    path: list[NodeId]
+    nodes: list[NodeId]
+    value: float | None
+    cost: list[float]
+    solver: str
+    seconds: float
+
+
+class PlanResultJSON(_ResultKeys, total=False):
+    """The output object of ``docs/plan-graph.md`` (:meth:`PlanResult.to_json`): the rest when set."""
+
+    objective: float
+    note: str
+    evaluate: list[NodeId]
+    gap: float
+    reason: str
+    closest: dict[str, Any]
 
 
 @dataclass
@@ -57,18 +78,18 @@ class PlanResult:
     def has_plan(self) -> bool:
         return self.status in ("optimal", "feasible")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PlanResultJSON:
         """The output object of ``docs/plan-graph.md``. Its costs are lists in the graph's order (the JSON graph
         declares the order, as its budget and edge costs do); ``over`` names only the limits it exceeds."""
-        out: dict[str, Any] = {
-            "status": self.status,
-            "path": self.path,
-            "nodes": self.nodes,
-            "value": self.value,
-            "cost": list(self.cost.values()),
-            "solver": self.solver,
-            "seconds": round(self.seconds, 6),
-        }
+        out = PlanResultJSON(
+            status=self.status,
+            path=self.path,
+            nodes=self.nodes,
+            value=self.value,
+            cost=list(self.cost.values()),
+            solver=self.solver,
+            seconds=round(self.seconds, 6),
+        )
         if self.objective is not None:
             out["objective"] = self.objective
         if self.note:

@@ -26,16 +26,20 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 import jsonschema
 
 from metaharness.errors import InputError, MetaharnessError
+from metaharness.json_types import JSONObject
 from metaharness.models.protocol import ModelClient, Tool
 from metaharness.planner.tps import plan
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+
+    from metaharness.planner.result import PlanResultJSON
+    from metaharness.planner.solve import SolverName
 
 PLAN_TOOL_NAME = "plan"
 PLAN_TOOL_DESCRIPTION = (
@@ -46,9 +50,9 @@ PLAN_TOOL_DESCRIPTION = (
     "feasible route exists. Follow it step by step and call again when what you observe differs from the expected "
     "state."
 )
-TOOL_SOLVERS = ("exact", "ilp", "auto")
+TOOL_SOLVERS: tuple[SolverName, ...] = ("exact", "ilp", "auto")
 MAX_PLANS = 16
-PLAN_TOOL_PARAMETERS: dict[str, Any] = {
+PLAN_TOOL_PARAMETERS: JSONObject = {
     "type": "object",
     "properties": {
         "history": {
@@ -98,7 +102,7 @@ SOLVE_TOOL_DESCRIPTION = (
     "limit), a start node and a budget. An exact solver returns the best walk from the start to a goal within the "
     "budget and horizon (edge ids, nodes, value, cost), or status infeasible."
 )
-SOLVE_TOOL_PARAMETERS: dict[str, Any] = {
+SOLVE_TOOL_PARAMETERS: JSONObject = {
     "type": "object",
     "properties": {
         "graph": {
@@ -162,32 +166,70 @@ def _tool(name: str) -> Tool:
     return TOOLS[name]
 
 
-def openai_tool(name: str = PLAN_TOOL_NAME) -> dict[str, Any]:
+def openai_tool(name: str = PLAN_TOOL_NAME) -> OpenAITool:
     """A tool for OpenAI's Chat Completions ``tools=[...]`` (``{"type": "function", "function": {...}}``)."""
     tool = _tool(name)
-    return {
-        "type": "function",
-        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
-    }
+    function = FunctionSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+    return OpenAITool(type="function", function=function)
 
 
-def anthropic_tool(name: str = PLAN_TOOL_NAME) -> dict[str, Any]:
+def anthropic_tool(name: str = PLAN_TOOL_NAME) -> AnthropicTool:
     """A tool for Anthropic's Messages ``tools=[...]`` (``{"name", "description", "input_schema"}``)."""
     tool = _tool(name)
-    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+    return AnthropicTool(name=tool.name, description=tool.description, input_schema=tool.parameters)
 
 
-def openai_tools() -> list[dict[str, Any]]:
+def openai_tools() -> list[OpenAITool]:
     """Both tools, ``plan`` and ``solve``, for OpenAI."""
     return [openai_tool(name) for name in TOOLS]
 
 
-def anthropic_tools() -> list[dict[str, Any]]:
+def anthropic_tools() -> list[AnthropicTool]:
     """Both tools, ``plan`` and ``solve``, for Anthropic."""
     return [anthropic_tool(name) for name in TOOLS]
 
 
-def _validated(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+class FunctionSpec(TypedDict):
+    name: str
+    description: str
+    parameters: JSONObject
+
+
+class OpenAITool(TypedDict):
+    """A tool for OpenAI's Chat Completions."""
+
+    type: Literal["function"]
+    function: FunctionSpec
+
+
+class AnthropicTool(TypedDict):
+    """A tool for Anthropic's Messages."""
+
+    name: str
+    description: str
+    input_schema: JSONObject
+
+
+class RouteStepResult(TypedDict, total=False):
+    """A route step in the ``plan`` tool's result (``call`` only in a tool plan)."""
+
+    action: str
+    expected_state: str
+    cost: dict[str, float]
+    call: dict[str, Any]
+
+
+class PlanToolResult(TypedDict):
+    """The ``plan`` tool's result (``docs/planning-session.md``)."""
+
+    status: Literal["route", "no_route"]
+    guidance: str
+    route: list[RouteStepResult]
+    cost: dict[str, float]
+    reason: str
+
+
+def _validated(name: str, arguments: Mapping[str, object]) -> dict[str, object]:
     if not isinstance(arguments, Mapping):
         raise InputError(f"Bad arguments for the {name} tool: a JSON object is needed.")
     try:
@@ -206,7 +248,9 @@ PLAN_NEEDS_A_MODEL = (
 )
 
 
-def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient | None = None, **options: Any) -> dict[str, Any]:
+def call_plan_tool(
+    arguments: Mapping[str, object], *, model: ModelClient | None = None, **options: Any
+) -> PlanToolResult:
     """Run the ``plan`` tool on a tool call's arguments; ``options`` (the server's defaults) go to
     :func:`metaharness.planner.tps.plan`, and the call's own ``plans``, ``horizon``, ``solver`` and ``tools``
     override them.
@@ -220,27 +264,23 @@ def call_plan_tool(arguments: Mapping[str, Any], *, model: ModelClient | None = 
         raise InputError(PLAN_NEEDS_A_MODEL)
     per_call = ("plans", "horizon", "solver", "tools")
     options = {**options, **{key: arguments[key] for key in per_call if key in arguments}}
-    result = plan(arguments["history"], arguments["goal"], arguments["budget"], model=model, **options)
+    history, goal, budget = arguments["history"], arguments["goal"], arguments["budget"]
+    if not (isinstance(history, list) and isinstance(goal, str) and isinstance(budget, dict)):
+        raise InputError("Bad arguments for the plan tool: history, goal and budget do not match the schema.")
+    limits = {str(k): float(v) for k, v in budget.items()}
+    result = plan([str(h) for h in history], goal, limits, model=model, **options)
     route = []
     for s in result.route:
-        step: dict[str, Any] = {
-            "action": s.action,
-            "expected_state": s.expected_state,
-            "cost": dict(s.cost),
-        }
+        step = RouteStepResult(action=s.action, expected_state=s.expected_state, cost=dict(s.cost))
         if s.call is not None:
             step["call"] = s.call
         route.append(step)
-    return {
-        "status": result.status,
-        "guidance": result.guidance(),
-        "route": route,
-        "cost": result.cost,
-        "reason": result.reason,
-    }
+    return PlanToolResult(
+        status=result.status, guidance=result.guidance(), route=route, cost=result.cost, reason=result.reason
+    )
 
 
-def call_solve_tool(arguments: Mapping[str, Any]) -> dict[str, Any]:
+def call_solve_tool(arguments: Mapping[str, object]) -> PlanResultJSON:
     """Run the ``solve`` tool: the result object of ``docs/plan-graph.md`` for the call's graph.
 
     A graph that does not match the schema, or that ``docs/plan-graph.md`` rejects, raises :class:`InputError`.
@@ -250,13 +290,33 @@ def call_solve_tool(arguments: Mapping[str, Any]) -> dict[str, Any]:
 
     arguments = _validated(SOLVE_TOOL_NAME, arguments)
     graph = PlanGraph.from_json(arguments["graph"])
-    result = solve(graph, solver=arguments.get("solver", "exact"), time_limit=arguments.get("time_limit"))
+    solver = next(s for s in TOOL_SOLVERS if s == arguments.get("solver", "exact"))  # the schema checked the name
+    time_limit = arguments.get("time_limit")
+    result = solve(graph, solver=solver, time_limit=float(time_limit) if isinstance(time_limit, (int, float)) else None)
     return result.to_json()
 
 
+@overload
 def call_tool(
-    name: str, arguments: Mapping[str, Any], *, model: ModelClient | None = None, **options: Any
-) -> dict[str, Any]:
+    name: Literal["solve"], arguments: Mapping[str, object], *, model: ModelClient | None = None, **options: Any
+) -> PlanResultJSON: ...
+
+
+@overload
+def call_tool(
+    name: Literal["plan"], arguments: Mapping[str, object], *, model: ModelClient | None = None, **options: Any
+) -> PlanToolResult: ...
+
+
+@overload
+def call_tool(
+    name: str, arguments: Mapping[str, object], *, model: ModelClient | None = None, **options: Any
+) -> PlanToolResult | PlanResultJSON: ...
+
+
+def call_tool(
+    name: str, arguments: Mapping[str, object], *, model: ModelClient | None = None, **options: Any
+) -> PlanToolResult | PlanResultJSON:
     """Dispatch a tool call by name (``plan`` or ``solve``); ``options`` go to :func:`call_plan_tool`. ``solve``
     needs no model; ``plan`` without one raises :class:`InputError` saying so."""
     if _tool(name).name == SOLVE_TOOL_NAME:
@@ -290,10 +350,10 @@ def build_mcp_server(model: ModelClient | None = None, **options: Any) -> MCPSer
     except ImportError:  # mcp 1.x
         tool_error = importlib.import_module("mcp.server.fastmcp.exceptions").ToolError
 
-    def run(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def run(call: Callable[[], Mapping[str, object]]) -> dict[str, Any]:
         """A user-facing error reaches the client as the tool's error text (the SDK hides other exceptions)."""
         try:
-            return call()
+            return dict(call())
         except MetaharnessError as exc:
             raise tool_error(str(exc)) from exc
 
@@ -310,7 +370,7 @@ def build_mcp_server(model: ModelClient | None = None, **options: Any) -> MCPSer
         tools: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         given = {"plans": plans, "horizon": horizon, "solver": solver, "tools": tools}
-        arguments: dict[str, Any] = {"history": history, "goal": goal, "budget": budget}
+        arguments: dict[str, object] = {"history": history, "goal": goal, "budget": budget}
         arguments.update({k: v for k, v in given.items() if v is not None})
         # Model calls block; run them off the event loop so the session keeps answering.
         return await anyio.to_thread.run_sync(run, lambda: call_plan_tool(arguments, model=model, **options))
