@@ -10,9 +10,9 @@ metric is the *true* score of the candidate the run returns, which a real run ca
 
 What is real: the decisions. Candidates are :class:`~metaharness.candidate.Candidate` objects with
 :class:`~metaharness.candidate.Evaluation` s built stage by stage; each round builds a
-:class:`~metaharness.staging.Standing` and calls :func:`~metaharness.staging.decide` as ``Optimizer._evaluate``
-does (a round's steps take each chosen candidate to its target in the run's
-:class:`~metaharness.staging.ExampleOrder`; rounds until no steps); the returned candidate is
+:class:`~metaharness.search.staging.Standing` and calls :func:`~metaharness.search.staging.decide` as
+``Optimizer._evaluate`` does (a round's steps take each chosen candidate to its target in the run's
+:class:`~metaharness.search.staging.ExampleOrder`; rounds until no steps); the returned candidate is
 :func:`metaharness.frontier.best`. What is simulated: the proposer and the evaluator.
 
 - Examples: each candidate has a latent difficulty per example (uniform); it solves an example when the latent is
@@ -50,7 +50,7 @@ import numpy as np
 from metaharness import frontier
 from metaharness.budget import Budget, Spend
 from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction, candidate_id
-from metaharness.staging import ExampleOrder, Policy, Standing, decide
+from metaharness.search.staging import ExampleOrder, Policy, Standing, decide
 
 ROOT = Path(__file__).resolve().parents[1]
 # Runs whose summary.jsonl records every candidate with its prediction (offline-grid keeps only run-level results).
@@ -66,7 +66,7 @@ ARMS: tuple[Policy, ...] = ("planner", "greedy", "best-of-n", "halving", "gate")
 BASELINES: tuple[Policy, ...] = ("halving", "greedy", "best-of-n", "gate")
 # The files whose code the study runs (a run with local changes to them says so beside its commit).
 USED = (
-    "metaharness/staging.py",
+    "metaharness/search/staging.py",
     "metaharness/planner/allocation.py",
     "metaharness/budget.py",
     "metaharness/candidate.py",

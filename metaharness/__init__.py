@@ -1,24 +1,43 @@
 """metaharness: optimise LLM harnesses with a proposer model, TPS plan graphs and a budgeted solver.
 
-Where things are (the README's "Architecture" section has the whole tree):
+``from metaharness import optimize, run_config``: a whole search from settings (:mod:`metaharness.search.optimize`,
+the library behind ``metaharness optimize``). Where things are (the README's "Architecture" section has the whole
+tree; each stage's seam is its ``protocol.py``):
 
-- ``metaharness.optimize``: a whole search from settings; ``metaharness.loop``: the loop it runs.
-- ``metaharness.candidates.protocol``, ``metaharness.candidate``, ``metaharness.search.protocol``: the harness
-  program contract, the candidate model, the proposer seam.
+- ``metaharness.search``: the search loop (``loop``), ``optimize``, the evaluation policy (``staging``), the run's
+  settings and the proposer seam (``protocol``).
+- ``metaharness.candidate``, ``metaharness.budget``, ``metaharness.frontier``, ``metaharness.errors``: the candidate
+  record, the budget, the best candidate and the error base, which every layer (the planner and the store included)
+  shares.
 - ``metaharness.models``: one chat-completion interface over Anthropic, OpenAI-compatible servers and the
   embedded in-process model (cache, cost, retries, structured output).
 - ``metaharness.planner``: the TPS planner core (plan graph, subagents, solvers, planning tool), usable alone.
 - ``metaharness.evaluation``, ``metaharness.store``, ``metaharness.report``: the sandboxed evaluator, the git
   store of a run, its summaries.
+- ``metaharness.agents``: the agent benchmarks, their environments and entropy-guided branching.
 - ``metaharness.tasks`` / ``metaharness.candidates`` / ``metaharness.proposers``: the top-level folders of the
   repository, installed under this namespace.
 """
 
+from __future__ import annotations
+
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from metaharness.search.optimize import optimize, run_config
 
 try:
     __version__ = version("metaharness")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "optimize", "run_config"]
+
+
+def __getattr__(name: str) -> Any:
+    # Exported lazily: every sandbox process and every CLI call imports this package, and must start fast.
+    if name in ("optimize", "run_config"):
+        return getattr(importlib.import_module("metaharness.search.optimize"), name)
+    raise AttributeError(f"module 'metaharness' has no attribute '{name}'")

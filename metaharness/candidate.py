@@ -5,7 +5,7 @@ A :class:`Candidate` is a program (its complete source), where it came from (``p
 measured (:class:`Evaluation`, maybe on part of the validation examples so far: see :attr:`Candidate.supported`), or
 the ``error`` that made it fail. An ``implemented`` candidate passed the import check and has no score yet: every
 proposal is committed so when it is checked (so is an intermediate step of a chosen revision chain A -> B -> C: B,
-whose commit makes git's parents the revisions), and the loop's staged evaluation (:mod:`metaharness.staging`)
+whose commit makes git's parents the revisions), and the loop's staged evaluation (:mod:`metaharness.search.staging`)
 then scores it on as many validation examples as it allots. Only a :attr:`~Candidate.supported` candidate can be
 the best. Ids are ``c001``, ``c002``, ... in the order candidates were planned. The store writes a candidate into
 its commit and its evaluation into the commit's git note, updated as the evaluation is continued (see

@@ -1,6 +1,6 @@
 """A whole run in its own process, for the kill tests: the real loop, store and spend journal (the wiring of
-:func:`metaharness.optimize.run_ledger`), with the scripted proposer and evaluator of tests/fakes.py making priced
-model calls through real clients on the run's ledger.
+:func:`metaharness.search.optimize.run_ledger`), with the scripted proposer and evaluator of tests/fakes.py making
+priced model calls through real clients on the run's ledger.
 
     python tests/loop_driver.py RUN_DIR [MAX_COST]
 
@@ -23,16 +23,16 @@ from typing import Any
 from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, program
 
 from metaharness.candidate import Evaluation
-from metaharness.loop import LoopSettings, Optimizer, Seed
 from metaharness.models.client import Client
 from metaharness.models.ledger import Ledger
 from metaharness.models.prices import Price, PriceTable
 from metaharness.models.protocol import ChatRequest, ChatResult, Role
-from metaharness.optimize import run_ledger
 from metaharness.planner import program as programs
 from metaharness.report import write_summary_markdown
+from metaharness.search.loop import LoopSettings, Optimizer, Seed
+from metaharness.search.optimize import run_ledger
 from metaharness.search.protocol import Proposal, RunState
-from metaharness.settings import RunSettings
+from metaharness.search.settings import RunSettings
 from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "openai:fake-task", "val_limit": 4, "proposer": "scripted"}

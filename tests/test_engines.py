@@ -259,7 +259,7 @@ def test_optimize_with_the_base_proposer_on_an_engine_commits_its_edits_and_keep
 
     from fakes import FakeEvaluator, program
 
-    from metaharness.optimize import optimize, run_config
+    from metaharness.search.optimize import optimize, run_config
     from metaharness.store import RunDirectory
 
     monkeypatch.setattr(

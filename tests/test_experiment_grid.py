@@ -21,7 +21,7 @@ from command_line import assert_fails_cleanly, run_metaharness
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.experiment import Cell, estimate_cost, experiment_spec, plan_grid, read_cells, run_experiment
 from metaharness.experiment.grid import CELLS_FILE, LOCK_FILE, SPEC_FILE, CellRecord, ExperimentSpec
-from metaharness.settings import RunSettings
+from metaharness.search.settings import RunSettings
 
 SPEC = experiment_spec(["lawbench", "uspto"], ["offline", "offline-greedy"], [0, 1], iterations=2, val_limit=3)
 
@@ -66,11 +66,11 @@ def test_a_grid_runs_every_cell_once_and_a_rerun_skips_them(tmp_path):
 
 
 def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_cap(tmp_path, monkeypatch):
-    import metaharness.optimize
+    import metaharness.search.optimize
 
     searches: list[tuple[Path, RunSettings, dict[str, Any]]] = []
     monkeypatch.setattr(
-        metaharness.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config, kw))
+        metaharness.search.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config, kw))
     )
     spec = {**SPEC.to_json(), "max_cost": 4.0, "options": {"probe_size": 2}, "test": False}
     run_experiment(tmp_path / "exp", spec, data_dir=tmp_path / "data")
@@ -91,11 +91,11 @@ def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_c
 
 
 def test_arms_are_cells_at_equal_spend_with_the_holdout(tmp_path, monkeypatch):
-    import metaharness.optimize
+    import metaharness.search.optimize
 
     searches: list[tuple[Path, RunSettings]] = []
     monkeypatch.setattr(
-        metaharness.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config))
+        metaharness.search.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config))
     )
     spec = {
         **SPEC.to_json(),
@@ -126,7 +126,7 @@ def test_each_cell_enters_the_cluster_for_its_own_evaluations(tmp_path, monkeypa
     import contextlib
 
     import metaharness.experiment.grid
-    import metaharness.optimize
+    import metaharness.search.optimize
 
     entered: list[tuple[str | None, str | None]] = []
 
@@ -136,7 +136,9 @@ def test_each_cell_enters_the_cluster_for_its_own_evaluations(tmp_path, monkeypa
         yield
 
     monkeypatch.setattr(metaharness.experiment.grid, "cluster", recording)
-    monkeypatch.setattr(metaharness.optimize, "optimize", lambda run_dir, config, **kw: entered.append(("ran", None)))
+    monkeypatch.setattr(
+        metaharness.search.optimize, "optimize", lambda run_dir, config, **kw: entered.append(("ran", None))
+    )
     spec = {**SPEC.to_json(), "datasets": ["uspto"], "proposers": ["offline"], "seeds": [0, 1], "test": False}
     run_experiment(tmp_path / "exp", spec, dask_scheduler="tcp://127.0.0.1:8786")
     assert entered == [("tcp://127.0.0.1:8786", None), ("ran", None)] * 2
@@ -158,7 +160,7 @@ def test_bench_harness_refuses_an_unreachable_scheduler_before_any_cell(tmp_path
 
 
 def test_a_capped_cell_is_recorded_capped_and_continues_with_a_larger_cap(tmp_path):
-    from metaharness.loop import Outcome
+    from metaharness.search.loop import Outcome
 
     calls: list[str] = []
 

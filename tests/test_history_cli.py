@@ -128,7 +128,7 @@ def test_report_writes_the_html_page(run_dir, tmp_path):
 
 def test_defaults_without_a_key_are_the_embedded_model_and_the_offline_proposer(monkeypatch):
     from metaharness.models import DEFAULT_TASK_MODEL_SPEC
-    from metaharness.optimize import default_models
+    from metaharness.search.optimize import default_models
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -9,12 +9,12 @@ from fakes import FakeEvaluator, ScriptedProposer, program
 
 from metaharness.candidate import Prediction
 from metaharness.errors import ConfigurationError, MetaharnessError
-from metaharness.loop import LoopEvents, LoopSettings, Optimizer, ProposerFailed, Seed, StopRequest
 from metaharness.models.protocol import StructuredOutputError
 from metaharness.report import RunView, write_summary_markdown
 from metaharness.report.page import render_html
+from metaharness.search.loop import LoopEvents, LoopSettings, Optimizer, ProposerFailed, Seed, StopRequest
 from metaharness.search.protocol import Proposal
-from metaharness.settings import RunSettings
+from metaharness.search.settings import RunSettings
 from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "scripted", "evals_per_iter": 2}
@@ -365,7 +365,7 @@ def test_a_chain_commits_its_intermediate_as_the_parent_and_predictions_last_acr
 
 
 def test_plan_entries_order_chains_share_steps_and_reuse_what_is_committed():
-    from metaharness.loop import plan_entries
+    from metaharness.search.loop import plan_entries
 
     def p(name, parent="c001", steps=(), node=None):
         return Proposal(parent, f"# {name}", name, node=node if node is not None else name, intermediates=list(steps))

@@ -12,7 +12,7 @@ SCRIPT = textwrap.dedent(
     """
     import os, signal, subprocess, time
     from rich.console import Console
-    from metaharness.loop import StopRequest
+    from metaharness.search.loop import StopRequest
     from metaharness.cli.search import StopOnCtrlC
 
     # As started from a terminal: a job started in the background by a non-interactive shell (as CI may start

@@ -19,9 +19,9 @@ from metaharness.errors import ModelUnavailable
 from metaharness.evaluation import evaluate
 from metaharness.evaluation.proxy import TOKEN_LINE, ModelRef
 from metaharness.evaluation.task_evaluator import TaskEvaluator
-from metaharness.loop import LoopSettings, Optimizer, Seed
 from metaharness.models import RetryPolicy, connect
-from metaharness.settings import RunSettings
+from metaharness.search.loop import LoopSettings, Optimizer, Seed
+from metaharness.search.settings import RunSettings
 from metaharness.store import RunDirectory
 
 DENGUE = "[DIAGNOSIS]dengue[/DIAGNOSIS]"

@@ -18,8 +18,8 @@ from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, ServedModel, T
 
 from metaharness.candidate import Evaluation
 from metaharness.errors import InputError
-from metaharness.optimize import optimize, run_config, seeds_of, task_source
-from metaharness.settings import RunSettings
+from metaharness.search.optimize import optimize, run_config, seeds_of, task_source
+from metaharness.search.settings import RunSettings
 from metaharness.store import RunDirectory
 from metaharness.tasks import Task, open_task
 from metaharness.tasks.custom.task import EXAMPLE

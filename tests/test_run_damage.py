@@ -19,11 +19,11 @@ from fakes import program
 from loop_driver import CONFIG, EVALS_PER_ITER, PRICES, PROPOSER, TASK, CountedModel, PricedEvaluator, PricedProposer
 
 from metaharness.errors import InputError
-from metaharness.loop import LoopEvents, LoopSettings, Optimizer, Seed
 from metaharness.models.client import Client
-from metaharness.optimize import run_ledger
 from metaharness.report import write_summary_markdown
-from metaharness.settings import RunSettings
+from metaharness.search.loop import LoopEvents, LoopSettings, Optimizer, Seed
+from metaharness.search.optimize import run_ledger
+from metaharness.search.settings import RunSettings
 from metaharness.store import RunDirectory
 from metaharness.store.files import append_jsonl
 from metaharness.store.program_graph import GRAPH_FILE

@@ -12,7 +12,7 @@ import pytest
 from fakes import FakeEvaluator, ScriptedProposer, program
 
 from metaharness.errors import InputError
-from metaharness.optimize import optimize, run_config
+from metaharness.search.optimize import optimize, run_config
 
 FAKE_MODEL = "openai:fake@http://127.0.0.1:9/v1"  # never called: the fake evaluator makes no model call
 

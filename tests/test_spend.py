@@ -12,7 +12,7 @@ from metaharness.models.client import Client
 from metaharness.models.ledger import Charge, Ledger
 from metaharness.models.prices import Price, PriceTable
 from metaharness.models.protocol import ChatRequest, Usage
-from metaharness.optimize import run_ledger, spent_before
+from metaharness.search.optimize import run_ledger, spent_before
 from metaharness.store import RunDirectory
 from metaharness.store.files import append_jsonl
 

@@ -1,4 +1,4 @@
-"""The run's calibration of its proposer's stds (metaharness.staging.Calibration, prior_of).
+"""The run's calibration of its proposer's stds (metaharness.search.staging.Calibration, prior_of).
 
 A proposer's reported stds can be far off (the offline proposer's were about 9 times too wide in the committed
 runs). Once enough predictions are verified, the run's own measure of the misses rescales the reported stds.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from metaharness.candidate import Candidate, Evaluation, Prediction
-from metaharness.staging import CALIBRATION_PAIRS, MIN_PRIOR_SD, Calibration, prior_of
+from metaharness.search.staging import CALIBRATION_PAIRS, MIN_PRIOR_SD, Calibration, prior_of
 
 
 def _scored(cid: str, score: float, predicted: float, std: float, examples: int = 400) -> Candidate:

@@ -1,6 +1,6 @@
 """``metaharness optimize``: run or continue a search, with progress, Ctrl-C handling and the final table.
 
-The search itself is :func:`metaharness.optimize.optimize`; this module turns options into its settings (reusing
+The search itself is :func:`metaharness.search.optimize.optimize`; this module turns options into its settings (reusing
 a run's stored settings when it continues one), draws its events and prints where everything landed.
 """
 
@@ -22,8 +22,8 @@ from metaharness.candidate import Candidate
 from metaharness.cli.browse import RUNS_ROOT, console, resolve_run
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
-from metaharness.loop import LoopEvents, Outcome, StopRequest
-from metaharness.settings import DEFAULT_EVALS_PER_ITER, RunSettings
+from metaharness.search.loop import LoopEvents, Outcome, StopRequest
+from metaharness.search.settings import DEFAULT_EVALS_PER_ITER, RunSettings
 
 
 def optimize(
@@ -121,9 +121,9 @@ def optimize(
     again must agree with them, and a cap may only be tightened unless --raise-caps. A run of a task folder or hf:
     dataset records where it came from, so --resume needs no --dataset."""
     from metaharness.budget import Budget
-    from metaharness.optimize import default_models, stored_settings, task_source
-    from metaharness.optimize import optimize as run_search
-    from metaharness.settings import RunSettings
+    from metaharness.search.optimize import default_models, stored_settings, task_source
+    from metaharness.search.optimize import optimize as run_search
+    from metaharness.search.settings import RunSettings
     from metaharness.tasks import CustomTask, open_task
     from metaharness.tasks.custom.spec import flat_settings
 

@@ -5,7 +5,8 @@ The loop never runs harness code itself; it asks a :class:`CandidateEvaluator`. 
 - ``check(harness) -> str | None``: import and instantiate the harness file in isolation (with the task's training
   examples); return the error text a proposer can act on, or ``None`` when it loads.
 - ``examples(split) -> list[str]``: the ids of the examples ``evaluate`` would run on ``split``, in split order
-  (for ``"val"``, after any limit the evaluator applies). The loop orders and shares them (:mod:`metaharness.staging`).
+  (for ``"val"``, after any limit the evaluator applies). The loop orders and shares them
+  (:mod:`metaharness.search.staging`).
 - ``evaluate(harness, split, *, trace_path, progress=None, examples=None) -> Evaluation``: run it on every example
   of ``split`` (``"val"``, or ``"test"`` at the end of a run), or only on the ids in ``examples`` (in that order),
   write one JSON line per example to ``trace_path`` (input, prediction, target, scores, every model call, error;

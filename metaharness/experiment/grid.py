@@ -1,6 +1,6 @@
 """The experiment grid: one ordinary run directory per (dataset, proposer, arm, seed) cell under one folder.
 
-An *arm* is the loop's evaluation policy (:mod:`metaharness.staging`: the planner's staged evaluation, or a
+An *arm* is the loop's evaluation policy (:mod:`metaharness.search.staging`: the planner's staged evaluation, or a
 baseline: greedy, best-of-n, halving, gate). Every arm of a (dataset, proposer, seed) gets the same task-model
 budget per iteration (``evals_per_iter`` full evaluations' worth of example-evaluations), so the arms are compared
 at equal spend; ``holdout`` validation examples are kept out of every search and score only the candidate each
@@ -10,8 +10,8 @@ run returns (its *judged* score, :mod:`metaharness.experiment.results`).
 (``"done"`` with the iterations it ran to, ``"capped"`` when the run stopped at its share of ``max_cost`` with what
 it spent, or ``"failed"`` with the error; the last line of a cell wins); ``EXP/DATASET/PROPOSER/ARM/seedS`` is the
 cell's run directory (``EXP/DATASET/PROPOSER/seedS`` in an experiment from before arms, whose runs evaluated
-best-of-n), written by :func:`metaharness.optimize.optimize`. A rerun with the same spec resumes: cells whose last
-line is ``"done"`` are skipped, the others run again and their run directories continue where they stopped, so a
+best-of-n), written by :func:`metaharness.search.optimize.optimize`. A rerun with the same spec resumes: cells whose
+last line is ``"done"`` are skipped, the others run again and their run directories continue where they stopped, so a
 killed experiment loses only the model calls in flight. A rerun with more iterations continues every run to the new
 count, and one with a larger ``max_cost`` continues the capped cells with the larger cap (``experiment.json``
 records either under ``extended``).
@@ -43,13 +43,13 @@ from metaharness import __version__
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
-from metaharness.settings import DEFAULT_EVALS_PER_ITER
-from metaharness.staging import POLICIES
+from metaharness.search.settings import DEFAULT_EVALS_PER_ITER
+from metaharness.search.staging import POLICIES
 from metaharness.store.files import append_jsonl, atomic_write_json, read_json, read_jsonl
 from metaharness.store.run_dir import RunDirectory
 
 if TYPE_CHECKING:
-    from metaharness.loop import Outcome
+    from metaharness.search.loop import Outcome
 
 SPEC_FILE = "experiment.json"
 CELLS_FILE = "cells.jsonl"
@@ -237,7 +237,7 @@ class ExperimentSpec:
         return None if self.max_cost is None else self.max_cost / len(self.cells())
 
     def cell_settings(self, cell: Cell) -> dict[str, Any]:
-        """The run settings of ``cell`` (:class:`~metaharness.settings.RunSettings` fields, its dataset aside):
+        """The run settings of ``cell`` (:class:`~metaharness.search.settings.RunSettings` fields, its dataset aside):
         the grid's, with the cell's proposer, seed and arm (none: best-of-n, as runs before arms evaluated)."""
         return {
             "proposer": cell.proposer,
@@ -253,11 +253,11 @@ class ExperimentSpec:
 
     def check_cells(self) -> ExperimentSpec:
         """Check, before any cell starts, every proposer's cell settings as a run checks them
-        (:meth:`~metaharness.settings.RunSettings.resolve`: model specs, the proposer, its need for a proposer model,
-        its options) and the proposer model for each proposer (an engine: installed and logged in); the spec with
+        (:meth:`~metaharness.search.settings.RunSettings.resolve`: model specs, the proposer, its need for a proposer
+        model, its options) and the proposer model for each proposer (an engine: installed and logged in); the spec with
         its options normalised (``operators`` as a list)."""
         from metaharness.proposers import check_proposer_model
-        from metaharness.settings import RunSettings
+        from metaharness.search.settings import RunSettings
 
         options = dict(self.options)
         for cell in {c.proposer: c for c in reversed(self.cells())}.values():
@@ -277,10 +277,10 @@ class ExperimentSpec:
         """The spec of a session (``metaharness bench harness``): a setting ``given`` (``None``: not given) over
         the ``stored`` experiment's (its JSON; None for a new folder, so ``--out EXP`` alone resumes), else the
         paper's; with the line that says why, the offline proposer when neither a proposer model nor proposers are
-        named (as :func:`metaharness.optimize.default_models` does for one run). Every cell's settings are
+        named (as :func:`metaharness.search.optimize.default_models` does for one run). Every cell's settings are
         checked (:meth:`check_cells`) and the spec against the stored one (:func:`check_same_spec` rules)."""
-        from metaharness.optimize import default_models
         from metaharness.proposers import needs_model
+        from metaharness.search.optimize import default_models
 
         old = {"arms": None, "holdout": 0, **stored} if stored else {}
         values: dict[str, Any] = {k: old.get(k) if given.get(k) is None else given[k] for k in SPEC_KEYS}
@@ -406,8 +406,8 @@ def estimate_cost(spec: ExperimentSpec) -> CostEstimate:
     """
     from metaharness.models.prices import PriceTable
     from metaharness.models.protocol import Usage
-    from metaharness.optimize import seeds_of
     from metaharness.proposers import needs_model
+    from metaharness.search.optimize import seeds_of
 
     prices = PriceTable()
     task_price = prices.lookup(spec.task_model)
@@ -440,11 +440,12 @@ def optimize_cell(
     dask_scheduler: str | None = None,
     ray_address: str | None = None,
 ) -> Outcome:
-    """The default cell: :func:`metaharness.optimize.optimize` in ``run_dir`` (continued when it exists), evaluating
-    with the cell's arm, its examples on the cluster when one is named (:func:`~metaharness.evaluation.cluster.
-    cluster`, entered in the cell's own process); its :class:`~metaharness.loop.Outcome`. The cap is the spec's
-    share, which a rerun may have raised (:func:`check_same_spec`), so the run takes it as given."""
-    from metaharness.optimize import optimize, run_config
+    """The default cell: :func:`metaharness.search.optimize.optimize` in ``run_dir`` (continued when it exists),
+    evaluating with the cell's arm, its examples on the cluster when one is named
+    (:func:`~metaharness.evaluation.cluster.cluster`, entered in the cell's own process); its
+    :class:`~metaharness.search.loop.Outcome`. The cap is the spec's share, which a rerun may have raised
+    (:func:`check_same_spec`), so the run takes it as given."""
+    from metaharness.search.optimize import optimize, run_config
 
     config = run_config(cell.dataset, **spec.cell_settings(cell))
     with cluster(dask_scheduler, ray_address):

@@ -47,7 +47,7 @@ class RunState:
     candidates: list[Candidate]
     proposals: int
     # What the run may still spend, tokens and dollars of every model (a proposer's own spend included); math.inf
-    # where nothing is capped. The evaluation budget is the loop's (metaharness.staging), not the proposer's.
+    # where nothing is capped. The evaluation budget is the loop's (metaharness.search.staging), not the proposer's.
     budget: Budget = field(default_factory=Budget)
     run_dir: Path | None = None
     # The run's lasting program graph, synced with ``candidates`` (see the module docstring); the loop always sets

@@ -3,7 +3,7 @@
 Two protocols, each with its whole contract in its docstring: a :class:`CandidateStore` keeps the candidates (their
 programs, evaluations, results on other splits, the program graph), a :class:`RunJournal` the run's progress (what
 an iteration planned, the machine-readable log, the repair after a kill). :class:`RunStore` is both, what
-:class:`~metaharness.loop.Optimizer` takes; :class:`~metaharness.store.run_dir.RunDirectory` (a git repository
+:class:`~metaharness.search.loop.Optimizer` takes; :class:`~metaharness.store.run_dir.RunDirectory` (a git repository
 plus a journal beside it, see ``docs/run-directory.md``) implements it.
 """
 

@@ -61,7 +61,7 @@ from metaharness.store.spend import SPEND_FILE, SpendJournal
 
 # Settings that make scores comparable: a run directory keeps them for its whole life.
 FIXED_SETTINGS = ("dataset", "task_model", "val_limit")
-SETTINGS_FILE = "settings.json"  # the run's settings (metaharness.settings) as the last session resolved them
+SETTINGS_FILE = "settings.json"  # the run's settings (metaharness.search.settings) as the last session resolved them
 
 
 # The summary.jsonl lines an iteration writes about its candidates before its own line.

@@ -2,7 +2,7 @@
 
 The loop owns the candidates; the proposer only reads a :class:`~metaharness.search.protocol.RunState` and returns
 proposals (:mod:`metaharness.search.protocol`), the evaluator only measures programs
-(:mod:`metaharness.evaluation.protocol`), a policy (:mod:`metaharness.staging`) decides which candidates
+(:mod:`metaharness.evaluation.protocol`), a policy (:mod:`metaharness.search.staging`) decides which candidates
 get how many more validation examples, and everything durable goes through a :class:`~metaharness.store.RunStore`,
 in an order that makes a kill at any moment harmless:
 
@@ -55,8 +55,8 @@ from metaharness.candidate import (
 from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.protocol import CandidateEvaluator, CandidateFailed
 from metaharness.search.protocol import Proposal, Proposer, RunState
-from metaharness.settings import RunSettings
-from metaharness.staging import ExampleOrder, Policy, Standing, alternatives, decide
+from metaharness.search.settings import RunSettings
+from metaharness.search.staging import ExampleOrder, Policy, Standing, alternatives, decide
 from metaharness.store.crash import crash_point
 from metaharness.store.files import atomic_write_text
 from metaharness.store.log import (
@@ -106,7 +106,7 @@ class Seed:
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """One session of the loop: the run's settings (:class:`~metaharness.settings.RunSettings`, as resolved: each
+    """One session of the loop: the run's settings (:class:`~metaharness.search.settings.RunSettings`, as resolved: each
     iteration takes up to ``run.proposals_per_iteration()`` proposals and evaluates them with ``run.evaluation``
     within ``run.iteration_budget`` and ``run.run_budget``), the ``iterations`` to reach after the seeds, and
     whether to evaluate the best and the frontier on the test split at the end (``test``, when the split is
@@ -366,7 +366,7 @@ class Optimizer:
         return SearchBudget(iteration_budget, settings.run_budget).for_iteration(run, this)
 
     def standing(self, iteration: int, proposals: list[str]) -> Standing:
-        """What the policy decides from now (see :mod:`metaharness.staging`)."""
+        """What the policy decides from now (see :mod:`metaharness.search.staging`)."""
         return Standing(
             self.store.candidates(),
             self.order,

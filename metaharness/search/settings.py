@@ -13,7 +13,7 @@ with) and read back by every later session (:meth:`RunSettings.resolve`):
 - ``max_proposer_failures`` is an operating rule, not a search setting: each session may set its own.
 
 ``task_source`` is where a task other than the paper's datasets came from
-(:func:`metaharness.optimize.task_source`: the task folder's absolute path or the ``hf:`` dataset, its ``-T``
+(:func:`metaharness.search.optimize.task_source`: the task folder's absolute path or the ``hf:`` dataset, its ``-T``
 settings with the val carve's seed and size, a fingerprint of its train and val examples), and ``seed_files`` the
 seed harness files a run started from, so that a resumed run opens the same task, with the same carved val split,
 and the same seeds.
@@ -48,14 +48,14 @@ from typing import TYPE_CHECKING, Any
 from metaharness import __version__
 from metaharness.budget import ENTRIES, Budget
 from metaharness.errors import InputError
-from metaharness.staging import POLICIES, Policy
+from metaharness.search.staging import POLICIES, Policy
 
 if TYPE_CHECKING:
     from metaharness.proposers import ProposerOptions
 
 DEFAULT_EVALS_PER_ITER = 3
 DEFAULT_PROPOSALS = 12
-# The evaluation policy of a new run (see metaharness.staging; README "Staged evaluation" says why).
+# The evaluation policy of a new run (see metaharness.search.staging; README "Staged evaluation" says why).
 DEFAULT_EVALUATION: Policy = "planner"
 # Settings a session may set for itself (operating rules, not search settings).
 SESSION_FIELDS = ("max_proposer_failures",)
@@ -215,8 +215,8 @@ class RunSettings:
 
     @classmethod
     def _new(cls, named: Mapping[str, Any]) -> RunSettings:
-        from metaharness.optimize import MODEL_PROPOSERS, default_models
         from metaharness.proposers import proposer_options
+        from metaharness.search.optimize import MODEL_PROPOSERS, default_models
 
         values = dict(named)
         proposer = named.get("proposer")

@@ -3,14 +3,14 @@
 It wires the parts the way the command line does: the task and its seed harnesses, the task and proposer models
 (one cost ledger for both, :func:`run_ledger`: every call journaled in the run's ``spend.jsonl`` as it is counted,
 capped by ``max_cost`` / ``max_tokens`` over every session of the run), the sandboxed evaluator, the proposer, and
-the run directory (created, or reopened and repaired), then runs the :class:`~metaharness.loop.Optimizer` and keeps
-``SUMMARY.md`` current.
+the run directory (created, or reopened and repaired), then runs the :class:`~metaharness.search.loop.Optimizer` and
+keeps ``SUMMARY.md`` current.
 
 The task is one of the paper's datasets by name, a task folder (``task.toml``), ``hf:OWNER/NAME`` (with
 ``task_settings``, the ``-T`` keys) or any :class:`~metaharness.tasks.Task` object; the run records where it came
 from (:func:`task_source`), so that continuing the run needs only its directory.
 
->>> from metaharness.optimize import optimize, run_config
+>>> from metaharness import optimize, run_config
 >>> settings = run_config("symptom2disease", proposer="offline", val_limit=10)  # doctest: +SKIP
 >>> outcome = optimize("runs/s2d", settings, iterations=2)  # doctest: +SKIP
 >>> outcome.best.id, outcome.best.score  # doctest: +SKIP
@@ -31,7 +31,11 @@ from typing import Any, NamedTuple
 
 from metaharness.budget import Budget
 from metaharness.errors import InputError
-from metaharness.loop import (
+from metaharness.models.ledger import Charge, Ledger
+from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC, require_llama_cpp
+from metaharness.models.prices import PriceTable
+from metaharness.models.spec import parse_spec
+from metaharness.search.loop import (
     LoopEvents,
     LoopSettings,
     Optimizer,
@@ -39,12 +43,8 @@ from metaharness.loop import (
     Seed,
     StopRequest,
 )
-from metaharness.models.ledger import Charge, Ledger
-from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC, require_llama_cpp
-from metaharness.models.prices import PriceTable
-from metaharness.models.spec import parse_spec
-from metaharness.settings import RunSettings
-from metaharness.staging import ExampleOrder
+from metaharness.search.settings import RunSettings
+from metaharness.search.staging import ExampleOrder
 from metaharness.store.log import StartLine
 from metaharness.store.run_dir import RunDirectory
 from metaharness.tasks.protocol import Task
@@ -66,7 +66,8 @@ class Models(NamedTuple):
 
 
 def default_models(task_model: str | None, proposer: str | None, proposer_model: str | None) -> Models:
-    """Fill in what was not chosen (a new run's settings do it once, :meth:`~metaharness.settings.RunSettings.resolve`).
+    """Fill in what was not chosen (a new run's settings do it once,
+    :meth:`~metaharness.search.settings.RunSettings.resolve`).
 
     With an API key in the environment the ``tps`` proposer drives the matching hosted model; without one, the
     embedded task model and the ``offline`` proposer run with no network.
@@ -90,7 +91,7 @@ def default_models(task_model: str | None, proposer: str | None, proposer_model:
 
 
 def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None = None, **given: Any) -> RunSettings:
-    """The settings of a new run of ``dataset``, defaults filled in (:class:`~metaharness.settings.RunSettings`;
+    """The settings of a new run of ``dataset``, defaults filled in (:class:`~metaharness.search.settings.RunSettings`;
     keyword arguments name its fields, e.g. ``proposer="offline", val_limit=10, evaluation="greedy"``).
 
     ``dataset`` is a paper dataset's name, a task folder, ``hf:OWNER/NAME`` or a Task object; ``task_settings``
@@ -276,15 +277,16 @@ def optimize(
     """Run (or continue) the search in ``run_dir`` up to ``iterations``.
 
     ``settings`` (:func:`run_config`) are the run's; for a run that exists they are checked against the stored ones
-    (:meth:`~metaharness.settings.RunSettings.resolve`: equal, or caps tightened; ``raise_caps`` lets a cap grow),
-    and ``None`` reuses them. ``task`` is the Task object to search (else the one the settings name or the run
+    (:meth:`~metaharness.search.settings.RunSettings.resolve`: equal, or caps tightened; ``raise_caps`` lets a cap
+    grow), and ``None`` reuses them. ``task`` is the Task object to search (else the one the settings name or the run
     recorded: :func:`run_task`); ``seeds`` are seed harness files to start from instead of the task's own
     (recorded, so a resumed run finds them again). ``max_cost``, ``max_tokens``, ``options`` (the proposer's),
     ``seed_names`` and ``max_proposer_failures`` are shorthands for those settings. The caps hold over every
     session of the run (a reached cap stops cleanly: ``Outcome.capped``); ``events`` receives progress; setting
     ``stop.requested`` stops at the next safe point. After ``max_proposer_failures`` proposer failures in a row
-    :class:`~metaharness.loop.ProposerFailed` is raised. Bad settings raise :class:`~metaharness.errors.InputError`
-    before the run directory is touched; so does another process running in ``run_dir``.
+    :class:`~metaharness.search.loop.ProposerFailed` is raised. Bad settings raise
+    :class:`~metaharness.errors.InputError` before the run directory is touched; so does another process running in
+    ``run_dir``.
     """
     from metaharness.evaluation.task_evaluator import TaskEvaluator
     from metaharness.models import connect
