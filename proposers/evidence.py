@@ -21,10 +21,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 from metaharness.candidate import Candidate
-from metaharness.evaluation.records import ExampleRecord
+from metaharness.evaluation.records import CallRecord, ExampleRecord, TracedMessage
 from metaharness.search.protocol import RunState
 
 # About 4 characters make a token in English, 3 in code and JSON: 3 overestimates, so a budget is kept.
@@ -173,11 +172,11 @@ def failing_first(records: Sequence[ExampleRecord]) -> list[ExampleRecord]:
     return sorted(records, key=failing_order)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _messages(call: dict[str, Any]) -> list[Any]:
+def _messages(call: CallRecord) -> list[TracedMessage | str]:
     """The messages of a call as recorded (a rejected ``lm()`` call may have recorded something else)."""
     messages = call.get("messages")
     if isinstance(messages, list):
@@ -185,7 +184,7 @@ def _messages(call: dict[str, Any]) -> list[Any]:
     return [] if messages is None else [messages]
 
 
-def _call_heading(number: int, total: int, call: dict[str, Any]) -> str:
+def _call_heading(number: int, total: int, call: CallRecord) -> str:
     options = {k: v for k, v in (call.get("options") or {}).items() if v is not None and k != "json_schema"}
     details = [f"{call.get('input_tokens') or 0} input / {call.get('output_tokens') or 0} output tokens"]
     details += [f"{k} {_text(v)}" for k, v in options.items()]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metaharness.candidates.protocol import HARNESS_FILE
-from metaharness.evaluation.records import ExampleRecord
+from metaharness.evaluation.records import CallRecord, ExampleRecord
 from metaharness.models.protocol import ModelClient
 from metaharness.tasks.protocol import Example, Task
 
@@ -116,14 +116,14 @@ class ProbeResult:
         return {"gained": sorted(gained), "lost": sorted(lost)}
 
 
-def request_key(call: dict[str, object]) -> str:
+def request_key(call: CallRecord) -> str:
     """A digest of one recorded model call's request: its messages and options, nothing it got back."""
     request = {"messages": call.get("messages"), "options": call.get("options")}
     return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-def _call_tokens(call: dict[str, object]) -> float:
-    return float(call.get("input_tokens") or 0) + float(call.get("output_tokens") or 0)  # type: ignore[arg-type]
+def _call_tokens(call: CallRecord) -> float:
+    return float(call.get("input_tokens") or 0) + float(call.get("output_tokens") or 0)
 
 
 # Before a run has probed anything: a revision flips about 1 example in 10, a prior worth half a probe of 8.

@@ -41,6 +41,7 @@ from metaharness.candidates.protocol import LM
 from metaharness.errors import BudgetExceeded, InputError
 from metaharness.evaluation.protocol import CandidateFailed, Progress
 from metaharness.evaluation.proxy import CallRecorder, ModelRef
+from metaharness.evaluation.records import CallRecord, TracedMessage
 from metaharness.models import RetryPolicy, connect
 from metaharness.models.client import Client
 from metaharness.models.protocol import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
@@ -140,7 +141,7 @@ class ScriptedLM(LM):
     def __init__(self, script: Script = "", *, context_window: int = 2048) -> None:
         self.model = ScriptedModel(script)
         self.recorder = CallRecorder(ModelRef(self.model))
-        super().__init__(lambda request: self.recorder(json.loads(json.dumps(request))), context_window)
+        super().__init__(lambda request: dict(self.recorder(json.loads(json.dumps(request)))), context_window)
 
     @property
     def requests(self) -> list[ChatRequest]:
@@ -300,6 +301,15 @@ class ToyTask:
 def program(score: float, extra: str = "") -> str:
     """A harness program that :class:`FakeEvaluator` scores ``score``; ``extra`` may hold ``broken`` or ``crash``."""
     return f"# score={score}\nclass Harness:\n    def __init__(self, lm, train):\n        pass\n{extra}"
+
+
+def traced_messages(call: CallRecord) -> list[TracedMessage]:
+    """The messages of a recorded model call that sent a list of message objects (asserted)."""
+    messages = call.get("messages")
+    assert isinstance(messages, list)
+    objects = [m for m in messages if not isinstance(m, str)]
+    assert len(objects) == len(messages), messages
+    return objects
 
 
 class FakeEvaluator:

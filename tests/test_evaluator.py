@@ -7,7 +7,7 @@ import pickle
 import textwrap
 
 import pytest
-from fakes import ScriptedModel
+from fakes import ScriptedModel, traced_messages
 
 from metaharness.candidates import seed_names, seed_path
 from metaharness.evaluation import EvalReport, evaluate
@@ -62,8 +62,9 @@ def test_report_records_scores_and_cost(echo, shared_data_dir, tmp_path):
     record = report.records[1]  # dengue, "fever" in the text
     assert record.prediction == "[DIAGNOSIS]dengue[/DIAGNOSIS]" and record.scores == {"primary": 1.0}
     call = record.calls[0]
-    assert call["messages"][0] == {"role": "system", "content": "Diagnose."}
-    assert "Labels: allergy, arthritis" in call["messages"][1]["content"]
+    messages = traced_messages(call)
+    assert messages[0] == {"role": "system", "content": "Diagnose."}
+    assert "Labels: allergy, arthritis" in messages[1]["content"]
     assert call["response"] == record.prediction and call["input_tokens"] > 0 and call["error"] is None
     expected = sum(r.scores["primary"] for r in report.records) / 6
     assert report.scores["primary"] == pytest.approx(expected)

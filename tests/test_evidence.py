@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from fakes import ScriptedModel
+from fakes import ScriptedModel, traced_messages
 
 from metaharness.candidate import Candidate, Evaluation
 from metaharness.evaluation import evaluate
@@ -80,12 +80,10 @@ def test_the_trace_records_every_prompt_the_harness_sent_and_every_answer(traced
     assert [r.id for r in records] == [r.id for r in report.records] and len(records) == 6
     for record in records:
         first, second = record.calls
-        assert first["messages"][0]["role"] == "system"
-        assert first["messages"][0]["content"].startswith("Diagnose the patient. Answer with one of: allergy, ")
-        assert (
-            first["messages"][1]["content"].startswith("Examples:\n")
-            and record.input in first["messages"][1]["content"]
-        )
+        messages = traced_messages(first)
+        assert messages[0]["role"] == "system"
+        assert messages[0]["content"].startswith("Diagnose the patient. Answer with one of: allergy, ")
+        assert messages[1]["content"].startswith("Examples:\n") and record.input in messages[1]["content"]
         assert first["response"] in ("fever suspected", "rash suspected")
         assert second["messages"] == [
             {"role": "user", "content": f"You said: {first['response']}\nAnswer with the diagnosis only."}
@@ -103,10 +101,10 @@ def test_trace_excerpts_show_prompts_and_answers_failures_first(traced) -> None:
     assert 0 < sum(scores.values()) < 6  # the scripted model gets some right and some wrong
     assert [scores[i] for i in shown] == sorted(scores[i] for i in shown)  # wrong ones first
     first = report.records[0]
-    system = first.calls[0]["messages"][0]["content"]
+    system = traced_messages(first.calls[0])[0]["content"]
     assert len(system) >= 200 and text.count(system) == 1  # the shared system prompt: shown once, then referred to
     assert text.count("[system] (identical to example ") == 5
-    assert first.calls[0]["messages"][1]["content"] in text  # the whole few-shot prompt, verbatim
+    assert traced_messages(first.calls[0])[1]["content"] in text  # the whole few-shot prompt, verbatim
     assert f"[response]\n{first.calls[1]['response']}" in text
     assert "Left out" not in text
 

@@ -33,9 +33,10 @@ from metaharness.candidates.protocol import TrainItem
 from metaharness.errors import InputError, MetaharnessError
 from metaharness.evaluation.confine import probe
 from metaharness.evaluation.proxy import CallRecorder, ModelRef, RemoteRecorder
-from metaharness.evaluation.records import EvalReport, ExampleRecord, mean_scores, total_cost, write_records
+from metaharness.evaluation.records import EvalReport, ExampleRecord, LMReply, mean_scores, total_cost, write_records
 from metaharness.evaluation.sandbox import LOAD_FAILED, CallHandler, Sandbox, SandboxFailure, SandboxLimits
 from metaharness.evaluation.worker import MAX_EXAMPLES_PER_WORKER
+from metaharness.json_types import JSONObject
 from metaharness.models.protocol import ModelClient
 from metaharness.tasks import Example, Task, get_task
 
@@ -290,7 +291,7 @@ def evaluate(
     )
 
 
-def _no_model(request: dict[str, Any]) -> dict[str, Any]:
+def _no_model(request: JSONObject) -> LMReply:
     """The answer to every model call a harness makes while ``check_harness`` has no model."""
     return {"error": "no task model in check_harness"}
 

@@ -31,10 +31,12 @@ import socket
 import socketserver
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from metaharness.errors import BudgetExceeded, ConfigurationError, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.bounds import MAX_CALL_TEXT_CHARS, cut
+from metaharness.evaluation.records import CallRecord, LMReply, TracedMessage
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient
 
 MAX_TOKENS_CAP = 8192
@@ -47,7 +49,6 @@ PROXY_PORT_ENV = "METAHARNESS_PROXY_PORT"
 REMOTE_CALL_SECONDS = 1800.0
 MAX_LINE = 64 << 20
 TOKEN_LINE = 128  # bytes read from a connection before its token is checked (a token is 43 ASCII characters)
-_REFUSED = {"failure": {"kind": "ConfigurationError", "message": "refused: not this run's token"}}
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,13 @@ class ProxyAddress:
     host: str
     port: int
     token: str
+
+
+class RefState(TypedDict):
+    """A pickled :class:`ModelRef`: the spec and the parent's proxy."""
+
+    spec: str
+    remote: ProxyAddress
 
 
 class ModelRef:
@@ -75,10 +83,10 @@ class ModelRef:
         self._server: ProxyServer | None = None
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> RefState:
         return {"spec": self.spec, "remote": self.serve()}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: RefState) -> None:
         self.spec = state["spec"]
         self._client, self._remote, self._server = None, state["remote"], None
         self._lock = threading.Lock()
@@ -126,15 +134,17 @@ def _dollars(client: ModelClient, result: ChatResult) -> float:
     return price.dollars(result.usage) if price is not None else 0.0
 
 
-def _build_request(payload: dict[str, Any]) -> ChatRequest:
+def _build_request(payload: JSONObject) -> ChatRequest:
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list")
+    sent: list[dict[str, object]] = []
     for message in messages:
         if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant"):
             raise ValueError("each message needs a role of system, user or assistant")
         if not isinstance(message.get("content"), str):
             raise ValueError("each message needs a string content")
+        sent.append({"role": message["role"], "content": message["content"]})
     max_tokens = payload.get("max_tokens", 512)
     if not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_TOKENS_CAP:
         raise ValueError(f"max_tokens must be an integer from 1 to {MAX_TOKENS_CAP}")
@@ -148,27 +158,26 @@ def _build_request(payload: dict[str, Any]) -> ChatRequest:
     if schema is not None and not isinstance(schema, dict):
         raise ValueError("the JSON schema must be an object")
     return ChatRequest(
-        messages=[{"role": m["role"], "content": m["content"]} for m in messages],
+        messages=sent,
         temperature=float(temperature),
         max_tokens=max_tokens,
-        stop=stop or None,
+        stop=[str(s) for s in stop] if stop else None,
         json_schema=schema,
     )
 
 
-def _traced(messages: Any) -> Any:
+def _traced(messages: JSONValue) -> list[TracedMessage | str] | str | None:
     """The messages of a call as its trace record keeps them: roles and contents, at most MAX_CALL_TEXT_CHARS
     characters of content in all, with a marker where they were cut (a harness may send megabytes)."""
     if not isinstance(messages, list):
         return None if messages is None else cut(str(messages), MAX_CALL_TEXT_CHARS)
     left = MAX_CALL_TEXT_CHARS
-    kept: list[Any] = []
+    kept: list[TracedMessage | str] = []
     for index, message in enumerate(messages):
         if left <= 0:
             kept.append({"role": "system", "content": f"[cut by metaharness: {len(messages) - index} more messages]"})
             break
-        if isinstance(message, dict) and isinstance(message.get("content"), str):
-            content = message["content"]
+        if isinstance(message, dict) and isinstance(content := message.get("content"), str):
             kept.append({"role": cut(str(message.get("role")), 20), "content": cut(content, left)})
             left -= len(content)
         else:
@@ -183,16 +192,14 @@ class CallRecorder:
 
     def __init__(self, model: ModelRef):
         self.model = model
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[CallRecord] = []
 
-    def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
-        options: dict[str, Any] = {
-            key: payload.get(key) for key in ("max_tokens", "temperature", "stop", "json_schema")
-        }
+    def __call__(self, payload: JSONObject) -> LMReply:
+        options: JSONObject = {key: payload.get(key) for key in ("max_tokens", "temperature", "stop", "json_schema")}
         shown = json.dumps(options, default=str)
         if len(shown) > MAX_CALL_TEXT_CHARS:  # a schema or stop list of megabytes: kept as cut text
             options = {"cut": cut(shown, MAX_CALL_TEXT_CHARS)}
-        record: dict[str, Any] = {
+        record: CallRecord = {
             "messages": _traced(payload.get("messages")),
             "options": options,
             "response": None,
@@ -209,8 +216,8 @@ class CallRecorder:
         try:
             request = _build_request(payload)
         except ValueError as exc:
-            record["error"] = f"bad lm() call: {exc}"
-            return {"error": record["error"]}
+            error = record["error"] = f"bad lm() call: {exc}"
+            return {"error": error}
         client = self.model.client
         try:
             result = client.complete(request, role="task")
@@ -222,19 +229,34 @@ class CallRecorder:
         except _SYSTEMIC:
             raise
         except Exception as exc:  # noqa: BLE001 - one call's failure goes back to the harness
-            record["error"] = f"{type(exc).__name__}: {exc}"
-            return {"error": record["error"]}
+            error = record["error"] = f"{type(exc).__name__}: {exc}"
+            return {"error": error}
         record.update(
-            response=result.text,
-            parsed=result.parsed,
-            input_tokens=result.usage.input_tokens,
-            output_tokens=result.usage.output_tokens,
-            latency_s=round(result.latency_s, 4),
-            cached=result.cached,
-            charged=result.charged,
-            usd=_dollars(client, result),
+            {
+                "response": result.text,
+                "parsed": result.parsed,
+                "input_tokens": result.usage.input_tokens,
+                "output_tokens": result.usage.output_tokens,
+                "latency_s": round(result.latency_s, 4),
+                "cached": result.cached,
+                "charged": result.charged,
+                "usd": _dollars(client, result),
+            }
         )
         return {"text": result.text, "parsed": result.parsed}
+
+
+class ProxyFailure(TypedDict):
+    kind: str
+    message: str
+
+
+class ProxyAnswer(TypedDict, total=False):
+    """The proxy's answer line: the ``reply`` and its ``record``, or the ``failure`` the remote job raises again."""
+
+    reply: LMReply
+    record: CallRecord
+    failure: ProxyFailure
 
 
 class ProxyServer:
@@ -259,17 +281,18 @@ class ProxyServer:
                 with contextlib.suppress(OSError):
                     self.wfile.write(json.dumps(self._answer()).encode() + b"\n")
 
-            def _answer(self) -> dict[str, Any]:
+            def _answer(self) -> ProxyAnswer:
                 # Bytes against bytes: compare_digest refuses str with non-ASCII characters by raising.
                 if not hmac.compare_digest(self.rfile.readline(TOKEN_LINE).rstrip(b"\r\n"), expected):
-                    return _REFUSED
+                    return {"failure": {"kind": "ConfigurationError", "message": "refused: not this run's token"}}
                 try:
                     message = json.loads(self.rfile.readline(MAX_LINE))
                 except ValueError:  # UnicodeDecodeError included
                     message = None
                 if not isinstance(message, dict):
                     return {"failure": {"kind": "ConfigurationError", "message": "malformed request line"}}
-                return proxy.answer(message.get("request") or {})
+                request = message.get("request") or {}
+                return proxy.answer(request if isinstance(request, dict) else {})
 
         class Server(socketserver.ThreadingTCPServer):
             # close() waits for the calls in flight, so the ledger is complete when an evaluation returns.
@@ -283,7 +306,7 @@ class ProxyServer:
         self._thread = threading.Thread(target=self.server.serve_forever, name="model-proxy", daemon=True)
         self._thread.start()
 
-    def answer(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, payload: JSONObject) -> ProxyAnswer:
         recorder = CallRecorder(self.model)
         try:
             reply = recorder(payload)
@@ -310,9 +333,9 @@ class RemoteRecorder:
 
     def __init__(self, address: ProxyAddress):
         self.address = address
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[CallRecord] = []
 
-    def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, payload: JSONObject) -> LMReply:
         where = f"{self.address.host}:{self.address.port}"
         message = self.address.token.encode() + b"\n" + json.dumps({"request": payload}).encode() + b"\n"
         try:

@@ -7,9 +7,48 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
+
+from metaharness.json_types import JSONObject, JSONValue
+
+
+class LMReply(TypedDict, total=False):
+    """What the harness's ``lm(payload)`` returns: ``text`` and ``parsed`` (JSON-schema calls), or ``error``."""
+
+    text: str
+    parsed: JSONValue
+    error: str
+
+
+CallHandler = Callable[[JSONObject], LMReply]
+"""Answers one ``lm()`` call of a harness: its payload (the JSON object the harness passed) to the reply."""
+
+
+class TracedMessage(TypedDict):
+    role: str
+    content: str
+
+
+class CallRecord(TypedDict, total=False):
+    """One task-model call in an example's trace (:class:`ExampleRecord`). Every key is written for a call made
+    now; a record read from an older trace may lack some, so readers use ``.get``."""
+
+    # The messages as the trace keeps them (:func:`metaharness.evaluation.proxy.traced`): cut to a size, a
+    # message that was not an object kept as its text; the text of whatever a rejected call sent instead of a list.
+    messages: list[TracedMessage | str] | str | None
+    options: JSONObject
+    response: str | None
+    parsed: JSONValue
+    input_tokens: int
+    output_tokens: int
+    latency_s: float
+    cached: bool
+    charged: bool
+    usd: float
+    error: str | None
 
 
 @dataclass
@@ -28,7 +67,7 @@ class ExampleRecord:
     target: str
     prediction: str | None = None
     scores: dict[str, float] = field(default_factory=dict)
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
 
@@ -36,7 +75,7 @@ class ExampleRecord:
     def input_tokens(self) -> int:
         return sum(int(call.get("input_tokens") or 0) for call in self.calls)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -57,14 +96,14 @@ class EvalReport:
     cost: dict[str, float]
     errors: int
     seconds: float
-    sandbox: dict[str, Any] = field(default_factory=dict)
+    sandbox: dict[str, object] = field(default_factory=dict)
     load_error: str | None = None
 
     @property
     def primary(self) -> float:
         return self.scores.get("primary", 0.0)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The summary as JSON data (records excluded: see :meth:`write`)."""
         data = asdict(self)
         data.pop("records")

@@ -29,14 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from metaharness.candidates.protocol import TrainItem
 from metaharness.errors import ConfigurationError
 from metaharness.evaluation.bounds import MARKER_CHARS, MAX_ERROR_CHARS, MAX_MESSAGE_BYTES, MAX_PREDICTION_CHARS, cut
 from metaharness.evaluation.confine import GUARANTEES, Isolation, Limits, isolation
+from metaharness.evaluation.records import CallHandler, LMReply
+from metaharness.json_types import JSONObject
 
 # Set to 1 to run harnesses on a machine where some guarantee of the sandbox cannot hold (see require_isolation).
 WEAK_SANDBOX_ENV = "METAHARNESS_WEAK_SANDBOX"
@@ -72,7 +73,6 @@ class SandboxFailure(Exception):
 
 # Every failure to start the process or construct the harness starts with this (the candidate cannot run at all).
 LOAD_FAILED = "the harness failed to load: "
-CallHandler = Callable[[dict[str, Any]], dict[str, Any]]
 # No user site-packages, no bytecode files, and (3.11+) no working folder on sys.path. Not -I/-E: the environment
 # is built here from scratch, and PYTHONHASHSEED in it keeps set and dict-of-set orders identical across runs.
 _PYTHON_FLAGS = ("-s", "-B", "-P") if sys.version_info >= (3, 11) else ("-s", "-B")
@@ -178,7 +178,8 @@ class Sandbox:
         if reply["type"] == "failed":
             self.close()
             raise SandboxFailure(f"{LOAD_FAILED}{reply['error']}", fatal=True)
-        self.layers = list(reply.get("layers") or [])
+        layers = reply.get("layers")
+        self.layers = [str(layer) for layer in layers] if isinstance(layers, list) else []
 
     def predict(self, text: str) -> str:
         """Run ``Harness.predict(text)``; raises :class:`SandboxFailure` (its ``fatal`` says if we must restart)."""
@@ -209,14 +210,14 @@ class Sandbox:
 
     # -- protocol -----------------------------------------------------------------------------------------
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: Mapping[str, object]) -> None:
         try:
             self._requests.write(json.dumps(message).encode() + b"\n")
             self._requests.flush()
         except (BrokenPipeError, OSError):
             raise SandboxFailure(self._death_message("before it could read its input"), fatal=True) from None
 
-    def _wait_reply(self, wanted: tuple[str, ...], *, phase: str, seconds: float) -> dict[str, Any]:
+    def _wait_reply(self, wanted: tuple[str, ...], *, phase: str, seconds: float) -> JSONObject:
         """Serve model calls until a message of a ``wanted`` type arrives, within ``seconds`` of harness time."""
         calls = 0
         deadline = time.monotonic() + seconds
@@ -228,14 +229,16 @@ class Sandbox:
                 continue
             calls += 1
             started = time.monotonic()
+            request = message.get("request") or {}
+            reply: LMReply
             if calls > self.limits.max_calls:
                 reply = {"error": f"call limit reached: at most {self.limits.max_calls} model calls per example"}
             else:
-                reply = self.on_call(message.get("request") or {})
+                reply = self.on_call(request if isinstance(request, dict) else {})
             deadline += time.monotonic() - started  # model time does not count against the harness
             self._send({"type": "response", **reply})
 
-    def _read_message(self, deadline: float, phase: str, seconds: float) -> dict[str, Any]:
+    def _read_message(self, deadline: float, phase: str, seconds: float) -> JSONObject:
         """The next JSON line from the worker. The buffer grows by chunks and only new bytes are searched for the
         end of line, so a long line costs linear time; a line over MAX_MESSAGE_BYTES kills the sandbox."""
         fd = self._replies.fileno()
@@ -266,10 +269,13 @@ class Sandbox:
         del self._buffer[: end + 1]
         self._scanned = 0
         try:
-            return json.loads(line)
+            value = json.loads(line)
         except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, dict):  # the worker writes objects only: a harness wrote to the pipe itself
             self.close()
-            raise SandboxFailure(f"the sandbox protocol was corrupted while {phase}", fatal=True) from None
+            raise SandboxFailure(f"the sandbox protocol was corrupted while {phase}", fatal=True)
+        return value
 
     def _check_cpu(self, phase: str) -> None:
         """Kill the worker once it has used more than ``cpu_seconds`` of CPU since the example (or loading) began."""
