@@ -36,9 +36,9 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from metaharness.agents.branching import Meter, StepView, Vote, run_egb, vote_from_samples
+from metaharness.agents.environments.toolworld import ToolTask, ToolWorld
 from metaharness.agents.tool_baselines import run_retries
-from metaharness.planner.branching import Meter, StepView, Vote, run_egb, vote_from_samples
-from metaharness.tasks.environments.toolworld import ToolTask, ToolWorld
 
 VOTES = 5
 

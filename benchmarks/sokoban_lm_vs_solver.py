@@ -20,10 +20,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from metaharness.agents.environments.puzzle_instances import load_instance_set, make_env
 from metaharness.agents.puzzle_planning import PuzzlePlanner
 from metaharness.models import connect
 from metaharness.planner.solve import solve
-from metaharness.tasks.environments.puzzle_instances import load_instance_set, make_env
 
 
 def main() -> None:

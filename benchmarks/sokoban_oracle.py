@@ -18,12 +18,12 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from metaharness.agents.environments.puzzle_instances import load_instance_set, make_env
 from metaharness.agents.puzzle_baselines import GreedyAgent, RandomAgent
 from metaharness.agents.puzzle_episode import Decision, run_episode
 from metaharness.agents.puzzle_planning import NoisyOracleSampler, PuzzlePlanner
 from metaharness.agents.puzzle_tape import TapeAgent
 from metaharness.planner.subagents import PlanningTask
-from metaharness.tasks.environments.puzzle_instances import load_instance_set, make_env
 
 
 class OpenLoopAgent:

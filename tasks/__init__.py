@@ -1,6 +1,6 @@
-"""Tasks, installed as ``metaharness.tasks``: what a harness is optimised for, and the agents' environments.
+"""Tasks, installed as ``metaharness.tasks``: what a harness is optimised for.
 
-Three kinds:
+Two kinds (the agent benchmarks' environments are in :mod:`metaharness.agents.environments`):
 
 - :mod:`.text`: the text benchmarks of the Meta-Harness paper, each a :class:`Task` (:mod:`.protocol` is the contract
   the evaluator, the loop and the proposers rely on)::
@@ -15,9 +15,6 @@ Three kinds:
 
       task = open_task("mytask")                           # the folder mytask/ (metaharness init mytask)
       task = open_task("hf:openai/gsm8k", settings={"data.config": "main", "metric.name": "numeric"})
-
-- :mod:`.environments`: Sokoban and BlocksWorld under a step budget (exact oracles) and ToolWorld (long tool
-  plans), which the agent benchmarks play.
 """
 
 from metaharness.tasks.custom import CustomTask

@@ -9,6 +9,8 @@ from typing import Any
 
 from fakes import ScriptedModel
 
+from metaharness.agents.environments.puzzle_instances import load_instance_set, make_env
+from metaharness.agents.environments.sokoban import Sokoban
 from metaharness.agents.puzzle_baselines import GreedyAgent, RandomAgent
 from metaharness.agents.puzzle_bench import run_bench, summarise
 from metaharness.agents.puzzle_episode import Decision, PuzzleAgent, run_episode
@@ -18,8 +20,6 @@ from metaharness.agents.puzzle_react import ReActAgent, split_thought_action
 from metaharness.agents.puzzle_react_tps import TPSAgent
 from metaharness.agents.puzzle_tape import TapeAgent
 from metaharness.models.protocol import ChatRequest
-from metaharness.tasks.environments.puzzle_instances import load_instance_set, make_env
-from metaharness.tasks.environments.sokoban import Sokoban
 
 
 def schema(request: ChatRequest) -> dict[str, Any]:

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
+from metaharness.agents.environments.blocksworld import BlocksWorld, generate_problem, parse_stacks
+from metaharness.agents.environments.puzzle import optimal_plan, viable
+from metaharness.agents.environments.puzzle_instances import generate_instances, load_instance_set, make_env
 from metaharness.errors import InputError
-from metaharness.tasks.environments.blocksworld import BlocksWorld, generate_problem, parse_stacks
-from metaharness.tasks.environments.puzzle import optimal_plan, viable
-from metaharness.tasks.environments.puzzle_instances import generate_instances, load_instance_set, make_env
 
 
 def test_moves_and_no_ops():

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from metaharness.models.protocol import TokenLogprob, Tool
-from metaharness.planner.branching import (
+from metaharness.agents.branching import (
     Meter,
     Vote,
     argument_options,
@@ -17,6 +16,7 @@ from metaharness.planner.branching import (
     run_egb,
     vote_from_samples,
 )
+from metaharness.models.protocol import TokenLogprob, Tool
 
 
 class ChainEnv:

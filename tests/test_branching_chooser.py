@@ -10,11 +10,11 @@ import re
 import pytest
 from fakes import Samples, ScriptedModel
 
+from metaharness.agents.branching import StepView
+from metaharness.agents.environments.toolworld import ToolWorld
 from metaharness.agents.tool_bench import ToolAgentSettings, run_task, summarize
 from metaharness.agents.tool_chooser import ModelToolChooser
 from metaharness.models.protocol import Choice, TokenLogprob, Usage
-from metaharness.planner.branching import StepView
-from metaharness.tasks.environments.toolworld import ToolWorld
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from command_line import assert_fails_cleanly, assert_usage_error, error_lines, run_metaharness
 
 import metaharness
-from metaharness.tasks.environments.puzzle_instances import load_instance_set
+from metaharness.agents.environments.puzzle_instances import load_instance_set
 
 
 def test_version():

@@ -28,8 +28,8 @@ PROMISED = (
     "metaharness.planner.graph",
     "metaharness.planner.solve",
     "metaharness.models.spec",
-    "metaharness.tasks.environments.sokoban",
-    "metaharness.tasks.environments.toolworld",
+    "metaharness.agents.environments.sokoban",
+    "metaharness.agents.environments.toolworld",
 )
 
 
@@ -66,7 +66,7 @@ def _with_examples() -> list[str]:
 
 def test_every_module_is_found_and_imports():
     names = _modules()
-    for expected in ("metaharness.proposers.operators", "metaharness.tasks.environments.sokoban", "metaharness.cli"):
+    for expected in ("metaharness.proposers.operators", "metaharness.agents.environments.sokoban", "metaharness.cli"):
         assert expected in names
     for name in names:
         importlib.import_module(name)

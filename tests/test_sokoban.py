@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from metaharness.agents.environments.puzzle import optimal_plan, viable_actions
+from metaharness.agents.environments.puzzle_instances import generate_instances, load_instance_set, make_env, regenerate
+from metaharness.agents.environments.sokoban import Sokoban, SokobanState, generate_level
 from metaharness.errors import InputError
-from metaharness.tasks.environments.puzzle import optimal_plan, viable_actions
-from metaharness.tasks.environments.puzzle_instances import generate_instances, load_instance_set, make_env, regenerate
-from metaharness.tasks.environments.sokoban import Sokoban, SokobanState, generate_level
 
 CORRIDOR = "######\n#@$ .#\n######"
 

@@ -7,11 +7,11 @@ import json
 import jsonschema
 import pytest
 
+from metaharness.agents.branching import Meter, run_egb, vote_from_samples
+from metaharness.agents.environments.toolworld import ToolWorld
+from metaharness.agents.environments.toolworld_library import Simulator
+from metaharness.agents.environments.toolworld_retrieval import BM25Index, tokenize
 from metaharness.errors import InputError
-from metaharness.planner.branching import Meter, run_egb, vote_from_samples
-from metaharness.tasks.environments.toolworld import ToolWorld
-from metaharness.tasks.environments.toolworld_library import Simulator
-from metaharness.tasks.environments.toolworld_retrieval import BM25Index, tokenize
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from collections.abc import Hashable
 
+from metaharness.agents.environments.puzzle import PuzzleEnv
 from metaharness.agents.puzzle_episode import Decision
-from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 
 class RandomAgent:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metaharness.agents.environments.puzzle import PuzzleEnv
+from metaharness.agents.environments.puzzle_instances import PuzzleInstance, load_instance_set, make_env
 from metaharness.agents.puzzle_baselines import GreedyAgent, RandomAgent
 from metaharness.agents.puzzle_episode import EpisodeRecord, PuzzleAgent, run_episode
 from metaharness.agents.puzzle_plan_act import PlanActAgent
@@ -24,8 +26,6 @@ from metaharness.agents.puzzle_tape import TapeAgent
 from metaharness.errors import InputError
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ModelClient
-from metaharness.tasks.environments.puzzle import PuzzleEnv
-from metaharness.tasks.environments.puzzle_instances import PuzzleInstance, load_instance_set, make_env
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -26,7 +26,7 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from metaharness.tasks.environments.puzzle import PuzzleEnv, viable
+from metaharness.agents.environments.puzzle import PuzzleEnv, viable
 
 
 @dataclass

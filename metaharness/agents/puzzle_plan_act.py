@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from metaharness.agents.environments.puzzle import PuzzleEnv
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_react import ReActAgent, call_record
 from metaharness.models.protocol import ChatRequest, StructuredOutputError
-from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 PLANNER_INSTRUCTIONS = """You are the planner. Write the complete sequence of actions that solves the puzzle from the
 current state using at most {budget} actions. Reply with JSON only: {{"plan": [actions in order]}}."""

@@ -23,6 +23,7 @@ import random
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from metaharness.agents.environments.puzzle import PuzzleEnv, optimal_actions
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.models.protocol import ModelClient
 from metaharness.planner.session import PlanningSession
@@ -43,10 +44,9 @@ from metaharness.planner.subagents import (
 )
 from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.tps import RouteResult, RouteStep, plan
-from metaharness.tasks.environments.puzzle import PuzzleEnv, optimal_actions
 
 SAMPLER_SYSTEM = (
-    "You are the plan sampler of a planning system for this puzzle.\n{rules}\n\nPropose {m} different plans that "
+    "You are the plan sampler of a planning system for this puzzle.\n{rules}\n\nPropose {plans} different plans that "
     "solve the puzzle from the current state within the remaining budget. Each plan is the list of actions to "
     "execute, in order. Make the plans genuinely different. Reply with JSON only: "
     '{{"plans": [{{"actions": [...]}}, ...]}}.'
@@ -54,7 +54,7 @@ SAMPLER_SYSTEM = (
 
 
 class ActionPlanSampler(ModelStage):
-    """Stage 1 by the model, constrained to the environment's actions (one call for all ``m`` plans, as TAPE)."""
+    """Stage 1 by the model, constrained to the environment's actions (one call for all the plans, as TAPE)."""
 
     def __init__(self, model: ModelClient, env: PuzzleEnv, *, max_steps: int = 16, **options: Any) -> None:
         super().__init__(model, **options)
@@ -62,7 +62,7 @@ class ActionPlanSampler(ModelStage):
         self.max_steps = max_steps
         self.state = env.start
 
-    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
         steps = max(1, min(self.max_steps, int(task.budget[0]) if task.budget else self.max_steps))
         actions = {"type": "array", "minItems": 1, "maxItems": steps, "items": {"enum": self.env.actions(self.state)}}
         schema = {
@@ -72,22 +72,22 @@ class ActionPlanSampler(ModelStage):
                 "plans": {
                     "type": "array",
                     "minItems": 1,
-                    "maxItems": m,
+                    "maxItems": plans,
                     "items": {"type": "object", "properties": {"actions": actions}, "required": ["actions"]},
                 }
             },
         }
-        answer = self.ask(SAMPLER_SYSTEM.format(rules=self.env.rules, m=m), task.describe(), schema)
-        plans: list[CandidatePlan] = []
-        for item in (answer or {}).get("plans", [])[:m]:
+        answer = self.ask(SAMPLER_SYSTEM.format(rules=self.env.rules, plans=plans), task.describe(), schema)
+        found: list[CandidatePlan] = []
+        for item in (answer or {}).get("plans", [])[:plans]:
             candidate = CandidatePlan(tuple(item["actions"][:steps]))
-            if candidate.subplans and candidate not in plans:
-                plans.append(candidate)
-        return plans
+            if candidate.subplans and candidate not in found:
+                found.append(candidate)
+        return found
 
 
 class NoisyOracleSampler:
-    """Stage 1 without a model: ``m`` plans that take an optimal action with probability ``1 - epsilon`` and a
+    """Stage 1 without a model: ``plans`` plans that take an optimal action with probability ``1 - epsilon`` and a
     uniformly random one otherwise, until the goal or the budget. ``epsilon=1`` is a purely random sampler."""
 
     def __init__(self, env: PuzzleEnv, *, epsilon: float = 0.3, seed: int = 0, max_steps: int = 64) -> None:
@@ -97,10 +97,10 @@ class NoisyOracleSampler:
         self.max_steps = max_steps
         self.state = env.start
 
-    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
         steps = min(self.max_steps, int(task.budget[0]))
-        plans: list[CandidatePlan] = []
-        for _ in range(m):
+        found: list[CandidatePlan] = []
+        for _ in range(plans):
             state = self.state
             actions: list[str] = []
             while len(actions) < steps and not self.env.is_goal(state):
@@ -109,9 +109,9 @@ class NoisyOracleSampler:
                 actions.append(self.rng.choice(pool))
                 state = self.env.step(state, actions[-1])
             candidate = CandidatePlan(tuple(actions))
-            if actions and candidate not in plans:
-                plans.append(candidate)
-        return plans
+            if actions and candidate not in found:
+                found.append(candidate)
+        return found
 
 
 class OracleSimulator:

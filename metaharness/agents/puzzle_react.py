@@ -15,9 +15,9 @@ import re
 from collections.abc import Hashable
 from typing import Any
 
+from metaharness.agents.environments.puzzle import PuzzleEnv
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient, StructuredOutputError
-from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 INSTRUCTIONS = """You are the player. Each turn you see the current state and how many actions you have left.
 Think about how to solve the puzzle within the actions left, then choose the next action.

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from metaharness.agents.environments.puzzle import PuzzleEnv
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_planning import PuzzlePlanner, RouteFollower
 from metaharness.agents.puzzle_react import ReActAgent
 from metaharness.models.protocol import ModelClient
 from metaharness.planner.tps import RouteResult
-from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 
 class TPSAgent(ReActAgent):

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from metaharness.agents.environments.puzzle import PuzzleEnv
 from metaharness.agents.puzzle_episode import Decision
 from metaharness.agents.puzzle_planning import PuzzlePlanner, RouteFollower, fallback_action
 from metaharness.agents.puzzle_react import call_record
 from metaharness.models.protocol import ChatRequest, ModelClient
 from metaharness.planner.tps import RouteResult
-from metaharness.tasks.environments.puzzle import PuzzleEnv
 
 EXECUTE = 'Execute the next planned action of your route. Reply with JSON only: {"action": ...}.'
 

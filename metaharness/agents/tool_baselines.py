@@ -13,9 +13,9 @@ import json
 from collections import Counter
 from collections.abc import Callable
 
+from metaharness.agents.branching import ExecutionResult, PlanEnvironment, ToolChooser, Trajectory, execute_plan
 from metaharness.agents.tool_chooser import ModelToolChooser
 from metaharness.models.protocol import ChatRequest
-from metaharness.planner.branching import ExecutionResult, PlanEnvironment, ToolChooser, Trajectory, execute_plan
 
 Reflect = Callable[[PlanEnvironment, Trajectory], str]
 

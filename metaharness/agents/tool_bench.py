@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from metaharness.errors import InputError
 
 if TYPE_CHECKING:
+    from metaharness.agents.branching import Downstream, ExecutionResult
+    from metaharness.agents.environments.toolworld import ToolTask
     from metaharness.agents.tool_chooser import Uncertainty
     from metaharness.models.protocol import ModelClient
-    from metaharness.planner.branching import Downstream, ExecutionResult
-    from metaharness.tasks.environments.toolworld import ToolTask
 
 AGENTS = ("egb", "majority", "react", "reflexion", "self-consistency")
 UNCERTAINTIES: tuple[Uncertainty, ...] = ("sample", "logprobs")
@@ -66,11 +66,11 @@ class ToolAgentSettings:
 
 
 def run_task(agent: str, task: ToolTask, client: ModelClient, settings: ToolAgentSettings) -> dict[str, Any]:
-    """Run one agent on one :class:`~metaharness.tasks.environments.toolworld.ToolTask`; returns its record."""
+    """Run one agent on one :class:`~metaharness.agents.environments.toolworld.ToolTask`; returns its record."""
+    from metaharness.agents.branching import run_egb
     from metaharness.agents.tool_baselines import model_reflection, run_react, run_retries, run_self_consistency
     from metaharness.agents.tool_chooser import ModelToolChooser
     from metaharness.models.protocol import StructuredOutputError
-    from metaharness.planner.branching import run_egb
 
     samples, branch_budget, seed = settings.samples, settings.branch_budget, settings.seed
     greedy = agent in ("react", "reflexion")
@@ -174,8 +174,8 @@ def run_bench(
     """Generate ``tasks`` ToolWorld tasks from ``settings.seed``, run ``agent`` on each, write records and summary.
     Records already in ``out`` for the same agent, model and tasks are kept and their tasks skipped.
     ``on_task(record, done, total)`` is called after each task that runs."""
+    from metaharness.agents.environments.toolworld import ToolWorld
     from metaharness.models import connect
-    from metaharness.tasks.environments.toolworld import ToolWorld
 
     if agent not in AGENTS:
         raise InputError(f"Unknown agent '{agent}': use one of {', '.join(AGENTS)}.")

@@ -1,4 +1,4 @@
-"""A model as the EGB :class:`~metaharness.planner.branching.ToolChooser`: constrained tool votes and arguments.
+"""A model as the EGB :class:`~metaharness.agents.branching.ToolChooser`: constrained tool votes and arguments.
 
 Every choice is constrained output: the tool is a JSON-schema enum of the step's candidate names, and each
 argument an enum of the values that fit it, so even the embedded 135M model gives valid calls.
@@ -6,7 +6,7 @@ argument an enum of the values that fit it, so even the embedded 135M model give
 - ``uncertainty="sample"`` (black-box): one request with ``n = samples`` at ``temperature``; the vote shares are the
   distribution.
 - ``uncertainty="logprobs"`` (white-box): one greedy request with top-5 token log-probabilities; the distribution
-  over candidates comes from :func:`~metaharness.planner.branching.distribution_from_logprobs`.
+  over candidates comes from :func:`~metaharness.agents.branching.distribution_from_logprobs`.
 - ``thought=True`` (ReAct): the answer object starts with a short ``thought`` before the tool.
 """
 
@@ -17,14 +17,14 @@ import random
 import re
 from typing import Any, Literal
 
-from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient, StructuredOutputError, Tool
-from metaharness.planner.branching import (
+from metaharness.agents.branching import (
     Meter,
     StepView,
     Vote,
     distribution_from_logprobs,
     vote_from_samples,
 )
+from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient, StructuredOutputError, Tool
 
 Uncertainty = Literal["sample", "logprobs"]
 

@@ -1,6 +1,6 @@
 """Puzzle instances: seeded generation binned by the oracle's T*, and the fixed versioned sets used in reports.
 
-An instance set is a JSON file ``tasks/environments/instances/NAME.json``::
+An instance set is a JSON file ``metaharness/agents/environments/instances/NAME.json``::
 
     {"name": "sokoban_v1", "env": "sokoban", "params": {...generator...}, "bins": {"easy": 6, "hard": 10},
      "tolerance": 1, "seed": 0, "instances": [{"id": "sokoban_v1-easy-00", "env": "sokoban", "bin": "easy",
@@ -25,10 +25,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from metaharness.agents.environments.blocksworld import BlocksWorld, generate_problem
+from metaharness.agents.environments.puzzle import PuzzleEnv
+from metaharness.agents.environments.sokoban import Sokoban, generate_level
 from metaharness.errors import InputError
-from metaharness.tasks.environments.blocksworld import BlocksWorld, generate_problem
-from metaharness.tasks.environments.puzzle import PuzzleEnv
-from metaharness.tasks.environments.sokoban import Sokoban, generate_level
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def load_instance_set(name_or_path: str) -> InstanceSet:
             raise InputError(f"Cannot read instance set {path}: {exc.strerror or exc}.") from None
     else:
         try:
-            shipped = resources.files("metaharness.tasks.environments") / "instances" / f"{name_or_path}.json"
+            shipped = resources.files("metaharness.agents.environments") / "instances" / f"{name_or_path}.json"
             text = shipped.read_text()
         except FileNotFoundError:
             raise InputError(
@@ -210,7 +210,7 @@ def write_instance_set(instance_set: InstanceSet, path: str | Path) -> None:
     Path(path).write_text(json.dumps(instance_set.to_json(), indent=1) + "\n")
 
 
-if __name__ == "__main__":  # python -m metaharness.tasks.environments.puzzle_instances: rebuild the shipped sets
+if __name__ == "__main__":  # python -m metaharness.agents.environments.puzzle_instances: rebuild the shipped sets
     folder = Path(__file__).with_name("instances")
     folder.mkdir(exist_ok=True)
     for set_name in SET_CONFIGS:

@@ -16,7 +16,7 @@ fills run again, so a branch costs almost no samples). Either way the downstream
 so a plan with two wrong steps is repaired by a branch of a branch. At most ``branch_budget`` branches run; the
 first verified trajectory is the answer, otherwise the phase-1 trajectory stands.
 
-    >>> from metaharness.planner.branching import entropy
+    >>> from metaharness.agents.branching import entropy
     >>> round(entropy({"a": 0.5, "b": 0.5}), 3)
     1.0
 """
@@ -42,7 +42,7 @@ Downstream = Literal["revote", "reuse"]
 
 
 class PlanEnvironment(Protocol):
-    """A plan to execute over a tool library (e.g. :class:`metaharness.tasks.environments.toolworld.ToolTask`).
+    """A plan to execute over a tool library (e.g. :class:`metaharness.agents.environments.toolworld.ToolTask`).
 
     ``instructions`` are the plan's steps in words; ``constants`` the values known before any step, as
     (label, value); ``candidates(i)`` the tools offered at step ``i`` (retrieved, a short list); ``execute`` runs a

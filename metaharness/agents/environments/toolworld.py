@@ -3,7 +3,7 @@
 A task is a plan of 10+ natural-language steps. Each step needs one tool; its arguments come from earlier steps'
 results (a chain of lookups such as order -> buyer -> cart -> top item, then an attribute such as a price, then
 calculators such as tax and currency conversion). Results come from the deterministic
-:class:`~metaharness.tasks.environments.toolworld_library.Simulator`, so the reference answer is exact. Several
+:class:`~metaharness.agents.environments.toolworld_library.Simulator`, so the reference answer is exact. Several
 trajectories are valid: every step accepts each tool that computes the same function (the canonical tool and its
 alias).
 
@@ -24,9 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from metaharness.errors import InputError
-from metaharness.models.protocol import Tool
-from metaharness.tasks.environments.toolworld_library import (
+from metaharness.agents.environments.toolworld_library import (
     ATTRIBUTES,
     CURRENCIES,
     ENTITIES,
@@ -34,7 +32,9 @@ from metaharness.tasks.environments.toolworld_library import (
     Simulator,
     ToolSpec,
 )
-from metaharness.tasks.environments.toolworld_retrieval import BM25Index
+from metaharness.agents.environments.toolworld_retrieval import BM25Index
+from metaharness.errors import InputError
+from metaharness.models.protocol import Tool
 
 RELATION_TEMPLATES = (
     "Find the {phrase} (the {source} comes from {ref}).",
