@@ -10,10 +10,11 @@ no cycle of positive reward, an optimal plan of fewest steps repeats no node, so
 nodes (a cheap cycle no longer multiplies them).
 
 The documented tie rule (among plans of equal value the one with fewest steps) is a second solve: with the value
-held at its optimum, minimise the steps. ``time_limit`` is wall-clock time for everything (layers, model, both
-solves, and freeing the model, which SCIP's own clock does not see: :data:`RESERVE_PER_BUILD_SECOND`); SCIP starts
-from the exact solver's beam plan, so a solve stopped by the limit still returns a plan when one exists (status
-"feasible").
+held at its optimum, minimise the steps. SCIP starts from the exact solver's beam plan. ``time_limit`` is wall-clock
+time for everything (layers, model, both solves) and holds whatever SCIP is doing: the work runs in a worker thread
+that records the beam plan and every incumbent SCIP finds, and when the limit passes the call returns the best plan
+recorded so far (status "feasible"; "unknown" when there is none) while the worker stops SCIP and frees the model in
+the background (:mod:`metaharness.planner.scip`).
 
 Richer objectives live here too: :class:`~metaharness.planner.path.problem.SoftTargets` keep the hard budget and
 subtract a weighted penalty for exceeding a preferred cost level.
@@ -33,6 +34,7 @@ from metaharness.planner.path.bounds import reach
 from metaharness.planner.path.exact import FoundPlan, beam_plan
 from metaharness.planner.path.problem import VALUE_TOLERANCE, PathProblem
 from metaharness.planner.result import PlanResult
+from metaharness.planner.scip import Job, optimize, run_until, watch
 
 # SCIP's default feasibility tolerance (1e-6) would let a plan exceed the budget by that much.
 FEASIBILITY_TOLERANCE = 1e-9
@@ -93,69 +95,49 @@ def ilp_path(problem: PathProblem, *, time_limit: float | None = None, started: 
     """Solve with SCIP; "optimal"/"infeasible" are proofs, a time limit may leave "feasible" or "unknown".
 
     ``time_limit`` counts wall-clock seconds from ``started`` (a ``time.perf_counter()`` value; default now), so a
-    caller that validated the graph first can include that time.
+    caller that validated the graph first can include that time. The call returns by then whatever SCIP is doing
+    (:mod:`metaharness.planner.scip`): with the best plan found so far, SCIP's or the beam search's.
     """
     started = time.perf_counter() if started is None else started
     deadline = math.inf if time_limit is None else started + time_limit
     p = problem
     if time.perf_counter() > deadline:
-        return _out_of_time(p, None, started, "the graph was checked")
+        return _out_of_time(started, "the graph was checked")
+    job, finished = run_until(deadline, time.perf_counter, lambda job: _work(p, job))
+    return _result(p, job.snapshot(), finished, started)
+
+
+def _work(p: PathProblem, job: Job) -> None:
+    """Everything after the graph check, in the worker when there is a time limit; it writes its progress to the
+    job's record: ``stage``, ``beam`` (the beam plan's edges), ``incumbent`` (SCIP's best plan so far), ``optimum``
+    (proved optimal), ``fewer`` (the same value in fewer steps), ``tie_done``, ``stopped`` (SCIP's status when a
+    limit stopped it), ``infeasible``."""
     # First the beam plan (a small part of the layers' time): SCIP's start, and the answer if the limit passes before
     # SCIP has one, while the layers are built included.
+    job.record(stage="finding the beam plan")
     beam = beam_plan(p)
+    job.record(stage="building the layers", beam=None if beam is None else list(beam.edges))
     try:
-        layers = time_expanded_layers(p, deadline)
+        layers = time_expanded_layers(p, job.deadline)
     except _OutOfTime:
-        return _out_of_time(p, beam, started, "building the layers")
+        return
     if not layers:
-        return PlanResult("infeasible", "ilp", time.perf_counter() - started)
-    # The model is built, solved and freed inside _scip (freeing a large one takes a good part of a second, and
-    # counts against the limit); what is left here is reading the plan.
-    outcome = _scip(p, layers, beam, deadline)
-    if isinstance(outcome, str):
-        if outcome == "infeasible":
-            return PlanResult("infeasible", "ilp", time.perf_counter() - started)
-        return _out_of_time(p, beam, started, outcome)
-    status, values = outcome
-    walk = p.check_walk(_walk(p, layers, values))
-    result = PlanResult.from_walk(
-        "optimal" if status == "optimal" else "feasible",
-        "ilp",
-        walk,
-        soft=p.soft is not None,
-        seconds=time.perf_counter() - started,
-    )
-    if status != "optimal":
-        result.note = f"SCIP stopped at its time limit ({status}); the plan may not be optimal."
-    return result
+        job.record(infeasible=True)
+        return
+    job.record(stage="building the model")
+    _scip(p, layers, beam, job)
 
 
-# SCIP's work that its own time limit does not see is in proportion to the model's size: creating the transformed
-# problem before its clock starts, and freeing both problems afterwards. The time spent building the model is the
-# measure of that size on this machine under its current load, so this many times it is kept back from SCIP's time
-# limit (and a model whose building would leave less than that is not finished: the beam plan is returned).
-RESERVE_PER_BUILD_SECOND = 0.6
-
-
-def _scip(
-    p: PathProblem, layers: list[list[int]], beam: FoundPlan | None, deadline: float
-) -> tuple[str, dict[tuple[int, int], float]] | str:
-    """Build the model, solve it (twice for the tie rule when the first solve is optimal) and free it. Returns
-    (SCIP status, the x values) for a solution, "infeasible" for a proof, or the stage the limit stopped (the
-    caller then returns the beam plan)."""
+def _scip(p: PathProblem, layers: list[list[int]], beam: FoundPlan | None, job: Job) -> None:
+    """Build the model, solve it (twice for the tie rule when the first solve is optimal); SCIP's incumbents go to
+    the job's record as SCIP finds them. The model is freed after the caller has read the record."""
     from pyscipopt import Model, quicksum
 
-    building = time.perf_counter()
-
-    def late() -> bool:
-        now = time.perf_counter()
-        return now + RESERVE_PER_BUILD_SECOND * (now - building) > deadline
-
     model = Model("plan")
+    job.own(model)
     model.hideOutput()
     model.setParam("numerics/feastol", FEASIBILITY_TOLERANCE)
     model.setParam("limits/gap", 0.0)
-    model.setParam("timing/clocktype", 2)  # wall clock, as the time limit is
     model.setMaximize()
     # Rows are created empty and filled coefficient by coefficient: building a product expression per term costs
     # several times more (seconds on a 2,000-node graph).
@@ -163,9 +145,10 @@ def _scip(
     value: dict[tuple[int, int], float] = {}
     inflow: dict[tuple[int, int], list] = defaultdict(list)  # (node, t) -> vars of edges arriving at step t
     outflow: dict[tuple[int, int], list] = defaultdict(list)  # (node, t) -> vars of edges leaving as step t + 1
+    leaving: dict[tuple[int, int], list[tuple[int, Any]]] = defaultdict(list)  # the same with their edges
     for t, layer in enumerate(layers):
-        if late():
-            return "building the model"
+        if job.late():
+            return
         weight = p.discount**t
         for e in layer:
             gain = weight * p.reward[p.dst[e]]
@@ -174,13 +157,14 @@ def _scip(
             if gain:
                 value[e, t] = gain
             outflow[p.src[e], t].append(var)
+            leaving[p.src[e], t].append((e, var))
             if not p.goal[p.dst[e]]:
                 inflow[p.dst[e], t + 1].append(var)
 
     model.addCons(quicksum(outflow[p.start, 0]) == 1, name="leave_start")
     for count, (v, t) in enumerate(sorted(set(inflow) | {key for key in outflow if key[1] > 0})):
-        if count % 1000 == 0 and late():
-            return "building the model"
+        if count % 1000 == 0 and job.late():
+            return
         row = model.addCons(quicksum([]) == 0, name=f"flow_{v}_{t}")
         for var in inflow.get((v, t), ()):
             model.addCoefLinear(row, var, 1.0)
@@ -189,8 +173,8 @@ def _scip(
 
     excess: dict[int, Any] = {}
     for j, limit in enumerate(p.budget):
-        if late():
-            return "building the model"
+        if job.late():
+            return
         terms = [(p.cost[e][j], var) for (e, _), var in x.items() if p.cost[e][j]]
         if not terms:
             continue
@@ -206,49 +190,56 @@ def _scip(
     start_plan = _start_plan(p, beam, x, excess)
     if start_plan:
         _add_start(model, start_plan)
-    if late():
-        return "building the model"
-    reserve = RESERVE_PER_BUILD_SECOND * (time.perf_counter() - building)
-    status = _optimize(model, deadline - reserve)
+
+    def walk_of(solution: Any) -> list[int]:
+        """The edges of the plan a solution describes, followed from the start (a few reads per step)."""
+        edges: list[int] = []
+        at = p.start
+        for t in range(len(layers)):
+            step = next((e for e, var in leaving.get((at, t), ()) if model.getSolVal(solution, var) > 0.5), None)
+            if step is None:
+                break
+            edges.append(step)
+            at = p.dst[step]
+            if p.goal[at]:
+                break
+        return edges
+
+    solving = "incumbent"  # which entry of the record SCIP's incumbents go to: "fewer" in the second solve
+    watch(model, job, lambda _, solution: job.record(**{solving: walk_of(solution)}))
+    if job.late():
+        return
+    job.record(stage="SCIP was solving")
+    status = optimize(model, job)
     if status == "infeasible":
-        return "infeasible"
+        job.record(infeasible=True)
+        return
     if model.getNSols() == 0:
         if status == "optimal":
             raise MetaharnessError("SCIP reported an optimum without a solution; please report this graph.")
-        return f"SCIP ran (it stopped: {status})"
-    values = {key: model.getVal(var) for key, var in x.items()}
-    if status == "optimal":
-        values = _fewest_steps(model, x, excess, value, values, deadline - reserve)
-    return status, values
-
-
-# Of the time left when SCIP starts, this much is kept for reading the solution and checking the plan.
-READ_MARGIN = 0.05
-
-
-def _optimize(model: Any, deadline: float) -> str:
-    if math.isfinite(deadline):
-        model.setParam("limits/time", max(0.0, (deadline - time.perf_counter()) * (1 - READ_MARGIN)))
-    model.optimize()
-    return str(model.getStatus())
+        job.record(stopped=status)
+        return
+    best = walk_of(model.getBestSol())
+    if status != "optimal":
+        job.record(incumbent=best, stopped=status)
+        return
+    job.record(optimum=best, stage="the second solve (fewest steps at the optimal value)")
+    solving = "fewer"
+    if _fewest_steps(model, x, excess, value, job):
+        job.record(fewer=walk_of(model.getBestSol()), tie_done=True)
 
 
 def _fewest_steps(
-    model: Any,
-    x: dict[tuple[int, int], Any],
-    excess: dict[int, Any],
-    value: dict[tuple[int, int], float],
-    values: dict[tuple[int, int], float],
-    deadline: float,
-) -> dict[tuple[int, int], float]:
-    """The second solve: the optimum's value held (up to the value tolerance), the fewest steps. Returns the new
-    solution, or ``values`` when the time limit stops it without a better one."""
+    model: Any, x: dict[tuple[int, int], Any], excess: dict[int, Any], value: dict[tuple[int, int], float], job: Job
+) -> bool:
+    """The second solve: the optimum's value held (up to the value tolerance), the fewest steps, started from the
+    optimum. True when it proved the fewest steps."""
     from pyscipopt import quicksum
 
     best = model.getObjVal()
-    steps = sum(v > 0.5 for v in values.values())
-    start = [(var, float(values[key] > 0.5)) for key, var in x.items()]
-    start += [(var, model.getVal(var)) for var in excess.values()]
+    solution = model.getBestSol()
+    start = [(var, float(model.getSolVal(solution, var) > 0.5)) for var in x.values()]
+    start += [(var, model.getSolVal(solution, var)) for var in excess.values()]
     model.freeTransform()
     keep = model.addCons(quicksum([]) >= best - VALUE_TOLERANCE * max(1.0, abs(best)), name="keep_value")
     for key, gain in value.items():
@@ -257,11 +248,43 @@ def _fewest_steps(
         model.addCoefLinear(keep, var, var.getObj())  # minus the soft-target weight
     model.setObjective(quicksum(x.values()), "minimize")
     _add_start(model, start)
-    status = _optimize(model, deadline)
-    if model.getNSols() == 0 or status not in ("optimal", "timelimit", "gaplimit", "sollimit"):
-        return values
-    fewer = {key: model.getVal(var) for key, var in x.items()}
-    return fewer if sum(v > 0.5 for v in fewer.values()) <= steps else values
+    if job.late():
+        return False
+    return optimize(model, job) == "optimal" and model.getNSols() > 0
+
+
+def _result(p: PathProblem, record: dict[str, Any], finished: bool, started: float) -> PlanResult:
+    """The answer from the worker's record: its proof when it finished, else the best plan it had (SCIP's incumbent or
+    the beam plan, checked here)."""
+    if record.get("infeasible"):
+        return PlanResult("infeasible", "ilp", time.perf_counter() - started)
+    soft = p.soft is not None
+    if record.get("optimum"):
+        optimum, fewer = record["optimum"], record.get("fewer")
+        edges = fewer if fewer and len(fewer) <= len(optimum) else optimum
+        walk = p.check_walk([p.edge_ids[e] for e in edges])
+        result = PlanResult.from_walk("optimal", "ilp", walk, soft=soft, seconds=time.perf_counter() - started)
+        if not record.get("tie_done"):
+            result.note = (
+                "The time limit passed during the second solve (fewest steps at the optimal value): the value is "
+                "optimal, a plan of equal value with fewer steps may exist."
+            )
+        return result
+    found = {name: record[name] for name in ("incumbent", "beam") if record.get(name)}
+    if not found:
+        return _out_of_time(started, "SCIP was solving" if record.get("stopped") else record.get("stage", "starting"))
+    walks = {name: p.check_walk([p.edge_ids[e] for e in edges]) for name, edges in found.items()}
+    name = max(walks, key=lambda n: (walks[n].objective, -len(walks[n].path)))
+    result = PlanResult.from_walk("feasible", "ilp", walks[name], soft=soft, seconds=time.perf_counter() - started)
+    if name == "beam":
+        result.note = (
+            f"The time limit passed while {record.get('stage')}: the plan is the beam search's, not proved optimal."
+        )
+    elif finished:
+        result.note = f"SCIP stopped at its time limit ({record.get('stopped')}); the plan may not be optimal."
+    else:
+        result.note = "The time limit passed while SCIP was solving: the plan is SCIP's best yet, not proved optimal."
+    return result
 
 
 def _start_plan(
@@ -284,31 +307,7 @@ def _add_start(model: Any, values: list[tuple[Any, float]]) -> None:
     model.addSol(sol, free=True)
 
 
-def _walk(p: PathProblem, layers: list[list[int]], values: dict[tuple[int, int], float]) -> list:
-    """The edge ids of the plan a solution's ``x`` values describe."""
-    chosen = {(p.src[e], t): e for (e, t), value in values.items() if value > 0.5}
-    path, at = [], p.start
-    for t in range(len(layers)):
-        step = chosen.get((at, t))
-        if step is None:
-            break
-        path.append(p.edge_ids[step])
-        at = p.dst[step]
-        if p.goal[at]:
-            break
-    return path
-
-
-def _out_of_time(p: PathProblem, beam: FoundPlan | None, started: float, stage: str) -> PlanResult:
-    """What the ILP returns when its time limit passes before SCIP has a plan: the beam plan (feasible, not proved
-    optimal) when there is one, else "unknown"."""
-    if beam is None:
-        return PlanResult(
-            "unknown", "ilp", time.perf_counter() - started, note=f"The time limit passed while {stage}, before a plan."
-        )
-    walk = p.check_walk([p.edge_ids[e] for e in beam.edges])
-    result = PlanResult.from_walk(
-        "feasible", "ilp", walk, soft=p.soft is not None, seconds=time.perf_counter() - started
+def _out_of_time(started: float, stage: str) -> PlanResult:
+    return PlanResult(
+        "unknown", "ilp", time.perf_counter() - started, note=f"The time limit passed while {stage}, before a plan."
     )
-    result.note = f"The time limit passed while {stage}: the plan is the beam search's, not proved optimal."
-    return result

@@ -63,8 +63,9 @@ def select(
     """Choose what to implement and evaluate in program graph ``graph`` (module docstring) with ``solver``.
 
     ``budget``: one cap per budget entry, or a mapping from limit names to caps (absent limits unlimited); default
-    the graph's own. ``seed`` seeds the scenarios (and the ``random`` baseline's order); ``time_limit`` (seconds)
-    bounds the ILP, which then reports ``gap``. Status "infeasible" (``value`` None) when not one candidate fits.
+    the graph's own. ``seed`` seeds the scenarios (and the ``random`` baseline's order); ``time_limit`` (seconds of
+    wall clock from the call, building the problem included) bounds the ILP, which then reports ``gap``. Status
+    "infeasible" (``value`` None) when not one candidate fits.
     """
     if solver not in SELECTION_SOLVERS:
         raise InputError(f"Unknown selection solver {solver!r}; use one of {', '.join(SELECTION_SOLVERS)}.")
@@ -84,17 +85,17 @@ def select(
                 f"them), too many for the exact selection solver: use solver 'ilp' or 'auto'."
             ) from None
     elif solver == "auto":
-        result = _auto(problem, time_limit)
+        result = _auto(problem, time_limit, started)
     elif solver == "ilp":
-        result = ilp_selection(problem, time_limit=time_limit)
+        result = ilp_selection(problem, time_limit=time_limit, started=started)
     else:
         result = baseline_selection(problem, solver, seed=seed)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _auto(problem: SelectionProblem, time_limit: float | None) -> PlanResult:
+def _auto(problem: SelectionProblem, time_limit: float | None, started: float) -> PlanResult:
     if problem.size <= EXACT_CANDIDATE_LIMIT:
         with contextlib.suppress(SelectionLimitReached):
             return exact_selection(problem, max_expansions=AUTO_EXPANSION_LIMIT)
-    return ilp_selection(problem, time_limit=time_limit)
+    return ilp_selection(problem, time_limit=time_limit, started=started)
