@@ -10,25 +10,56 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import jsonschema
 
+from metaharness.json_types import JSONValue
 from metaharness.models.protocol import ChatRequest, ModelClient, StructuredOutputError
 
 DEFAULT_ATTEMPTS = 3
 
 
+class Attempt(TypedDict):
+    """One attempt of :func:`ask_json`, for the planning record: the answer's text, its JSON, what was wrong."""
+
+    text: str
+    parsed: JSONValue
+    error: str | None
+
+
+def members(answer: JSONValue, key: str) -> list[JSONValue]:
+    """``answer[key]`` of a schema-checked answer where the schema makes it a list; [] where it is not one."""
+    found = answer.get(key) if isinstance(answer, dict) else None
+    return found if isinstance(found, list) else []
+
+
+def text_at(answer: JSONValue, key: str) -> str:
+    """``answer[key]`` where the schema makes it a string; "" where it is not one."""
+    found = answer.get(key) if isinstance(answer, dict) else None
+    return found if isinstance(found, str) else ""
+
+
+def strings(values: list[JSONValue]) -> list[str]:
+    """The strings of a schema-checked list of strings."""
+    return [v for v in values if isinstance(v, str)]
+
+
+def numbers(values: list[JSONValue]) -> list[float]:
+    """The numbers of a schema-checked list of numbers, as floats."""
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
 def ask_json(
     model: ModelClient,
-    messages: list[dict[str, Any]],
+    messages: list[dict[str, str]],
     schema: dict[str, Any],
     *,
-    check: Callable[[Any], str | None] | None = None,
+    check: Callable[[JSONValue], str | None] | None = None,
     attempts: int = DEFAULT_ATTEMPTS,
     max_tokens: int = 512,
     temperature: float = 0.0,
-) -> tuple[Any | None, list[dict[str, Any]]]:
+) -> tuple[Any | None, list[Attempt]]:
     """Return (the first answer that validates and passes ``check``, or None; the log of every attempt).
 
     ``check`` returns what is wrong with a parsed answer, or None when it is usable. Model failures the user must
@@ -37,7 +68,7 @@ def ask_json(
     each further attempt would cost as much for the same answer.
     """
     conversation = list(messages)
-    log: list[dict[str, Any]] = []
+    log: list[Attempt] = []
     for _ in range(max(1, attempts)):
         request = ChatRequest(conversation, temperature=temperature, max_tokens=max_tokens, json_schema=schema)
         text, value = "", None

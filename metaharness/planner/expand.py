@@ -21,9 +21,8 @@ output is returned in :attr:`Growth.stages` (the same record shape as :class:`me
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import networkx as nx
 
@@ -42,6 +41,7 @@ from metaharness.planner.subagents import (
     StateMerger,
     StateSimulator,
 )
+from metaharness.planner.subagents.stage_io import StageRecord, stage_record
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Growth:
 
     added: list[NodeId] = field(default_factory=list)
     merged: list[tuple[str, NodeId]] = field(default_factory=list)
-    stages: list[dict[str, Any]] = field(default_factory=list)
+    stages: list[StageRecord] = field(default_factory=list)
 
 
 def grow(
@@ -68,11 +68,16 @@ def grow(
     """Run one round of the four stages over ``graph`` (module docstring); ``new_id`` names each new node."""
     growth = Growth()
 
-    def record(name: str, stage: Any, inputs: Any, output: Any, **extra: Any) -> None:
-        take = getattr(stage, "take_calls", None)
-        growth.stages.append(
-            {"stage": name, "input": inputs, "output": output, **extra, "calls": take() if take else []}
-        )
+    def record(
+        name: str,
+        stage: object,
+        inputs: Mapping[str, object],
+        output: Sequence[object],
+        *,
+        dropped: str | None = None,
+        ignored: str | None = None,
+    ) -> None:
+        growth.stages.append(stage_record(name, stage, inputs, output, dropped=dropped, ignored=ignored))
 
     sampled = [p for p in list(sampler.sample(task, plans))[:plans] if _can_start(graph, p)]
     record("sample", sampler, {"plans": plans}, [{"start": p.start, "subplans": p.to_json()} for p in sampled])
@@ -91,7 +96,7 @@ def grow(
             simulator,
             {"start": plan.start, "plan": plan.to_json()},
             [s.to_json() for s in steps],
-            **({"dropped": problem} if problem else {}),
+            dropped=problem,
         )
         if not problem:
             simulated.append((plan, steps))

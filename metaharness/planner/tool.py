@@ -33,6 +33,9 @@ import jsonschema
 from metaharness.errors import InputError, MetaharnessError
 from metaharness.json_types import JSONObject
 from metaharness.models.protocol import ModelClient, Tool
+from metaharness.planner.graph import PlanGraph
+from metaharness.planner.solve import solve
+from metaharness.planner.subagents.tool_calls import ToolCallJSON
 from metaharness.planner.tps import plan
 
 if TYPE_CHECKING:
@@ -216,7 +219,7 @@ class RouteStepResult(TypedDict, total=False):
     action: str
     expected_state: str
     cost: dict[str, float]
-    call: dict[str, Any]
+    call: ToolCallJSON
 
 
 class PlanToolResult(TypedDict):
@@ -285,8 +288,6 @@ def call_solve_tool(arguments: Mapping[str, object]) -> PlanResultJSON:
 
     A graph that does not match the schema, or that ``docs/plan-graph.md`` rejects, raises :class:`InputError`.
     """
-    from metaharness.planner.graph import PlanGraph
-    from metaharness.planner.solve import solve
 
     arguments = _validated(SOLVE_TOOL_NAME, arguments)
     graph = PlanGraph.from_json(arguments["graph"])
@@ -332,6 +333,7 @@ def build_mcp_server(model: ModelClient | None = None, **options: Any) -> MCPSer
     mcp 2.x calls the high-level server ``MCPServer`` (``mcp.server.mcpserver``); 1.x called it ``FastMCP``
     (``mcp.server.fastmcp``), with the same ``tool`` decorator and ``run``.
     """
+    # The MCP libraries are heavy: loaded only to serve.
     import anyio
 
     server_class: type[MCPServer]

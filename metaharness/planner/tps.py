@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypedDict
 
 from metaharness.errors import InputError
 from metaharness.models.protocol import ModelClient
-from metaharness.planner.graph import NodeId, PlanGraph
-from metaharness.planner.result import PlanResult
+from metaharness.planner.graph import GraphJSON, NodeId, PlanGraph
+from metaharness.planner.result import PlanResult, PlanResultJSON
 from metaharness.planner.solve import SolverName, solve
 from metaharness.planner.subagents import (
     DEAD_END,
@@ -48,7 +48,8 @@ from metaharness.planner.subagents import (
     ToolCallPlanSampler,
     check_call,
 )
-from metaharness.planner.subagents.tool_calls import parse_call
+from metaharness.planner.subagents.stage_io import StageRecord, TaskJSON, stage_record
+from metaharness.planner.subagents.tool_calls import ToolCallJSON, parse_call
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,45 @@ class RouteStep:
     edge: NodeId
     node: NodeId
     key: str | None = None
-    call: dict[str, Any] | None = None
+    call: ToolCallJSON | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> RouteStepJSON:
+        call = (
+            None if self.call is None else ToolCallJSON(tool=self.call["tool"], arguments=dict(self.call["arguments"]))
+        )
+        return RouteStepJSON(
+            action=self.action,
+            expected_state=self.expected_state,
+            cost=dict(self.cost),
+            edge=self.edge,
+            node=self.node,
+            key=self.key,
+            call=call,
+        )
+
+
+class RouteStepJSON(TypedDict):
+    action: str
+    expected_state: str
+    cost: dict[str, float]
+    edge: NodeId
+    node: NodeId
+    key: str | None
+    call: ToolCallJSON | None
+
+
+class RouteRecord(TypedDict):
+    """The planning record (:meth:`RouteResult.to_json`; :func:`replay` rebuilds a result from it)."""
+
+    status: Literal["route", "no_route"]
+    reason: str
+    task: TaskJSON
+    route: list[RouteStepJSON]
+    cost: dict[str, float]
+    guidance: str
+    graph: GraphJSON | None
+    solution: PlanResultJSON | None
+    stages: list[StageRecord]
 
 
 @dataclass
@@ -78,7 +114,7 @@ class RouteResult:
     route: list[RouteStep] = field(default_factory=list)
     graph: PlanGraph | None = None
     solution: PlanResult | None = None
-    stages: list[dict[str, Any]] = field(default_factory=list)
+    stages: list[StageRecord] = field(default_factory=list)
     reason: str = ""
 
     @property
@@ -99,7 +135,7 @@ class RouteResult:
         lines.append("This is guidance: compare each expected state with what you observe and replan if they differ.")
         return "\n".join(lines)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RouteRecord:
         return {
             "status": self.status,
             "reason": self.reason,
@@ -128,7 +164,7 @@ def plan(
     solver: SolverName = "exact",
     start_key: str | None = None,
     max_tokens: int = 512,
-    tools: Sequence[Any] | None = None,
+    tools: Sequence[object] | None = None,
 ) -> RouteResult:
     """Run the four TPS stages and the solver; see the module docstring.
 
@@ -152,17 +188,22 @@ def plan(
             "plan() needs model= (e.g. connect('local:smollm2-135m')) or all of sampler, simulator and labeler."
         )
     merger = merger or KeyJudgeMerger(model)
-    stages: list[dict[str, Any]] = []
+    stages: list[StageRecord] = []
 
-    def record(name: str, stage: Any, inputs: dict[str, Any], output: Any, **extra: Any) -> None:
-        take: Callable[[], list[dict[str, Any]]] | None = getattr(stage, "take_calls", None)
-        stages.append({"stage": name, "input": inputs, "output": output, **extra, "calls": take() if take else []})
+    def record(
+        name: str,
+        stage: object,
+        inputs: Mapping[str, object],
+        output: Sequence[object],
+        *,
+        dropped: str | list[str] | None = None,
+        ignored: str | None = None,
+    ) -> None:
+        stages.append(stage_record(name, stage, inputs, output, dropped=dropped, ignored=ignored))
 
     sampled = list(sampler.sample(task, plans))[:plans]
     valid, dropped = _valid_plans(task, sampled)
-    record(
-        "sample", sampler, {"plans": plans}, [p.to_json() for p in sampled], **({"dropped": dropped} if dropped else {})
-    )
+    record("sample", sampler, {"plans": plans}, [p.to_json() for p in sampled], dropped=dropped)
     if not valid:
         reason = "the plan sampler produced no plan" + (" whose tool calls all validate" if dropped else "")
         return RouteResult("no_route", task, stages=stages, reason=reason + ".")
@@ -176,7 +217,7 @@ def plan(
             simulator,
             {"plan": candidate.to_json()},
             [s.to_json() for s in steps],
-            **({"dropped": problem} if problem else {}),
+            dropped=problem,
         )
         if not problem:
             simulated.append((candidate, steps))
@@ -187,9 +228,7 @@ def plan(
     states += [PredictedState(s.state, s.key) for _, steps in simulated for s in steps]
     groups = list(merger.merge(task, states))
     problem = _grouping_problem(groups, len(states))
-    record(
-        "merge", merger, {"states": [s.to_json() for s in states]}, groups, **({"ignored": problem} if problem else {})
-    )
+    record("merge", merger, {"states": [s.to_json() for s in states]}, groups, ignored=problem)
     if problem:
         groups = list(range(len(states)))  # unmerged states are always safe
 
@@ -206,7 +245,7 @@ def plan(
         labeler,
         {"states": [states[r].to_json() for r in representatives]},
         labels,
-        **({"ignored": problem} if problem else {}),
+        ignored=problem,
     )
     if problem:
         labels = [NEUTRAL] * len(representatives)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from metaharness.json_types import JSONObject, JSONValue
+from metaharness.planner.asking import members, numbers
 from metaharness.planner.subagents.model_stage import ModelStage
 from metaharness.planner.subagents.stage_io import PlanningTask, PredictedState
 
@@ -24,8 +26,13 @@ class RewardLabeler(Protocol):
     def label(self, task: PlanningTask, states: list[PredictedState]) -> list[int]: ...
 
 
-def labeler_schema(count: int) -> dict[str, Any]:
-    labels = {"type": "array", "minItems": count, "maxItems": count, "items": {"enum": [GOAL, NEUTRAL, DEAD_END]}}
+def labeler_schema(count: int) -> JSONObject:
+    labels: JSONObject = {
+        "type": "array",
+        "minItems": count,
+        "maxItems": count,
+        "items": {"enum": [GOAL, NEUTRAL, DEAD_END]},
+    }
     return {"type": "object", "properties": {"labels": labels}, "required": ["labels"]}
 
 
@@ -35,14 +42,14 @@ class ModelRewardLabeler(ModelStage):
     def label(self, task: PlanningTask, states: list[PredictedState]) -> list[int]:
         listing = "\n".join(f"{i + 1}. {s.state}" for i, s in enumerate(states))
 
-        def check(answer: Any) -> str | None:
-            got = len(answer["labels"])
+        def check(answer: JSONValue) -> str | None:
+            got = len(members(answer, "labels"))
             return None if got == len(states) else f"give exactly {len(states)} labels, one per state (got {got})"
 
         answer = self.ask(
             LABELER_SYSTEM, f"{task.describe()}\n\nStates:\n{listing}", labeler_schema(len(states)), check=check
         )
-        return [int(x) for x in answer["labels"]] if answer else [NEUTRAL] * len(states)
+        return [int(x) for x in numbers(members(answer, "labels"))] if answer else [NEUTRAL] * len(states)
 
 
 class ScoreLabeler:

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
 from metaharness.models.protocol import ModelClient
-from metaharness.planner.subagents.model_stage import ModelStage
+from metaharness.planner.subagents.model_stage import ModelStage, StageCall
 from metaharness.planner.subagents.stage_io import PlanningTask, PredictedState
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class JudgeOptions(TypedDict, total=False):
+    """The judge's stage options (its answers are a few tokens long: ``max_tokens`` is the merger's)."""
+
+    attempts: int
+    temperature: float
+
 
 MERGER_SYSTEM = (
     "You are the state merger of a planning system. Two plans predicted the two states below. Decide whether they "
@@ -40,7 +51,12 @@ class KeyJudgeMerger:
     """Exact-key merge where states have a canonical form, a model judge (optional) otherwise."""
 
     def __init__(
-        self, model: ModelClient | None = None, *, similarity: float = 0.6, max_judge_calls: int = 32, **options: Any
+        self,
+        model: ModelClient | None = None,
+        *,
+        similarity: float = 0.6,
+        max_judge_calls: int = 32,
+        **options: Unpack[JudgeOptions],
     ) -> None:
         self.judge = ModelStage(model, max_tokens=16, **options) if model is not None else None
         self.similarity = similarity
@@ -58,7 +74,7 @@ class KeyJudgeMerger:
                 representatives.append(i)
         return groups
 
-    def take_calls(self) -> list[dict[str, Any]]:
+    def take_calls(self) -> list[StageCall]:
         return self.judge.take_calls() if self.judge else []
 
     def _same(self, a: PredictedState, b: PredictedState) -> bool:
@@ -77,4 +93,4 @@ class KeyJudgeMerger:
 
 def _judged_same(judge: ModelStage, first: str, second: str) -> bool:
     answer = judge.ask(MERGER_SYSTEM, f"State A:\n{first}\n\nState B:\n{second}", SCHEMA)
-    return bool(answer and answer["same"] is True)
+    return isinstance(answer, dict) and answer.get("same") is True

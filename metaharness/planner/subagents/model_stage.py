@@ -3,10 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
+from metaharness.json_types import JSONValue
 from metaharness.models.protocol import ModelClient
-from metaharness.planner.asking import DEFAULT_ATTEMPTS, ask_json
+from metaharness.planner.asking import DEFAULT_ATTEMPTS, Attempt, ask_json
+
+
+class StageOptions(TypedDict, total=False):
+    """The options of a model-backed stage that its subclasses pass on (``**options``)."""
+
+    max_tokens: int
+    attempts: int
+    temperature: float
+
+
+class StageCall(TypedDict):
+    """One question a stage asked, for the planning record: the prompt, the schema and every attempt."""
+
+    system: str
+    user: str
+    schema: dict[str, Any]
+    attempts: list[Attempt]
 
 
 class ModelStage:
@@ -19,12 +37,13 @@ class ModelStage:
         self.max_tokens = max_tokens
         self.attempts = attempts
         self.temperature = temperature
-        self._calls: list[dict[str, Any]] = []
+        self._calls: list[StageCall] = []
 
     def ask(
-        self, system: str, user: str, schema: dict[str, Any], check: Callable[[Any], str | None] | None = None
+        self, system: str, user: str, schema: dict[str, Any], check: Callable[[JSONValue], str | None] | None = None
     ) -> Any | None:
-        """The parsed answer, or None when every attempt was malformed (the log says how)."""
+        """The parsed answer (schema-checked: a JSON object for an object schema), or None when every attempt was
+        malformed (the log says how)."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         value, attempts = ask_json(
             self.model,
@@ -38,6 +57,6 @@ class ModelStage:
         self._calls.append({"system": system, "user": user, "schema": schema, "attempts": attempts})
         return value
 
-    def take_calls(self) -> list[dict[str, Any]]:
+    def take_calls(self) -> list[StageCall]:
         calls, self._calls = self._calls, []
         return calls

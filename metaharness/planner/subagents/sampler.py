@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ModelClient
-from metaharness.planner.subagents.model_stage import ModelStage
+from metaharness.planner.asking import members, strings
+from metaharness.planner.subagents.model_stage import ModelStage, StageOptions
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_PLANS = 4  # TPS/TAPE: M = 4 plans works best
 
@@ -31,10 +36,10 @@ class PlanSampler(Protocol):
 MAX_SUBPLAN_CHARS = 160
 
 
-def sampler_schema(plans: int, max_steps: int) -> dict[str, Any]:
-    text = {"type": "string", "minLength": 1, "maxLength": MAX_SUBPLAN_CHARS}
-    subplans = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": text}
-    plan = {"type": "object", "properties": {"subplans": subplans}, "required": ["subplans"]}
+def sampler_schema(plans: int, max_steps: int) -> JSONObject:
+    text: JSONObject = {"type": "string", "minLength": 1, "maxLength": MAX_SUBPLAN_CHARS}
+    subplans: JSONObject = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": text}
+    plan: JSONObject = {"type": "object", "properties": {"subplans": subplans}, "required": ["subplans"]}
     return {
         "type": "object",
         "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": plans, "items": plan}},
@@ -45,7 +50,7 @@ def sampler_schema(plans: int, max_steps: int) -> dict[str, Any]:
 class ModelPlanSampler(ModelStage):
     """Asks the model for ``plans`` plans in one answer (as TAPE does); duplicates are dropped."""
 
-    def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Any) -> None:
+    def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Unpack[StageOptions]) -> None:
         super().__init__(model, **options)
         self.max_steps = max_steps
 
@@ -57,15 +62,15 @@ class ModelPlanSampler(ModelStage):
             check=_has_a_plan,
         )
         found: list[CandidatePlan] = []
-        for item in (answer or {}).get("plans", [])[:plans]:
-            subplans = tuple(s.strip() for s in item["subplans"] if s.strip())[: self.max_steps]
+        for item in members(answer, "plans")[:plans]:
+            subplans = tuple(s.strip() for s in strings(members(item, "subplans")) if s.strip())[: self.max_steps]
             plan = CandidatePlan(subplans)
             if subplans and plan not in found:
                 found.append(plan)
         return found
 
 
-def _has_a_plan(answer: Any) -> str | None:
-    if not any(any(s.strip() for s in p["subplans"]) for p in answer["plans"]):
+def _has_a_plan(answer: JSONValue) -> str | None:
+    if not any(any(s.strip() for s in strings(members(p, "subplans"))) for p in members(answer, "plans")):
         return "every plan is empty; give at least one plan with at least one non-blank subplan"
     return None

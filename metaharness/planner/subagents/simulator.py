@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ModelClient
-from metaharness.planner.subagents.model_stage import ModelStage
+from metaharness.planner.asking import members, numbers, text_at
+from metaharness.planner.subagents.model_stage import ModelStage, StageOptions
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask, SimulatedStep
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 SIMULATOR_SYSTEM = (
     "You are the state simulator of a planning system. Given the current state and a plan, predict, step by step, "
@@ -35,10 +40,15 @@ class StateSimulator(Protocol):
 MAX_STATE_CHARS = 600
 
 
-def simulator_schema(steps: int, limits: int) -> dict[str, Any]:
-    cost = {"type": "array", "minItems": limits, "maxItems": limits, "items": {"type": "number", "minimum": 0}}
-    state = {"type": "string", "minLength": 1, "maxLength": MAX_STATE_CHARS}
-    step = {
+def simulator_schema(steps: int, limits: int) -> JSONObject:
+    cost: JSONObject = {
+        "type": "array",
+        "minItems": limits,
+        "maxItems": limits,
+        "items": {"type": "number", "minimum": 0},
+    }
+    state: JSONObject = {"type": "string", "minLength": 1, "maxLength": MAX_STATE_CHARS}
+    step: JSONObject = {
         "type": "object",
         "properties": {"state": state, "cost": cost},
         "required": ["state", "cost"],
@@ -55,7 +65,11 @@ class ModelStateSimulator(ModelStage):
     None) when the domain has one, e.g. parsing positions out of a Sokoban observation."""
 
     def __init__(
-        self, model: ModelClient, *, canonical_key: Callable[[str], str | None] | None = None, **options: Any
+        self,
+        model: ModelClient,
+        *,
+        canonical_key: Callable[[str], str | None] | None = None,
+        **options: Unpack[StageOptions],
     ) -> None:
         super().__init__(model, **options)
         self.canonical_key = canonical_key
@@ -72,24 +86,26 @@ class ModelStateSimulator(ModelStage):
             return []
         return [
             SimulatedStep(
-                s["state"].strip(),
-                tuple(float(c) for c in s["cost"]),
-                self.canonical_key(s["state"]) if self.canonical_key else None,
+                text_at(s, "state").strip(),
+                tuple(numbers(members(s, "cost"))),
+                self.canonical_key(text_at(s, "state")) if self.canonical_key else None,
             )
-            for s in answer["steps"]
+            for s in members(answer, "steps")
         ]
 
 
-def _step_checker(steps: int, limits: int) -> Callable[[Any], str | None]:
-    def check(answer: Any) -> str | None:
-        if len(answer["steps"]) != steps:
-            return f"give exactly {steps} steps, one per subplan (got {len(answer['steps'])})"
-        for i, step in enumerate(answer["steps"]):
-            if len(step["cost"]) != limits:
+def _step_checker(steps: int, limits: int) -> Callable[[JSONValue], str | None]:
+    def check(answer: JSONValue) -> str | None:
+        given = members(answer, "steps")
+        if len(given) != steps:
+            return f"give exactly {steps} steps, one per subplan (got {len(given)})"
+        for i, step in enumerate(given):
+            cost = numbers(members(step, "cost"))
+            if len(cost) != limits:
                 return f"step {i + 1} needs exactly {limits} cost numbers, one per limit"
-            if any(not 0 <= c < math.inf for c in step["cost"]):
+            if any(not 0 <= c < math.inf for c in cost):
                 return f"step {i + 1} has a negative or infinite cost; costs are finite numbers >= 0"
-            if not step["state"].strip():
+            if not text_at(step, "state").strip():
                 return f"step {i + 1} has an empty state"
         return None
 

@@ -11,10 +11,66 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from metaharness.errors import InputError
-from metaharness.planner.subagents.tool_calls import CALL_FORMAT, ToolSpec, tool_specs
+from metaharness.planner.subagents.model_stage import StageCall
+from metaharness.planner.subagents.tool_calls import CALL_FORMAT, ToolSpec, ToolSpecJSON, tool_specs
+
+
+class StageRecord(TypedDict, total=False):
+    """One stage's entry in a planning record (``RouteResult.stages``, ``Growth.stages``): what went in, what came
+    out, the model exchanges (``calls``), and what was set aside (``dropped``) or ignored (``ignored``)."""
+
+    stage: str
+    input: Mapping[str, object]
+    output: list[object]
+    dropped: str | list[str]
+    ignored: str
+    calls: list[StageCall]
+
+
+def stage_record(
+    name: str,
+    stage: object,
+    inputs: Mapping[str, object],
+    output: Sequence[object],
+    *,
+    dropped: str | list[str] | None = None,
+    ignored: str | None = None,
+) -> StageRecord:
+    """The record of stage ``name`` (an object that may keep a log of model calls: its ``take_calls``)."""
+    take = getattr(stage, "take_calls", None)
+    entry = StageRecord(stage=name, input=inputs, output=list(output))
+    if dropped:
+        entry["dropped"] = dropped
+    if ignored:
+        entry["ignored"] = ignored
+    entry["calls"] = take() if take else []
+    return entry
+
+
+class TaskJSON(TypedDict, total=False):
+    history: list[str]
+    goal: str
+    budget: dict[str, float]
+    tools: list[ToolSpecJSON]
+
+
+class StepJSON(TypedDict, total=False):
+    state: str
+    cost: list[float]
+    key: str | None
+    score: float | None
+    std: float
+    node_cost: list[float]
+    data: dict[str, Any]
+
+
+class StateJSON(TypedDict, total=False):
+    state: str
+    key: str | None
+    score: float
 
 
 @dataclass(frozen=True)
@@ -36,7 +92,7 @@ class PlanningTask:
         history: str | Sequence[str],
         goal: str,
         budget: Mapping[str, float],
-        tools: Sequence[Any] | None = None,
+        tools: Sequence[object] | None = None,
     ) -> PlanningTask:
         """Normalise user input: a history string or list; a budget mapping ``{name: amount}`` (names, not a list:
         every cost is reported by them); tools in any form
@@ -74,12 +130,10 @@ class PlanningTask:
             text += f"\n\nTools (every step is one call of one of them, {CALL_FORMAT}):\n{listing}"
         return text
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "history": list(self.history),
-            "goal": self.goal,
-            "budget": dict(zip(self.limits, self.budget, strict=False)),
-        }
+    def to_json(self) -> TaskJSON:
+        out = TaskJSON(
+            history=list(self.history), goal=self.goal, budget=dict(zip(self.limits, self.budget, strict=False))
+        )
         if self.tools:
             out["tools"] = [t.to_json() for t in self.tools]
         return out
@@ -116,10 +170,10 @@ class SimulatedStep:
     node_cost: tuple[float, ...] = ()
     data: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": self.state, "cost": list(self.cost), "key": self.key}
+    def to_json(self) -> StepJSON:
+        out = StepJSON(state=self.state, cost=list(self.cost), key=self.key)
         if self.score is not None or self.node_cost:
-            out.update(score=self.score, std=self.std, node_cost=list(self.node_cost))
+            out.update({"score": self.score, "std": self.std, "node_cost": list(self.node_cost)})
         if self.data:
             out["data"] = self.data
         return out
@@ -145,8 +199,8 @@ class PredictedState:
     key: str | None = None
     score: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": self.state, "key": self.key}
+    def to_json(self) -> StateJSON:
+        out = StateJSON(state=self.state, key=self.key)
         if self.score is not None:
             out["score"] = self.score
         return out

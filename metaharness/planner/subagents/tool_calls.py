@@ -16,19 +16,36 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import jsonschema
 
 from metaharness.errors import InputError
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ModelClient
-from metaharness.planner.subagents.model_stage import ModelStage
+from metaharness.planner.asking import members
+from metaharness.planner.subagents.model_stage import ModelStage, StageOptions
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
 
 CALL_FORMAT = 'as JSON {"tool": NAME, "arguments": {...}} with arguments that match the tool\'s schema'
 _NAME = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+
+
+class ToolCallJSON(TypedDict):
+    """A step of a tool plan: ``{"tool": NAME, "arguments": {...}}``."""
+
+    tool: str
+    arguments: JSONObject
+
+
+class ToolSpecJSON(TypedDict):
+    name: str
+    description: str
+    parameters: JSONObject
 
 
 @dataclass(frozen=True)
@@ -37,10 +54,10 @@ class ToolSpec:
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"}, hash=False)
+    parameters: JSONObject = field(default_factory=lambda: {"type": "object"}, hash=False)
 
     @classmethod
-    def of(cls, tool: Any) -> ToolSpec:
+    def of(cls, tool: object) -> ToolSpec:
         """A tool in any accepted form: a ToolSpec or metaharness ``Tool``, OpenAI's ``{"type": "function",
         "function": {...}}``, Anthropic's ``{"name", "description", "input_schema"}``, or ``{"name",
         "description", "parameters"}``. Raises :class:`InputError` naming what is wrong."""
@@ -64,11 +81,11 @@ class ToolSpec:
             ) from None
         return cls(name, str(description or ""), json.loads(json.dumps(dict(parameters))))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ToolSpecJSON:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
-def tool_specs(tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
+def tool_specs(tools: Sequence[object]) -> tuple[ToolSpec, ...]:
     """Normalise the harness's tools (see :meth:`ToolSpec.of`); names must be unique."""
     if isinstance(tools, (str, Mapping)):
         raise InputError("tools must be a list of tool definitions.")
@@ -80,19 +97,24 @@ def tool_specs(tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
     return specs
 
 
-def call_text(call: Mapping[str, Any]) -> str:
+def call_text(call: JSONValue) -> str:
     """A call as the subplan text of a tool plan: canonical JSON, so equal calls are equal subplans."""
+    if not isinstance(call, dict):
+        raise InputError(f"{str(call)[:80]!r} is not a tool call ({CALL_FORMAT})")
     return json.dumps({"tool": call["tool"], "arguments": call["arguments"]}, sort_keys=True)
 
 
-def check_call(call: Any, tools: Sequence[ToolSpec]) -> str | None:
+def check_call(call: object, tools: Sequence[ToolSpec]) -> str | None:
     """What is wrong with ``call`` (a dict, or its JSON text) for these tools, or None when it can be executed."""
     if isinstance(call, str):
+        text = call
         try:
-            call = json.loads(call)
+            call = json.loads(text)
         except json.JSONDecodeError:
-            return f"{call[:80]!r} is not a tool call ({CALL_FORMAT})"
-    if not isinstance(call, Mapping) or set(call) != {"tool", "arguments"}:
+            return f"{text[:80]!r} is not a tool call ({CALL_FORMAT})"
+    if not isinstance(call, Mapping):
+        return f"{str(call)[:80]!r} is not a tool call ({CALL_FORMAT})"
+    if set(call) != {"tool", "arguments"}:
         return f"{str(call)[:80]!r} is not a tool call ({CALL_FORMAT})"
     tool = next((t for t in tools if t.name == call["tool"]), None)
     if tool is None:
@@ -104,15 +126,15 @@ def check_call(call: Any, tools: Sequence[ToolSpec]) -> str | None:
     return None
 
 
-def parse_call(text: str) -> dict[str, Any]:
+def parse_call(text: str) -> ToolCallJSON:
     """The call a tool plan's subplan holds (checked with :func:`check_call` when the plan was sampled)."""
     call = json.loads(text)
     return {"tool": call["tool"], "arguments": call["arguments"]}
 
 
-def calls_schema(tools: Sequence[ToolSpec], plans: int, max_steps: int) -> dict[str, Any]:
+def calls_schema(tools: Sequence[ToolSpec], plans: int, max_steps: int) -> JSONObject:
     """JSON schema of the sampler's answer: up to ``plans`` plans of up to ``max_steps`` calls of these tools."""
-    call = {
+    call: JSONObject = {
         "anyOf": [
             {
                 "type": "object",
@@ -122,8 +144,8 @@ def calls_schema(tools: Sequence[ToolSpec], plans: int, max_steps: int) -> dict[
             for t in tools
         ]
     }
-    steps = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": call}
-    plan = {"type": "object", "properties": {"calls": steps}, "required": ["calls"]}
+    steps: JSONObject = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": call}
+    plan: JSONObject = {"type": "object", "properties": {"calls": steps}, "required": ["calls"]}
     return {
         "type": "object",
         "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": plans, "items": plan}},
@@ -144,20 +166,21 @@ class ToolCallPlanSampler(ModelStage):
     """Stage 1 for tool plans: ``plans`` plans of tool calls in one answer; invalid calls are re-asked, duplicates
     dropped. The subplans are the calls' :func:`call_text`."""
 
-    def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Any) -> None:
+    def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Unpack[StageOptions]) -> None:
         super().__init__(model, **options)
         self.max_steps = max_steps
 
     def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
+        # Here: stage_io imports this module.
         from metaharness.planner.subagents.stage_io import CandidatePlan
 
         tools = task.tools
         if not tools:
             raise InputError("ToolCallPlanSampler needs a planning task with tools.")
 
-        def check(answer: Any) -> str | None:
-            for i, item in enumerate(answer["plans"], 1):
-                for j, call in enumerate(item["calls"], 1):
+        def check(answer: JSONValue) -> str | None:
+            for i, item in enumerate(members(answer, "plans"), 1):
+                for j, call in enumerate(members(item, "calls"), 1):
                     problem = check_call(call, tools)
                     if problem:
                         return f"plan {i}, call {j}: {problem}"
@@ -170,8 +193,8 @@ class ToolCallPlanSampler(ModelStage):
             check=check,
         )
         found: list[CandidatePlan] = []
-        for item in (answer or {}).get("plans", [])[:plans]:
-            plan = CandidatePlan(tuple(call_text(c) for c in item["calls"][: self.max_steps]))
+        for item in members(answer, "plans")[:plans]:
+            plan = CandidatePlan(tuple(call_text(c) for c in members(item, "calls")[: self.max_steps]))
             if plan.subplans and plan not in found:
                 found.append(plan)
         return found
