@@ -36,7 +36,7 @@ class _Line:
     kind: ClassVar[str]
 
     def to_json(self) -> dict[str, object]:
-        return {"type": self.kind, **{f.name: _json(getattr(self, f.name)) for f in fields(self)}}
+        return {"type": self.kind, **_flat(self)}
 
 
 @dataclass(frozen=True)
@@ -206,8 +206,9 @@ class RebuiltIterationLine(_Line):
         return line
 
 
-def _flat(facts: IterationFacts) -> dict[str, object]:
-    return {f.name: _json(getattr(facts, f.name)) for f in fields(facts)}
+def _flat(record: _Line | IterationFacts) -> dict[str, object]:
+    """Every field of ``record`` by its name, as JSON."""
+    return {f.name: _json(getattr(record, f.name)) for f in fields(record)}
 
 
 @dataclass(frozen=True)
