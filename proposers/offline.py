@@ -52,11 +52,12 @@ from metaharness.planner.graph import Node, NodeId, PlanGraph
 from metaharness.planner.program import IMPLEMENTED, PREDICTED, depth, nodes_with
 from metaharness.planner.result import PlanResult
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
+from metaharness.planner.subagents.stage_io import StageRecord
 from metaharness.proposers.operators import Operator, Revision, answer_profile, applicable, get_operator
 from metaharness.proposers.probe import ChangePrior, Prober, ProbeResult, Spread, estimate_change
 from metaharness.proposers.program_search import (
     MIN_STD,
-    Calibration,
+    GainCalibration,
     base_of,
     calibrate,
     grow_round,
@@ -174,14 +175,14 @@ class OfflineProposer:
         simulator = ProbeSimulator(self, graph, state, calibration, sources, seen, prior, spread, budget)
         ranking = _ranked(state.evaluated(), rng)
         made: list[NodeId] = []
-        rounds: list[list[dict[str, object]]] = []
+        rounds: list[list[StageRecord]] = []
 
         def live() -> int:
             return sum(1 for n in made if not graph.node(n).dead_end)
 
-        def grow(starts: list[NodeId], m: int, per_start: int) -> bool:
+        def grow(starts: list[NodeId], plans: int, per_start: int) -> bool:
             sampler = OperatorSampler(self, graph, starts, sources, seen, rng, per_start=per_start)
-            growth = grow_round(state, graph, sampler=sampler, simulator=simulator, m=m, depth_limit=self.depth)
+            growth = grow_round(state, graph, sampler=sampler, simulator=simulator, plans=plans, depth_limit=self.depth)
             made.extend(growth.added)
             rounds.append(growth.stages)
             return bool(growth.added)
@@ -278,7 +279,7 @@ def _probe_changes(graph: PlanGraph) -> list[tuple[float, int]]:
     return rows
 
 
-def _misses(state: RunState, calibration: Calibration) -> list[tuple[float, float, float]]:
+def _misses(state: RunState, calibration: GainCalibration) -> list[tuple[float, float, float]]:
     """(actual - predicted score, probe std, sampling variance of the actual) of every evaluated candidate
     predicted by a probe, re-predicted with today's calibration, for :class:`Spread`."""
     scores = {c.id: c.score for c in state.evaluated()}
@@ -363,14 +364,14 @@ class OperatorSampler:
         ordered = [group[i] for i in range(max(map(len, groups), default=0)) for group in groups if i < len(group)]
         return ordered[: self.per_start]
 
-    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
         options = {start: self.options(start) for start in self.starts}
-        plans: list[CandidatePlan] = []
-        while len(plans) < m and any(options.values()):
+        chosen: list[CandidatePlan] = []
+        while len(chosen) < plans and any(options.values()):
             for start in self.starts:
-                if options[start] and len(plans) < m:
-                    plans.append(CandidatePlan((options[start].pop(0).name,), start=start))
-        return plans
+                if options[start] and len(chosen) < plans:
+                    chosen.append(CandidatePlan((options[start].pop(0).name,), start=start))
+        return chosen
 
 
 class ProbeSimulator:
@@ -384,7 +385,7 @@ class ProbeSimulator:
         proposer: OfflineProposer,
         graph: PlanGraph,
         state: RunState,
-        calibration: Calibration,
+        calibration: GainCalibration,
         sources: dict[str, str],
         seen: set[str],
         prior: ChangePrior,

@@ -44,20 +44,20 @@ from metaharness.proposers.offline import task_model_price
 from metaharness.proposers.probe import ProbeResult
 from metaharness.proposers.program_search import (
     MIN_STD,
-    Calibration,
+    GainCalibration,
     base_of,
     choose,
     grow_round,
     predicted_score,
-    prepare,
     proposals,
+    recalibrated_graph,
 )
 from metaharness.proposers.workspace import summary_table
 from metaharness.search.protocol import Proposal, RunState
 from metaharness.tasks.protocol import Example, Task
 
 SAMPLING = """You are the plan-sampling subagent of a harness optimiser. A harness is the Python program around a
-fixed task model. From the candidates below (and the predicted revisions not yet written), propose {m} different
+fixed task model. From the candidates below (and the predicted revisions not yet written), propose {plans} different
 revision plans. Each plan names a start (an existing candidate id, or a predicted revision's id to extend it) and
 lists one or two revisions, each one concrete sentence a programmer can implement (what to change in the code and
 why). Read the traces: fix what makes examples fail. Mix small fixes of the best with different ideas. Never
@@ -73,7 +73,7 @@ SAMPLER_TOKENS = 12_000  # evidence shown to the sampler (sources, traces, failu
 SIMULATOR_TOKENS = 6_000  # evidence shown to the simulator per revision
 
 
-def _sampling_schema(m: int, starts: list[str]) -> dict[str, Any]:
+def _sampling_schema(plans: int, starts: list[str]) -> dict[str, Any]:
     plan = {
         "type": "object",
         "properties": {
@@ -84,7 +84,7 @@ def _sampling_schema(m: int, starts: list[str]) -> dict[str, Any]:
     }
     return {
         "type": "object",
-        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": m, "items": plan}},
+        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": plans, "items": plan}},
         "required": ["plans"],
     }
 
@@ -140,13 +140,13 @@ class TPSProposer(CodingProposer):
         record: dict[str, Any] = {"iteration": state.iteration}
         if not state.evaluated() or self.prober is None:
             return None, record
-        graph, calibration = prepare(state)
+        graph, calibration = recalibrated_graph(state)
         growth = grow_round(
             state,
             graph,
             sampler=RevisionSampler(self, graph, state),
             simulator=BehaviourSimulator(self, graph, state, calibration),
-            m=self.plans,
+            plans=self.plans,
             depth_limit=self.depth,
         )
         record["stages"] = growth.stages
@@ -229,7 +229,7 @@ class RevisionSampler:
         calls, self.calls = self.calls, []
         return calls
 
-    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
         ranked = sorted(self.state.evaluated(), key=lambda c: -c.score)
         frontier = ranked[:3]
         budget = self.proposer.evidence_tokens(SAMPLER_TOKENS)
@@ -252,20 +252,23 @@ class RevisionSampler:
         if listing:
             parts.append("# Predicted revisions not yet written (you may extend one)\n" + listing)
         messages = [
-            {"role": "system", "content": SAMPLING.format(m=m)},
+            {"role": "system", "content": SAMPLING.format(plans=plans)},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
         starts = [c.id for c in frontier] + [str(n.id) for n in predicted]
         value, attempts = ask_json(
-            self.proposer.model, messages, _sampling_schema(m, starts), max_tokens=min(1024, self.proposer.max_tokens)
+            self.proposer.model,
+            messages,
+            _sampling_schema(plans, starts),
+            max_tokens=min(1024, self.proposer.max_tokens),
         )
         self.calls.append({"attempts": attempts})
-        plans = []
+        sampled: list[CandidatePlan] = []
         for entry in (value or {}).get("plans", []):
             revisions = tuple(_norm(r) for r in entry.get("revisions", []) if str(r).strip())
             if revisions and entry.get("start") in starts:
-                plans.append(CandidatePlan(revisions, start=entry["start"]))
-        return plans
+                sampled.append(CandidatePlan(revisions, start=entry["start"]))
+        return sampled
 
 
 class BehaviourSimulator:
@@ -273,7 +276,7 @@ class BehaviourSimulator:
     harness's predicted correctness on the probe examples, from the start's real (evaluated) or predicted
     behaviour; the key is base and behaviour, so merging is by behaviour."""
 
-    def __init__(self, proposer: TPSProposer, graph: PlanGraph, state: RunState, calibration: Calibration) -> None:
+    def __init__(self, proposer: TPSProposer, graph: PlanGraph, state: RunState, calibration: GainCalibration) -> None:
         self.proposer, self.graph, self.state, self.calibration = proposer, graph, state, calibration
         self.candidates = {c.id: c for c in state.candidates}
         self.calls: list[dict[str, Any]] = []

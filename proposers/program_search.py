@@ -5,8 +5,8 @@ both then hand the run's lasting program graph (``RunState.graph``, :mod:`metaha
 :func:`metaharness.planner.expand.grow` and :func:`metaharness.planner.selection.select`. This module holds the
 glue around those calls:
 
-- :func:`prepare`: the run's graph with every prediction re-predicted by :func:`calibrate` (how far this run's
-  predicted gains held, :func:`recalibrate`), so an old prediction is re-predicted as the calibration learns;
+- :func:`recalibrated_graph`: the run's graph with every prediction re-predicted by :func:`calibrate` (how far this
+  run's predicted gains held, :func:`recalibrate`), so an old prediction is re-predicted as the calibration learns;
 - :func:`grow_round`: one round of the four stages with the proposer's sampler and simulator and the shared merger
   (by behaviour key) and labeler (by predicted score), on the run as TPS's planning task (:func:`planning_task`);
 - :func:`choose`: the selection over the whole graph (old predictions included) within the iteration's budget;
@@ -30,12 +30,13 @@ from metaharness.planner.result import PlanResult
 from metaharness.planner.selection import select
 from metaharness.planner.subagents import KeyJudgeMerger, PlanningTask, PlanSampler, ScoreLabeler, StateSimulator
 from metaharness.search.protocol import Proposal, RunState
+from metaharness.store.program_graph import sync
 
 MIN_STD = 0.03  # a probe of a dozen examples never pins a score down better than this
 UNBOUNDED = 1e18  # a budget entry the run does not cap (the plan graph format wants finite numbers)
 
 
-def iteration_budget(state: RunState) -> dict[str, float]:
+def selection_budget(state: RunState) -> dict[str, float]:
     """The selection budget in the program graph's limits: ``state.proposals`` programs to implement (how many
     validation examples each then gets is the loop's staged evaluation); tokens and dollars unbounded."""
     return {"evals": float(state.proposals), "tokens": UNBOUNDED, "usd": UNBOUNDED}
@@ -44,8 +45,6 @@ def iteration_budget(state: RunState) -> dict[str, float]:
 def run_graph(state: RunState) -> PlanGraph:
     """The run's lasting program graph; outside a run (``state.graph`` None) one built from the candidates alone."""
     if state.graph is None:
-        from metaharness.store.program_graph import sync
-
         state.graph = sync(None, state.candidates)
     return state.graph
 
@@ -67,7 +66,7 @@ def planning_task(state: RunState, graph: PlanGraph) -> PlanningTask:
         standing = f"failed: {(c.error or '')[:200]}" if c.failed else f"score {c.score:.3f}"
         history.append(f"{c.id} (parent {c.parent or 'none'}): {standing} - {c.summary[:200]}")
     goal = f"a harness that scores above {incumbent(graph):.3f} on validation"
-    return PlanningTask.create(history, goal, iteration_budget(state))
+    return PlanningTask.create(history, goal, selection_budget(state))
 
 
 def node_namer(graph: PlanGraph, iteration: int) -> Callable[[], NodeId]:
@@ -84,7 +83,7 @@ def node_namer(graph: PlanGraph, iteration: int) -> Callable[[], NodeId]:
 
 
 @dataclass(frozen=True)
-class Calibration:
+class GainCalibration:
     """How far this run's predicted gains held: actual gain ~ ``slope`` x predicted gain, ``residual`` spread."""
 
     slope: float = 1.0
@@ -95,7 +94,7 @@ class Calibration:
         return {"slope": self.slope, "residual": self.residual, "pairs": self.pairs}
 
 
-def calibrate(state: RunState, *, prior: float = 0.02) -> Calibration:
+def calibrate(state: RunState, *, prior: float = 0.02) -> GainCalibration:
     """Fit the slope of actual on predicted raw gain (over the candidate a prediction was made from) across the
     run's evaluated candidates that carry a prediction, shrunk towards 1 by ``prior`` (in squared score units,
     about two pairs of gain 0.1), clipped to [0, 1.5]. Probes of a dozen examples are noisy; this is how the
@@ -113,18 +112,18 @@ def calibrate(state: RunState, *, prior: float = 0.02) -> Calibration:
         if gain is not None:
             pairs.append((float(gain), cand.score - scores[base]))
     if not pairs:
-        return Calibration()
+        return GainCalibration()
     slope = (sum(p * a for p, a in pairs) + prior) / (sum(p * p for p, _ in pairs) + prior)
     slope = min(1.5, max(0.0, slope))
     residual = (sum((a - slope * p) ** 2 for p, a in pairs) / len(pairs)) ** 0.5 if len(pairs) > 1 else 0.0
-    return Calibration(round(slope, 4), round(residual, 4), len(pairs))
+    return GainCalibration(round(slope, 4), round(residual, 4), len(pairs))
 
 
-def predicted_score(base_score: float, raw_gain: float, calibration: Calibration) -> float:
+def predicted_score(base_score: float, raw_gain: float, calibration: GainCalibration) -> float:
     return min(1.0, max(0.0, base_score + calibration.slope * raw_gain))
 
 
-def recalibrate(graph: PlanGraph, state: RunState, calibration: Calibration) -> int:
+def recalibrate(graph: PlanGraph, state: RunState, calibration: GainCalibration) -> int:
     """Re-predict every predicted node from its recorded raw gain over its evaluated base with ``calibration``;
     returns how many predictions changed."""
     scores = {c.id: c.score for c in state.evaluated()}
@@ -141,7 +140,7 @@ def recalibrate(graph: PlanGraph, state: RunState, calibration: Calibration) -> 
     return changed
 
 
-def prepare(state: RunState) -> tuple[PlanGraph, Calibration]:
+def recalibrated_graph(state: RunState) -> tuple[PlanGraph, GainCalibration]:
     """The run's lasting graph, its predictions re-predicted with the calibration learnt so far."""
     graph = run_graph(state)
     calibration = calibrate(state)
@@ -155,7 +154,7 @@ def grow_round(
     *,
     sampler: PlanSampler,
     simulator: StateSimulator,
-    m: int,
+    plans: int,
     depth_limit: int,
 ) -> Growth:
     """One round of TPS's stages over ``graph``: the proposer's sampler and simulator, merging by behaviour key
@@ -168,7 +167,7 @@ def grow_round(
         simulator=simulator,
         merger=KeyJudgeMerger(),
         labeler=ScoreLabeler(best),
-        plans=m,
+        plans=plans,
         depth_limit=depth_limit,
         new_id=node_namer(graph, state.iteration),
     )
@@ -188,7 +187,7 @@ def choose(state: RunState, graph: PlanGraph, solver: str, *, seed: int) -> Plan
             graph.update_node(node, dead_end=True)
     if not any(not n.dead_end for n in nodes_with(graph, PREDICTED, IMPLEMENTED)):
         return None
-    return select(graph, iteration_budget(state), solver=solver, seed=seed)  # type: ignore[arg-type]
+    return select(graph, selection_budget(state), solver=solver, seed=seed)  # type: ignore[arg-type]
 
 
 def proposals(

@@ -395,16 +395,16 @@ class ScriptedProposer:
 
 
 class FixedPlans:
-    """A :class:`~metaharness.planner.subagents.PlanSampler` that gives the same plans, the first ``m``, every time
+    """A :class:`~metaharness.planner.subagents.PlanSampler` that gives the same plans, the first ``plans``, every time
     (each given as a :class:`CandidatePlan` or its subplans). ``tasks`` records what it was asked, in order."""
 
     def __init__(self, *plans: CandidatePlan | Sequence[str]) -> None:
         self.plans = [p if isinstance(p, CandidatePlan) else CandidatePlan(tuple(p)) for p in plans]
         self.tasks: list[PlanningTask] = []
 
-    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
         self.tasks.append(task)
-        return self.plans[:m]
+        return self.plans[:plans]
 
 
 class TableSimulator:

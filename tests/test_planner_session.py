@@ -162,11 +162,11 @@ class GatedPlans(FixedPlans):
         self.gate = threading.Event()
         self.threads: list[int] = []
 
-    def sample(self, task: PlanningTask, m: int) -> list[CandidatePlan]:
+    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
         self.threads.append(threading.get_ident())
         self.gate.clear()
         assert self.gate.wait(30), "the event loop did not run while the stage worked"
-        return super().sample(task, m)
+        return super().sample(task, plans)
 
 
 def test_async_calls_run_off_the_event_loop():

@@ -6,7 +6,10 @@ ILP runs its model building and SCIP in a worker thread, SCIP with the GIL relea
 the caller's thread waits for the worker only until the deadline. An event handler (:func:`watch`) hands every new
 incumbent to the worker's record as SCIP finds it; when the deadline comes first, the caller takes the best plan
 recorded so far and returns, and the worker interrupts SCIP at its next event (``Model.interruptSolve``) and frees
-the model in the background. The return therefore waits on reading the record, never on SCIP.
+the model in the background. The return therefore waits on reading the record, never on SCIP. What can still delay it is
+the worker holding the GIL: the cyclic garbage collector, which over a model of hundreds of thousands of variables
+held it for up to 0.7 s at load 7, is paused while a limited solve runs (:func:`pause_gc`; the interpreter's
+switch, so other threads go without it for those seconds), and the caller leaves :data:`RETURN_MARGIN` early.
 
 What runs after the caller left still takes CPU, and freeing a large model holds the GIL for a good part of a
 second: :func:`join_workers` waits for it (benchmarks call it so that the next measurement does not pay for it).
@@ -16,14 +19,15 @@ Without a deadline the work runs in the caller's thread and frees the model befo
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import threading
 from collections.abc import Callable
 from typing import Any
 
-# The caller's thread stops waiting this long before the deadline: the time to wake, read the record and check the
-# plan it returns (milliseconds, also on a loaded machine).
-RETURN_MARGIN = 0.02
+# The caller's thread stops waiting this long before the deadline (at most a tenth of the limit): the time to wake
+# and take the GIL on a loaded machine (up to 0.07 s measured at load 7 on 2 CPUs), read the record and check the plan.
+RETURN_MARGIN = 0.1
 
 _workers: set[threading.Thread] = set()
 _workers_lock = threading.Lock()
@@ -39,6 +43,7 @@ class Job:
     def __init__(self, deadline: float, clock: Callable[[], float]) -> None:
         self.deadline = deadline
         self.clock = clock
+        self.leaves = deadline  # when the caller stops waiting (run_until sets it)
         self.left = threading.Event()  # the caller has returned: stop as soon as possible, then free the model
         self.done = threading.Event()
         self.error: BaseException | None = None
@@ -52,7 +57,7 @@ class Job:
 
     def remaining(self) -> float:
         """Seconds until the caller stops waiting (SCIP's own limit, so that it usually stops by itself first)."""
-        return max(0.0, self.deadline - RETURN_MARGIN - self.clock())
+        return max(0.0, self.leaves - self.clock())
 
     def record(self, **entries: Any) -> None:
         with self._lock:
@@ -98,14 +103,22 @@ def run_until(deadline: float, clock: Callable[[], float], work: Callable[[Job],
             try:
                 job._free()
             finally:
+                resume_gc()
                 with _workers_lock:
                     _workers.discard(thread)
 
-    wait = max(0.0, deadline - RETURN_MARGIN - clock())  # before the worker runs: it may move an injected clock
+    now = clock()  # before the worker runs: it may move an injected clock
+    job.leaves = deadline - min(RETURN_MARGIN, 0.1 * max(0.0, deadline - now))
+    wait = max(0.0, job.leaves - now)
+    resume_gc = pause_gc()  # until the caller has left and the model is freed
     thread = threading.Thread(target=target, name="metaharness-scip", daemon=True)
     with _workers_lock:
         _workers.add(thread)
-    thread.start()
+    try:
+        thread.start()
+    except BaseException:
+        resume_gc()
+        raise
     try:
         finished = job.done.wait(wait)
     finally:
@@ -113,6 +126,38 @@ def run_until(deadline: float, clock: Callable[[], float], work: Callable[[Job],
     if finished and job.error is not None:
         raise job.error
     return job, finished
+
+
+_paused = 0
+_paused_lock = threading.Lock()
+_collecting = True
+
+
+def pause_gc() -> Callable[[], None]:
+    """Pause the cyclic garbage collector while a limited solve runs (its model has hundreds of thousands of SCIP
+    variables: a full collection then holds the GIL for up to 0.7 s on a loaded machine, and the caller could not
+    leave in time); returns the function that resumes it (idempotent), which the worker calls once the caller has
+    left. The switch is the interpreter's: paused while any limited solve runs, then restored as it was."""
+    global _paused, _collecting
+    with _paused_lock:
+        if _paused == 0:
+            _collecting = gc.isenabled()
+            gc.disable()
+        _paused += 1
+    resumed = False
+
+    def resume() -> None:
+        global _paused
+        nonlocal resumed
+        with _paused_lock:
+            if resumed:
+                return
+            resumed = True
+            _paused -= 1
+            if _paused == 0 and _collecting:
+                gc.enable()
+
+    return resume
 
 
 def join_workers(timeout: float | None = None) -> None:
