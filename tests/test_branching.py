@@ -16,6 +16,7 @@ from metaharness.agents.branching import (
     run_egb,
     vote_from_samples,
 )
+from metaharness.json_types import JSONValue
 from metaharness.models.protocol import TokenLogprob, Tool
 
 
@@ -246,6 +247,12 @@ def test_argument_options_use_enums_and_schema_fitting_known_values():
             },
         },
     )
-    known = [("task", "ORD-00001"), ("s1", "CUS-00002"), ("s2", 12.5), ("s3", {"error": "x"}), ("s4", "ORD-00003")]
+    known: list[tuple[str, JSONValue]] = [
+        ("task", "ORD-00001"),
+        ("s1", "CUS-00002"),
+        ("s2", 12.5),
+        ("s3", {"error": "x"}),
+        ("s4", "ORD-00003"),
+    ]
     options = argument_options(tool, known)
     assert options == {"order_id": ["ORD-00003", "ORD-00001"], "currency": ["EUR", "USD"], "amount": [12.5]}

@@ -12,6 +12,7 @@ from metaharness.agents.environments.toolworld import ToolWorld
 from metaharness.agents.environments.toolworld_library import Simulator
 from metaharness.agents.environments.toolworld_retrieval import BM25Index, tokenize
 from metaharness.errors import InputError
+from metaharness.json_types import JSONObject
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def test_aliases_compute_the_same_function_and_distractors_do_not(world):
 
 
 def test_simulator_is_deterministic_per_seed():
-    calls = [
+    calls: list[tuple[str, JSONObject]] = [
         ("get_product_seller", {"product_id": "PRD-00042"}),
         ("get_product_price", {"product_id": "PRD-00042"}),
         ("delete_order", {"order_id": "ORD-00001"}),

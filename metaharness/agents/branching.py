@@ -31,10 +31,11 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import jsonschema
 
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import TokenLogprob, Tool, Usage
 
 BranchOrder = Literal["entropy", "random"]
@@ -56,13 +57,13 @@ class PlanEnvironment(Protocol):
     def instructions(self) -> list[str]: ...
 
     @property
-    def constants(self) -> list[tuple[str, Any]]: ...
+    def constants(self) -> list[tuple[str, JSONValue]]: ...
 
     def candidates(self, index: int) -> list[Tool]: ...
 
-    def execute(self, index: int, tool: str, arguments: dict[str, Any]) -> Any: ...
+    def execute(self, index: int, tool: str, arguments: JSONObject) -> JSONValue: ...
 
-    def verify(self, final: Any) -> bool: ...
+    def verify(self, final: JSONValue) -> bool: ...
 
 
 def entropy(probs: dict[str, float]) -> float:
@@ -98,13 +99,15 @@ class Vote:
     def entropy(self) -> float:
         return entropy(self.probs)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {
             "method": self.method,
             "probs": {n: round(self.probs[n], 4) for n in self.ranking},
             "entropy": round(self.entropy, 4),
-            **({"counts": self.counts} if self.counts is not None else {}),
         }
+        if self.counts is not None:
+            out["counts"] = {n: c for n, c in self.counts.items()}
+        return out
 
 
 def vote_from_samples(choices: Sequence[str], candidates: Sequence[str]) -> Vote:
@@ -181,9 +184,13 @@ class Meter:
         if usage is not None:
             self.usage = self.usage + usage
 
-    def to_dict(self) -> dict[str, int]:
-        tokens = {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens}
-        return {"calls": self.calls, "samples": self.samples, **tokens}
+    def to_dict(self) -> JSONObject:
+        return {
+            "calls": self.calls,
+            "samples": self.samples,
+            "input_tokens": self.usage.input_tokens,
+            "output_tokens": self.usage.output_tokens,
+        }
 
 
 @dataclass
@@ -192,13 +199,13 @@ class StepRecord:
 
     index: int
     tool: str
-    arguments: dict[str, Any]
-    observation: Any
+    arguments: JSONObject
+    observation: JSONValue
     vote: Vote
     # "voted": the vote's choice; "substituted": a branch put a runner-up here; "reused": a parent's vote
     origin: str = "voted"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "step": self.index + 1,
             "tool": self.tool,
@@ -218,7 +225,7 @@ class StepView:
     index: int
     candidates: list[Tool]
     history: list[StepRecord]
-    known: list[tuple[str, Any]]
+    known: list[tuple[str, JSONValue]]
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -238,7 +245,7 @@ class ToolChooser(Protocol):
 
     def vote(self, view: StepView, samples: int) -> Vote: ...
 
-    def fill(self, view: StepView, tool: Tool, options: dict[str, list[Any]]) -> dict[str, Any]: ...
+    def fill(self, view: StepView, tool: Tool, options: dict[str, list[JSONValue]]) -> JSONObject: ...
 
 
 @dataclass
@@ -251,14 +258,14 @@ class Trajectory:
     branch_step: int | None = None
 
     @property
-    def final(self) -> Any:
+    def final(self) -> JSONValue:
         return self.steps[-1].observation if self.complete and self.steps else None
 
     @property
     def tools(self) -> list[str]:
         return [s.tool for s in self.steps]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "complete": self.complete,
             "parent": self.parent,
@@ -269,21 +276,21 @@ class Trajectory:
 
 
 @functools.lru_cache(maxsize=65536, typed=True)
-def _fits(schema: str, value: Any) -> bool:
+def _fits(schema: str, value: JSONValue) -> bool:
     """Whether a scalar value satisfies a parameter schema (cached: plans ask the same questions many times)."""
     return jsonschema.Draft202012Validator(json.loads(schema)).is_valid(value)
 
 
-def argument_options(tool: Tool, known: Sequence[tuple[str, Any]]) -> dict[str, list[Any]]:
+def argument_options(tool: Tool, known: Sequence[tuple[str, JSONValue]]) -> dict[str, list[JSONValue]]:
     """Per parameter, the values the call may use: the schema's enum, or the known values that satisfy the
     parameter's schema, most recent first (duplicates removed)."""
-    options: dict[str, list[Any]] = {}
+    options: dict[str, list[JSONValue]] = {}
     for name, schema in tool.parameters.get("properties", {}).items():
         if "enum" in schema:
             options[name] = list(schema["enum"])
             continue
         key = json.dumps(schema, sort_keys=True)
-        found: list[Any] = []
+        found: list[JSONValue] = []
         for _, value in reversed(known):
             if not isinstance(value, dict | list) and value not in found and _fits(key, value):
                 found.append(value)
@@ -291,7 +298,7 @@ def argument_options(tool: Tool, known: Sequence[tuple[str, Any]]) -> dict[str, 
     return options
 
 
-def _known(env: PlanEnvironment, steps: Sequence[StepRecord]) -> list[tuple[str, Any]]:
+def _known(env: PlanEnvironment, steps: Sequence[StepRecord]) -> list[tuple[str, JSONValue]]:
     return list(env.constants) + [(f"step {s.index + 1} result", s.observation) for s in steps]
 
 
@@ -328,7 +335,7 @@ def execute_plan(
             vote = chooser.vote(view, samples)
             tool_name = vote.choice
         tool = next((t for t in candidates if t.name == tool_name), None)
-        arguments: dict[str, Any] = {}
+        arguments: JSONObject = {}
         if tool is not None:
             # a parameter nothing fits is left out: the tool then answers with an error observation
             options = {name: values for name, values in argument_options(tool, view.known).items() if values}
@@ -352,12 +359,12 @@ class ExecutionResult:
     branches: int
     meter: Meter
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "verified": self.verified,
             "branches": self.branches,
             "final": self.answer.final,
-            "tools": self.answer.tools,
+            "tools": [name for name in self.answer.tools],
             "usage": self.meter.to_dict(),
             "trajectories": [t.to_dict() for t in self.trajectories],
         }

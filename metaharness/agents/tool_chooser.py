@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from metaharness.agents.branching import (
     Meter,
@@ -24,6 +24,7 @@ from metaharness.agents.branching import (
     distribution_from_logprobs,
     vote_from_samples,
 )
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient, StructuredOutputError, Tool
 
 Uncertainty = Literal["sample", "logprobs"]
@@ -37,7 +38,7 @@ _NAME_START = re.compile(r'"tool"\s*:\s*"')
 THOUGHT_PATTERN = "^[A-Za-z0-9 ,.;:'()_-]{1,160}$"
 
 
-def _short(value: Any) -> str:
+def _short(value: JSONValue) -> str:
     return json.dumps(value, ensure_ascii=False)[:80]
 
 
@@ -86,12 +87,12 @@ class ModelToolChooser:
         self.meter.add(request.n, result.usage)
         return result
 
-    def _schema(self, names: list[str]) -> dict[str, Any]:
-        properties: dict[str, Any] = {}
+    def _schema(self, names: list[str]) -> JSONObject:
+        properties: JSONObject = {}
         if self.thought:
             # one plain line: a grammar-constrained small model otherwise slips raw line breaks into the string
             properties["thought"] = {"type": "string", "pattern": THOUGHT_PATTERN}
-        properties["tool"] = {"type": "string", "enum": names}
+        properties["tool"] = {"type": "string", "enum": [name for name in names]}
         return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
     def vote(self, view: StepView, samples: int) -> Vote:
@@ -130,7 +131,7 @@ class ModelToolChooser:
             ) from exc
         return Vote(probs, "logprobs", tuple(names))
 
-    def fill(self, view: StepView, tool: Tool, options: dict[str, list[Any]]) -> dict[str, Any]:
+    def fill(self, view: StepView, tool: Tool, options: dict[str, list[JSONValue]]) -> JSONObject:
         known = "\n".join(f"  {label}: {_short(value)}" for label, value in view.known)
         properties = {name: {"enum": values} for name, values in options.items() if values}
         prompt = (

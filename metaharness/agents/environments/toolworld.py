@@ -22,7 +22,6 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 from metaharness.agents.environments.toolworld_library import (
     ATTRIBUTES,
@@ -34,6 +33,7 @@ from metaharness.agents.environments.toolworld_library import (
 )
 from metaharness.agents.environments.toolworld_retrieval import BM25Index
 from metaharness.errors import InputError
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import Tool
 
 RELATION_TEMPLATES = (
@@ -54,8 +54,8 @@ class PlanStep:
     text: str
     family: str
     accepted: frozenset[str]
-    arguments: dict[str, Any]
-    result: Any
+    arguments: JSONObject
+    result: JSONValue
     # argument name -> index of the step whose result it takes (-1: the task's input; None: a literal)
     sources: dict[str, int | None]
 
@@ -72,7 +72,7 @@ class ToolTask:
     candidates_k: int = 8
 
     @property
-    def answer(self) -> Any:
+    def answer(self) -> JSONValue:
         return self.steps[-1].result
 
     @property
@@ -80,7 +80,7 @@ class ToolTask:
         return [step.text for step in self.steps]
 
     @property
-    def constants(self) -> list[tuple[str, Any]]:
+    def constants(self) -> list[tuple[str, JSONValue]]:
         """Values known before any step runs, as (label, value)."""
         return [("task input", self.start)]
 
@@ -101,10 +101,10 @@ class ToolTask:
         hits = [bool(step.accepted & {s.name for s in self._candidates[i]}) for i, step in enumerate(self.steps)]
         return sum(hits) / len(hits)
 
-    def execute(self, index: int, tool: str, arguments: dict[str, Any]) -> Any:
+    def execute(self, index: int, tool: str, arguments: JSONObject) -> JSONValue:
         return self.world.simulator.execute(tool, arguments)
 
-    def verify(self, final: Any) -> bool:
+    def verify(self, final: JSONValue) -> bool:
         """Exact match with the reference answer (type and value)."""
         return type(final) is type(self.answer) and final == self.answer
 
@@ -113,13 +113,13 @@ class ToolTask:
         hits = sum(1 for step, tool in zip(self.steps, tools, strict=False) if tool in step.accepted)
         return hits / len(self.steps)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {
             "id": self.id,
             "goal": self.goal,
-            "steps": self.instructions,
+            "steps": [text for text in self.instructions],
             "answer": self.answer,
-            "reference_tools": [sorted(s.accepted) for s in self.steps],
+            "reference_tools": [[name for name in sorted(s.accepted)] for s in self.steps],
         }
 
 
@@ -174,10 +174,10 @@ class _PlanBuilder:
     def _ref(self, index: int) -> str:
         return "the task" if index < 0 else f"step {index + 1}"
 
-    def _value(self, index: int) -> Any:
+    def _value(self, index: int) -> JSONValue:
         return self.start if index < 0 else self.steps[index].result
 
-    def _add(self, family: str, text: str, sources: dict[str, int | None], literals: dict[str, Any]) -> int:
+    def _add(self, family: str, text: str, sources: dict[str, int | None], literals: JSONObject) -> int:
         names = self.world.by_function[family]
         arguments = {param: self._value(src) for param, src in sources.items() if src is not None} | literals
         result = self.world.simulator.execute(names[0], arguments)

@@ -22,10 +22,11 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jsonschema
 
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import Tool
 
 # entity -> id prefix; ids look like ORD-04821
@@ -54,7 +55,7 @@ ENTITIES: dict[str, str] = {
 
 
 # Value kinds produced by attributes and consumed by transforms, with their argument schema.
-VALUE_SCHEMAS: dict[str, dict[str, Any]] = {
+VALUE_SCHEMAS: dict[str, JSONObject] = {
     "amount": {"type": "number", "description": "Amount of money"},
     "percent": {"type": "integer", "minimum": 0, "maximum": 100, "description": "Percentage"},
     "country": {"type": "string", "pattern": "^[A-Z]{2}$", "description": "ISO country code"},
@@ -205,16 +206,16 @@ MAINTENANCE_OPS: tuple[tuple[str, str], ...] = (
 )
 
 
-def id_schema(entity: str) -> dict[str, Any]:
+def id_schema(entity: str) -> JSONObject:
     return {"type": "string", "pattern": f"^{ENTITIES[entity]}-[0-9]{{5}}$", "description": f"{entity} id"}
 
 
-def param_schema(kind: str) -> dict[str, Any]:
+def param_schema(kind: str) -> JSONObject:
     """Schema of one argument: ``id:<entity>``, a value kind, or the ``currency`` literal."""
     if kind.startswith("id:"):
         return id_schema(kind[3:])
     if kind == "currency":
-        return {"type": "string", "enum": sorted(CURRENCIES), "description": "ISO currency code"}
+        return {"type": "string", "enum": [code for code in sorted(CURRENCIES)], "description": "ISO currency code"}
     return dict(VALUE_SCHEMAS[kind])
 
 
@@ -235,7 +236,7 @@ class ToolSpec:
     role: str  # canonical | alias | qualified | legacy | regional | maintenance
 
     @cached_property
-    def parameters(self) -> dict[str, Any]:
+    def parameters(self) -> JSONObject:
         return {
             "type": "object",
             "properties": {name: param_schema(kind) for name, kind in self.inputs},
@@ -362,7 +363,7 @@ def build_library() -> list[ToolSpec]:
     return specs
 
 
-def _digest(*parts: Any) -> int:
+def _digest(*parts: object) -> int:
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
@@ -382,15 +383,15 @@ class Simulator:
         self.by_name: dict[str, ToolSpec] = {spec.name: spec for spec in self.library}
         if len(self.by_name) != len(self.library):
             raise ValueError("tool names in the library are not unique")
-        self._results: dict[str, Any] = {}  # results are pure functions of the call: memoised
+        self._results: JSONObject = {}  # results are pure functions of the call: memoised
 
-    def execute(self, name: str, arguments: dict[str, Any]) -> Any:
+    def execute(self, name: str, arguments: JSONObject) -> JSONValue:
         key = json.dumps([name, arguments], sort_keys=True)
         if key not in self._results:
             self._results[key] = self._execute(name, arguments)
         return copy.deepcopy(self._results[key])
 
-    def _execute(self, name: str, arguments: dict[str, Any]) -> Any:
+    def _execute(self, name: str, arguments: JSONObject) -> JSONValue:
         spec = self.by_name.get(name)
         if spec is None:
             return {"error": f"unknown tool {name!r}"}
@@ -399,7 +400,7 @@ class Simulator:
             return {"error": f"invalid arguments for {name}: {error.message}"}
         return self._compute(spec, arguments)
 
-    def _compute(self, spec: ToolSpec, arguments: dict[str, Any]) -> Any:
+    def _compute(self, spec: ToolSpec, arguments: JSONObject) -> JSONValue:
         base, _, variant = spec.function.partition("#")
         h = _digest(self.seed, spec.function, arguments)
         if spec.output == "ack":
@@ -422,13 +423,21 @@ class Simulator:
         raise ValueError(f"no simulator rule for output kind {spec.output!r}")
 
 
-def _transform(name: str, a: dict[str, Any], carrier_hash: int) -> float:
+def _transform(name: str, a: JSONObject, carrier_hash: int) -> float:
+    """The calculator ``name`` on arguments its schema has validated."""
     if name == "convert_currency":
-        return a["amount"] * CURRENCIES[a["currency"]]
+        return _number(a, "amount") * CURRENCIES[str(a["currency"])]
     if name == "apply_discount":
-        return a["amount"] * (1 - a["percent"] / 100)
+        return _number(a, "amount") * (1 - _number(a, "percent") / 100)
     if name == "add_sales_tax":
-        return a["amount"] * (1 + SALES_TAX.get(a["country"], 0.0))
+        return _number(a, "amount") * (1 + SALES_TAX.get(str(a["country"]), 0.0))
     if name == "shipping_cost":
-        return a["weight_kg"] * (2 + (carrier_hash % 800) / 100)
+        return _number(a, "weight_kg") * (2 + (carrier_hash % 800) / 100)
     raise ValueError(f"unknown transform {name!r}")
+
+
+def _number(arguments: JSONObject, name: str) -> float:
+    value = arguments[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"argument {name} is not a number: {value!r}")  # the schema checked it is
+    return value
