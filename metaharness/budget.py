@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
 
 from metaharness.errors import InputError
 
@@ -78,7 +77,7 @@ class Spend:
         return {"evals": round(self.evals, 6), "tokens": round(self.tokens, 3), "usd": round(self.usd, 9)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> Spend:
+    def from_json(cls, data: Mapping[str, object] | None) -> Spend:
         """A spend from its JSON form (missing entries are 0); InputError naming a bad entry."""
         data = data or {}
         return cls(*(_number(k, data.get(k, 0.0), allow_inf=False) for k in ENTRIES))
@@ -100,7 +99,7 @@ class Budget:
             _number(f.name, getattr(self, f.name), allow_inf=True)
 
     @classmethod
-    def checked(cls, data: Mapping[str, Any] | None) -> Budget:
+    def checked(cls, data: Mapping[str, object] | None) -> Budget:
         """A budget from a mapping of named limits (absent or ``None``: not capped); InputError naming an unknown
         entry (with the known ones) or a bad value."""
         data = dict(data or {})
@@ -110,7 +109,14 @@ class Budget:
                 f"Unknown budget entr{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}: use "
                 f"{', '.join(ENTRIES)}."
             )
-        values = {k: math.inf if data.get(k) is None else data[k] for k in ENTRIES}
+        values: dict[str, float] = {}
+        for k in ENTRIES:
+            given = data.get(k)
+            if given is None:
+                values[k] = math.inf
+            else:
+                number = _number(k, given, allow_inf=True)
+                values[k] = given if isinstance(given, int) else number  # an int limit stays one (as written)
         return cls(**values)
 
     @classmethod
@@ -188,6 +194,14 @@ class SearchBudget:
         return {"per_iteration": self.per_iteration.to_json(), "per_run": self.per_run.to_json()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> SearchBudget:
+    def from_json(cls, data: Mapping[str, object] | None) -> SearchBudget:
         data = data or {}
-        return cls(Budget.checked(data.get("per_iteration")), Budget.checked(data.get("per_run")))
+        return cls(Budget.checked(_limits(data, "per_iteration")), Budget.checked(_limits(data, "per_run")))
+
+
+def _limits(data: Mapping[str, object], key: str) -> Mapping[str, object] | None:
+    """``data[key]``: a mapping of named limits, or absent."""
+    value = data.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        raise InputError(f"The {key} budget must map limit names to numbers, got {value!r}.")
+    return value
