@@ -20,7 +20,7 @@ from metaharness.planner.program import (
     program_graph,
 )
 from metaharness.proposers import get_proposer
-from metaharness.proposers.program_search import Calibration, base_of, choose, proposals, recalibrate
+from metaharness.proposers.program_search import GainCalibration, base_of, choose, proposals, recalibrate
 from metaharness.search.protocol import RunState
 from metaharness.store.program_graph import load, save, sync
 from metaharness.tasks import get_task
@@ -74,10 +74,10 @@ def test_predictions_are_re_predicted_as_the_calibration_learns() -> None:
     add_evaluated(graph, "c1", 0.3)
     add_predicted(graph, "p1.0", "c1", 0.5, std=0.05, data={"base": "c1", "raw_gain": 0.2, "raw_std": 0.05})
     state = RunState(task="t", iteration=2, candidates=[_seed()], proposals=1)
-    assert recalibrate(graph, state, Calibration(slope=0.5, residual=0.1, pairs=3)) == 1
+    assert recalibrate(graph, state, GainCalibration(slope=0.5, residual=0.1, pairs=3)) == 1
     node = graph.node("p1.0")
     assert node.score == pytest.approx(0.4) and node.std == pytest.approx(0.1)
-    assert recalibrate(graph, state, Calibration(slope=0.5, residual=0.1, pairs=3)) == 0
+    assert recalibrate(graph, state, GainCalibration(slope=0.5, residual=0.1, pairs=3)) == 0
 
 
 def test_an_offline_prediction_made_in_one_iteration_is_chosen_in_a_later_one(task, tmp_path) -> None:
