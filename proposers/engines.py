@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.errors import ConfigurationError, InputError
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.ledger import Ledger
 from metaharness.models.prices import Price
 from metaharness.models.protocol import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
@@ -73,10 +74,10 @@ class AgentRun:
     output when asked), what it used and cost (``dollars`` None when the CLI does not say), its ``error`` (None
     when it finished normally) and wall ``seconds``."""
 
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[JSONObject] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     text: str = ""
-    structured: Any = None
+    structured: JSONValue = None
     usage: Usage = field(default_factory=Usage)
     dollars: float | None = None
     error: str | None = None
@@ -107,11 +108,21 @@ class Engine:
         """The folders the CLI writes its own state to (sessions, settings)."""
         raise NotImplementedError
 
-    def parse(self, events: list[dict[str, Any]]) -> AgentRun:
+    def parse(self, events: list[JSONObject]) -> AgentRun:
         raise NotImplementedError
 
 
-def _text_of(content: Any) -> str:
+def _object(value: JSONValue) -> JSONObject:
+    """An event's object under some key (``{}`` where the CLI gave none)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: JSONValue) -> int:
+    """A token count of an event (0 where the CLI gave none)."""
+    return int(value) if isinstance(value, (int, float, str)) and value else 0
+
+
+def _text_of(content: JSONValue) -> str:
     """Text of a tool result's content: a string, or a list of ``{"type": "text", "text": ...}`` blocks."""
     if isinstance(content, str):
         return content
@@ -150,18 +161,15 @@ class ClaudeCode(Engine):
     def state_folders(self, env: dict[str, str]) -> list[str]:
         return [env.get("CLAUDE_CONFIG_DIR") or os.path.join(env["HOME"], ".claude")]
 
-    def parse(self, events: list[dict[str, Any]]) -> AgentRun:
+    def parse(self, events: list[JSONObject]) -> AgentRun:
         run = AgentRun(events=events)
         result = None
         for event in events:
             kind = event.get("type")
-            message = event.get("message") or {}
-            content = message.get("content")
-            blocks: list[dict[str, Any]] = (
-                [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-            )
+            content = _object(event.get("message")).get("content")
+            blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
             if kind == "assistant":
-                text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+                text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
                 calls = [
                     {"id": b.get("id", ""), "name": b.get("name", ""), "arguments": b.get("input") or {}}
                     for b in blocks
@@ -180,14 +188,12 @@ class ClaudeCode(Engine):
         if result is None:
             run.error = "the session ended without a result event"
             return run
-        usage = result.get("usage") or {}
-        cache_read, cache_write = (
-            int(usage.get("cache_read_input_tokens") or 0),
-            int(usage.get("cache_creation_input_tokens") or 0),
-        )
+        usage = _object(result.get("usage"))
+        cache_read = _count(usage.get("cache_read_input_tokens"))
+        cache_write = _count(usage.get("cache_creation_input_tokens"))
         run.usage = Usage(
-            int(usage.get("input_tokens") or 0) + cache_read + cache_write,
-            int(usage.get("output_tokens") or 0),
+            _count(usage.get("input_tokens")) + cache_read + cache_write,
+            _count(usage.get("output_tokens")),
             cache_read,
             cache_write,
         )
@@ -225,21 +231,20 @@ class Codex(Engine):
     def state_folders(self, env: dict[str, str]) -> list[str]:
         return [env.get("CODEX_HOME") or os.path.join(env["HOME"], ".codex")]
 
-    def parse(self, events: list[dict[str, Any]]) -> AgentRun:
+    def parse(self, events: list[JSONObject]) -> AgentRun:
         run = AgentRun(events=events)
         usage, finished, last_error = Usage(), False, None
         for event in events:
             kind = event.get("type")
-            item = event.get("item") or {}
             if kind == "item.completed":
-                self._item(run, item)
+                self._item(run, _object(event.get("item")))
             elif kind == "turn.completed":
                 finished = True
-                used = event.get("usage") or {}
-                cached = int(used.get("cached_input_tokens") or 0)
-                usage = usage + Usage(int(used.get("input_tokens") or 0), int(used.get("output_tokens") or 0), cached)
+                used = _object(event.get("usage"))
+                cached = _count(used.get("cached_input_tokens"))
+                usage = usage + Usage(_count(used.get("input_tokens")), _count(used.get("output_tokens")), cached)
             elif kind == "turn.failed":
-                last_error = str((event.get("error") or {}).get("message") or "the turn failed")
+                last_error = str(_object(event.get("error")).get("message") or "the turn failed")
                 finished = False
             elif kind == "error":
                 last_error = str(event.get("message") or "error")
@@ -249,7 +254,7 @@ class Codex(Engine):
         return run
 
     @staticmethod
-    def _item(run: AgentRun, item: dict[str, Any]) -> None:
+    def _item(run: AgentRun, item: JSONObject) -> None:
         kind, key = item.get("type"), str(item.get("id", ""))
         if kind == "agent_message":
             run.text = str(item.get("text") or "")
@@ -372,7 +377,7 @@ class EngineClient:
         writable = [str(cwd), str(scratch), *self.engine.state_folders(env)]
         command = [sys.executable, "-m", "metaharness.proposers.agent_sandbox"]
         command += [item for folder in writable for item in ("--write", folder)] + ["--", binary, *argv]
-        events: list[dict[str, Any]] = []
+        events: list[JSONObject] = []
         stderr: list[str] = []
         started = time.monotonic()
         if record is not None:
