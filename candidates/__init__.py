@@ -72,6 +72,7 @@ def _read(folder: Path) -> dict[str, str]:
 def seed_sources(task: Task, names: list[str] | None = None) -> dict[str, str]:
     """The seeds a search of ``task`` starts from, ``{name: source}`` in name order (the module docstring says
     which); ``names`` keeps only those, in that order (InputError for an unknown one)."""
+    # Here: the sandbox worker imports this package (for .protocol) and must not load the tasks.
     from metaharness.tasks.custom import CustomTask
 
     if isinstance(task, CustomTask):

@@ -36,6 +36,7 @@ the check, :func:`proposer_options` builds them from ``-P KEY=VALUE`` settings):
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -43,10 +44,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from metaharness.errors import ConfigurationError, InputError
+from metaharness.models import connect
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ModelClient
-from metaharness.proposers.coding import MAX_STEPS
+from metaharness.models.spec import parse_spec
+from metaharness.proposers.coding import MAX_STEPS, CodingProposer
+from metaharness.proposers.engines import EngineClient, is_engine
 from metaharness.search.protocol import Proposer
+from metaharness.tasks import get_task
 from metaharness.tasks.protocol import Task
 
 T = TypeVar("T")
@@ -150,8 +155,6 @@ OPTION_KEYS = tuple(dict.fromkeys(f.name for kind in (OfflineOptions, TPSOptions
 
 def _task(task: Task | str, data_dir: str | Path | None) -> Task:
     if isinstance(task, str):
-        from metaharness.tasks import get_task
-
         return get_task(task, data_dir=data_dir)
     return task
 
@@ -187,8 +190,6 @@ def proposer_options(name: str, given: Mapping[str, object] | ProposerOptions | 
     comma-separated string): constructing them is the check. Raises :class:`InputError` with one line for an
     unknown key (with the closest known one), a key this proposer does not take, an unknown operator or a bad
     value. Options already constructed must be this proposer's kind."""
-    import difflib
-
     kind = options_class(name)
     if isinstance(given, ProposerOptions):
         if type(given) is not kind:
@@ -210,6 +211,7 @@ def proposer_options(name: str, given: Mapping[str, object] | ProposerOptions | 
 
 def operator_names(value: object) -> list[str]:
     """``operators`` as a list of known operator names (a comma-separated string is split); InputError otherwise."""
+    # Here: the agent sandbox imports this package; the operator library loads when it is asked for.
     from metaharness.proposers.operators import OPERATOR_NAMES
 
     names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
@@ -226,11 +228,8 @@ def operator_names(value: object) -> list[str]:
 def connect_proposer(spec: str, ledger: Ledger | None = None) -> ModelClient:
     """The proposer model a spec names: a coding-agent CLI engine (``claude-code[:MODEL]``, ``codex[:MODEL]``) or
     a model (:func:`metaharness.models.connect`), counting into ``ledger``."""
-    from metaharness.proposers.engines import EngineClient, is_engine
-
     if is_engine(spec):
         return EngineClient(spec, ledger=ledger)
-    from metaharness.models import connect
 
     return connect(spec, ledger=ledger)
 
@@ -239,11 +238,7 @@ def check_proposer_model(name: str, spec: str) -> None:
     """Before a run starts: ``spec`` is a valid proposer model for the proposer ``name``; an engine is installed
     and logged in (:meth:`~metaharness.proposers.engines.EngineClient.check`). InputError / ConfigurationError
     with one line otherwise."""
-    from metaharness.proposers.engines import EngineClient, is_engine
-
     if not is_engine(spec):
-        from metaharness.models.spec import parse_spec
-
         parse_spec(spec)
         return
     if not needs_model(name):
@@ -278,6 +273,7 @@ def get_proposer(
     workers = workers if checked.workers is None else checked.workers
     task = _task(task, data_dir)
     if isinstance(checked, OfflineOptions):
+        # Here: `python -m metaharness.proposers.agent_sandbox` imports this package; a proposer loads when built.
         from metaharness.proposers.offline import OfflineProposer
 
         if task_model is None:
@@ -309,8 +305,6 @@ def get_proposer(
     if checked.agent_seconds is not None and hasattr(model, "seconds"):
         model.seconds = float(checked.agent_seconds)
     if not isinstance(checked, TPSOptions):
-        from metaharness.proposers.coding import CodingProposer
-
         return CodingProposer(
             model,
             task,
@@ -323,7 +317,8 @@ def get_proposer(
             max_tokens=checked.max_tokens,
             context_tokens=checked.context_tokens,
         )
-    from metaharness.proposers.planned_coding import TPSProposer
+
+    from metaharness.proposers.planned_coding import TPSProposer  # here, as OfflineProposer above
 
     return TPSProposer(
         model,

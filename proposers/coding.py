@@ -36,6 +36,8 @@ from typing import Any
 
 from metaharness import frontier
 from metaharness.errors import MetaharnessError
+from metaharness.models import connect
+from metaharness.models.openai_api import tool_call_to_openai
 from metaharness.models.protocol import ChatRequest, ModelClient, StructuredOutputError, Tool
 from metaharness.proposers.engines import EngineClient, is_engine
 from metaharness.proposers.evidence import CHARS_PER_TOKEN
@@ -112,8 +114,6 @@ def context_window(model: ModelClient) -> int | None:
 def estimate_tokens(messages: list[dict[str, Any]], tools: list[Tool] | None = None) -> int:
     """A conservative token count of a request: its messages and tools as OpenAI's wire format spells them (JSON,
     non-ASCII escaped), in characters over CHARS_PER_TOKEN."""
-    from metaharness.models.openai_api import tool_call_to_openai
-
     wire = []
     for message in messages:
         item: dict[str, Any] = {k: message[k] for k in ("role", "content", "tool_call_id") if k in message}
@@ -283,8 +283,6 @@ class CodingProposer:
         context_tokens: int | None = None,
     ) -> None:
         if isinstance(model, str):
-            from metaharness.models import connect
-
             model = EngineClient(model) if is_engine(model) else connect(model)
         self.model: ModelClient = model
         self.engine = model if isinstance(model, EngineClient) else None
@@ -302,6 +300,7 @@ class CodingProposer:
         return base / f"iter-{state.iteration}"
 
     def _check(self, path: Path) -> str | None:
+        # Here: `python -m metaharness.proposers.agent_sandbox` imports this package, and must not load the evaluator.
         from metaharness.evaluation import HarnessInvalid, check_harness
 
         try:

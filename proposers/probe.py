@@ -259,6 +259,7 @@ class Prober:
         return hashlib.sha256(source.encode()).hexdigest() in self._memo
 
     def run(self, source: str) -> ProbeResult:
+        # Here: `python -m metaharness.proposers.agent_sandbox` imports this package, and must not load the evaluator.
         from metaharness.evaluation import evaluate
 
         key = hashlib.sha256(source.encode()).hexdigest()

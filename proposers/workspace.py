@@ -1,7 +1,6 @@
 """The coding proposer's workspace: a copy of the run it may read, a ``new/`` folder it may write, and its tools.
 
 Layout (what the agent sees; paths are relative to the workspace root)::
-
     README.md                      the task, the harness contract and this layout
     summary.md                     every candidate: score, cost, parent, what changed; failed ones in brief
     failures.md                    every failed attempt whole: parent, summary, hypothesis, complete error
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metaharness import frontier
 from metaharness.candidate import Candidate
 from metaharness.candidates.protocol import CONTRACT, HARNESS_FILE
 from metaharness.evaluation.records import ExampleRecord
@@ -312,8 +312,6 @@ class Workspace:
         """Submit every ``new/<name>/harness.py`` a coding-agent CLI wrote, with its ``submission.json``; one line
         per candidate says how its import check went. A candidate without a readable ``submission.json`` naming a
         known parent is recorded as failed (under the best candidate) with what is missing."""
-        from metaharness import frontier
-
         lines = []
         for folder in sorted(p for p in (self.root / "new").iterdir() if (p / HARNESS_FILE).is_file()):
             name = folder.name
@@ -456,7 +454,6 @@ _BY_FILE = """
 
 Write each new candidate as new/<name>/harness.py (name: letters, digits, '-' or '_'), usually starting from a copy
 of candidates/<id>/harness.py, and beside it new/<name>/submission.json:
-
     {"parent": "<the candidate id it revises>", "summary": "<one line: what changed>", "hypothesis": "<why it helps>"}
 
 When you stop, every such folder is submitted: each harness is imported and constructed in a sandbox, and one that

@@ -66,11 +66,11 @@ def test_a_grid_runs_every_cell_once_and_a_rerun_skips_them(tmp_path):
 
 
 def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_cap(tmp_path, monkeypatch):
-    import metaharness.search.optimize
+    import metaharness.experiment.grid
 
     searches: list[tuple[Path, RunSettings, dict[str, Any]]] = []
     monkeypatch.setattr(
-        metaharness.search.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config, kw))
+        metaharness.experiment.grid, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config, kw))
     )
     spec = {**SPEC.to_json(), "max_cost": 4.0, "options": {"probe_size": 2}, "test": False}
     run_experiment(tmp_path / "exp", spec, data_dir=tmp_path / "data")
@@ -91,11 +91,11 @@ def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_c
 
 
 def test_arms_are_cells_at_equal_spend_with_the_holdout(tmp_path, monkeypatch):
-    import metaharness.search.optimize
+    import metaharness.experiment.grid
 
     searches: list[tuple[Path, RunSettings]] = []
     monkeypatch.setattr(
-        metaharness.search.optimize, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config))
+        metaharness.experiment.grid, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config))
     )
     spec = {
         **SPEC.to_json(),
@@ -126,7 +126,6 @@ def test_each_cell_enters_the_cluster_for_its_own_evaluations(tmp_path, monkeypa
     import contextlib
 
     import metaharness.experiment.grid
-    import metaharness.search.optimize
 
     entered: list[tuple[str | None, str | None]] = []
 
@@ -137,7 +136,7 @@ def test_each_cell_enters_the_cluster_for_its_own_evaluations(tmp_path, monkeypa
 
     monkeypatch.setattr(metaharness.experiment.grid, "cluster", recording)
     monkeypatch.setattr(
-        metaharness.search.optimize, "optimize", lambda run_dir, config, **kw: entered.append(("ran", None))
+        metaharness.experiment.grid, "optimize", lambda run_dir, config, **kw: entered.append(("ran", None))
     )
     spec = {**SPEC.to_json(), "datasets": ["uspto"], "proposers": ["offline"], "seeds": [0, 1], "test": False}
     run_experiment(tmp_path / "exp", spec, dask_scheduler="tcp://127.0.0.1:8786")

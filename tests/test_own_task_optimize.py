@@ -59,8 +59,8 @@ OPENED: list[tuple[Task, list[str]]] = []
 def fakes(monkeypatch):
     """optimize() builds the fake evaluator and the scripted proposer instead of the real ones."""
     OPENED.clear()
-    monkeypatch.setattr("metaharness.evaluation.task_evaluator.TaskEvaluator", TaskRecorder)
-    monkeypatch.setattr("metaharness.proposers.get_proposer", lambda name, **config: ScriptedProposer())
+    monkeypatch.setattr("metaharness.search.optimize.TaskEvaluator", TaskRecorder)
+    monkeypatch.setattr("metaharness.search.optimize.get_proposer", lambda name, **config: ScriptedProposer())
 
 
 def folder_task(root: Path, *, seeds: dict[str, float] | None = None, toml: str = NUMERIC) -> Path:

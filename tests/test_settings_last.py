@@ -19,10 +19,8 @@ FAKE_MODEL = "openai:fake@http://127.0.0.1:9/v1"  # never called: the fake evalu
 
 @pytest.fixture(autouse=True)
 def fakes(monkeypatch):
-    monkeypatch.setattr(
-        "metaharness.evaluation.task_evaluator.TaskEvaluator", lambda task, model, **kw: FakeEvaluator()
-    )
-    monkeypatch.setattr("metaharness.proposers.get_proposer", lambda name, **config: ScriptedProposer())
+    monkeypatch.setattr("metaharness.search.optimize.TaskEvaluator", lambda task, model, **kw: FakeEvaluator())
+    monkeypatch.setattr("metaharness.search.optimize.get_proposer", lambda name, **config: ScriptedProposer())
 
 
 def task_folder(root: Path) -> Path:

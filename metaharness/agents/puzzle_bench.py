@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.table import Table
+
 from metaharness.agents.environments.puzzle import PuzzleEnv
 from metaharness.agents.environments.puzzle_instances import PuzzleInstance, load_instance_set, make_env
 from metaharness.agents.puzzle_baselines import GreedyAgent, RandomAgent
@@ -201,8 +203,6 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
-    from rich.table import Table
-
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.0f}%"
 

@@ -67,6 +67,7 @@ class ToolAgentSettings:
 
 def run_task(agent: str, task: ToolTask, client: ModelClient, settings: ToolAgentSettings) -> dict[str, Any]:
     """Run one agent on one :class:`~metaharness.agents.environments.toolworld.ToolTask`; returns its record."""
+    # Start-up: `metaharness --help` imports this module for its choices; the agents load when they run.
     from metaharness.agents.branching import run_egb
     from metaharness.agents.tool_baselines import model_reflection, run_react, run_retries, run_self_consistency
     from metaharness.agents.tool_chooser import ModelToolChooser
@@ -174,6 +175,7 @@ def run_bench(
     """Generate ``tasks`` ToolWorld tasks from ``settings.seed``, run ``agent`` on each, write records and summary.
     Records already in ``out`` for the same agent, model and tasks are kept and their tasks skipped.
     ``on_task(record, done, total)`` is called after each task that runs."""
+    # Start-up: `metaharness --help` imports this module for its choices; the world loads when it runs.
     from metaharness.agents.environments.toolworld import ToolWorld
     from metaharness.models import connect
 

@@ -14,12 +14,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from metaharness.agents.tool_bench import AGENTS as TOOL_AGENTS
 from metaharness.agents.tool_bench import METRICS as TOOL_METRICS
+from metaharness.agents.tool_bench import ToolAgentSettings, run_bench
+from metaharness.cli.browse import console
 from metaharness.cli.search import parse_options, parse_usd
 from metaharness.errors import InputError
+from metaharness.evaluation.cluster import cluster
+from metaharness.models import connect
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 
 if TYPE_CHECKING:
@@ -58,15 +63,13 @@ def _puzzle_command(env_name: str) -> Callable[..., None]:
         ),
         out: Path | None = typer.Option(None, "--out", help="Append episodes as JSONL (a rerun resumes)."),
     ) -> None:
-        from rich.console import Console
+        # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
         from rich.progress import Progress
 
         from metaharness.agents.puzzle_bench import MODEL_FREE, AgentSettings, run_bench, summary_table
 
         client = None
         if model is not None and agent not in MODEL_FREE:
-            from metaharness.models import connect
-
             client = connect(model)
         console = Console(width=max(Console().width, 130))
         with Progress(console=console, transient=True) as progress:
@@ -118,11 +121,9 @@ def tools(
     out: Path | None = typer.Option(None, help="JSONL of per-task records (default runs/tools/AGENT-seedS.jsonl)."),
 ) -> None:
     """Execute long tool plans in ToolWorld (1,000+ tools, exact-match success) with one agent."""
-    from rich.console import Console
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from rich.progress import Progress
     from rich.table import Table
-
-    from metaharness.agents.tool_bench import ToolAgentSettings, run_bench
 
     settings = ToolAgentSettings.checked(samples, branch_budget, uncertainty, downstream, temperature, seed)
     path = out or Path("runs/tools") / f"{agent}-seed{seed}.jsonl"
@@ -202,8 +203,7 @@ def harness(
     ),
 ) -> None:
     """The harness-optimisation grid: one search per dataset x proposer x seed, then the tables over seeds."""
-    from metaharness.cli.browse import console
-    from metaharness.evaluation.cluster import cluster
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from metaharness.experiment import estimate_cost, run_experiment
     from metaharness.experiment.grid import check_models, stored_spec
     from metaharness.experiment.results import write_results
@@ -289,6 +289,7 @@ def harness(
 def harness_spec(out: Path, **given: Any) -> tuple[ExperimentSpec, str | None]:
     """The grid's spec from the options (:meth:`~metaharness.experiment.grid.ExperimentSpec.resolve`: a setting
     not given is the stored experiment's, else the paper's), checked against the stored one before anything starts."""
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from metaharness.experiment.grid import ExperimentSpec, check_same_spec, stored_spec  # noqa: F811
 
     given.update(

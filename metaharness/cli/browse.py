@@ -13,7 +13,10 @@ import typer
 from rich.console import Console
 
 from metaharness.candidate import Candidate
+from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.errors import InputError
+from metaharness.store import NOTES_REF, GitStore, RunDirectory
+from metaharness.store.git_store import readable_note
 
 RUNS_ROOT = Path("runs")
 
@@ -25,8 +28,6 @@ def console() -> Console:
 def resolve_run(run: str | None) -> Path:
     """A run directory from a path or a name under ``runs/``; by default the current directory when it is a run,
     else the most recently changed run under ``runs/``."""
-    from metaharness.store import GitStore
-
     if run:
         for path in (Path(run), RUNS_ROOT / run):
             if GitStore.exists(path):
@@ -56,11 +57,11 @@ def history(
     ),
 ) -> None:
     """List every candidate of a run with its scores (add --graph for the git tree, --predicted for predictions)."""
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from rich.table import Table
 
     from metaharness.report import RunView
     from metaharness.report.view import PREDICTED_HEADERS
-    from metaharness.store import NOTES_REF, RunDirectory
 
     path = resolve_run(run)
     rd = RunDirectory.browse(path)
@@ -115,6 +116,7 @@ def history(
 
 def _print_code(out: Console, text: str, lexer: str) -> None:
     """Highlighted on a terminal; plain text when piped (no padding, easy to grep)."""
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from rich.syntax import Syntax
 
     if out.is_terminal:
@@ -129,10 +131,6 @@ def show(
     source: bool = typer.Option(True, "--source/--no-source", help="Print the harness program."),
 ) -> None:
     """One candidate: where it came from, its scores and cost, its traces, and its program."""
-    from metaharness.candidates.protocol import HARNESS_FILE
-    from metaharness.store import RunDirectory
-    from metaharness.store.git_store import readable_note
-
     path = resolve_run(run)
     rd = RunDirectory.browse(path)
     best = rd.store.best()
@@ -163,9 +161,6 @@ def diff(
     run: str | None = typer.Option(None, "--run", help="Run directory or name under runs/ (default: the latest)."),
 ) -> None:
     """The change between two candidates' programs, with both scores."""
-    from metaharness.candidates.protocol import HARNESS_FILE
-    from metaharness.store import RunDirectory
-
     path = resolve_run(run)
     rd = RunDirectory.browse(path)
     ra, rb = rd.store.get(a).candidate, rd.store.get(b).candidate
@@ -182,8 +177,8 @@ def report(
     out: Path | None = typer.Option(None, "--out", help="Where to write the page (default RUN/report.html)."),
 ) -> None:
     """Write a self-contained HTML page with the run's plots and tables (opens offline in any browser)."""
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from metaharness.report import write_report
-    from metaharness.store import RunDirectory
 
     path = write_report(RunDirectory.browse(resolve_run(run)), out)
     console().print(f"wrote {path}")

@@ -11,8 +11,14 @@ import time
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
+from metaharness.candidates import seed_path, seed_sources
+from metaharness.errors import InputError
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+from metaharness.models.spec import parse_spec
+from metaharness.tasks import CustomTask, open_task
+from metaharness.tasks.custom.spec import flat_settings
 from metaharness.tasks.protocol import Task
 
 
@@ -22,8 +28,6 @@ def _resolve(candidate: str, task: Task, folder: Path) -> Path:
     path = Path(candidate)
     if path.suffix == ".py" or path.exists():
         return path
-    from metaharness.candidates import seed_path, seed_sources
-    from metaharness.tasks import CustomTask
 
     if not isinstance(task, CustomTask):
         return seed_path(task.name, candidate)
@@ -50,15 +54,11 @@ def eval_command(
     ),
 ) -> None:
     """Score a harness on a task split; print the score table and write summary.json + records.jsonl."""
-    from rich.console import Console
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from metaharness.errors import InputError
     from metaharness.evaluation import evaluate
-    from metaharness.models.spec import parse_spec
-    from metaharness.tasks import CustomTask, open_task
-    from metaharness.tasks.custom.spec import flat_settings
 
     parse_spec(task_model)
     for option, count in (("--limit", limit), ("--workers", workers)):

@@ -12,17 +12,16 @@ from pathlib import Path
 
 import typer
 
+from metaharness.cli.browse import console
 from metaharness.errors import InputError
+from metaharness.tasks.custom import open_task_folder
+from metaharness.tasks.custom.task import EXAMPLE
 
 
 def init(
     folder: Path = typer.Argument(..., help="The task folder to create (it must not exist, or be empty)."),
 ) -> None:
     """Write a working task folder: a task file, train/val/test splits and a README to adapt to your own task."""
-    from metaharness.cli.browse import console
-    from metaharness.tasks.custom import open_task_folder
-    from metaharness.tasks.custom.task import EXAMPLE
-
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise InputError(f"{folder} already exists and is not empty; choose a new folder for the task.")
     shutil.copytree(EXAMPLE, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))

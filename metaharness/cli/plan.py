@@ -10,7 +10,10 @@ from pathlib import Path
 import typer
 
 from metaharness.errors import InputError
+from metaharness.models import connect
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+from metaharness.planner.graph import PlanGraph
+from metaharness.planner.solve import solve
 
 CLI_SOLVERS = ("exact", "ilp", "auto")
 
@@ -40,9 +43,6 @@ def register(app: typer.Typer) -> None:
         infeasible. The whole contract, program graphs included, is the "Plan graphs" page of the reference site
         (mkdocs build in the source tree) and the docstrings of metaharness.planner.graph and
         metaharness.planner.selection (python -m pydoc metaharness.planner.graph)."""
-        from metaharness.planner.graph import PlanGraph
-        from metaharness.planner.solve import solve
-
         if solver not in CLI_SOLVERS:
             raise InputError(f"Unknown solver {solver!r}; use one of {', '.join(CLI_SOLVERS)}.")
         if file == "-":
@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the MCP server (stdio): `plan` (history, goal, remaining budget; per call also plans, horizon,
         solver, tools) and `solve` (a plan graph). The flags are the defaults of `plan`."""
-        from metaharness.models import connect
+        # Start-up: the MCP library loads only for `plan serve`.
         from metaharness.planner.tool import build_mcp_server
 
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per model request would flood stderr

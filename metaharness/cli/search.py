@@ -18,12 +18,16 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from metaharness.budget import Budget
 from metaharness.candidate import Candidate
 from metaharness.cli.browse import RUNS_ROOT, console, resolve_run
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.search.loop import LoopEvents, Outcome, StopRequest
 from metaharness.search.settings import DEFAULT_EVALS_PER_ITER, RunSettings
+from metaharness.store import RunDirectory
+from metaharness.tasks import CustomTask, open_task
+from metaharness.tasks.custom.spec import flat_settings
 
 
 def optimize(
@@ -120,12 +124,9 @@ def optimize(
     A run keeps its settings (settings.json in the run directory): a rerun or --resume reuses them, a flag given
     again must agree with them, and a cap may only be tightened unless --raise-caps. A run of a task folder or hf:
     dataset records where it came from, so --resume needs no --dataset."""
-    from metaharness.budget import Budget
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from metaharness.search.optimize import default_models, stored_settings, task_source
     from metaharness.search.optimize import optimize as run_search
-    from metaharness.search.settings import RunSettings
-    from metaharness.tasks import CustomTask, open_task
-    from metaharness.tasks.custom.spec import flat_settings
 
     out = console()
     if dataset is None and task_setting:
@@ -291,6 +292,7 @@ class ProgressEvents(LoopEvents):
     """Draws the loop's events: a rich progress line (iteration, candidate, examples done, running cost)."""
 
     def __init__(self, console: Console, config: RunSettings) -> None:
+        # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.console = console
@@ -359,10 +361,10 @@ class ProgressEvents(LoopEvents):
 
 def final_table(console: Console, run_dir: Path, outcome: Outcome) -> None:
     """The best candidate and the Pareto front, then where the summaries are and how to browse with git."""
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from rich.table import Table
 
     from metaharness.report import RunView
-    from metaharness.store import RunDirectory
 
     run = RunDirectory.browse(run_dir)
     view = RunView.load(run)

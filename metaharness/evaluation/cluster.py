@@ -30,6 +30,7 @@ def cluster(dask_scheduler: str | None, ray_address: str | None) -> Iterator[Non
         raise InputError("--dask-scheduler and --ray-address each name a cluster: give one of them.")
     if dask_scheduler:
         try:
+            # Optional (the cluster extra): loaded only for a Dask cluster.
             from distributed import Client
         except ImportError:
             raise InputError(

@@ -35,6 +35,8 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 
+from metaharness.evaluation import namespaces, syscall_filter
+
 NOBODY = 65534
 
 # Syscall numbers are the same on every architecture that has Landlock (generic syscall table).
@@ -157,8 +159,6 @@ def _missing(namespaces: bool, seccomp: bool, abi: int, root: bool) -> tuple[str
 @functools.cache
 def isolation() -> Isolation:
     """What a sandbox gets on this machine (namespaces are tried once in a child process)."""
-    from metaharness.evaluation import namespaces, syscall_filter
-
     abi = landlock_abi()
     root = os.geteuid() == 0
     usable, why = namespaces.available()
@@ -323,8 +323,6 @@ def _apply_landlock(abi: int, writable: str) -> None:
 def confine(scratch: str, limits: Limits, plan: dict[str, object]) -> list[str]:
     """Confine the calling process to ``scratch`` with the layers of ``plan`` (:meth:`Isolation.plan`); returns
     the layers applied. With namespaces it returns in a new process (see :mod:`.namespaces`)."""
-    from metaharness.evaluation import namespaces, syscall_filter
-
     abi = landlock_abi()
     root = os.geteuid() == 0
     uid = plan.get("uid")

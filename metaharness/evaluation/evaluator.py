@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from joblib import Parallel, delayed
+
 from metaharness.candidates.protocol import TrainItem
 from metaharness.errors import InputError, MetaharnessError
 from metaharness.evaluation.confine import probe
@@ -37,6 +39,7 @@ from metaharness.evaluation.records import EvalReport, ExampleRecord, LMReply, m
 from metaharness.evaluation.sandbox import LOAD_FAILED, CallHandler, Sandbox, SandboxFailure, SandboxLimits
 from metaharness.evaluation.worker import MAX_EXAMPLES_PER_WORKER
 from metaharness.json_types import JSONObject
+from metaharness.models import connect
 from metaharness.models.protocol import ModelClient
 from metaharness.tasks import Example, Task, get_task
 
@@ -199,8 +202,6 @@ def _context_window(client: ModelClient) -> int:
 
 def _connect(model: ModelClient | str) -> ModelClient:
     if isinstance(model, str):
-        from metaharness.models import connect
-
         return connect(model)
     return model
 
@@ -231,8 +232,6 @@ def evaluate(
     >>> report.scores["primary"], report.cost["context_tokens"]  # doctest: +SKIP
     >>> report.records[0].calls[0]["response"]  # doctest: +SKIP
     """
-    from joblib import Parallel, delayed
-
     started = time.perf_counter()
     task_obj = _resolve_task(task, data_dir)
     source = _read_source(harness_path)

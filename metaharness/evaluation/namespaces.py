@@ -1,7 +1,6 @@
 """The sandbox's namespaces and file-system view (Linux, stdlib only): what bubblewrap builds, made in-process.
 
 :func:`enter` turns the calling process (the worker as the parent started it) into three::
-
     monitor   the process the parent started: outside the new PID namespace; mirrors the worker's exit
       init    pid 1 of a new PID namespace: reaps orphans, reports the worker's exit; never runs harness code
         worker  pid 2: returns from enter() and goes on to confine itself and load the harness
@@ -208,6 +207,7 @@ def _new_root(libc: ctypes.CDLL, scratch: str, read_paths: list[str]) -> None:
 
 def _trial(scratch: str) -> None:
     """Enter the namespaces with this interpreter's files readable; the worker exits 0 (the monitor mirrors it)."""
+    # Here: confine imports this module.
     from metaharness.evaluation.confine import read_roots
 
     enter(scratch, read_roots())

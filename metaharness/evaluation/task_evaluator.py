@@ -7,6 +7,7 @@ from pathlib import Path
 
 from metaharness.candidate import Evaluation
 from metaharness.errors import MetaharnessError
+from metaharness.evaluation.evaluator import HarnessInvalid, check_harness, evaluate
 from metaharness.evaluation.protocol import CandidateFailed, Progress
 from metaharness.models.protocol import ModelClient
 from metaharness.tasks.protocol import Task
@@ -28,8 +29,6 @@ class TaskEvaluator:
         self.workers = workers
 
     def check(self, harness: Path) -> str | None:
-        from metaharness.evaluation.evaluator import HarnessInvalid, check_harness
-
         try:
             check_harness(harness, self.task, model=self.model)
         except HarnessInvalid as exc:
@@ -51,8 +50,6 @@ class TaskEvaluator:
         progress: Progress | None = None,
         examples: Sequence[str] | None = None,
     ) -> Evaluation:
-        from metaharness.evaluation.evaluator import evaluate
-
         report = evaluate(
             harness,
             self.task,

@@ -39,11 +39,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from joblib import Parallel, delayed
+
 from metaharness import __version__
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
-from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
-from metaharness.search.settings import DEFAULT_EVALS_PER_ITER
+from metaharness.models import connect
+from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC, require_llama_cpp
+from metaharness.models.prices import PriceTable
+from metaharness.models.protocol import Usage
+from metaharness.models.spec import parse_spec
+from metaharness.proposers import check_proposer_model, needs_model
+from metaharness.search.optimize import default_models, optimize, run_config, seeds_of
+from metaharness.search.settings import DEFAULT_EVALS_PER_ITER, RunSettings
 from metaharness.search.staging import POLICIES
 from metaharness.store.files import append_jsonl, atomic_write_json, read_json, read_jsonl
 from metaharness.store.run_dir import RunDirectory
@@ -256,9 +264,6 @@ class ExperimentSpec:
         (:meth:`~metaharness.search.settings.RunSettings.resolve`: model specs, the proposer, its need for a proposer
         model, its options) and the proposer model for each proposer (an engine: installed and logged in); the spec with
         its options normalised (``operators`` as a list)."""
-        from metaharness.proposers import check_proposer_model
-        from metaharness.search.settings import RunSettings
-
         options = dict(self.options)
         for cell in {c.proposer: c for c in reversed(self.cells())}.values():
             settings = RunSettings.resolve({"dataset": cell.dataset, **self.cell_settings(cell)}, None)
@@ -279,9 +284,6 @@ class ExperimentSpec:
         paper's; with the line that says why, the offline proposer when neither a proposer model nor proposers are
         named (as :func:`metaharness.search.optimize.default_models` does for one run). Every cell's settings are
         checked (:meth:`check_cells`) and the spec against the stored one (:func:`check_same_spec` rules)."""
-        from metaharness.proposers import needs_model
-        from metaharness.search.optimize import default_models
-
         old = {"arms": None, "holdout": 0, **stored} if stored else {}
         values: dict[str, Any] = {k: old.get(k) if given.get(k) is None else given[k] for k in SPEC_KEYS}
         values["datasets"] = values["datasets"] or list(PAPER_DATASETS)
@@ -404,11 +406,6 @@ def estimate_cost(spec: ExperimentSpec) -> CostEstimate:
     per example, retrieval prompts and agent turns all vary by a factor of several: read it as an order of
     magnitude, and keep a ``max_cost`` cap for the real bound. Local and self-hosted models cost $0.
     """
-    from metaharness.models.prices import PriceTable
-    from metaharness.models.protocol import Usage
-    from metaharness.proposers import needs_model
-    from metaharness.search.optimize import seeds_of
-
     prices = PriceTable()
     task_price = prices.lookup(spec.task_model)
     proposer_price = prices.lookup(spec.proposer_model) if spec.proposer_model else None
@@ -445,8 +442,6 @@ def optimize_cell(
     (:func:`~metaharness.evaluation.cluster.cluster`, entered in the cell's own process); its
     :class:`~metaharness.search.loop.Outcome`. The cap is the spec's share, which a rerun may have raised
     (:func:`check_same_spec`), so the run takes it as given."""
-    from metaharness.search.optimize import optimize, run_config
-
     config = run_config(cell.dataset, **spec.cell_settings(cell))
     with cluster(dask_scheduler, ray_address):
         return optimize(
@@ -464,10 +459,6 @@ def check_models(spec: ExperimentSpec) -> None:
     """Raise, before any cell starts, the error a cell would meet connecting to the grid's models: the embedded
     engine not installed, or a hosted model without its API key (:class:`~metaharness.errors.ConfigurationError`,
     checked without a request)."""
-    from metaharness.models import connect
-    from metaharness.models.local import require_llama_cpp
-    from metaharness.models.spec import parse_spec
-
     for model in filter(None, (spec.task_model, spec.proposer_model)):
         if parse_spec(model).provider == "local":
             require_llama_cpp(model)
@@ -572,7 +563,6 @@ def _pool_round(
     """One pass of a joblib pool (loky workers, one cell per task) over ``pending``: records as cells finish.
     ``dispatched`` gets each cell as joblib takes it (a superset of the cells running when a worker dies);
     ``begin`` is told when a cell starts, reckoned in order as one per free worker (for progress lines)."""
-    from joblib import Parallel, delayed
 
     def tasks() -> Iterator[Any]:
         for cell in pending:

@@ -92,6 +92,7 @@ class AnthropicBackend:
             raise ConfigurationError(
                 f"'{spec}' needs an Anthropic API key: set the environment variable ANTHROPIC_API_KEY."
             )
+        # The SDK is heavy: loaded on first use.
         import anthropic
 
         self.spec = spec
@@ -179,6 +180,7 @@ class AnthropicBackend:
         return choice
 
     def _classify(self, exc: Exception) -> Exception:
+        # The SDK is heavy: loaded on first use.
         import anthropic
 
         if isinstance(exc, getattr(anthropic, "CredentialsError", ())):

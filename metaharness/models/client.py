@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from metaharness.errors import InputError
+from metaharness.models.anthropic_api import AnthropicBackend
 from metaharness.models.cache import ResponseCache, is_cacheable, request_key
 from metaharness.models.ledger import Ledger
+from metaharness.models.local import LocalBackend
+from metaharness.models.openai_api import OpenAIBackend
 from metaharness.models.protocol import ChatRequest, ChatResult, Role, StructuredOutputError
 from metaharness.models.retry import RetryPolicy, Transport
 from metaharness.models.spec import ModelSpec, parse_spec
@@ -140,20 +143,14 @@ def connect(
         )
     backend: Backend
     if parsed.provider == "local":
-        from metaharness.models.local import LocalBackend
-
         backend = LocalBackend(parsed, **options)
     else:
         transport = Transport(
             retry or RetryPolicy(), max_concurrency or 8, timeout, http_client=options.pop("http_client", None)
         )
         if parsed.provider == "openai":
-            from metaharness.models.openai_api import OpenAIBackend
-
             backend = OpenAIBackend(parsed, transport, **options)
         else:
-            from metaharness.models.anthropic_api import AnthropicBackend
-
             backend = AnthropicBackend(parsed, transport, **options)
     if cache is True:
         store: ResponseCache | None = ResponseCache()

@@ -105,6 +105,7 @@ _REGISTRY = threading.Lock()
 
 def load_llama(path: Path, *, logits_all: bool, n_ctx: int = DEFAULT_N_CTX) -> tuple[Any, threading.Lock]:
     """The process-wide Llama for a file (loaded once) and the lock that serialises calls to that file's models."""
+    # Optional (the local extra) and heavy: loaded on first use.
     import llama_cpp
 
     key = (path, logits_all, n_ctx)
@@ -135,6 +136,7 @@ _PLAIN_NUMBER = 'number ::= ("-"? integral-part) ("." decimal-part)? space'
 def grammar_for(schema: dict[str, Any]) -> Any:
     """A llama.cpp grammar accepting JSON that matches ``schema``, numbers written without an exponent (generic
     JSON if the schema cannot be compiled; the client layer validates and repairs in that case)."""
+    # Optional (the local extra) and heavy: loaded on first use.
     from llama_cpp import LlamaGrammar
     from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 

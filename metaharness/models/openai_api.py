@@ -124,6 +124,7 @@ class OpenAIBackend:
                 f"'{spec}' needs an OpenAI API key: set the environment variable OPENAI_API_KEY "
                 f"(or name an OpenAI-compatible server with openai:{spec.model}@http://HOST:PORT/v1)."
             )
+        # The SDK is heavy: loaded on first use.
         import openai
 
         if server is not None and server not in DIALECTS:
@@ -195,6 +196,7 @@ class OpenAIBackend:
         return params
 
     def _send(self, request: ChatRequest, n: int, seed: int | None) -> ChatCompletion:
+        # The SDK is heavy: loaded on first use.
         import openai
 
         def attempt() -> ChatCompletion:
@@ -283,6 +285,7 @@ class OpenAIBackend:
     # -- errors -------------------------------------------------------------------------------------------------
 
     def _classify(self, exc: Exception) -> Exception:
+        # The SDK is heavy: loaded on first use.
         import openai
 
         where = f"the model server at {self.base_url}"

@@ -3,7 +3,6 @@
 The built-in table holds the providers' published list prices for the models listed below (newer models, e.g. the
 Claude 5 and GPT-5.x families, are not in it and count as unpriced until added); a user extends or overrides it
 with a JSON or TOML file named by ``$METAHARNESS_PRICES`` (or passed to :meth:`PriceTable.load`)::
-
     {"openai:gpt-5.4-mini": {"input": 0.25, "output": 2.0, "cache_read": 0.025},
      "openai:gpt-oss-20b@http://gpu-box:8000/v1": {"input": 0.05, "output": 0.2}}
 
@@ -25,6 +24,9 @@ from typing import Any
 from metaharness.errors import ConfigurationError
 from metaharness.models.protocol import Usage
 from metaharness.models.spec import ModelSpec, parse_spec
+
+if sys.version_info >= (3, 11):
+    import tomllib
 
 PRICES_ENV = "METAHARNESS_PRICES"
 
@@ -84,8 +86,6 @@ _SNAPSHOT = re.compile(r"-\d{4}-?\d{2}-?\d{2}$")
 def _read_toml(text: str, file: Path) -> Any:
     """TOML price files need Python 3.11's ``tomllib``; on 3.10 the error says to use JSON instead."""
     if sys.version_info >= (3, 11):
-        import tomllib
-
         return tomllib.loads(text)
     raise ConfigurationError(f"The price file {file} is TOML, which needs Python 3.11 or later; use a JSON file.")
 

@@ -12,7 +12,6 @@
 
 ``plan`` takes the history so far, the goal and the remaining budget per limit, and per call optionally the number
 of plans to sample, the horizon, the solver and the caller's own tools (then every route step is a tool call)::
-
     {"history": ["player at (1,1), box at (2,1)"], "goal": "box on (3,1)", "budget": {"steps": 6},
      "plans": 4, "horizon": 6, "solver": "exact",
      "tools": [{"name": "move", "description": "...", "parameters": {"type": "object", ...}}]}

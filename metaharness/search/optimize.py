@@ -30,11 +30,17 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from metaharness.budget import Budget
+from metaharness.candidates import seed_sources
 from metaharness.errors import InputError
+from metaharness.evaluation.task_evaluator import TaskEvaluator
+from metaharness.models import connect
 from metaharness.models.ledger import Charge, Ledger
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC, require_llama_cpp
 from metaharness.models.prices import PriceTable
 from metaharness.models.spec import parse_spec
+from metaharness.proposers import check_proposer_model, connect_proposer, get_proposer
+from metaharness.proposers.engines import is_engine
+from metaharness.report import write_summary_markdown
 from metaharness.search.loop import (
     LoopEvents,
     LoopSettings,
@@ -47,7 +53,11 @@ from metaharness.search.settings import RunSettings
 from metaharness.search.staging import ExampleOrder
 from metaharness.store.log import StartLine
 from metaharness.store.run_dir import RunDirectory
+from metaharness.tasks import get_task, open_task, reopen_task, task_origin
+from metaharness.tasks.custom.data import HUB_PREFIX
+from metaharness.tasks.custom.task import fingerprint
 from metaharness.tasks.protocol import Task
+from metaharness.tasks.text import TextTask
 
 # Hosted proposer models used when the matching key is set and no proposer model is named.
 HOSTED_PROPOSERS = (("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"), ("OPENAI_API_KEY", "openai:gpt-4.1"))
@@ -97,8 +107,6 @@ def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None =
     ``dataset`` is a paper dataset's name, a task folder, ``hf:OWNER/NAME`` or a Task object; ``task_settings``
     (``{"data.config": "main"}``, the ``-T`` keys) apply to a folder or ``hf:`` dataset, which is opened here to
     record where it came from."""
-    from metaharness.tasks import open_task
-
     if not isinstance(dataset, str) and task_settings:
         raise InputError("task_settings apply to a task folder or hf: dataset named by text; open the task with them.")
     task = open_task(dataset, settings=dict(task_settings or {})) if isinstance(dataset, str) else dataset
@@ -110,10 +118,6 @@ def task_source(task: Task) -> dict[str, Any] | None:
     datasets (the name says it); for your own task its origin (:attr:`~metaharness.tasks.CustomTask.origin`: the
     folder or ``hf:`` dataset, its settings with the val carve's seed and size, a fingerprint of train and val); for
     any other Task object its class and that fingerprint (such a run is continued by passing the object again)."""
-    from metaharness.tasks import task_origin
-    from metaharness.tasks.custom.task import fingerprint
-    from metaharness.tasks.text import TextTask
-
     if isinstance(task, TextTask):
         return None
     origin = task_origin(task)
@@ -127,9 +131,6 @@ def task_source(task: Task) -> dict[str, Any] | None:
 def run_task(settings: RunSettings, data_dir: str | Path | None = None) -> Task:
     """The task of a run: a paper dataset by its name, else opened again from where the run recorded it came
     from, checked to hold the same train and val examples (so a carved val split is the same one)."""
-    from metaharness.tasks import get_task, reopen_task
-    from metaharness.tasks.custom.data import HUB_PREFIX
-
     origin = settings.task_source
     if origin is None:
         return get_task(settings.dataset, data_dir=data_dir)
@@ -155,9 +156,6 @@ def seeds_of(
     """The seed harnesses a search of ``task`` (a Task, or a task's name or folder) starts from: ``files`` when
     given, else the task's own (:func:`metaharness.candidates.seed_sources`: a task folder's ``candidates/*.py``,
     the paper task's, else the standard seeds written for the task); ``names`` keeps only those, in that order."""
-    from metaharness.candidates import seed_sources
-    from metaharness.tasks import open_task
-
     if not files:
         chosen = seed_sources(open_task(task) if isinstance(task, str) else task, names)
         return [Seed(name, source) for name, source in chosen.items()]
@@ -288,12 +286,6 @@ def optimize(
     :class:`~metaharness.errors.InputError` before the run directory is touched; so does another process running in
     ``run_dir``.
     """
-    from metaharness.evaluation.task_evaluator import TaskEvaluator
-    from metaharness.models import connect
-    from metaharness.proposers import check_proposer_model, connect_proposer, get_proposer
-    from metaharness.proposers.engines import is_engine
-    from metaharness.report import write_summary_markdown
-
     given: dict[str, object] = settings.given() if settings is not None else {}
     if task is not None:
         source = task_source(task)

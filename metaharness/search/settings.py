@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, Any
 from metaharness import __version__
 from metaharness.budget import ENTRIES, Budget
 from metaharness.errors import InputError
+from metaharness.models.spec import parse_spec
+from metaharness.planner.allocation import ALLOCATION_SOLVERS
 from metaharness.search.staging import POLICIES, Policy
 
 if TYPE_CHECKING:
@@ -116,7 +118,7 @@ class RunSettings:
 
     def validate(self) -> RunSettings:
         """Raise InputError naming the first bad setting; return self."""
-        from metaharness.models.spec import parse_spec
+        # Start-up: the CLI imports this module; the proposers load when settings are checked.
         from metaharness.proposers import needs_model, proposer_options
         from metaharness.proposers.engines import is_engine
 
@@ -150,7 +152,6 @@ class RunSettings:
         if self.evaluation not in POLICIES or self.evaluation == "all":
             choices = ", ".join(p for p in POLICIES if p != "all")
             raise InputError(f"Unknown --evaluation {self.evaluation!r}; use one of {choices}.")
-        from metaharness.planner.allocation import ALLOCATION_SOLVERS
 
         if self.solver not in ("auto", "exact"):
             raise InputError(f"--solver must be auto or exact, got {self.solver!r} (known: {ALLOCATION_SOLVERS}).")
@@ -169,6 +170,7 @@ class RunSettings:
         ``stored`` (the run's, None for a new run), by the rules of the module docstring; validated. InputError for
         an unknown setting or a change the rules refuse. The models are defaulted (``default_models``) only for a
         new run that does not name them, and the proposer options checked only when given as a mapping."""
+        # Start-up: the CLI imports this module; the proposers load when settings are checked.
         from metaharness.proposers import proposer_options
 
         values: Mapping[str, Any] = given.given() if isinstance(given, RunSettings) else given
@@ -215,7 +217,10 @@ class RunSettings:
 
     @classmethod
     def _new(cls, named: Mapping[str, Any]) -> RunSettings:
+        # Start-up: the CLI imports this module; the proposers load when settings are checked.
         from metaharness.proposers import proposer_options
+
+        # Here: optimize imports this module.
         from metaharness.search.optimize import MODEL_PROPOSERS, default_models
 
         values = dict(named)
@@ -257,6 +262,7 @@ class RunSettings:
     def from_json(cls, data: Mapping[str, Any]) -> RunSettings:
         """Settings as stored; a run from before settings were stored (its ``run.json`` config only) gets the
         behaviour it ran with: every proposal evaluated fully, in order (best-of-N with N = evals per iteration)."""
+        # Start-up: the CLI imports this module; the proposers load when settings are checked.
         from metaharness.proposers import proposer_options
 
         known = {f.name for f in dataclasses.fields(cls)}
@@ -328,6 +334,7 @@ def _cap_name(key: str) -> str:
 
 
 def _shown(value: object) -> str:
+    # Start-up: the CLI imports this module; the proposers load when settings are checked.
     from metaharness.proposers import ProposerOptions
 
     if isinstance(value, ProposerOptions):

@@ -34,6 +34,7 @@ from typing import Any
 
 from metaharness.errors import InputError, MetaharnessError
 from metaharness.tasks.protocol import Example
+from metaharness.tasks.text.splits import cache_dir
 
 SPLITS = ("train", "val", "test")
 SPLIT_ALIASES = {"train": ("train",), "val": ("val", "valid", "validation", "dev"), "test": ("test",)}
@@ -58,6 +59,7 @@ class Table:
 
 
 def _table(dataset: Any) -> Table:
+    # datasets is heavy: loaded on first use.
     from datasets import ClassLabel
 
     labels = {
@@ -67,8 +69,6 @@ def _table(dataset: Any) -> Table:
 
 
 def _cache() -> str:
-    from metaharness.tasks.text.splits import cache_dir
-
     return str(cache_dir() / "datasets")
 
 
@@ -101,6 +101,7 @@ def _files(folder: Path, split: str, given: Any) -> list[Path]:
 
 
 def _read_files(files: list[Path], split: str) -> Table:
+    # datasets is heavy: loaded on first use.
     import datasets
 
     suffixes = {path.suffix.lower() for path in files}
@@ -147,6 +148,7 @@ def is_saved_to_disk(path: Path) -> bool:
 def load_source(name: str, config: str | None = None, revision: str | None = None) -> Any:
     """The ``datasets`` object a source names: ``load_from_disk`` for a saved folder, else ``load_dataset`` (the
     hub, or a local folder in the hub's layout), downloaded and cached as the library does."""
+    # datasets is heavy: loaded on first use.
     import datasets
 
     datasets.disable_progress_bars()
@@ -165,6 +167,7 @@ def load_source(name: str, config: str | None = None, revision: str | None = Non
 
 def source_tables(loaded: Any, data: dict[str, Any]) -> dict[str, Table]:
     """The train/val/test splits of a loaded dataset (a DatasetDict, or one Dataset taken as train)."""
+    # datasets is heavy: loaded on first use.
     import datasets
 
     if isinstance(loaded, datasets.Dataset):

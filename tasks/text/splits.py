@@ -92,6 +92,7 @@ def verify(path: Path, relpath: str, expected: str | None) -> None:
 
 
 def _download(relpath: str, target: Path) -> None:
+    # Start-up (about 50 ms): only a download needs it.
     import httpx
 
     url = upstream_url(relpath)
@@ -140,6 +141,7 @@ def locate(relpath: str, data_dir: str | os.PathLike | None = None) -> Path:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """Parse a JSONL split with the ``datasets`` library (its Arrow cache lives in our cache folder)."""
+    # datasets is heavy: loaded on first use.
     import datasets
 
     datasets.disable_progress_bars()
