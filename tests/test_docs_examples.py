@@ -6,6 +6,9 @@ is ``# needs: model`` uses the embedded model (``local:smollm2-135m``); those ru
 runs every page again with them. In ``bash`` blocks the cheap lines run: ``metaharness plan solve FILE``.
 A ``json`` plan graph followed by a ``json`` result is solved and must give that result (``seconds`` aside).
 docs/own-task.md is checked by its own tests.
+
+The blocks run with ``METAHARNESS_EXAMPLES_PYTHON`` when it is set (an interpreter, e.g. a fresh virtual environment's
+with only ``pip install .``: ``.ci/core_install.sh`` runs the model-free examples so), else with this one.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NEEDS_MODEL = "# needs: model"
 CHEAP_COMMAND = re.compile(r"^metaharness plan solve \S+")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
+PYTHON = os.environ.get("METAHARNESS_EXAMPLES_PYTHON") or sys.executable
 
 
 @dataclass(frozen=True)
@@ -76,9 +80,7 @@ def run_python(block: Block, cwd: Path, timeout: float) -> None:
     script = cwd / f"example_{block.line}.py"
     script.write_text(block.text)
     env = {**os.environ, "METAHARNESS_CACHE_DIR": str(cwd / ".cache")}
-    done = subprocess.run(
-        [sys.executable, script.name], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    done = subprocess.run([PYTHON, script.name], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"{block.where} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
 
 
@@ -89,7 +91,7 @@ def run_bash(block: Block, cwd: Path) -> int:
         command = CHEAP_COMMAND.match(line.strip())
         if command is None:
             continue
-        argv = [sys.executable, "-m", "metaharness", *shlex.split(command.group(0))[1:]]
+        argv = [PYTHON, "-m", "metaharness", *shlex.split(command.group(0))[1:]]
         done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"{block.where}: {command.group(0)} failed:\n{done.stderr[-2000:]}"
         json.loads(done.stdout)
