@@ -114,3 +114,5 @@ def test_solve_takes_the_budget_by_limit_name():
     assert solve(graph, {"steps": 1}).status == "infeasible"
     with pytest.raises(InputError, match="Unknown budget entries"):
         solve(graph, {"dollars": 1})
+    with pytest.raises(InputError, match='did you mean "usd"'):
+        solve(graph, {"usdd": 1})

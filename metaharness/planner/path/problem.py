@@ -9,6 +9,7 @@ solvers and their bounds (:mod:`metaharness.planner.path.bounds`) read.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -220,6 +221,15 @@ def implied_horizon(graph: PlanGraph, budget: Sequence[float]) -> int:
     return max(1, paid + (paid + 1) * longest_free)
 
 
+def closest_name(unknown: Sequence[str], names: Sequence[str]) -> str:
+    """' (did you mean "usd"?)' for the first unknown name with a close known one, else ''."""
+    for name in unknown:
+        close = difflib.get_close_matches(str(name), list(names), n=1, cutoff=0.5)
+        if close:
+            return f' (did you mean "{close[0]}" for "{name}"?)'
+    return ""
+
+
 def budget_by_name(graph: PlanGraph, budget: Mapping[str, float]) -> list[float]:
     """The graph's budget with the named entries replaced (names from ``graph.limits``; a graph that names none has
     "limit 1", "limit 2", ..., as its results do)."""
@@ -229,5 +239,6 @@ def budget_by_name(graph: PlanGraph, budget: Mapping[str, float]) -> list[float]
     names = limit_names(graph, len(own) if graph.limits is None else len(graph.limits))
     unknown = sorted(set(map(str, budget)) - set(names))
     if unknown:
-        raise InputError(f"Unknown budget entries {unknown}; the graph's limits are {', '.join(names)}.")
+        hint = closest_name(unknown, names)
+        raise InputError(f"Unknown budget entries {unknown}{hint}; the graph's limits are {', '.join(names)}.")
     return [budget.get(name, own[j] if j < len(own) else 0.0) for j, name in enumerate(names)]

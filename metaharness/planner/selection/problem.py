@@ -15,6 +15,7 @@ import numpy as np
 
 from metaharness.errors import InputError
 from metaharness.planner.graph import BUDGET_TOLERANCE, NodeId, PlanGraph, limit_names
+from metaharness.planner.path.problem import closest_name
 from metaharness.planner.program import EVALUATED, IMPLEMENTED, PREDICTED
 from metaharness.planner.result import PlanResult, Status
 
@@ -186,7 +187,10 @@ def _budget_vector(graph: PlanGraph, budget: Sequence[float] | Mapping[str, floa
             raise InputError("A budget by name needs the graph's limits; give one number per budget entry instead.")
         unknown = [k for k in budget if k not in graph.limits]
         if unknown:
-            raise InputError(f"Unknown budget entries {unknown}; the graph's limits are {', '.join(graph.limits)}.")
+            hint = closest_name(unknown, graph.limits)
+            raise InputError(
+                f"Unknown budget entries {unknown}{hint}; the graph's limits are {', '.join(graph.limits)}."
+            )
         vector = [budget.get(name, math.inf) for name in graph.limits]
     else:
         vector = list(budget)
