@@ -28,16 +28,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from metaharness.candidate import Candidate
+from metaharness.json_types import JSONObject
 from metaharness.models.prices import FREE
 from metaharness.models.protocol import ModelClient, Usage
-from metaharness.planner.asking import ask_json
-from metaharness.planner.graph import PlanGraph
+from metaharness.planner.asking import Attempt, ask_json
+from metaharness.planner.graph import NodeId, PlanGraph
 from metaharness.planner.program import PREDICTED, depth, nodes_with
-from metaharness.planner.result import PlanResult
+from metaharness.planner.result import PlanResult, PlanResultJSON
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
+from metaharness.planner.subagents.stage_io import StageRecord
 from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
 from metaharness.proposers.evidence import failed_attempts, records_within, sources_within, trace_excerpts
 from metaharness.proposers.offline import task_model_price
@@ -73,11 +75,41 @@ SAMPLER_TOKENS = 12_000  # evidence shown to the sampler (sources, traces, failu
 SIMULATOR_TOKENS = 6_000  # evidence shown to the simulator per revision
 
 
-def _sampling_schema(plans: int, starts: list[str]) -> dict[str, Any]:
-    plan = {
+class PlanningRecord(TypedDict, total=False):
+    """An iteration's ``planning.json``: the stages over the run's graph, the nodes they added, the selection, and
+    why the agent fell back to the base proposer's way (``fallback``) when it did."""
+
+    iteration: int
+    stages: list[StageRecord]
+    added: list[NodeId]
+    selection: PlanResultJSON | None
+    fallback: str
+
+
+class SamplerCall(TypedDict):
+    attempts: list[Attempt]
+
+
+class SimulatorCall(TypedDict):
+    start: str
+    revisions: list[str]
+    attempts: list[Attempt]
+
+
+class Behaviour(TypedDict):
+    """The simulator's answer (:func:`_simulation_schema`, which ``ask_json`` has checked it against)."""
+
+    correct: list[bool]
+    implementation_tokens: int
+    context_tokens: int
+    breaks_harness: bool
+
+
+def _sampling_schema(plans: int, starts: list[str]) -> JSONObject:
+    plan: JSONObject = {
         "type": "object",
         "properties": {
-            "start": {"type": "string", "enum": starts},
+            "start": {"type": "string", "enum": [s for s in starts]},
             "revisions": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string"}},
         },
         "required": ["start", "revisions"],
@@ -89,7 +121,7 @@ def _sampling_schema(plans: int, starts: list[str]) -> dict[str, Any]:
     }
 
 
-def _simulation_schema(n: int) -> dict[str, Any]:
+def _simulation_schema(n: int) -> JSONObject:
     return {
         "type": "object",
         "properties": {
@@ -134,10 +166,10 @@ class TPSProposer(CodingProposer):
     def evidence_tokens(self, share: int) -> int:
         return min(share, (self.context_tokens or 32_768) // 3)
 
-    def planning(self, state: RunState) -> tuple[PlanResult | None, dict[str, Any]]:
+    def planning(self, state: RunState) -> tuple[PlanResult | None, PlanningRecord]:
         """Stages 1-4 over the run's graph, then the selection; returns it (None: nothing to choose) and the record
         of every stage."""
-        record: dict[str, Any] = {"iteration": state.iteration}
+        record: PlanningRecord = {"iteration": state.iteration}
         if not state.evaluated() or self.prober is None:
             return None, record
         graph, calibration = recalibrated_graph(state)
@@ -223,9 +255,9 @@ class RevisionSampler:
 
     def __init__(self, proposer: TPSProposer, graph: PlanGraph, state: RunState) -> None:
         self.proposer, self.graph, self.state = proposer, graph, state
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[SamplerCall] = []
 
-    def take_calls(self) -> list[dict[str, Any]]:
+    def take_calls(self) -> list[SamplerCall]:
         calls, self.calls = self.calls, []
         return calls
 
@@ -279,9 +311,9 @@ class BehaviourSimulator:
     def __init__(self, proposer: TPSProposer, graph: PlanGraph, state: RunState, calibration: GainCalibration) -> None:
         self.proposer, self.graph, self.state, self.calibration = proposer, graph, state, calibration
         self.candidates = {c.id: c for c in state.candidates}
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[SimulatorCall] = []
 
-    def take_calls(self) -> list[dict[str, Any]]:
+    def take_calls(self) -> list[SimulatorCall]:
         calls, self.calls = self.calls, []
         return calls
 
@@ -321,7 +353,7 @@ class BehaviourSimulator:
         probe: ProbeResult,
         chain: list[str],
         behaviour: list[tuple[Example, bool, str | None]],
-    ) -> dict[str, Any] | None:
+    ) -> Behaviour | None:
         """One simulation call: ``shown``'s whole source, its validation trace and its run on the probe examples
         (every prompt and answer), the revision (after ``chain[:-1]``, described but not yet written) and the
         current behaviour to predict from."""
@@ -360,7 +392,7 @@ class BehaviourSimulator:
         examples: list[Example],
         correct: list[bool],
         chain: list[str],
-        sim: dict[str, Any],
+        sim: Behaviour,
     ) -> SimulatedStep:
         n = max(1, len(examples))
         was = [bool(base_correct.get(ex.id)) for ex in examples]

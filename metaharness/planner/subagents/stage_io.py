@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from metaharness.errors import InputError
-from metaharness.planner.subagents.model_stage import StageCall
 from metaharness.planner.subagents.tool_calls import CALL_FORMAT, ToolSpec, ToolSpecJSON, tool_specs
 
 
@@ -27,7 +26,7 @@ class StageRecord(TypedDict, total=False):
     output: list[object]
     dropped: str | list[str]
     ignored: str
-    calls: list[StageCall]
+    calls: Sequence[Mapping[str, object]]
 
 
 def stage_record(
