@@ -16,8 +16,11 @@ during evaluation: a harness that wants memory builds it from ``train``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
+
+if TYPE_CHECKING:  # a type only: this module imports the standard library alone
+    from metaharness.json_types import JSONValue
 
 HARNESS_FILE = "harness.py"
 
@@ -47,9 +50,17 @@ class LMError(RuntimeError):
     """A task-model call failed (bad arguments, context overflow, model error, call limit); a harness may catch it."""
 
 
-# How an LM reaches the task model: a JSON request {"messages", options...} in, {"text", "parsed"} or
-# {"error": text} out. The sandbox worker sends it to the evaluator's proxy over its pipe.
-ModelCall = Callable[[dict[str, Any]], dict[str, Any]]
+class LMReply(TypedDict, total=False):
+    """What a model call answers: ``text`` and ``parsed`` (JSON-schema calls), or ``error``."""
+
+    text: str
+    parsed: JSONValue
+    error: str
+
+
+# How an LM reaches the task model: a JSON request {"messages", options...} in (the callee serialises it),
+# {"text", "parsed"} or {"error": text} out. The sandbox worker sends it to the evaluator's proxy over its pipe.
+ModelCall = Callable[[Mapping[str, object]], LMReply]
 
 
 class LM:
@@ -68,7 +79,7 @@ class LM:
 
     def __call__(
         self,
-        prompt_or_messages: str | list[dict[str, Any]],
+        prompt_or_messages: str | Sequence[Mapping[str, object]],
         *,
         system: str | None = None,
         max_tokens: int = 512,
@@ -81,28 +92,30 @@ class LM:
 
     def json(
         self,
-        prompt_or_messages: str | list[dict[str, Any]],
-        schema: dict[str, Any],
+        prompt_or_messages: str | Sequence[Mapping[str, object]],
+        schema: Mapping[str, object],
         *,
         system: str | None = None,
         max_tokens: int = 512,
-    ) -> Any:
+    ) -> JSONValue:
         """Output constrained to the JSON ``schema``, returned parsed (validated by the model client)."""
         request = _request(prompt_or_messages, system, max_tokens=max_tokens, json_schema=schema)
         return self._send(request)["parsed"]
 
-    def _send(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _send(self, request: Mapping[str, object]) -> LMReply:
         try:
             json.dumps(request)
         except (TypeError, ValueError) as exc:
             raise LMError(f"lm() arguments must be JSON data: {exc}") from None
         reply = self._call_model(request)
-        if reply.get("error"):
-            raise LMError(reply["error"])
+        error = reply.get("error")
+        if error:
+            raise LMError(error)
         return reply
 
 
-def _request(prompt_or_messages: object, system: str | None, **options: Any) -> dict[str, Any]:
+def _request(prompt_or_messages: object, system: str | None, **options: object) -> dict[str, object]:
+    messages: list[dict[object, object]]
     if isinstance(prompt_or_messages, str):
         messages = [{"role": "user", "content": prompt_or_messages}]
     elif isinstance(prompt_or_messages, list) and all(isinstance(m, dict) for m in prompt_or_messages):

@@ -141,7 +141,7 @@ class ScriptedLM(LM):
     def __init__(self, script: Script = "", *, context_window: int = 2048) -> None:
         self.model = ScriptedModel(script)
         self.recorder = CallRecorder(ModelRef(self.model))
-        super().__init__(lambda request: dict(self.recorder(json.loads(json.dumps(request)))), context_window)
+        super().__init__(lambda request: self.recorder(json.loads(json.dumps(request))), context_window)
 
     @property
     def requests(self) -> list[ChatRequest]:

@@ -12,16 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+from metaharness.candidates.protocol import LMReply
 from metaharness.json_types import JSONObject, JSONValue
-
-
-class LMReply(TypedDict, total=False):
-    """What the harness's ``lm(payload)`` returns: ``text`` and ``parsed`` (JSON-schema calls), or ``error``."""
-
-    text: str
-    parsed: JSONValue
-    error: str
-
 
 CallHandler = Callable[[JSONObject], LMReply]
 """Answers one ``lm()`` call of a harness: its payload (the JSON object the harness passed) to the reply."""

@@ -26,9 +26,10 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Mapping
 from typing import IO, Any
 
-from metaharness.candidates.protocol import HARNESS_FILE, LM, Harness, TrainItem
+from metaharness.candidates.protocol import HARNESS_FILE, LM, Harness, LMReply, TrainItem
 from metaharness.evaluation.bounds import MAX_ERROR_CHARS, MAX_PREDICTION_CHARS, cut
 from metaharness.evaluation.confine import Limits, confine
 
@@ -43,7 +44,7 @@ class _Channel:
         self._writer = writer
         self._lock = threading.Lock()
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Mapping[str, object]) -> None:
         self._writer.write(json.dumps(message).encode() + b"\n")  # ASCII: lone surrogates cannot break it
         self._writer.flush()
 
@@ -53,11 +54,20 @@ class _Channel:
             raise SystemExit(0)  # parent closed the pipe
         return json.loads(line)
 
-    def call(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The harness's ``lm`` (a :data:`~metaharness.candidates.protocol.ModelCall`): one call through the parent."""
+    def call(self, request: Mapping[str, object]) -> LMReply:
+        """The harness's ``lm`` (a :data:`~metaharness.candidates.protocol.ModelCall`): one call through the parent
+        (its ``response`` line: the reply's keys beside ``type``)."""
         with self._lock:
             self.send({"type": "call", "request": request})
-            return self.receive()
+            response = self.receive()
+        reply: LMReply = {}
+        if isinstance(text := response.get("text"), str):
+            reply["text"] = text
+        if "parsed" in response:
+            reply["parsed"] = response["parsed"]
+        if isinstance(error := response.get("error"), str):
+            reply["error"] = error
+        return reply
 
 
 def _error_text() -> str:
