@@ -17,12 +17,35 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import TypedDict
 
 from metaharness.errors import BudgetExceeded, ConfigurationError
 from metaharness.models.prices import PRICES_ENV, PriceTable
 from metaharness.models.protocol import Usage
+
+
+class TallyJSON(TypedDict):
+    """A tally of calls as JSON (:meth:`_Tally.as_dict`)."""
+
+    calls: int
+    cache_hits: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int
+    tokens: int
+    dollars: float
+
+
+class LedgerTotals(TallyJSON):
+    """:meth:`Ledger.totals`: the run's tally, its caps, the models without a price, and tallies by model and role."""
+
+    max_dollars: float | None
+    max_tokens: int | None
+    unpriced_models: list[str]
+    by_model: dict[str, TallyJSON]
+    by_role: dict[str, TallyJSON]
 
 
 @dataclass
@@ -48,10 +71,17 @@ class _Tally:
         """What the token cap counts: input plus output."""
         return self.input_tokens + self.output_tokens
 
-    def as_dict(self) -> dict[str, Any]:
-        counts = asdict(self)
-        dollars = counts.pop("dollars")
-        return {**counts, "tokens": self.tokens, "dollars": round(dollars, 6)}
+    def as_dict(self) -> TallyJSON:
+        return TallyJSON(
+            calls=self.calls,
+            cache_hits=self.cache_hits,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            tokens=self.tokens,
+            dollars=round(self.dollars, 6),
+        )
 
 
 @dataclass(frozen=True)
@@ -170,14 +200,14 @@ class Ledger:
         with self._lock:
             return self._total.tokens
 
-    def totals(self) -> dict[str, Any]:
+    def totals(self) -> LedgerTotals:
         """Everything as plain JSON-ready data, for run records."""
         with self._lock:
-            return {
+            return LedgerTotals(
                 **self._total.as_dict(),
-                "max_dollars": self.max_dollars,
-                "max_tokens": self.max_tokens,
-                "unpriced_models": sorted(self._unpriced),
-                "by_model": {k: v.as_dict() for k, v in sorted(self._by_model.items())},
-                "by_role": {k: v.as_dict() for k, v in sorted(self._by_role.items())},
-            }
+                max_dollars=self.max_dollars,
+                max_tokens=self.max_tokens,
+                unpriced_models=sorted(self._unpriced),
+                by_model={k: v.as_dict() for k, v in sorted(self._by_model.items())},
+                by_role={k: v.as_dict() for k, v in sorted(self._by_role.items())},
+            )
