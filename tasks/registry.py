@@ -23,6 +23,7 @@ from metaharness.errors import InputError
 from metaharness.tasks.custom import CustomTask, open_dataset_task, open_task_folder
 from metaharness.tasks.custom.data import HUB_PREFIX
 from metaharness.tasks.custom.spec import TASK_FILE
+from metaharness.tasks.custom.task import TaskSource
 from metaharness.tasks.protocol import Task
 from metaharness.tasks.text import TEXT_TASK_NAMES, get_text_task
 
@@ -55,12 +56,12 @@ def open_task(
     )
 
 
-def task_origin(task: Task) -> dict[str, Any] | None:
+def task_origin(task: Task) -> TaskSource | None:
     """What a run records about where ``task`` came from; None for the paper's datasets (their name says it)."""
-    return dict(task.origin) if isinstance(task, CustomTask) else None
+    return TaskSource(**task.origin) if isinstance(task, CustomTask) else None
 
 
-def reopen_task(origin: dict[str, Any]) -> CustomTask:
+def reopen_task(origin: TaskSource) -> CustomTask:
     """The task a run recorded (:func:`task_origin`), checked to hold the same train and val examples."""
     task = open_task(str(origin["source"]), settings=dict(origin.get("settings") or {}))
     assert isinstance(task, CustomTask)

@@ -55,7 +55,7 @@ from metaharness.store.log import StartLine
 from metaharness.store.run_dir import RunDirectory
 from metaharness.tasks import get_task, open_task, reopen_task, task_origin
 from metaharness.tasks.custom.data import HUB_PREFIX
-from metaharness.tasks.custom.task import fingerprint
+from metaharness.tasks.custom.task import TaskSource, fingerprint
 from metaharness.tasks.protocol import Task
 from metaharness.tasks.text import TextTask
 
@@ -113,7 +113,7 @@ def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None =
     return RunSettings.resolve({"dataset": task.name, "task_source": task_source(task), **given}, None)
 
 
-def task_source(task: Task) -> dict[str, Any] | None:
+def task_source(task: Task) -> TaskSource | None:
     """What a run records about where ``task`` came from, to open it again on resume: None for the paper's
     datasets (the name says it); for your own task its origin (:attr:`~metaharness.tasks.CustomTask.origin`: the
     folder or ``hf:`` dataset, its settings with the val carve's seed and size, a fingerprint of train and val); for
@@ -125,7 +125,7 @@ def task_source(task: Task) -> dict[str, Any] | None:
         return origin
     kind = type(task)
     examples = {split: task.load(split) for split in ("train", "val")}
-    return {"source": f"{PYTHON_SOURCE}{kind.__module__}.{kind.__qualname__}", "fingerprint": fingerprint(examples)}
+    return TaskSource(source=f"{PYTHON_SOURCE}{kind.__module__}.{kind.__qualname__}", fingerprint=fingerprint(examples))
 
 
 def run_task(settings: RunSettings, data_dir: str | Path | None = None) -> Task:
@@ -147,7 +147,7 @@ def run_task(settings: RunSettings, data_dir: str | Path | None = None) -> Task:
             f"This run's task folder {source} is missing: restore it there (a run opens its task where it started), "
             "or start a new run with another --run-dir."
         )
-    return reopen_task(dict(origin))
+    return reopen_task(TaskSource(**origin))
 
 
 def seeds_of(

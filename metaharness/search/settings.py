@@ -54,6 +54,7 @@ from metaharness.search.staging import POLICIES, Policy
 
 if TYPE_CHECKING:
     from metaharness.proposers import ProposerOptions
+    from metaharness.tasks.custom.task import TaskSource
 
 DEFAULT_EVALS_PER_ITER = 3
 DEFAULT_PROPOSALS = 12
@@ -90,7 +91,7 @@ class RunSettings:
     # The proposer's typed options (None: its defaults); resolve() and from_json() build them from -P mappings.
     proposer_options: ProposerOptions | None = None
     seed_names: tuple[str, ...] | None = None
-    task_source: Mapping[str, Any] | None = None
+    task_source: TaskSource | None = None
     seed_files: tuple[str, ...] | None = None
     solver: str = "auto"
     first_stage: int | None = None
@@ -278,12 +279,12 @@ class RunSettings:
         return cls(**values)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: TaskSource | None) -> TaskSource | None:
     """``value`` as JSON holds it (tuples as lists, mappings as dicts), so a stored task source compares equal."""
     return None if value is None else json.loads(json.dumps(value))
 
 
-def _task_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> InputError:
+def _task_changed(old: TaskSource | None, new: TaskSource | None) -> InputError:
     """Why a session's task is not the run's: another task, other ``-T`` settings, or changed examples."""
     keep = "a run keeps its task so that its scores stay comparable"
     fresh = "Leave --dataset and -T out (or --resume), or use another --run-dir."
@@ -301,7 +302,7 @@ def _task_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) 
     )
 
 
-def _shown_settings(source: Mapping[str, Any]) -> str:
+def _shown_settings(source: TaskSource) -> str:
     pairs = [f"-T {key}={json.dumps(value)}" for key, value in sorted(dict(source.get("settings") or {}).items())]
     return " ".join(pairs) or "none"
 

@@ -22,13 +22,24 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from metaharness.errors import InputError
 from metaharness.tasks.custom import data as splits
 from metaharness.tasks.custom.metrics import Answer, Metric, make_metric
 from metaharness.tasks.custom.spec import TaskSpec, apply_settings, read_task_file
 from metaharness.tasks.protocol import Example
+
+
+class TaskSource(TypedDict, total=False):
+    """Where a run's task came from (``settings.json``, key ``task_source``): the task folder, ``hf:`` dataset or
+    Python class (``source``), its ``-T`` settings with the val carve's seed and size (``settings``), and a
+    ``fingerprint`` of its train and val examples."""
+
+    source: str
+    settings: dict[str, Any]
+    fingerprint: str
+
 
 SEEDS_FOLDER = "candidates"
 # The working example task `metaharness init DIR` copies.
@@ -45,7 +56,7 @@ class CustomTask:
     answer: Answer
     metric: Metric
     examples: dict[str, list[Example]]
-    origin: dict[str, Any]
+    origin: TaskSource
     folder: Path | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -115,7 +126,7 @@ def _safe_name(text: str) -> str:
 
 
 def build_task(
-    spec: TaskSpec, default_name: str, origin: dict[str, Any], read: Callable[[dict[str, Any]], dict]
+    spec: TaskSpec, default_name: str, origin: TaskSource, read: Callable[[dict[str, Any]], dict]
 ) -> CustomTask:
     """A task from checked settings: ``read(data_settings)`` gives the split tables; val is carved when missing."""
     data = spec.data
@@ -157,7 +168,7 @@ def open_task_folder(folder: str | Path, settings: dict[str, Any] | None = None)
         raise InputError(f"Task folder {folder} does not exist; create one with: metaharness init {folder}")
     given = dict(settings or {})
     spec = TaskSpec(apply_settings(read_task_file(path), given), path)
-    origin = {"source": str(path), "settings": given}
+    origin = TaskSource(source=str(path), settings=given)
 
     def read(data: dict[str, Any]) -> dict[str, splits.Table]:
         source = data.get("source")
@@ -185,7 +196,7 @@ def open_dataset_task(reference: str, settings: dict[str, Any] | None = None) ->
         reference = splits.HUB_PREFIX + name
     given = dict(settings or {})
     spec = TaskSpec(apply_settings({"data": {"source": reference}}, given), None)
-    origin = {"source": reference, "settings": given}
+    origin = TaskSource(source=reference, settings=given)
 
     def read(data: dict[str, Any]) -> dict[str, splits.Table]:
         return splits.source_tables(splits.load_source(name, data.get("config"), data.get("revision")), data)
