@@ -249,8 +249,8 @@ class RunSettings:
 
     # -- JSON -----------------------------------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = dataclasses.asdict(self)
         data["iteration_budget"] = self.iteration_budget.to_json()
         data["run_budget"] = self.run_budget.to_json()
         data["proposer_options"] = self.proposer_options.to_json() if self.proposer_options is not None else {}
@@ -311,7 +311,7 @@ def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _merged(old: Budget, entries: Budget | Mapping[str, Any]) -> Budget:
+def _merged(old: Budget, entries: Budget | Mapping[str, object]) -> Budget:
     """``old`` with the entries given replaced (a Budget given whole replaces every entry)."""
     if isinstance(entries, Budget):
         return entries

@@ -28,6 +28,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,7 @@ class RunDirectory:
             return self.store.config()
         return _readable(path, dict, "restore it from a backup (deleted, the run falls back to its first settings)")
 
-    def save_settings(self, settings: dict[str, Any]) -> None:
+    def save_settings(self, settings: Mapping[str, object]) -> None:
         """Keep the settings this session resolved (a cap tightened or raised) for the next one."""
         atomic_write_json(self.path / SETTINGS_FILE, settings)
 
