@@ -12,9 +12,9 @@ several places gets a record (a dataclass or a ``TypedDict``) instead.
 
 from __future__ import annotations
 
-from typing import TypeAlias, Union
+from typing import TypeAlias
 
-JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
+JSONValue: TypeAlias = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
 """Any value ``json.loads`` returns."""
 
 JSONObject: TypeAlias = dict[str, JSONValue]
