@@ -21,7 +21,13 @@ from metaharness.agents.tool_bench import AGENTS as TOOL_AGENTS
 from metaharness.agents.tool_bench import METRICS as TOOL_METRICS
 from metaharness.agents.tool_bench import ToolAgentSettings, run_bench
 from metaharness.cli.browse import console
-from metaharness.cli.search import parse_options, parse_usd
+from metaharness.cli.options import (
+    dask_scheduler_option,
+    max_cost_option,
+    parse_options,
+    proposer_option_option,
+    ray_address_option,
+)
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.models import connect
@@ -180,27 +186,19 @@ def harness(
     proposer_model: str | None = typer.Option(
         None, "--proposer-model", help="Proposer model spec (default: the hosted model of the API key set, if any)."
     ),
-    max_cost: float | None = typer.Option(
-        None,
-        "--max-cost",
-        parser=lambda text: parse_usd("--max-cost", text),
-        metavar="USD",
-        help="Dollar cap of the whole experiment, split evenly over the cells; the estimate is shown first.",
+    max_cost: float | None = max_cost_option(
+        "Dollar cap of the whole experiment, split evenly over the cells; the estimate is shown first."
     ),
     jobs: int = typer.Option(1, "--jobs", help="Cells run at once (processes; mind the model endpoints' limits)."),
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the tasks' splits (else downloaded)."),
     test: bool | None = typer.Option(
         None, "--test/--no-test", help="Score each run's best on the test split (default: test)."
     ),
-    proposer_option: list[str] = typer.Option(
-        [], "--proposer-option", "-P", help="KEY=VALUE for every cell's proposer (the seed is set per cell)."
+    proposer_option: list[str] = proposer_option_option(
+        "KEY=VALUE for every cell's proposer (the seed is set per cell)."
     ),
-    dask_scheduler: str | None = typer.Option(
-        None, "--dask-scheduler", metavar="ADDRESS", help="Evaluate every cell's examples on this Dask scheduler."
-    ),
-    ray_address: str | None = typer.Option(
-        None, "--ray-address", metavar="ADDRESS", help="Evaluate every cell's examples on this Ray cluster."
-    ),
+    dask_scheduler: str | None = dask_scheduler_option("Evaluate every cell's examples on this Dask scheduler."),
+    ray_address: str | None = ray_address_option("Evaluate every cell's examples on this Ray cluster."),
 ) -> None:
     """The harness-optimisation grid: one search per dataset x proposer x seed, then the tables over seeds."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.

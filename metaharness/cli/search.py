@@ -7,8 +7,6 @@ a run's stored settings when it continues one), draws its events and prints wher
 from __future__ import annotations
 
 import _thread
-import json
-import math
 import signal
 import threading
 from collections.abc import Callable
@@ -21,6 +19,13 @@ from rich.console import Console
 from metaharness.budget import Budget
 from metaharness.candidate import Candidate
 from metaharness.cli.browse import RUNS_ROOT, console, resolve_run
+from metaharness.cli.options import (
+    dask_scheduler_option,
+    max_cost_option,
+    parse_options,
+    proposer_option_option,
+    ray_address_option,
+)
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.search.loop import LoopEvents, Outcome, StopRequest
@@ -72,13 +77,7 @@ def optimize(
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run (its settings are reused)."),
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the task's splits (else downloaded)."),
     val_limit: int | None = typer.Option(None, "--val-limit", min=1, help="Use the first N validation examples only."),
-    max_cost: float | None = typer.Option(
-        None,
-        "--max-cost",
-        parser=lambda text: parse_usd("--max-cost", text),
-        metavar="USD",
-        help="Stop cleanly once this many USD are spent (whole run, every model).",
-    ),
+    max_cost: float | None = max_cost_option("Stop cleanly once this many USD are spent (whole run, every model)."),
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", min=0, help="Stop cleanly once this many tokens (input + output) are spent (whole run)."
     ),
@@ -109,15 +108,11 @@ def optimize(
         "--seeds",
         help="Comma-separated seed harnesses to start from: names of the task's (default: all) or .py files.",
     ),
-    proposer_option: list[str] = typer.Option(
-        [], "--proposer-option", "-P", help="KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
+    proposer_option: list[str] = proposer_option_option(
+        "KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
     ),
-    dask_scheduler: str | None = typer.Option(
-        None, "--dask-scheduler", metavar="ADDRESS", help="Evaluate on this Dask cluster (e.g. tcp://host:8786)."
-    ),
-    ray_address: str | None = typer.Option(
-        None, "--ray-address", metavar="ADDRESS", help="Evaluate on this Ray cluster (e.g. ray://host:10001, auto)."
-    ),
+    dask_scheduler: str | None = dask_scheduler_option("Evaluate on this Dask cluster (e.g. tcp://host:8786)."),
+    ray_address: str | None = ray_address_option("Evaluate on this Ray cluster (e.g. ray://host:10001, auto)."),
 ) -> None:
     """Search for a better harness: evaluate the seeds, then propose, evaluate in stages and commit, each iteration.
 
@@ -207,31 +202,6 @@ def seed_settings(seeds: str | None) -> dict[str, tuple[str, ...] | None]:
     if files:
         return {"seed_names": None, "seed_files": tuple(str(Path(f).expanduser().resolve()) for f in files)}
     return {"seed_names": tuple(entries) or None, "seed_files": None}
-
-
-def parse_usd(option: str, text: str) -> float:
-    """A dollar amount: a finite number >= 0 (else one line and exit code 2, before anything starts)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{option} takes an amount of USD >= 0 (e.g. {option} 5), got '{text}'.")
-    return value
-
-
-def parse_options(pairs: list[str]) -> dict[str, object]:
-    """``KEY=VALUE`` strings to a dict; values are JSON when they parse (numbers, booleans), else text."""
-    options: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--proposer-option takes KEY=VALUE (e.g. probe_size=4), got '{pair}'.")
-        try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.strip()] = value
-    return options
 
 
 class StopOnCtrlC:
