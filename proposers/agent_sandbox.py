@@ -17,7 +17,6 @@ agent unconfined. Its environment is the caller's business: :mod:`.engines` pass
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import resource
 import sys
@@ -27,12 +26,8 @@ from metaharness.evaluation.confine import (
     _FS,
     _FS_ALL,
     _FS_BY_ABI,
-    _PR_SET_NO_NEW_PRIVS,
     _READ,
-    _SYS_CREATE_RULESET,
-    _SYS_RESTRICT_SELF,
-    _add_rule,
-    _libc,
+    _enforce_ruleset,
     _RulesetAttr,
     landlock_abi,
 )
@@ -49,22 +44,8 @@ def write_access(abi: int) -> int:
 def restrict_writes(writable: list[str]) -> None:
     """Allow this process (and what it executes) to write only beneath ``writable`` and on /dev/null."""
     abi = landlock_abi()
-    libc = _libc()
     handled = write_access(abi)
-    attr = _RulesetAttr(handled, 0, 0)
-    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-    if ruleset < 0:
-        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
-    try:
-        for path in [*writable, "/dev/null"]:
-            _add_rule(libc, ruleset, path, handled)
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-        if libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
-    finally:
-        os.close(ruleset)
+    _enforce_ruleset(abi, _RulesetAttr(handled, 0, 0), [(path, handled) for path in [*writable, "/dev/null"]])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -300,18 +300,25 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> None:
 
 
 def _apply_landlock(abi: int, writable: str) -> None:
-    libc = _libc()
     handled = _FS_BY_ABI.get(abi, _FS_ALL)
     attr = _RulesetAttr(handled, _NET_TCP if abi >= 4 else 0, _SCOPE_ALL if abi >= 6 else 0)
+    reads = [*read_roots(), *(p for p in ("/proc", "/dev") if os.path.exists(p))]
+    rules = [(root, _READ & handled) for root in reads]
+    rules += [("/dev/null", (_READ | _FS["write_file"]) & handled), (writable, handled)]
+    _enforce_ruleset(abi, attr, rules)
+
+
+def _enforce_ruleset(abi: int, attr: _RulesetAttr, rules: list[tuple[str, int]]) -> None:
+    """Create a Landlock ruleset that handles ``attr``, allow each ``(path, access)`` of ``rules`` beneath its path,
+    set ``no_new_privs`` (Landlock requires it) and enforce the ruleset on this process and what it executes."""
+    libc = _libc()
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
-        for root in [*read_roots(), *(p for p in ("/proc", "/dev") if os.path.exists(p))]:
-            _add_rule(libc, ruleset, root, _READ & handled)
-        _add_rule(libc, ruleset, "/dev/null", (_READ | _FS["write_file"]) & handled)
-        _add_rule(libc, ruleset, writable, handled)
+        for path, access in rules:
+            _add_rule(libc, ruleset, path, access)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         if libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
