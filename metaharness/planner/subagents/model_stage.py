@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-from metaharness.json_types import JSONValue
+from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ModelClient
 from metaharness.planner.asking import DEFAULT_ATTEMPTS, Attempt, ask_json
 
@@ -60,3 +60,15 @@ class ModelStage:
     def take_calls(self) -> list[StageCall]:
         calls, self._calls = self._calls, []
         return calls
+
+
+def plans_schema(plans: int, key: str, step: JSONObject, max_steps: int) -> JSONObject:
+    """JSON schema of a sampler's answer: ``{"plans": [{key: [step, ...]}, ...]}``, 1 to ``plans`` plans of 1 to
+    ``max_steps`` steps each."""
+    steps: JSONObject = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": step}
+    plan: JSONObject = {"type": "object", "properties": {key: steps}, "required": [key]}
+    return {
+        "type": "object",
+        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": plans, "items": plan}},
+        "required": ["plans"],
+    }

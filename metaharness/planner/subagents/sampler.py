@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ModelClient
 from metaharness.planner.asking import members, strings
-from metaharness.planner.subagents.model_stage import ModelStage, StageOptions
+from metaharness.planner.subagents.model_stage import ModelStage, StageOptions, plans_schema
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
 
 if TYPE_CHECKING:
@@ -38,13 +38,7 @@ MAX_SUBPLAN_CHARS = 160
 
 def sampler_schema(plans: int, max_steps: int) -> JSONObject:
     text: JSONObject = {"type": "string", "minLength": 1, "maxLength": MAX_SUBPLAN_CHARS}
-    subplans: JSONObject = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": text}
-    plan: JSONObject = {"type": "object", "properties": {"subplans": subplans}, "required": ["subplans"]}
-    return {
-        "type": "object",
-        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": plans, "items": plan}},
-        "required": ["plans"],
-    }
+    return plans_schema(plans, "subplans", text, max_steps)
 
 
 class ModelPlanSampler(ModelStage):

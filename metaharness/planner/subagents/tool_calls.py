@@ -24,7 +24,7 @@ from metaharness.errors import InputError
 from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ModelClient
 from metaharness.planner.asking import members
-from metaharness.planner.subagents.model_stage import ModelStage, StageOptions
+from metaharness.planner.subagents.model_stage import ModelStage, StageOptions, plans_schema
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -144,13 +144,7 @@ def calls_schema(tools: Sequence[ToolSpec], plans: int, max_steps: int) -> JSONO
             for t in tools
         ]
     }
-    steps: JSONObject = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": call}
-    plan: JSONObject = {"type": "object", "properties": {"calls": steps}, "required": ["calls"]}
-    return {
-        "type": "object",
-        "properties": {"plans": {"type": "array", "minItems": 1, "maxItems": plans, "items": plan}},
-        "required": ["plans"],
-    }
+    return plans_schema(plans, "calls", call, max_steps)
 
 
 TOOL_SAMPLER_SYSTEM = (
