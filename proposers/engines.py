@@ -62,6 +62,7 @@ from metaharness.models.ledger import Ledger
 from metaharness.models.prices import Price
 from metaharness.models.protocol import ChatRequest, ChatResult, Choice, Role, StructuredOutputError, Usage
 from metaharness.models.structured import check_choice
+from metaharness.store.files import json_object
 
 AGENT_SECONDS = 1800.0
 COMPLETION_SECONDS = 600.0
@@ -414,11 +415,7 @@ class EngineClient:
                 if log is not None:
                     log.write(line if line.endswith("\n") else line + "\n")
                     log.flush()
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(event, dict):
+                if (event := json_object(line)) is not None:
                     events.append(event)
             process.wait()
         finally:

@@ -72,15 +72,18 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            records.append(value)
-    return records
+    return [
+        record for line in path.read_text(encoding="utf-8").splitlines() if (record := json_object(line)) is not None
+    ]
+
+
+def json_object(line: str) -> dict[str, Any] | None:
+    """The JSON object a line holds, or None for a torn line, other text or a JSON value that is not an object."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def clean_temporaries(folder: Path) -> list[Path]:
