@@ -109,11 +109,9 @@ class FailedCell(TypedDict):
     error: str | None
 
 
-class Group(TypedDict):
-    """The runs of one dataset and proposer (or, as :class:`Average`, of one proposer over datasets)."""
+class FigureStats(TypedDict):
+    """The stat over runs of each of :data:`FIGURES`."""
 
-    runs: int
-    seeds: list[int]
     best_val: Stat
     judged: Stat
     test: Stat
@@ -121,6 +119,14 @@ class Group(TypedDict):
     tokens: Stat
     usd: Stat
     mae: Stat
+
+
+class Group(FigureStats):
+    """The runs of one dataset and proposer (or, as :class:`Average`, of one proposer over datasets); its dict's keys
+    are runs, seeds, the figures, curve (:func:`_group`)."""
+
+    runs: int
+    seeds: list[int]
     curve: list[list[float]]
 
 
@@ -315,6 +321,14 @@ def _group(members: list[RunRow]) -> Group:
     return Group(
         runs=len(members),
         seeds=sorted(r["seed"] for r in members),
+        **_figure_stats(stats),
+        curve=mean_curve([r["curve"] for r in members]),
+    )
+
+
+def _figure_stats(stats: Mapping[Figure, Stat]) -> FigureStats:
+    """The stat of each of :data:`FIGURES`, as a group's keys."""
+    return FigureStats(
         best_val=stats["best_val"],
         judged=stats["judged"],
         test=stats["test"],
@@ -322,7 +336,6 @@ def _group(members: list[RunRow]) -> Group:
         tokens=stats["tokens"],
         usd=stats["usd"],
         mae=stats["mae"],
-        curve=mean_curve([r["curve"] for r in members]),
     )
 
 
@@ -345,13 +358,7 @@ def _average(per_dataset: list[tuple[Group, dict[int, RunRow]]]) -> Average:
         runs=sum(g["runs"] for g in groups),
         datasets=len(groups),
         seeds=seeds,
-        best_val=stats["best_val"],
-        judged=stats["judged"],
-        test=stats["test"],
-        evals=stats["evals"],
-        tokens=stats["tokens"],
-        usd=stats["usd"],
-        mae=stats["mae"],
+        **_figure_stats(stats),
         curve=mean_curve([g["curve"] for g in groups]),
     )
 
