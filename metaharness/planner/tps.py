@@ -190,20 +190,9 @@ def plan(
     merger = merger or KeyJudgeMerger(model)
     stages: list[StageRecord] = []
 
-    def record(
-        name: str,
-        stage: object,
-        inputs: Mapping[str, object],
-        output: Sequence[object],
-        *,
-        dropped: str | list[str] | None = None,
-        ignored: str | None = None,
-    ) -> None:
-        stages.append(stage_record(name, stage, inputs, output, dropped=dropped, ignored=ignored))
-
     sampled = list(sampler.sample(task, plans))[:plans]
     valid, dropped = _valid_plans(task, sampled)
-    record("sample", sampler, {"plans": plans}, [p.to_json() for p in sampled], dropped=dropped)
+    stages.append(stage_record("sample", sampler, {"plans": plans}, [p.to_json() for p in sampled], dropped=dropped))
     if not valid:
         reason = "the plan sampler produced no plan" + (" whose tool calls all validate" if dropped else "")
         return RouteResult("no_route", task, stages=stages, reason=reason + ".")
@@ -212,12 +201,10 @@ def plan(
     for candidate in valid:
         steps = list(simulator.simulate(task, candidate))
         problem = _simulation_problem(task, candidate, steps)
-        record(
-            "simulate",
-            simulator,
-            {"plan": candidate.to_json()},
-            [s.to_json() for s in steps],
-            dropped=problem,
+        stages.append(
+            stage_record(
+                "simulate", simulator, {"plan": candidate.to_json()}, [s.to_json() for s in steps], dropped=problem
+            )
         )
         if not problem:
             simulated.append((candidate, steps))
@@ -228,7 +215,7 @@ def plan(
     states += [PredictedState(s.state, s.key) for _, steps in simulated for s in steps]
     groups = list(merger.merge(task, states))
     problem = _grouping_problem(groups, len(states))
-    record("merge", merger, {"states": [s.to_json() for s in states]}, groups, ignored=problem)
+    stages.append(stage_record("merge", merger, {"states": [s.to_json() for s in states]}, groups, ignored=problem))
     if problem:
         groups = list(range(len(states)))  # unmerged states are always safe
 
@@ -240,13 +227,8 @@ def plan(
         if len(labels) == len(representatives) and all(x in (GOAL, NEUTRAL, DEAD_END) for x in labels)
         else f"expected {len(representatives)} labels in {{1, 0, -1}}, got {labels!r}; all set to 0"
     )
-    record(
-        "label",
-        labeler,
-        {"states": [states[r].to_json() for r in representatives]},
-        labels,
-        ignored=problem,
-    )
+    inputs = {"states": [states[r].to_json() for r in representatives]}
+    stages.append(stage_record("label", labeler, inputs, labels, ignored=problem))
     if problem:
         labels = [NEUTRAL] * len(representatives)
     _apply_labels(graph, [node_of[r] for r in representatives], labels)
