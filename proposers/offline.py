@@ -37,6 +37,7 @@ another operator order and other tie-breaks.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -216,10 +217,14 @@ class OfflineProposer:
         predicted = nodes_with(graph, PREDICTED)
         tokens = {"spent": round(simulator.spent), "budget": round(budget), "revisions_skipped": simulator.skipped}
         for proposal in out:
-            prediction = proposal.prediction if proposal.prediction is not None else {}
-            prediction["candidates_considered"] = len(predicted)
-            prediction["dead_ends"] = sum(1 for n in predicted if n.dead_end)
-            prediction["probe_tokens"] = tokens
+            if proposal.prediction is not None:
+                extra = {
+                    **proposal.prediction.extra,
+                    "candidates_considered": len(predicted),
+                    "dead_ends": sum(1 for n in predicted if n.dead_end),
+                    "probe_tokens": tokens,
+                }
+                proposal.prediction = dataclasses.replace(proposal.prediction, extra=extra)
         _write_record(
             state,
             {

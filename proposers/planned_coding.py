@@ -26,6 +26,7 @@ usable (a weak model), the agent falls back to the ``base`` behaviour and says s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any, TypedDict
@@ -242,8 +243,11 @@ class TPSProposer(CodingProposer):
             else:  # an intermediate was not written: the chain lands as one revision of its evaluated ancestor
                 proposal.intermediates = []
                 if proposal.prediction is not None:
-                    proposal.prediction["intermediates_not_written"] = True
-                    proposal.summary = "; then ".join(proposal.prediction.get("chain", [proposal.summary]))
+                    kept = {**proposal.prediction.extra, "intermediates_not_written": True}
+                    proposal.prediction = dataclasses.replace(proposal.prediction, extra=kept)
+                    chain = kept.get("chain")
+                    written_as = chain if isinstance(chain, list) else [proposal.summary]
+                    proposal.summary = "; then ".join(map(str, written_as))
             out.append(proposal)
         extra = [to_proposal(s) for name, s in written.items() if name not in names]
         return (out + extra)[: state.proposals]

@@ -17,10 +17,10 @@ glue around those calls:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from metaharness.candidate import Candidate, Prediction
 from metaharness.planner.expand import Growth, grow
@@ -212,7 +212,8 @@ def proposals(
         steps = [_proposal(graph, edge.target, edge.action, source_of, rank, result) for edge in edges]
         for step, edge in zip(steps, edges, strict=True):
             if step.prediction is not None:  # what writing the revision is predicted to cost
-                step.prediction["edit_cost"] = dict(zip(LIMITS[1:], edge.cost[1:], strict=False))
+                edit_cost = dict(zip(LIMITS[1:], edge.cost[1:], strict=False))
+                step.prediction = dataclasses.replace(step.prediction, edit_cost=edit_cost)
         final = steps[-1]
         summaries = [s.summary for s in steps]
         final.parent = str(edges[0].source)
@@ -220,7 +221,9 @@ def proposals(
         # Committed after its intermediates, the program's own revision is what changed from its parent.
         final.summary = summaries[-1] if final.intermediates else "; then ".join(summaries)
         if final.prediction is not None:
-            final.prediction["chain"] = summaries
+            final.prediction = dataclasses.replace(
+                final.prediction, extra={**final.prediction.extra, "chain": summaries}
+            )
         out.append(final)
     return out
 
@@ -236,7 +239,7 @@ def _proposal(
     node = graph.node(node_id)
     data = dict(node.data)
     source = data.pop("source", None) or (source_of(node_id) if source_of else "")
-    prediction: dict[str, Any] = {
+    prediction: dict[str, object] = {
         "node": str(node_id),
         "score": round(node.score or 0.0, 4),
         "std": round(node.std, 4),
@@ -252,6 +255,6 @@ def _proposal(
         source=source,
         summary=str(data.get("summary") or summary),
         hypothesis=str(data.get("hypothesis", "")),
-        prediction=prediction,
+        prediction=Prediction.from_json(prediction),
         node=str(node_id),
     )

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metaharness import frontier
-from metaharness.candidate import Evaluation
+from metaharness.candidate import Evaluation, Prediction
 from metaharness.candidates.protocol import LM
 from metaharness.errors import BudgetExceeded, InputError
 from metaharness.evaluation.protocol import CandidateFailed, Progress
@@ -386,7 +386,7 @@ class ScriptedProposer:
             source=program(round(best.score + 0.1, 3)),
             summary=f"improve {best.id}",
             hypothesis="more is better",
-            prediction={"score": best.score + 0.05},
+            prediction=Prediction(score=best.score + 0.05),
         )
         return [better, *self.extra.get(state.iteration, [])]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, program
 
-from metaharness.candidate import Evaluation
+from metaharness.candidate import Evaluation, Prediction
 from metaharness.models.client import Client
 from metaharness.models.ledger import Ledger
 from metaharness.models.prices import Price, PriceTable
@@ -100,7 +100,7 @@ class PricedProposer(ScriptedProposer):
         for node, parent, score in [("step", better.parent, 0.33), ("goal", "step", 0.4), ("later", "c001", 0.25)]:
             if node not in graph.nx:  # a rerun after a kill between the graph's save and the plan's sees them
                 programs.add_predicted(graph, node, parent, score, summary=node, data={"iteration": 1})
-        step = Proposal(None, program(0.33), "intermediate step", prediction={"score": 0.33}, node="step")
+        step = Proposal(None, program(0.33), "intermediate step", prediction=Prediction(score=0.33), node="step")
         better.node, better.intermediates = "goal", [step]
         return [better]
 

@@ -236,7 +236,7 @@ def test_tps_plans_with_the_engine_then_the_engines_agent_writes_the_chosen_plan
     planning = json.loads((tmp_path / "proposer" / "iter-1" / "planning.json").read_text())
     assert "fallback" not in planning and planning["selection"]["evaluate"] == [proposal.node]
     assert proposal.prediction is not None
-    assert proposal.parent == "c003" and proposal.prediction["chain"] == [
+    assert proposal.parent == "c003" and proposal.prediction.extra["chain"] == [
         "add two worked examples from the training split to the prompt"
     ]
     assert proposal.source.endswith("# plan1: revised by the stand-in agent\n")

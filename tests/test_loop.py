@@ -67,7 +67,7 @@ def test_staged_evaluation_allots_examples_within_the_budget_and_the_line_record
     from metaharness.budget import Budget
 
     proposals = [
-        Proposal("c001", program(score), f"p{score}", prediction={"score": score, "std": 0.1})
+        Proposal("c001", program(score), f"p{score}", prediction=Prediction(score=score, std=0.1))
         for score in (0.25, 0.5, 0.15, 0.35)
     ]
     proposer = ScriptedProposer({1: proposals[1:]})
@@ -296,17 +296,27 @@ class ChainProposer:
             program.add_predicted(graph, "C", "B", 0.6, cost={"tokens": 40}, summary="step C")
             program.add_predicted(graph, "D", "B", 0.5, summary="step D")
             program.add_predicted(graph, "E", "c001", 0.3, summary="step E", data={"iteration": 1})
-            step = Proposal(None, program_source(0.45), "step B", prediction={"score": 0.35, "std": 0.05}, node="B")
+            step = Proposal(None, program_source(0.45), "step B", prediction=Prediction(score=0.35, std=0.05), node="B")
             return [
                 Proposal(
-                    "c002", program_source(0.6), "step C", prediction={"score": 0.6}, node="C", intermediates=[step]
+                    "c002",
+                    program_source(0.6),
+                    "step C",
+                    prediction=Prediction(score=0.6),
+                    node="C",
+                    intermediates=[step],
                 ),
                 Proposal(
-                    "c002", program_source(0.4), "step D", prediction={"score": 0.5}, node="D", intermediates=[step]
+                    "c002",
+                    program_source(0.4),
+                    "step D",
+                    prediction=Prediction(score=0.5),
+                    node="D",
+                    intermediates=[step],
                 ),
             ]
         assert "E" in graph.nx and graph.node("E").status == program.PREDICTED
-        return [Proposal("c001", program_source(0.25), "step E", prediction={"score": 0.3}, node="E")]
+        return [Proposal("c001", program_source(0.25), "step E", prediction=Prediction(score=0.3), node="E")]
 
 
 def program_source(score):

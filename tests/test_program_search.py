@@ -9,7 +9,7 @@ import pytest
 from fakes import ScriptedModel
 from test_proposers_offline import NoValTask, _state, keyword_model
 
-from metaharness.candidate import Candidate, Evaluation, Prediction
+from metaharness.candidate import Candidate, Evaluation
 from metaharness.planner.program import (
     IMPLEMENTED,
     PREDICTED,
@@ -65,8 +65,8 @@ def test_a_chosen_chain_becomes_one_proposal_with_its_intermediates() -> None:
     assert proposal.parent == "c1" and proposal.node == "p1.1" and proposal.source == "B"
     assert [(s.node, s.source) for s in proposal.intermediates] == [("p1.0", "A")]
     assert proposal.summary == "step two"
-    assert proposal.prediction is not None and proposal.prediction["chain"] == ["step one", "step two"]
-    assert proposal.prediction["edit_cost"] == {"tokens": 0.0, "usd": 0.0}
+    assert proposal.prediction is not None and proposal.prediction.extra["chain"] == ["step one", "step two"]
+    assert proposal.prediction.edit_cost == {"tokens": 0.0, "usd": 0.0}
 
 
 def test_predictions_are_re_predicted_as_the_calibration_learns() -> None:
@@ -96,7 +96,7 @@ def test_an_offline_prediction_made_in_one_iteration_is_chosen_in_a_later_one(ta
         parent=chosen.parent,
         source=chosen.source,
         iteration=1,
-        prediction=Prediction.from_json(chosen.prediction) if chosen.prediction is not None else None,
+        prediction=chosen.prediction,
         evaluation=Evaluation("val", {"primary": 0.05}, {"input_tokens": 900.0, "output_tokens": 40.0}),
     )
     save(tmp_path, state.graph)
@@ -115,7 +115,7 @@ def test_an_offline_prediction_made_in_one_iteration_is_chosen_in_a_later_one(ta
         seed=1,
     )
     (again,) = second.propose(later)
-    assert again.node in left and again.prediction is not None and again.prediction["iteration"] == 1
+    assert again.node in left and again.prediction is not None and again.prediction.extra["iteration"] == 1
 
 
 def test_tps_extends_a_predicted_node_and_merges_by_behaviour(task, tmp_path) -> None:

@@ -147,8 +147,9 @@ def test_tps_plans_predicts_selects_then_implements(anthropic, task, tmp_path) -
     assert len(proposals) == 1
     p = proposals[0]
     assert p.parent == "c1" and "K = 4" in p.source and p.node == "p1.0" and p.prediction is not None
-    assert p.prediction["chain"] == ["retrieve 4 examples instead of 8"] and p.prediction["selection"] == "exact"
-    assert p.prediction["label"] in (0, 1) and p.prediction["cost"]["tokens"] >= 0
+    extra, cost = p.prediction.extra, p.prediction.cost
+    assert extra["chain"] == ["retrieve 4 examples instead of 8"] and extra["selection"] == "exact"
+    assert extra["label"] in (0, 1) and cost is not None and cost["tokens"] >= 0
     planning = json.loads((tmp_path / "proposer" / "iter-1" / "planning.json").read_text())
     assert planning["added"] == ["p1.0", "p1.1"] and planning["selection"]["evaluate"] == ["p1.0"]
     assert state.graph is not None and state.graph.node("p1.1").dead_end  # the dead end stays in the graph

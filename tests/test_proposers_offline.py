@@ -91,9 +91,9 @@ def test_held_out_probe_split_is_disjoint_from_the_harness_train(task) -> None:
 
 
 def prediction(proposal: Proposal) -> dict[str, Any]:
-    """A proposal's prediction (the offline proposer predicts every proposal)."""
+    """A proposal's prediction as the run stores it (the offline proposer predicts every proposal)."""
     assert proposal.prediction is not None
-    return proposal.prediction
+    return proposal.prediction.to_json()
 
 
 def offline(task, **options) -> Proposer:
@@ -213,8 +213,8 @@ task = NoValTask(get_task("symptom2disease", data_dir={data!r}))
 proposer = get_proposer("offline", task=task, task_model=keyword_model(), probe_size=4, plans=6, seed={seed})
 out = proposer.propose(_run_state(6))
 print(json.dumps([
-    [p.node, p.parent, p.summary, hashlib.sha256(p.source.encode()).hexdigest(), p.prediction["score"],
-     p.prediction["std"], p.prediction["repeat"], sorted(p.prediction["flips"]["gained"])]
+    [p.node, p.parent, p.summary, hashlib.sha256(p.source.encode()).hexdigest(), p.prediction.score,
+     p.prediction.std, p.prediction.repeat, sorted(p.prediction.extra["flips"]["gained"])]
     for p in out
 ]))
 """

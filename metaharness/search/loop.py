@@ -139,7 +139,7 @@ def plan_entries(proposals: list[Proposal], first: int, realised: dict[str, str]
         node = p.node if p.node is not None and p.node not in by_node else None
         if p.node is not None and node is None:
             parent = by_node[p.node]
-        prediction = Prediction.from_json(p.prediction or {})
+        prediction = p.prediction or Prediction()
         if node is not None:
             prediction = dataclasses.replace(prediction, node=node)
             by_node[node] = cid

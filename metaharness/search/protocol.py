@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from metaharness.budget import Budget
-from metaharness.candidate import Candidate
+from metaharness.candidate import Candidate, Prediction
 from metaharness.planner.graph import PlanGraph
 
 
@@ -76,7 +76,9 @@ class RunState:
 class Proposal:
     """A new candidate program proposed as a revision of ``parent``.
 
-    ``node``: the program-graph node this proposal realises (the loop copies it into ``prediction["node"]``).
+    ``prediction``: what the proposer predicts of it (a :class:`~metaharness.candidate.Prediction`; keys of its own
+    in ``extra``). ``node``: the program-graph node this proposal realises (the loop copies it into the prediction's
+    ``node``).
     ``intermediates``: the steps of a chosen chain between ``parent`` and this program, in order, each a
     :class:`Proposal` with its own source, summary, prediction and node (their own ``parent`` is not used: the
     first revises ``parent``, each next one the previous); they are committed implemented, not evaluated.
@@ -86,7 +88,7 @@ class Proposal:
     source: str
     summary: str
     hypothesis: str = ""
-    prediction: dict[str, Any] | None = None
+    prediction: Prediction | None = None
     node: str | None = None
     intermediates: list[Proposal] = field(default_factory=list)
 
