@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
 
 import pytest
+from studies import load_study
 
 from metaharness.planner.program import EVALUATED, PREDICTED
 
 
 def _study():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "program_space_study.py"
-    spec = importlib.util.spec_from_file_location("program_space_study", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_study("program_space_study")
 
 
 def test_a_small_study_reports_every_strategy() -> None:

@@ -4,19 +4,12 @@ returns a supported candidate, and the arms meet the same proposals."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
+
+from studies import load_study
 
 
 def _study():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "staged_evaluation_study.py"
-    spec = importlib.util.spec_from_file_location("staged_evaluation_study", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_study("staged_evaluation_study")
 
 
 def test_the_fit_reads_every_source_and_gives_a_usable_landscape() -> None:
