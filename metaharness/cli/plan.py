@@ -72,7 +72,9 @@ def register(app: typer.Typer) -> None:
         max_tokens: int = typer.Option(512, "--max-tokens", help="Answer length cap per subagent call."),
     ) -> None:
         """Run the MCP server (stdio): `plan` (history, goal, remaining budget; per call also plans, horizon,
-        solver, tools) and `solve` (a plan graph). The flags are the defaults of `plan`."""
+        solver, tools) and `solve` (a plan graph). The flags are the defaults of `plan`. The tools' arguments and
+        results, and how to connect a client, are the "MCP and tools" page of the reference site (mkdocs build in
+        the source tree) and the docstring of metaharness.planner.tool."""
         # Start-up: the MCP library loads only for `plan serve`.
         from metaharness.planner.tool import build_mcp_server
 
