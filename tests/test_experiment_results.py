@@ -4,20 +4,17 @@ in cells.jsonl, RESULTS.md / results.json, and results.html opening in headless 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
+from browser import CHROMIUM, assert_renders_cleanly
 
 from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.errors import InputError
 from metaharness.experiment.results import experiment_table, run_figures, write_results
 from metaharness.store import RunDirectory
 from metaharness.store.files import append_jsonl
-
-CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None)
 
 
 def make_run(path: Path, scores, *, predicted=None, tokens=100, usd=0.0, test=None, failed_at=None):
@@ -196,24 +193,4 @@ def test_results_page_opens_in_headless_chromium_without_errors(exp, tmp_path):
     text = page.read_text()
     assert not re.search(r"\b(src|href)\s*=", text) and text.count("<svg") == 3  # A, B, average
     assert "http" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=3000",
-        "--dump-dom",
-        page.as_uri(),
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert 'data-rendered="yes"' in out.stdout
-    assert [line for line in out.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line] == []
-    assert "Failed to load resource" not in out.stderr
+    assert_renders_cleanly(page, tmp_path)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
+from browser import CHROMIUM, assert_renders_cleanly
 
 from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.planner import program
@@ -18,8 +15,6 @@ from metaharness.report.summary import render_markdown
 from metaharness.report.svg import colour
 from metaharness.store import RunDirectory
 from metaharness.store.files import append_jsonl
-
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 
 def _rec(cid, parent, iteration, score, predicted=None, usd=0.0):
@@ -139,28 +134,4 @@ def test_colour_scale_runs_dark_to_bright():
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed (CI installs Debian's chromium)")
 def test_report_opens_in_headless_chromium_without_errors(run, tmp_path):
     page = write_report(run, tmp_path / "report.html")
-    profile = tmp_path / "profile"
-    assert CHROMIUM is not None
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=3000",
-        "--dump-dom",
-        page.as_uri(),
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
-    assert out.returncode == 0, out.stderr[-2000:]
-    # the inline script ran to its end (it marks the document) and the browser logged no page error
-    assert 'data-rendered="yes"' in out.stdout
-    console = [line for line in out.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-    assert console == []
-    assert "Failed to load resource" not in out.stderr
+    assert_renders_cleanly(page, tmp_path)
