@@ -12,6 +12,7 @@ import importlib.util
 import math
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,36 +28,8 @@ from metaharness.planner.solve import SolverName, solve
 HALVES = [x / 2 for x in range(5)]  # costs 0 .. 2 in steps of 0.5: sums compare exactly
 
 
-def brute_force(graph: PlanGraph, soft: SoftTargets | None = None) -> float | None:
-    """Best objective over every feasible walk, enumerated depth-first (None when there is none)."""
-    budget = graph.budget
-    assert budget is not None
-    horizon = graph.horizon
-    best = None
-
-    def walk(at, steps, value, cost):
-        nonlocal best
-        if horizon is not None and steps == horizon:
-            return
-        for edge in graph.out_edges(at):
-            total = [a + b for a, b in zip(cost, edge.cost, strict=False)]
-            if not fits(total, budget):
-                continue
-            target = graph.node(edge.target)
-            gained = value + graph.discount**steps * target.reward
-            if target.goal:
-                objective = gained - (soft.penalty(total) if soft else 0.0)
-                best = objective if best is None else max(best, objective)
-            else:
-                walk(edge.target, steps + 1, gained, total)
-
-    walk(graph.start, 0, 0.0, [0.0] * len(budget))
-    return best
-
-
-def brute_force_with_steps(graph: PlanGraph) -> tuple[float, int] | None:
-    """Best value over every feasible walk and the fewest steps among walks of that value (None when none)."""
-    best: list[tuple[float, int]] = []
+def goal_walks(graph: PlanGraph) -> Iterator[tuple[float, list[float], int]]:
+    """Every feasible walk that reaches a goal, enumerated depth-first: its discounted value, its cost, its steps."""
     budget = graph.budget
     assert budget is not None
 
@@ -70,11 +43,23 @@ def brute_force_with_steps(graph: PlanGraph) -> tuple[float, int] | None:
             target = graph.node(edge.target)
             gained = value + graph.discount**steps * target.reward
             if target.goal:
-                best.append((gained, steps + 1))
+                yield gained, total, steps + 1
             else:
-                walk(edge.target, steps + 1, gained, total)
+                yield from walk(edge.target, steps + 1, gained, total)
 
-    walk(graph.start, 0, 0.0, [0.0] * len(budget))
+    yield from walk(graph.start, 0, 0.0, [0.0] * len(budget))
+
+
+def brute_force(graph: PlanGraph, soft: SoftTargets | None = None) -> float | None:
+    """Best objective over every feasible walk (None when there is none)."""
+    return max(
+        (gained - (soft.penalty(total) if soft else 0.0) for gained, total, _ in goal_walks(graph)), default=None
+    )
+
+
+def brute_force_with_steps(graph: PlanGraph) -> tuple[float, int] | None:
+    """Best value over every feasible walk and the fewest steps among walks of that value (None when none)."""
+    best = [(gained, steps) for gained, _, steps in goal_walks(graph)]
     if not best:
         return None
     top = max(v for v, _ in best)
