@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from metaharness.errors import ConfigurationError, InputError
+from metaharness.json_types import JSONObject
 from metaharness.models.protocol import ChatRequest, ChatResult, Choice, ToolCall, UnsupportedFeature, Usage
 from metaharness.models.retry import Transport, backend_slots, sdk_error
 from metaharness.models.spec import ModelSpec
@@ -27,15 +28,22 @@ if TYPE_CHECKING:
 # Mark prompts at least this long (about 1k tokens, the smallest cacheable prefix) for prompt caching.
 CACHE_MIN_CHARS = 4000
 RESPOND_TOOL = "respond"
-_CACHE = {"type": "ephemeral"}
+_CACHE: JSONObject = {"type": "ephemeral"}
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 
 
-def _text_blocks(text: str) -> list[dict[str, Any]]:
+class _Turn(TypedDict):
+    """One Anthropic message: its role and content blocks."""
+
+    role: str
+    content: list[JSONObject]
+
+
+def _text_blocks(text: str) -> list[JSONObject]:
     return [{"type": "text", "text": text}] if text else []
 
 
-def _tool_use(call: ToolCall | dict[str, Any]) -> dict[str, Any]:
+def _tool_use(call: ToolCall | dict[str, Any]) -> JSONObject:
     if isinstance(call, ToolCall):
         return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
     if "function" in call:  # OpenAI's shape
@@ -49,10 +57,10 @@ def _tool_use(call: ToolCall | dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_use", "id": call["id"], "name": call["name"], "input": call["arguments"]}
 
 
-def to_messages(request: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def to_messages(request: ChatRequest) -> tuple[list[JSONObject], list[_Turn]]:
     """OpenAI-style messages -> (system blocks, Anthropic messages), with cache breakpoints on long prompts."""
     system_text = "\n\n".join(m.get("content") or "" for m in request.messages if m["role"] == "system")
-    turns: list[dict[str, Any]] = []
+    turns: list[_Turn] = []
     for message in request.messages:
         role = message["role"]
         if role == "system":
@@ -78,7 +86,7 @@ def to_messages(request: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[s
     return system, turns
 
 
-def _respond_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def _respond_schema(schema: JSONObject) -> tuple[JSONObject, bool]:
     """The ``respond`` tool's input schema, and whether the answer is wrapped in ``{"value": ...}``."""
     if schema.get("type") == "object":
         return schema, False
