@@ -38,7 +38,7 @@ from metaharness import frontier
 from metaharness.errors import MetaharnessError
 from metaharness.models import connect
 from metaharness.models.openai_api import tool_call_to_openai
-from metaharness.models.protocol import ChatRequest, ModelClient, StructuredOutputError, Tool
+from metaharness.models.protocol import ChatRequest, ModelClient, StructuredOutputError, Tool, context_window
 from metaharness.proposers.engines import EngineClient, is_engine
 from metaharness.proposers.evidence import CHARS_PER_TOKEN
 from metaharness.proposers.probe import Prober
@@ -99,16 +99,6 @@ STUB_ARGUMENT = 160  # tool-call arguments longer than this are stubbed in compa
 class ProposerEngineFailed(MetaharnessError):
     """A coding-agent CLI session ended without writing any candidate (its API refused, it crashed, it ran out of
     time): the iteration fails with the CLI's own message, and the next one tries again."""
-
-
-def context_window(model: ModelClient) -> int | None:
-    """The model's context window in tokens when its client knows it (``context_window`` or ``n_ctx``)."""
-    for owner in (model, getattr(model, "backend", None)):
-        for name in ("context_window", "n_ctx"):
-            value = getattr(owner, name, None)
-            if isinstance(value, int) and value > 0:
-                return value
-    return None
 
 
 def estimate_tokens(messages: list[dict[str, Any]], tools: list[Tool] | None = None) -> int:

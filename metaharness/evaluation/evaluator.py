@@ -40,7 +40,7 @@ from metaharness.evaluation.sandbox import LOAD_FAILED, CallHandler, Sandbox, Sa
 from metaharness.evaluation.worker import MAX_EXAMPLES_PER_WORKER
 from metaharness.json_types import JSONObject
 from metaharness.models import connect
-from metaharness.models.protocol import ModelClient
+from metaharness.models.protocol import ModelClient, context_window
 from metaharness.tasks import Example, Task, get_task
 
 DEFAULT_WORKERS = 8
@@ -192,12 +192,7 @@ def _read_source(harness_path: str | Path) -> str:
 
 
 def _context_window(client: ModelClient) -> int:
-    for owner in (client, getattr(client, "backend", None)):
-        for name in ("context_window", "n_ctx"):
-            value = getattr(owner, name, None)
-            if isinstance(value, int) and value > 0:
-                return value
-    return DEFAULT_CONTEXT_WINDOW
+    return context_window(client) or DEFAULT_CONTEXT_WINDOW
 
 
 def _connect(model: ModelClient | str) -> ModelClient:

@@ -149,3 +149,14 @@ class ModelClient(Protocol):
     def complete(self, request: ChatRequest, *, role: Role = "task") -> ChatResult:
         """Run one chat completion; ``role`` attributes tokens and cost in the ledger."""
         ...
+
+
+def context_window(model: ModelClient) -> int | None:
+    """The model's context window in tokens when its client (or the backend it wraps) knows it (``context_window`` or
+    ``n_ctx``)."""
+    for owner in (model, getattr(model, "backend", None)):
+        for name in ("context_window", "n_ctx"):
+            value = getattr(owner, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
