@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from metaharness.errors import ConfigurationError, InputError
+from metaharness.json_types import JSONObject
 from metaharness.models.protocol import (
     ChatRequest,
     ChatResult,
@@ -72,7 +73,7 @@ DIALECTS: dict[str, Dialect] = {
 _OWNED_BY = {"me": "llama-cpp-python", "llamacpp": "llama.cpp", "vllm": "vllm", "library": "ollama", "ollama": "ollama"}
 
 
-def tool_call_to_openai(call: ToolCall | dict[str, Any]) -> dict[str, Any]:
+def tool_call_to_openai(call: ToolCall | dict[str, Any]) -> JSONObject:
     """A :class:`ToolCall` (or its dict form) as OpenAI's assistant ``tool_calls`` entry."""
     if isinstance(call, ToolCall):
         call = {"id": call.id, "name": call.name, "arguments": call.arguments}
@@ -85,8 +86,8 @@ def tool_call_to_openai(call: ToolCall | dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _messages(request: ChatRequest) -> list[dict[str, Any]]:
-    out = []
+def _messages(request: ChatRequest) -> list[JSONObject]:
+    out: list[JSONObject] = []
     for message in request.messages:
         item = {k: v for k, v in message.items() if k in ("role", "content", "name", "tool_call_id")}
         if message.get("tool_calls"):
@@ -96,7 +97,7 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _response_format(schema: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+def _response_format(schema: JSONObject, dialect: Dialect) -> JSONObject:
     if dialect.schema_format == "json_object":
         return {"type": "json_object", "schema": schema}
     return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
@@ -106,7 +107,7 @@ def _emulates_required_tool(request: ChatRequest, dialect: Dialect) -> bool:
     return bool(request.tools) and request.tool_choice == "required" and not dialect.tool_required
 
 
-def _with_system_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+def _with_system_note(messages: list[JSONObject], note: str) -> list[JSONObject]:
     if messages and messages[0]["role"] == "system":
         return [{**messages[0], "content": f"{messages[0].get('content') or ''}\n\n{note}"}, *messages[1:]]
     return [{"role": "system", "content": note}, *messages]
