@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.errors import ConfigurationError, InputError
+from metaharness.json_types import JSONObject
 from metaharness.models.protocol import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
 from metaharness.models.spec import ModelSpec
 from metaharness.models.structured import forced_tool_name, tool_call_from_text, tool_call_schema, tools_prompt
@@ -133,7 +134,7 @@ _NUMBER_RULE = re.compile(r"^number ::= .*$", re.MULTILINE)
 _PLAIN_NUMBER = 'number ::= ("-"? integral-part) ("." decimal-part)? space'
 
 
-def grammar_for(schema: dict[str, Any]) -> Any:
+def grammar_for(schema: JSONObject) -> Any:
     """A llama.cpp grammar accepting JSON that matches ``schema``, numbers written without an exponent (generic
     JSON if the schema cannot be compiled; the client layer validates and repairs in that case)."""
     # Optional (the local extra) and heavy: loaded on first use.
@@ -151,9 +152,9 @@ def grammar_for(schema: dict[str, Any]) -> Any:
         return _GRAMMARS[text]
 
 
-def _plain_messages(request: ChatRequest) -> list[dict[str, Any]]:
+def _plain_messages(request: ChatRequest) -> list[dict[str, str]]:
     """Messages the chat template can render: tool calls and tool results become text."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, str]] = []
     for message in request.messages:
         role = message["role"]
         content = message.get("content") or ""
@@ -172,7 +173,7 @@ def _plain_messages(request: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _as_call_dict(call: ToolCall | dict[str, Any]) -> dict[str, Any]:
+def _as_call_dict(call: ToolCall | dict[str, Any]) -> JSONObject:
     if isinstance(call, ToolCall):
         return {"name": call.name, "arguments": call.arguments}
     return {"name": call.get("name"), "arguments": call.get("arguments")}
