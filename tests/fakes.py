@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metaharness import frontier
-from metaharness.candidate import Evaluation, Prediction
+from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.candidates.protocol import LM
 from metaharness.errors import BudgetExceeded, InputError
 from metaharness.evaluation.protocol import CandidateFailed, Progress
@@ -301,6 +301,18 @@ class ToyTask:
 def program(score: float, extra: str = "") -> str:
     """A harness program that :class:`FakeEvaluator` scores ``score``; ``extra`` may hold ``broken`` or ``crash``."""
     return f"# score={score}\nclass Harness:\n    def __init__(self, lm, train):\n        pass\n{extra}"
+
+
+def seed_candidate(cid: str, name: str, source: str, score: float, cost: dict[str, float]) -> Candidate:
+    """Seed harness ``name`` committed as candidate ``cid`` at iteration 0, scored ``score`` on val at ``cost``."""
+    return Candidate(
+        id=cid,
+        parent=None,
+        source=source,
+        iteration=0,
+        summary=f"seed: {name}",
+        evaluation=Evaluation("val", {"primary": score}, cost),
+    )
 
 
 def traced_messages(call: CallRecord) -> list[TracedMessage]:

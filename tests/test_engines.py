@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import seed_candidate
 
 from metaharness.budget import Budget
-from metaharness.candidate import Candidate, Evaluation
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ChatRequest, StructuredOutputError, Usage
@@ -94,15 +94,9 @@ def example_state(iteration: int = 1, proposals: int = 1) -> tuple[RunState, Tas
 
     task = open_task(str(EXAMPLE))
     seeds = seed_sources(task)
+    cost = {"input_tokens": 900.0, "output_tokens": 30.0}
     candidates = [
-        Candidate(
-            id=f"c00{i + 1}",
-            parent=None,
-            source=source,
-            iteration=0,
-            summary=f"seed: {name}",
-            evaluation=Evaluation("val", {"primary": 0.2 * (i + 1)}, {"input_tokens": 900.0, "output_tokens": 30.0}),
-        )
+        seed_candidate(f"c00{i + 1}", name, source, 0.2 * (i + 1), cost)
         for i, (name, source) in enumerate(seeds.items())
     ]
     return RunState(task=task.name, iteration=iteration, candidates=candidates, proposals=proposals), task

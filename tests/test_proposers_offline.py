@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import ScriptedModel
+from fakes import ScriptedModel, seed_candidate
 
 from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.candidates import ROOT as SEEDS
@@ -63,21 +63,11 @@ def task(shared_data_dir):
 
 
 def _state(iteration: int = 1, evals: int = 2) -> RunState:
-    seeds = []
-    for i, name in enumerate(["zero_shot", "retrieval"]):
-        source = (SEEDS / "symptom2disease" / f"{name}.py").read_text()
-        seeds.append(
-            Candidate(
-                id=f"c{i}",
-                parent=None,
-                source=source,
-                iteration=0,
-                summary=f"seed: {name}",
-                evaluation=Evaluation(
-                    "val", {"primary": 0.1 * (i + 1)}, {"input_tokens": 1000.0, "output_tokens": 50.0}
-                ),
-            )
-        )
+    cost = {"input_tokens": 1000.0, "output_tokens": 50.0}
+    seeds = [
+        seed_candidate(f"c{i}", name, (SEEDS / "symptom2disease" / f"{name}.py").read_text(), 0.1 * (i + 1), cost)
+        for i, name in enumerate(["zero_shot", "retrieval"])
+    ]
     failed = Candidate(id="c9", parent="c0", source="class Harness: pass", iteration=0, status="failed", error="boom")
     return RunState(task="symptom2disease", iteration=iteration, candidates=[*seeds, failed], proposals=evals)
 
