@@ -7,7 +7,7 @@ import json
 
 import pytest
 from fakes import ScriptedModel
-from test_proposers_offline import NoValTask, _state, keyword_model
+from test_proposers_offline import NoValTask, _state, keyword_model, starved_proposer
 
 from metaharness.candidate import Candidate, Evaluation
 from metaharness.planner.program import (
@@ -104,16 +104,7 @@ def test_an_offline_prediction_made_in_one_iteration_is_chosen_in_a_later_one(ta
     later = _state(iteration=2, evals=1)
     later.candidates.append(done)
     later.graph = graph
-    second = get_proposer(
-        "offline",
-        task=task,
-        task_model=keyword_model(),
-        probe_size=4,
-        plans=2,
-        probe_tokens=1,
-        operators=["more_retrieved"],
-        seed=1,
-    )
+    second = starved_proposer(task, seed=1)
     (again,) = second.propose(later)
     assert again.node in left and again.prediction is not None and again.prediction.extra["iteration"] == 1
 

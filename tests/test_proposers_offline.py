@@ -246,17 +246,13 @@ def test_the_frontier_moves_down_the_ranking_once_the_best_candidates_revisions_
     assert proposals and {p.parent for p in proposals} == {"c0"}
 
 
+def starved_proposer(task, **options: object) -> Proposer:
+    """The offline proposer with a probe budget (1 token) too small to predict any revision of ``more_retrieved``."""
+    return offline(task, probe_size=4, plans=2, probe_tokens=1, operators=["more_retrieved"], **options)
+
+
 def test_a_probe_budget_too_small_for_any_revision_still_gives_a_proposal(task) -> None:
-    proposer = get_proposer(
-        "offline",
-        task=task,
-        task_model=keyword_model(),
-        probe_size=4,
-        plans=2,
-        probe_tokens=1,
-        operators=["more_retrieved"],
-    )
-    proposals = proposer.propose(_state())
+    proposals = starved_proposer(task).propose(_state())
     assert len(proposals) == 1 and "K 8 -> 16" in proposals[0].summary
     assert prediction(proposals[0])["probe_tokens"]["spent"] > 1
 
