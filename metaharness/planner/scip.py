@@ -23,7 +23,11 @@ import gc
 import math
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pyscipopt is imported on first use, as the ILPs import it
+    from pyscipopt import Model
+    from pyscipopt.scip import Event, Solution
 
 # The caller's thread stops waiting this long before the deadline (at most a tenth of the limit): the time to wake
 # and take the GIL on a loaded machine (up to 0.07 s measured at load 7 on 2 CPUs), read the record and check the plan.
@@ -47,7 +51,7 @@ class Job:
         self.left = threading.Event()  # the caller has returned: stop as soon as possible, then free the model
         self.done = threading.Event()
         self.error: BaseException | None = None
-        self._models: list[Any] = []
+        self._models: list[Model] = []
         self._record: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -67,7 +71,7 @@ class Job:
         with self._lock:
             return dict(self._record)
 
-    def own(self, model: Any) -> None:
+    def own(self, model: Model) -> None:
         """Free ``model`` when the work is over and the caller has read the record (freeing holds the GIL, so the
         caller must not be waiting for it)."""
         self._models.append(model)
@@ -169,10 +173,10 @@ def join_workers(timeout: float | None = None) -> None:
 
 
 def watch(
-    model: Any,
+    model: Model,
     job: Job,
-    found: Callable[[Any, Any], None],
-    progress: Callable[[Any], None] | None = None,
+    found: Callable[[Model, Solution], None],
+    progress: Callable[[Model], None] | None = None,
 ) -> None:
     """Include in ``model`` an event handler that calls ``found(model, solution)`` for every new incumbent (and
     ``progress(model)``, if given, at every event) and interrupts SCIP once ``job.late()``. It listens to new
@@ -193,7 +197,9 @@ def _incumbents_class() -> type:
     )
 
     class Incumbents(Eventhdlr):
-        def __init__(self, job: Job, found: Callable[[Any, Any], None], progress: Any) -> None:
+        def __init__(
+            self, job: Job, found: Callable[[Model, Solution], None], progress: Callable[[Model], None] | None
+        ) -> None:
             self.job = job
             self.found = found
             self.progress = progress
@@ -202,7 +208,7 @@ def _incumbents_class() -> type:
             for kind in kinds:
                 self.model.catchEvent(kind, self)
 
-        def eventexec(self, event: Any) -> None:
+        def eventexec(self, event: Event) -> None:
             if event.getType() == SCIP_EVENTTYPE.BESTSOLFOUND:
                 self.found(self.model, self.model.getBestSol())
             if self.progress is not None:
@@ -213,7 +219,7 @@ def _incumbents_class() -> type:
     return Incumbents
 
 
-def optimize(model: Any, job: Job) -> str:
+def optimize(model: Model, job: Job) -> str:
     """Solve with SCIP's own limit set to the time left (wall clock) and the GIL released; SCIP's status."""
     if math.isfinite(job.deadline):
         model.setParam("timing/clocktype", 2)
