@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -35,6 +35,10 @@ from metaharness.planner.path.exact import FoundPlan, beam_plan
 from metaharness.planner.path.problem import VALUE_TOLERANCE, PathProblem
 from metaharness.planner.result import PlanResult
 from metaharness.planner.scip import Job, optimize, run_until, watch
+
+if TYPE_CHECKING:  # pyscipopt is imported on first use
+    from pyscipopt import Model
+    from pyscipopt.scip import Solution, Variable
 
 # SCIP's default feasibility tolerance (1e-6) would let a plan exceed the budget by that much.
 FEASIBILITY_TOLERANCE = 1e-9
@@ -141,11 +145,11 @@ def _scip(p: PathProblem, layers: list[list[int]], beam: FoundPlan | None, job: 
     model.setMaximize()
     # Rows are created empty and filled coefficient by coefficient: building a product expression per term costs
     # several times more (seconds on a 2,000-node graph).
-    x: dict[tuple[int, int], Any] = {}
+    x: dict[tuple[int, int], Variable] = {}
     value: dict[tuple[int, int], float] = {}
     inflow: dict[tuple[int, int], list] = defaultdict(list)  # (node, t) -> vars of edges arriving at step t
     outflow: dict[tuple[int, int], list] = defaultdict(list)  # (node, t) -> vars of edges leaving as step t + 1
-    leaving: dict[tuple[int, int], list[tuple[int, Any]]] = defaultdict(list)  # the same with their edges
+    leaving: dict[tuple[int, int], list[tuple[int, Variable]]] = defaultdict(list)  # the same with their edges
     for t, layer in enumerate(layers):
         if job.late():
             return
@@ -171,7 +175,7 @@ def _scip(p: PathProblem, layers: list[list[int]], beam: FoundPlan | None, job: 
         for var in outflow.get((v, t), ()):
             model.addCoefLinear(row, var, -1.0)
 
-    excess: dict[int, Any] = {}
+    excess: dict[int, Variable] = {}
     for j, limit in enumerate(p.budget):
         if job.late():
             return
@@ -191,7 +195,7 @@ def _scip(p: PathProblem, layers: list[list[int]], beam: FoundPlan | None, job: 
     if start_plan:
         _add_start(model, start_plan)
 
-    def walk_of(solution: Any) -> list[int]:
+    def walk_of(solution: Solution | None) -> list[int]:
         """The edges of the plan a solution describes, followed from the start (a few reads per step)."""
         edges: list[int] = []
         at = p.start
@@ -230,7 +234,11 @@ def _scip(p: PathProblem, layers: list[list[int]], beam: FoundPlan | None, job: 
 
 
 def _fewest_steps(
-    model: Any, x: dict[tuple[int, int], Any], excess: dict[int, Any], value: dict[tuple[int, int], float], job: Job
+    model: Model,
+    x: dict[tuple[int, int], Variable],
+    excess: dict[int, Variable],
+    value: dict[tuple[int, int], float],
+    job: Job,
 ) -> bool:
     """The second solve: the optimum's value held (up to the value tolerance), the fewest steps, started from the
     optimum. True when it proved the fewest steps."""
@@ -288,8 +296,8 @@ def _result(p: PathProblem, record: dict[str, Any], finished: bool, started: flo
 
 
 def _start_plan(
-    p: PathProblem, plan: FoundPlan | None, x: dict[tuple[int, int], Any], excess: dict[int, Any]
-) -> list[tuple[Any, float]]:
+    p: PathProblem, plan: FoundPlan | None, x: dict[tuple[int, int], Variable], excess: dict[int, Variable]
+) -> list[tuple[Variable, float]]:
     """The exact solver's beam plan as a SCIP start ((variable, value) pairs), or [] when it found none."""
     if plan is None or any((e, t) not in x for t, e in enumerate(plan.edges)):
         return []
@@ -300,7 +308,7 @@ def _start_plan(
     return start
 
 
-def _add_start(model: Any, values: list[tuple[Any, float]]) -> None:
+def _add_start(model: Model, values: list[tuple[Variable, float]]) -> None:
     sol = model.createSol()
     for var, value in values:
         model.setSolVal(sol, var, value)
