@@ -5,13 +5,17 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from metaharness.planner.result import PlanResult
 from metaharness.planner.scip import Job, optimize, run_until, watch
 from metaharness.planner.selection.baselines import baseline_selection
 from metaharness.planner.selection.problem import SelectionProblem, selection_result
+
+if TYPE_CHECKING:  # pyscipopt is imported on first use
+    from pyscipopt import Model
+    from pyscipopt.scip import Solution, Variable
 
 SCIP_INFINITY = 1e20  # SCIP's default infinity, which getGap gives without a dual bound
 
@@ -82,7 +86,7 @@ def _work(problem: SelectionProblem, start: tuple[list[int], dict[int, int]] | N
         if math.isfinite(cap) and terms and sum(c for c, _ in terms) > cap:
             model.addCons(quicksum(c * v for c, v in terms) <= cap)
     count = problem.samples.shape[0]
-    weights: list[dict[int, Any]] = []
+    weights: list[dict[int, Variable]] = []
     objective = []
     for s in range(count):
         if job.late():
@@ -100,7 +104,7 @@ def _work(problem: SelectionProblem, start: tuple[list[int], dict[int, int]] | N
     if start is not None:
         _warm_start(model, problem, start, y, x, z, weights)
 
-    def selection_of(solution: Any) -> tuple[list[int], dict[int, int]]:
+    def selection_of(solution: Solution | None) -> tuple[list[int], dict[int, int]]:
         chosen = [i for i, var in z.items() if model.getSolVal(solution, var) > 0.5]
         return chosen, {i: k for (i, k), var in x.items() if model.getSolVal(solution, var) > 0.5}
 
@@ -114,8 +118,8 @@ def _work(problem: SelectionProblem, start: tuple[list[int], dict[int, int]] | N
     job.record(incumbent=selection_of(model.getBestSol()), gap=float(model.getGap()), status=status)
 
 
-def _record_gap(job: Job) -> Any:
-    def progress(model: Any) -> None:
+def _record_gap(job: Job) -> Callable[[Model], None]:
+    def progress(model: Model) -> None:
         with contextlib.suppress(Exception):  # no gap before SCIP has solved a relaxation
             job.record(gap=float(model.getGap()))
 
@@ -135,13 +139,13 @@ def _gap(value: float, bound: float) -> float:
 
 
 def _warm_start(
-    model: Any,
+    model: Model,
     problem: SelectionProblem,
     start: tuple[list[int], dict[int, int]],
-    y: Mapping[int, Any],
-    x: Mapping[tuple[int, int], Any],
-    z: Mapping[int, Any],
-    weights: Sequence[Mapping[int, Any]],
+    y: Mapping[int, Variable],
+    x: Mapping[tuple[int, int], Variable],
+    z: Mapping[int, Variable],
+    weights: Sequence[Mapping[int, Variable]],
 ) -> None:
     """Hand SCIP the greedy plan (chosen candidates, the revision into each) as its first solution."""
     chosen, via = set(start[0]), start[1]
