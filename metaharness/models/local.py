@@ -33,12 +33,15 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.json_types import JSONObject
 from metaharness.models.protocol import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
 from metaharness.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # optional (the local extra) and heavy: imported on first use
+    from llama_cpp import LlamaGrammar
 from metaharness.models.structured import forced_tool_name, tool_call_from_text, tool_call_schema, tools_prompt
 
 DEFAULT_N_CTX = 4096
@@ -127,14 +130,14 @@ def _close_loaded() -> None:
         _LOADED.clear()
 
 
-_GRAMMARS: dict[str, Any] = {}
+_GRAMMARS: dict[str, LlamaGrammar] = {}
 # llama_cpp's number rule allows an exponent of up to 16 digits; a small model fills it ("1.50E+4869750000000000",
 # which parses as inf) and every re-ask repeats it. Without the exponent a number is at most 16 + 16 digits.
 _NUMBER_RULE = re.compile(r"^number ::= .*$", re.MULTILINE)
 _PLAIN_NUMBER = 'number ::= ("-"? integral-part) ("." decimal-part)? space'
 
 
-def grammar_for(schema: JSONObject) -> Any:
+def grammar_for(schema: JSONObject) -> LlamaGrammar:
     """A llama.cpp grammar accepting JSON that matches ``schema``, numbers written without an exponent (generic
     JSON if the schema cannot be compiled; the client layer validates and repairs in that case)."""
     # Optional (the local extra) and heavy: loaded on first use.
