@@ -30,11 +30,16 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from metaharness.errors import InputError, MetaharnessError
 from metaharness.tasks.protocol import Example
 from metaharness.tasks.text.splits import cache_dir
+
+if TYPE_CHECKING:  # datasets is heavy: imported on first use
+    from datasets import Dataset
+
+Row = TypeVar("Row")
 
 SPLITS = ("train", "val", "test")
 SPLIT_ALIASES = {"train": ("train",), "val": ("val", "valid", "validation", "dev"), "test": ("test",)}
@@ -58,7 +63,7 @@ class Table:
     labels: dict[str, list[str]]
 
 
-def _table(dataset: Any) -> Table:
+def _table(dataset: Dataset) -> Table:
     # datasets is heavy: loaded on first use.
     from datasets import ClassLabel
 
@@ -84,11 +89,12 @@ def _discover(folder: Path, split: str) -> list[Path]:
     return []
 
 
-def _files(folder: Path, split: str, given: Any) -> list[Path]:
+def _files(folder: Path, split: str, given: object) -> list[Path]:
     if given is None:
         return _discover(folder, split)
-    patterns = given if isinstance(given, list) else [given]
-    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+    given_list = given if isinstance(given, list) else [given]
+    patterns = [p for p in given_list if isinstance(p, str) and p]
+    if not patterns or len(patterns) != len(given_list):
         raise InputError(f"data.{split} must be a file name, a glob or a list of them, got {given!r}.")
     found: list[Path] = []
     for pattern in patterns:
@@ -215,7 +221,7 @@ def carve_size(data: dict[str, Any], train_size: int) -> int:
     return size
 
 
-def carve(rows: list[Any], size: int, seed: int) -> tuple[list[Any], list[Any]]:
+def carve(rows: list[Row], size: int, seed: int) -> tuple[list[Row], list[Row]]:
     """(the rest, the carved ``size`` rows), both in their original order (see the module docstring)."""
     order = sorted(range(len(rows)), key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
     chosen = set(order[:size])
@@ -232,7 +238,7 @@ def default_column(columns: list[str], wanted: tuple[str, ...], key: str, split:
     return found
 
 
-def _text(value: Any, column: str, labels: dict[str, list[str]], choices: tuple[str, ...]) -> str:
+def _text(value: object, column: str, labels: dict[str, list[str]], choices: tuple[str, ...]) -> str:
     if isinstance(value, str):
         return value
     if value is None:
