@@ -101,7 +101,7 @@ class Answer:
 
     @classmethod
     def from_settings(
-        cls, instruction: str = "", template: str = "{target}", pattern: str | None = None, choices: Any = ()
+        cls, instruction: str = "", template: str = "{target}", pattern: str | None = None, choices: object = ()
     ) -> Answer:
         if "{target}" not in template:
             raise InputError(f"answer.template must contain {{target}}, got {template!r}.")
@@ -280,7 +280,7 @@ def builtin_metric(name: str, options: dict[str, Any], answer: Answer) -> Metric
 # ---------------------------------------------------------------- a Python metric function
 
 
-def load_function(path: Path, function: str) -> Callable[..., Any]:
+def load_function(path: Path, function: str) -> Callable[..., object]:
     """``function`` from the Python file ``path`` (imported under a private module name); InputError otherwise."""
     if not path.is_file():
         raise InputError(f"Metric file {path} does not exist; name a .py file beside task.toml ([metric] file).")
@@ -320,12 +320,12 @@ class PythonMetric:
         self.names: tuple[str, ...] | None = None
         self.reported = False
 
-    def _call(self, prediction: str, example: Example) -> Any:
+    def _call(self, prediction: str, example: Example) -> object:
         if self.takes_row:
             return self.function(prediction, example.target, dict(example.raw))
         return self.function(prediction, example.target)
 
-    def _checked(self, value: Any, example: Example) -> Scores:
+    def _checked(self, value: object, example: Example) -> Scores:
         if isinstance(value, dict):
             if "primary" not in value:
                 raise InputError(f"{self.where} returned a dict without 'primary' for example {example.id}: {value!r}.")
