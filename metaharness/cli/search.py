@@ -11,7 +11,7 @@ import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 import typer
 from rich.console import Console
@@ -219,7 +219,8 @@ class StopOnCtrlC:
         self.stop, self.console = stop, console
         self.closed = False
         self.previous: set[int | signal.Signals] = set()
-        self.handler: Any = None
+        # What signal.signal returns: the SIGINT handler before this one, restored on exit.
+        self.handler: Callable[[int, FrameType | None], object] | int | signal.Handlers | None = None
         self.watcher = threading.Thread(target=self._watch, name="ctrl-c", daemon=True)
 
     def _ctrl_c(self) -> bool:

@@ -134,14 +134,14 @@ def _shorthand(key: str) -> str:
     return key
 
 
-def parse_assignment(text: str) -> tuple[list[str], Any]:
+def parse_assignment(text: str) -> tuple[list[str], object]:
     """``KEY=VALUE`` (one line of the task file, see the module docstring) as (key path, value)."""
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key:
         raise InputError(f"-T takes KEY=VALUE (e.g. -T data.config=main or -T metric=numeric), got '{text}'.")
     try:
-        parsed: Any = tomllib.loads(f"value = {value.strip()}")["value"]
+        parsed: object = tomllib.loads(f"value = {value.strip()}")["value"]
     except tomllib.TOMLDecodeError:
         parsed = value.strip()
     return _shorthand(key).split("."), parsed
