@@ -27,7 +27,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from joblib import Parallel, delayed
 
@@ -169,7 +168,7 @@ def _run_example(job: _Job) -> ExampleRecord:
     return record
 
 
-def _parallel(parallel: Any, n_jobs: int) -> Any:
+def _parallel(parallel: type[Parallel], n_jobs: int) -> Parallel:
     """joblib's Parallel yielding records as they finish; a backend without result generators (Ray's) returns
     them all at the end, so progress then comes at once."""
     try:
