@@ -1,6 +1,6 @@
 """Evaluator throughput vs. a bare concurrent loop of the same model calls, on one local OpenAI-compatible server.
 
-Starts ``python -m llama_cpp.server`` with the embedded GGUF (:mod:`metaharness.models.llama_server`), then alternates:
+Starts ``python -m llama_cpp.server`` with the embedded GGUF (``metaharness.models.llama_server``), then alternates:
 
 - evaluator: ``evaluate(harness, symptom2disease/val)`` with the response cache off: sandbox processes, the proxy,
   tracing and scoring included. The default harness makes one short call per example (the question, 8 answer

@@ -19,7 +19,7 @@ The loop, 12 iterations, as in ``metaharness optimize`` with a per-iteration bud
 - a strategy chooses which nodes to evaluate within the budget; their true scores become measured, every other
   predicted node stays in the graph for later iterations.
 
-Strategies: ``solver`` (:func:`metaharness.planner.selection.select`, solver "auto": expected best score after the
+Strategies: ``solver`` (``metaharness.planner.selection.select``, solver "auto": expected best score after the
 iteration), ``greedy`` (best predicted first while it fits), ``best_of_n`` (children of evaluated nodes in
 insertion order while they fit), ``random``, ``base`` (no prediction and no lasting graph: the proposer writes
 ``M`` revisions of evaluated candidates and the first ones that fit the budget are evaluated, as written), and

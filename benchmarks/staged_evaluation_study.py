@@ -8,12 +8,12 @@ Why a simulation: a real run measures each policy once, on one landscape, with a
 meets the same proposals (common random numbers per seed, iteration and proposal) hundreds of times, and the
 metric is the *true* score of the candidate the run returns, which a real run cannot see.
 
-What is real: the decisions. Candidates are :class:`~metaharness.candidate.Candidate` objects with
-:class:`~metaharness.candidate.Evaluation` s built stage by stage; each round builds a
-:class:`~metaharness.search.staging.Standing` and calls :func:`~metaharness.search.staging.decide` as
+What is real: the decisions. Candidates are ``Candidate`` objects with
+``Evaluation`` s built stage by stage; each round builds a
+``Standing`` and calls ``decide`` as
 ``Optimizer._evaluate`` does (a round's steps take each chosen candidate to its target in the run's
-:class:`~metaharness.search.staging.ExampleOrder`; rounds until no steps); the returned candidate is
-:func:`metaharness.frontier.best`. What is simulated: the proposer and the evaluator.
+``ExampleOrder``; rounds until no steps); the returned candidate is
+``metaharness.frontier.best``. What is simulated: the proposer and the evaluator.
 
 - Examples: each candidate has a latent difficulty per example (uniform); it solves an example when the latent is
   below its true score. A child keeps its parent's latent on each example with probability ``1 - churn`` (else a
@@ -27,7 +27,7 @@ What is real: the decisions. Candidates are :class:`~metaharness.candidate.Candi
   no example-evaluation is charged on its parent's examples); otherwise every example costs one example-evaluation
   and its tokens.
 
-The landscape is fitted to the committed runs (:func:`fit`; every value says where it came from). The sweep moves
+The landscape is fitted to the committed runs (``fit``; every value says where it came from). The sweep moves
 one family of parameters at a time.
 """
 

@@ -1,11 +1,11 @@
 """Seed harness programs: the first nodes of every search (installed as ``metaharness.candidates``).
 
-The files are harness programs (the contract: :mod:`.protocol`) that run in the sandbox by path, never imported
+The files are harness programs (the contract: ``.protocol``) that run in the sandbox by path, never imported
 here. Each of the paper's tasks has a folder holding ``zero_shot.py``, ``few_shot.py`` (training examples
 up to a context cap) and ``retrieval.py`` (the most similar training examples by BM25). ``standard/`` holds the
-same three for any task: :func:`standard_seeds` writes the task's description and answer convention into them.
+same three for any task: ``standard_seeds`` writes the task's description and answer convention into them.
 
-Which seeds a search starts from (:func:`seed_sources`): a task folder's own ``candidates/*.py`` when it has any,
+Which seeds a search starts from (``seed_sources``): a task folder's own ``candidates/*.py`` when it has any,
 else the paper task's folder, else the standard seeds written for the task (for a ``Task`` object of your own,
 from its description); or the files given by path (``optimize(..., seeds=[...])``).
 """

@@ -1,13 +1,13 @@
 """The harness program: the contract every candidate (seed or model-written) is held to, and the ``lm`` it gets.
 
-A harness is one Python file (stored as :data:`HARNESS_FILE` in a candidate's commit) that defines
-``class Harness``. :data:`CONTRACT` is the contract in full, as the coding proposer's workspace shows it to a
-model; :class:`Harness` states it as a protocol and :class:`LM` is the ``lm`` every harness receives (the sandbox
-worker, :mod:`metaharness.evaluation.worker`, only connects it to the evaluator). This module uses the standard
+A harness is one Python file (stored as ``HARNESS_FILE`` in a candidate's commit) that defines
+``class Harness``. ``CONTRACT`` is the contract in full, as the coding proposer's workspace shows it to a
+model; ``Harness`` states it as a protocol and ``LM`` is the ``lm`` every harness receives (the sandbox
+worker, ``metaharness.evaluation.worker``, only connects it to the evaluator). This module uses the standard
 library only, because the sandbox process imports it.
 
 Harness code is untrusted: it runs in a separate confined process with time, memory and call limits and no
-secrets (see :mod:`metaharness.evaluation`). An exception in ``__init__`` fails the candidate (the error is kept
+secrets (see ``metaharness.evaluation``). An exception in ``__init__`` fails the candidate (the error is kept
 for the proposer); an exception in ``predict``, a timeout or a non-string answer scores that example 0 with the
 error in its trace. ``learn`` is never called on a scored split, so no gold answer flows back into a harness
 during evaluation: a harness that wants memory builds it from ``train``.
@@ -64,9 +64,9 @@ ModelCall = Callable[[Mapping[str, object]], LMReply]
 
 
 class LM:
-    """The task model as a harness sees it (the ``lm`` of :data:`CONTRACT`), over a :data:`ModelCall`.
+    """The task model as a harness sees it (the ``lm`` of ``CONTRACT``), over a ``ModelCall``.
 
-    This class is the whole harness-facing API; the sandbox worker (:mod:`metaharness.evaluation.worker`) only
+    This class is the whole harness-facing API; the sandbox worker (``metaharness.evaluation.worker``) only
     supplies the model call, and the evaluator's proxy checks, runs and records every call. Temperature 0 is the
     default and what the evaluation protocol uses; calls are cached, so a re-evaluation is free and identical.
     """
@@ -129,6 +129,6 @@ def _request(prompt_or_messages: object, system: str | None, **options: object) 
 
 @runtime_checkable
 class Harness(Protocol):
-    """A candidate program's ``Harness`` class, once constructed as ``Harness(lm, train)`` (see :data:`CONTRACT`)."""
+    """A candidate program's ``Harness`` class, once constructed as ``Harness(lm, train)`` (see ``CONTRACT``)."""
 
     def predict(self, x: str) -> str: ...

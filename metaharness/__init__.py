@@ -1,6 +1,6 @@
 """metaharness: optimise LLM harnesses with a proposer model, TPS plan graphs and a budgeted solver.
 
-``from metaharness import optimize, run_config``: a whole search from settings (:mod:`metaharness.search.optimize`,
+``from metaharness import optimize, run_config``: a whole search from settings (``metaharness.search.optimize``,
 the library behind ``metaharness optimize``). Where things are (the README's "Architecture" section has the whole
 tree; each stage's seam is its ``protocol.py``):
 

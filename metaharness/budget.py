@@ -1,8 +1,8 @@
 """What a search may spend, in what users pay: example-evaluations, model tokens and dollars.
 
-One typed object goes from the command line to the solver. :class:`Spend` is an amount (what was spent, or what a
-plan is predicted to spend); :class:`Budget` is a limit per entry, ``math.inf`` where nothing is capped;
-:class:`SearchBudget` holds the two limits of a run:
+One typed object goes from the command line to the solver. ``Spend`` is an amount (what was spent, or what a
+plan is predicted to spend); ``Budget`` is a limit per entry, ``math.inf`` where nothing is capped;
+``SearchBudget`` holds the two limits of a run:
 
 - ``per_iteration``: what one iteration's validation evaluations may spend (task-model calls only);
 - ``per_run``: what the whole run may spend over every session: ``evals`` counts validation
@@ -15,7 +15,7 @@ cache answers it) costs nothing, so a revision that leaves the prompts alone cos
 examples its parent was evaluated on. A call the cache answers because *another* run made it still counts, so a
 run's spend, and every choice that depends on it, is the same on a cold or a warm cache.
 
-Budgets are validated once, here (:meth:`Budget.parse`, :meth:`Budget.checked`); everything downstream trusts them.
+Budgets are validated once, here (``Budget.parse``, ``Budget.checked``); everything downstream trusts them.
 
 >>> b = Budget.parse("evals=150,usd=0.5")
 >>> b.evals, b.tokens, b.usd

@@ -1,15 +1,15 @@
 """A candidate harness: one model shared by the loop, the proposers, the store and the reports.
 
-A :class:`Candidate` is a program (its complete source), where it came from (``parent``: the candidate it revises,
+A ``Candidate`` is a program (its complete source), where it came from (``parent``: the candidate it revises,
 ``None`` for a seed), why (``summary``, ``hypothesis``, the proposer's ``prediction``), and what its validation run
-measured (:class:`Evaluation`, maybe on part of the validation examples so far: see :attr:`Candidate.supported`), or
+measured (``Evaluation``, maybe on part of the validation examples so far: see ``Candidate.supported``), or
 the ``error`` that made it fail. An ``implemented`` candidate passed the import check and has no score yet: every
 proposal is committed so when it is checked (so is an intermediate step of a chosen revision chain A -> B -> C: B,
-whose commit makes git's parents the revisions), and the loop's staged evaluation (:mod:`metaharness.search.staging`)
-then scores it on as many validation examples as it allots. Only a :attr:`~Candidate.supported` candidate can be
+whose commit makes git's parents the revisions), and the loop's staged evaluation (``metaharness.search.staging``)
+then scores it on as many validation examples as it allots. Only a ``supported`` candidate can be
 the best. Ids are ``c001``, ``c002``, ... in the order candidates were planned. The store writes a candidate into
 its commit and its evaluation into the commit's git note, updated as the evaluation is continued (see
-:mod:`metaharness.store`).
+``metaharness.store``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Evaluation:
     """What a candidate's run on a split measured (aggregates; the per-example records are in the trace).
 
     A validation evaluation may be *partial*: scored on ``example_ids``, a prefix of the search's example order, out
-    of a share of ``share`` examples; continued later by :meth:`merge` (``increments`` says when each part ran and
+    of a share of ``share`` examples; continued later by ``merge`` (``increments`` says when each part ran and
     what it cost). ``share`` 0 (an evaluation of a whole split) means the evaluation is complete.
     """
 
@@ -186,7 +186,7 @@ class Prediction:
       ``repeat``: the share of its calls predicted to repeat its parent's (cached, free);
     - ``extra``: every other key exactly as the proposer wrote it (``chain``, ``flips``, ``label``, ...).
 
-    :meth:`from_json` reads any stored object and :meth:`to_json` gives it back unchanged, so old runs load as
+    ``from_json`` reads any stored object and ``to_json`` gives it back unchanged, so old runs load as
     they were written.
     """
 
@@ -218,7 +218,7 @@ class Prediction:
         return cls(**known, extra=extra)
 
     def to_json(self) -> dict[str, object]:
-        """The JSON object :meth:`from_json` read (``{}`` for an empty prediction)."""
+        """The JSON object ``from_json`` read (``{}`` for an empty prediction)."""
         known = {key: getattr(self, key) for key in _PREDICTION_FIELDS if getattr(self, key) is not None}
         return {**self.extra, **{k: dict(v) if isinstance(v, Mapping) else v for k, v in known.items()}}
 
@@ -295,7 +295,7 @@ class Candidate:
 
     @property
     def evaluated(self) -> bool:
-        """Scored on at least one validation example (maybe partly: see :attr:`supported`)."""
+        """Scored on at least one validation example (maybe partly: see ``supported``)."""
         return self.status == EVALUATED and self.evaluation is not None
 
     @property

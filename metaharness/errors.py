@@ -1,8 +1,8 @@
 """User-facing errors.
 
 Every failure a user can cause or fix (a bad file, a missing key, an unreachable server) is raised as a
-:class:`MetaharnessError` whose message says what went wrong and what to do next. The CLI prints the message
-without a traceback and exits with :attr:`MetaharnessError.exit_code`.
+``MetaharnessError`` whose message says what went wrong and what to do next. The CLI prints the message
+without a traceback and exits with ``MetaharnessError.exit_code``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The search frontier: the best candidate, and the Pareto set of score against context size and cost.
 
 Only *supported* candidates count (scored on every example of the search's share; see
-:attr:`metaharness.candidate.Candidate.supported`): a candidate scored on a few examples so far is not compared on
+``metaharness.candidate.Candidate.supported``): a candidate scored on a few examples so far is not compared on
 a score those examples cannot support. A candidate is on the Pareto front when no other supported candidate is at
 least as good on every objective (higher validation score, fewer prompt tokens per example, fewer dollars) and
 strictly better on one. Failed candidates are never on it.

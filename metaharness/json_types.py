@@ -1,7 +1,7 @@
 """The one type of parsed JSON, for values that really are JSON at an I/O boundary: HTTP payloads, JSON files, tool
 arguments a model wrote. Nothing in it but types, so the lowest layer can import it.
 
-A value read as :data:`JSONValue` is narrowed with ``isinstance`` where it is read; a shape the code reads by key in
+A value read as ``JSONValue`` is narrowed with ``isinstance`` where it is read; a shape the code reads by key in
 several places gets a record (a dataclass or a ``TypedDict``) instead.
 
 >>> import json

@@ -1,25 +1,25 @@
 """Proposers: what writes the next candidate harnesses (installed as ``metaharness.proposers``).
 
-``get_proposer(name, options, ...)`` builds one by name (see :data:`PROPOSER_NAMES`); every proposer implements
-:class:`metaharness.search.protocol.Proposer`. Names:
+``get_proposer(name, options, ...)`` builds one by name (see ``PROPOSER_NAMES``); every proposer implements
+``metaharness.search.protocol.Proposer``. Names:
 
 - ``offline``: no hosted model; operator-library revisions, predicted by probing on held-out training examples,
-  returned in the order they were made (:mod:`.offline`); the loop allots their evaluations. ``offline-greedy``,
+  returned in the order they were made (``.offline``); the loop allots their evaluations. ``offline-greedy``,
   ``offline-random``, ``offline-best-of-n``: the same proposer under those names (the selection rule they named
   is the loop's now).
-- ``base``: the Meta-Harness coding agent (:mod:`.coding`); needs a proposer model with tool calling.
-- ``tps``: the coding agent after TPS planning over program space (:mod:`.planned_coding`); ``tps-greedy``,
+- ``base``: the Meta-Harness coding agent (``.coding``); needs a proposer model with tool calling.
+- ``tps``: the coding agent after TPS planning over program space (``.planned_coding``); ``tps-greedy``,
   ``tps-random``, ``tps-best-of-n``: the same planning with a baseline selection rule.
 
 ``get_proposer(name, options, task=..., task_model=..., model=..., run_dir=...)``: ``task`` is a
-:class:`~metaharness.tasks.Task` or task name; ``task_model`` the fixed task model (offline: required, used for the
+``Task`` or task name; ``task_model`` the fixed task model (offline: required, used for the
 probe); ``model`` the proposer model (``base`` and ``tps``: required; ``claude-code[:MODEL]`` or ``codex[:MODEL]``
-make a coding-agent CLI the engine that writes the candidates, :mod:`.engines`; :func:`connect_proposer` builds
+make a coding-agent CLI the engine that writes the candidates, ``.engines``; ``connect_proposer`` builds
 either); ``run_dir``: offline probe files go under ``<run_dir>/proposer/probe``, base/tps transcripts and planning
 records under ``<run_dir>/proposer`` (else under the run directory the loop passes in ``RunState.run_dir``).
 
-The options are typed (:class:`OfflineOptions`, :class:`CodingOptions`, :class:`TPSOptions`; constructing them is
-the check, :func:`proposer_options` builds them from ``-P KEY=VALUE`` settings):
+The options are typed (``OfflineOptions``, ``CodingOptions``, ``TPSOptions``; constructing them is
+the check, ``proposer_options`` builds them from ``-P KEY=VALUE`` settings):
 
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
   examples per probe; offline 8, tps 6, base 4), ``plans`` (offline: the least number of new candidates per
@@ -86,10 +86,10 @@ def _amount(wanted: str) -> float | None:
 
 @dataclass(frozen=True)
 class ProposerOptions:
-    """A proposer's settings (the ``-P`` keys), checked when constructed (:class:`InputError` with one line).
+    """A proposer's settings (the ``-P`` keys), checked when constructed (``InputError`` with one line).
 
     ``seed`` and ``workers`` default to the run's seed and the session's workers. Each family has its own class
-    (:func:`options_class`); their fields are the keys it takes, their defaults the proposer's."""
+    (``options_class``); their fields are the keys it takes, their defaults the proposer's."""
 
     seed: int | None = _integer(None, least=None)
     workers: int | None = _integer(None)
@@ -187,7 +187,7 @@ def needs_model(name: str) -> bool:
 
 def proposer_options(name: str, given: Mapping[str, object] | ProposerOptions | None = None) -> ProposerOptions:
     """The options of the proposer ``name`` from user-given settings (``-P KEY=VALUE``; ``operators`` may be a
-    comma-separated string): constructing them is the check. Raises :class:`InputError` with one line for an
+    comma-separated string): constructing them is the check. Raises ``InputError`` with one line for an
     unknown key (with the closest known one), a key this proposer does not take, an unknown operator or a bad
     value. Options already constructed must be this proposer's kind."""
     kind = options_class(name)
@@ -227,7 +227,7 @@ def operator_names(value: object) -> list[str]:
 
 def connect_proposer(spec: str, ledger: Ledger | None = None) -> ModelClient:
     """The proposer model a spec names: a coding-agent CLI engine (``claude-code[:MODEL]``, ``codex[:MODEL]``) or
-    a model (:func:`metaharness.models.connect`), counting into ``ledger``."""
+    a model (``metaharness.models.connect``), counting into ``ledger``."""
     if is_engine(spec):
         return EngineClient(spec, ledger=ledger)
 
@@ -236,7 +236,7 @@ def connect_proposer(spec: str, ledger: Ledger | None = None) -> ModelClient:
 
 def check_proposer_model(name: str, spec: str) -> None:
     """Before a run starts: ``spec`` is a valid proposer model for the proposer ``name``; an engine is installed
-    and logged in (:meth:`~metaharness.proposers.engines.EngineClient.check`). InputError / ConfigurationError
+    and logged in (``check``). InputError / ConfigurationError
     with one line otherwise."""
     if not is_engine(spec):
         parse_spec(spec)
@@ -262,7 +262,7 @@ def get_proposer(
     workers: int | None = None,
     **settings: object,
 ) -> Proposer:
-    """Build the proposer ``name`` (see the module docstring): ``options`` (:func:`proposer_options`; keyword
+    """Build the proposer ``name`` (see the module docstring): ``options`` (``proposer_options``; keyword
     ``settings`` are more of them) over the session's ``seed`` and ``workers``."""
     family, selection = _split(name.strip().lower())
     if settings:

@@ -3,7 +3,7 @@
 Usage: ``python -m metaharness.proposers.agent_sandbox --write DIR [--write DIR ...] -- PROGRAM ARGS...``. The
 process limits itself, then ``exec``s the program, which inherits every restriction:
 
-- a Landlock ruleset (the kernel's, as the harness sandbox uses: :mod:`metaharness.evaluation.confine`) that
+- a Landlock ruleset (the kernel's, as the harness sandbox uses: ``metaharness.evaluation.confine``) that
   handles every kind of write (creating, writing, truncating, renaming, removing files and folders, making
   devices, pipes and sockets) and allows them only beneath the ``--write`` folders (the proposal workspace, the
   agent's scratch folder and its own state folder) and on ``/dev/null``; reads, program execution and the network
@@ -11,7 +11,7 @@ process limits itself, then ``exec``s the program, which inherits every restrict
 - ``no_new_privs`` (set by Landlock) and no core dumps.
 
 Without Landlock (Linux < 5.13, or disabled) it exits with code 3 and a one-line message instead of running the
-agent unconfined. Its environment is the caller's business: :mod:`.engines` passes only what the CLI needs.
+agent unconfined. Its environment is the caller's business: ``.engines`` passes only what the CLI needs.
 """
 
 from __future__ import annotations

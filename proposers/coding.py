@@ -1,6 +1,6 @@
 """``base``: the Meta-Harness coding proposer, a tool-calling agent over a workspace copy of the run.
 
-Each iteration the agent gets a fresh :class:`~metaharness.proposers.workspace.Workspace` (code, scores and raw
+Each iteration the agent gets a fresh ``Workspace`` (code, scores and raw
 traces of every candidate, failed attempts with their errors) and writes ``K`` new candidates, each copied from an
 existing candidate and edited, import-checked on submit. Its instructions follow what worked in the Meta-Harness
 paper: read the raw traces, not only the scores; mix exploitation and exploration; never hard-code dataset names or
@@ -11,14 +11,14 @@ Valid submissions become proposals; when fewer than ``K`` pass the import check,
 the loop records the failure with its error and the next iteration's workspace shows it. The transcript of every
 iteration is written to ``<run_dir>/proposer/iter-<n>/`` when a run directory is known.
 
-With a coding-agent CLI as the proposer model (``claude-code`` or ``codex``, :mod:`.engines`), the CLI does the
-writing instead: one headless session in the same workspace (:data:`ENGINE_SYSTEM` tells it to write
+With a coding-agent CLI as the proposer model (``claude-code`` or ``codex``, ``.engines``), the CLI does the
+writing instead: one headless session in the same workspace (``ENGINE_SYSTEM`` tells it to write
 ``new/<name>/harness.py`` and ``submission.json``), its submissions import-checked when it stops
-(:meth:`Workspace.collect`), and one more session to fix those that fail; its event stream is the iteration's
+(``Workspace.collect``), and one more session to fix those that fail; its event stream is the iteration's
 ``transcript.jsonl`` and, as messages, its ``transcript.json``.
 
-The conversation sent to the model stays within its context window (:class:`Transcript`): the system prompt, the
-task and the last :data:`KEEP_TURNS` turns are sent whole; when the estimate passes the budget (the window less the
+The conversation sent to the model stays within its context window (``Transcript``): the system prompt, the
+task and the last ``KEEP_TURNS`` turns are sent whole; when the estimate passes the budget (the window less the
 answer's ``max_tokens``), older tool results become a one-line stub (``[compacted: 5400 chars of read_file
 candidates/c1/traces.jsonl]``) and long arguments of older tool calls (whole files given to ``write_file``) a stub
 of their length, oldest first, so a long session never overflows. The transcript file keeps everything whole.
@@ -199,7 +199,7 @@ def run_agent(
 ) -> list[dict[str, Any]]:
     """Drive the tool-calling loop until ``k`` valid submissions, ``finish``, or ``max_steps``; return the whole
     messages. Each request fits ``context_tokens`` (default: the model's window, else DEFAULT_CONTEXT_TOKENS)
-    with room for ``max_tokens`` of answer (:class:`Transcript`)."""
+    with room for ``max_tokens`` of answer (``Transcript``)."""
     tools = workspace.tools()
     schemas = [tool for tool, _ in tools.values()]
     window = context_tokens or context_window(model) or DEFAULT_CONTEXT_TOKENS

@@ -2,13 +2,13 @@
 
 ``--proposer-model claude-code[:MODEL]`` or ``codex[:MODEL]`` (``MODEL`` as the CLI's ``--model`` / ``-m`` takes
 it; without it, the CLI's default) makes the coding agent write the iteration's candidates instead of the built-in
-tool-calling agent. The rest of the proposer does not change: the same workspace (:mod:`.workspace`: every
+tool-calling agent. The rest of the proposer does not change: the same workspace (``.workspace``: every
 candidate's code, scores and whole traces), the same import check of each submission, the same candidates.
 
-**One agent session** (:meth:`EngineClient.run_agent`) runs the CLI with the workspace as its working folder,
-through :mod:`.agent_sandbox` (writes only beneath the workspace, the session's scratch folder and the CLI's own
+**One agent session** (``EngineClient.run_agent``) runs the CLI with the workspace as its working folder,
+through ``.agent_sandbox`` (writes only beneath the workspace, the session's scratch folder and the CLI's own
 state folder; no core dumps), with an environment of ``PATH``, ``HOME``, locale, ``TMPDIR`` (the scratch folder)
-and the engine's own variables (:attr:`Engine.keys`): no other secret of the run reaches it. The prompt goes on
+and the engine's own variables (``Engine.keys``): no other secret of the run reaches it. The prompt goes on
 stdin.
 
 - Claude Code: ``claude -p --output-format stream-json --verbose --permission-mode acceptEdits --allowedTools
@@ -20,22 +20,22 @@ stdin.
   -`` (its own sandbox for the commands it runs, inside ours), the instructions before the task on stdin. It has
   no turn or dollar cap; its tokens (``turn.completed`` usage) are priced as ``openai:MODEL`` from the price table.
 
-Every session also has a wall-time limit (``agent_seconds``, default :data:`AGENT_SECONDS`), after which its
+Every session also has a wall-time limit (``agent_seconds``, default ``AGENT_SECONDS``), after which its
 process group is killed. The session's events are appended to ``transcript.jsonl`` as the CLI prints them (kept
 whole, a killed session included) and turned into ``transcript.json`` in the built-in agent's shape (system, user,
 assistant turns with ``tool_calls``, ``tool`` results), in the iteration's folder ``<run_dir>/proposer/iter-N/``.
 Every session's tokens and dollars go to the run's ledger (role ``proposer``), so ``--max-cost`` counts them.
 
-**Plain answers** for the ``tps`` planning stages (:meth:`EngineClient.complete`, the
-:class:`~metaharness.models.protocol.ModelClient` contract for requests without tools, ``n = 1``): one session with no
+**Plain answers** for the ``tps`` planning stages (``EngineClient.complete``, the
+``ModelClient`` contract for requests without tools, ``n = 1``): one session with no
 tools (Claude Code: ``--tools ""``, ``--system-prompt``, ``--json-schema`` for a schema; Codex: a read-only
 sandbox and the schema in the prompt), its answer checked against the schema (one
-:class:`~metaharness.models.protocol.StructuredOutputError` otherwise, which the planner re-asks on).
+``StructuredOutputError`` otherwise, which the planner re-asks on).
 
 **Failures.** A CLI that is not installed, or not logged in and without its key variable, is a
-:class:`~metaharness.errors.ConfigurationError` before the run starts (:meth:`EngineClient.check`: ``claude auth
+``ConfigurationError`` before the run starts (``EngineClient.check``: ``claude auth
 status``, ``codex login status``). A session that fails (its API refuses, it crashes, it runs out of time) returns
-its error in :attr:`AgentRun.error` with the CLI's own words; the proposer keeps whatever candidates were submitted
+its error in ``AgentRun.error`` with the CLI's own words; the proposer keeps whatever candidates were submitted
 and fails the iteration only when there are none.
 """
 
@@ -305,7 +305,7 @@ def _render(messages: list[dict[str, Any]]) -> tuple[str, str]:
 
 
 class EngineClient:
-    """A coding-agent CLI as the proposer's engine and as a :class:`~metaharness.models.protocol.ModelClient` (the
+    """A coding-agent CLI as the proposer's engine and as a ``ModelClient`` (the
     module docstring is the contract). ``spec``: ``claude-code[:MODEL]`` or ``codex[:MODEL]``; ``ledger``: the
     run's; ``executable``: the CLI's path (default: the binary on PATH); ``seconds``: an agent session's wall-time
     limit."""
@@ -372,7 +372,7 @@ class EngineClient:
         self, argv: list[str], stdin: str, *, cwd: Path, scratch: Path, record: Path | None, seconds: float
     ) -> AgentRun:
         """Run the CLI with ``argv`` in the agent sandbox, ``stdin`` as its input; every event is appended to
-        ``record`` (JSONL) as it arrives. Never raises for the session's own failure: see :attr:`AgentRun.error`."""
+        ``record`` (JSONL) as it arrives. Never raises for the session's own failure: see ``AgentRun.error``."""
         binary = self._require()
         env = self.environment(scratch)
         writable = [str(cwd), str(scratch), *self.engine.state_folders(env)]

@@ -8,10 +8,10 @@ larger one was left out), and a closing line names what was left out and why. Th
 line included, is within the budget (only a heading longer than the budget can pass it). ``token_budget=None``
 shows everything.
 
-A trace record (one validation example, :class:`~metaharness.evaluation.records.ExampleRecord`) is rendered with
+A trace record (one validation example, ``ExampleRecord``) is rendered with
 its input, target, prediction, scores, error and every model call the harness made: the messages it sent, verbatim,
 and the model's answer, with tokens and options. The workspace of the ``base`` agent writes the same rendering to
-one file per example (:mod:`.workspace`).
+one file per example (``.workspace``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _RECORD_FIELDS = {f.name for f in fields(ExampleRecord)}
 
 
 def text_tokens(text: str) -> int:
-    """The token estimate every budget here uses: characters over :data:`CHARS_PER_TOKEN`, rounded up."""
+    """The token estimate every budget here uses: characters over ``CHARS_PER_TOKEN``, rounded up."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
@@ -237,7 +237,7 @@ def render_record(record: ExampleRecord, *, shown: dict[str, str] | None = None)
 
 def records_within(records: Sequence[ExampleRecord], token_budget: int | None, header: str = "") -> str:
     """``header`` and the ``records`` (any split: validation traces, probe runs on training examples), failing
-    first (errors, then the lowest primary score), each rendered whole (:func:`render_record`) or left out, within
+    first (errors, then the lowest primary score), each rendered whole (``render_record``) or left out, within
     ``token_budget``. A long message identical to one already shown is written as a reference to it."""
     selection = Selection(token_budget, header)
     shown: dict[str, str] = {}
@@ -254,7 +254,7 @@ def trace_excerpts(
     examples: Sequence[str] | None = None,
     token_budget: int | None = DEFAULT_TRACE_TOKENS,
 ) -> str:
-    """Per-example validation records of ``candidate`` (:func:`render_record`), failing examples first (errors,
+    """Per-example validation records of ``candidate`` (``render_record``), failing examples first (errors,
     then the lowest primary score), whole records kept while they fit ``token_budget``.
 
     ``examples``: only these example ids (in the same failing-first order). A long message identical to one

@@ -1,20 +1,20 @@
 """The offline proposer: TPS's stages over program space with no hosted model, many proposals with honest priors.
 
 Every iteration grows the run's lasting program graph (``RunState.graph``) with the planner's stage protocols
-(:func:`metaharness.planner.expand.grow`) until it holds ``max(plans, state.proposals)`` new candidates (default
+(``metaharness.planner.expand.grow``) until it holds ``max(plans, state.proposals)`` new candidates (default
 12), or nothing is left to try:
 
-1. sampling (:class:`OperatorSampler`): revisions from the operator library (:mod:`.operators`, families of
+1. sampling (``OperatorSampler``): revisions from the operator library (``.operators``, families of
    operators generated from parameter grids) of the frontier (the best evaluated candidates that still have an
    untried revision, ties in the seed's order), spread across operator families; then, level by level, revisions
    of the most promising predicted candidates anywhere in the graph, into chains of up to ``depth`` revisions
    (compositions of operators, each step its own node);
-2. simulation, by execution (:class:`ProbeSimulator`): each revised candidate runs on held-out training examples
-   with the task model (:mod:`.probe`). Its predicted validation score is its base's measured score plus the probe
+2. simulation, by execution (``ProbeSimulator``): each revised candidate runs on held-out training examples
+   with the task model (``.probe``). Its predicted validation score is its base's measured score plus the probe
    difference scaled by the run's calibration. Its ``std`` is the uncertainty of its true score (before the noise
    of measuring it on a few examples, which ``pair_variance`` gives per example): what the probe leaves open
-   (:func:`estimate_change`, with a prior fitted on the run's probes) times how far the run's predictions have
-   landed (:class:`Spread`), never below the calibration residual. Its cost per validation example when its calls
+   (``estimate_change``, with a prior fitted on the run's probes) times how far the run's predictions have
+   landed (``Spread``), never below the calibration residual. Its cost per validation example when its calls
    are new (``tokens_per_example``, ``usd_per_example``) is its base's measured cost per example scaled by the
    probe's, priced like the task model; ``repeat`` is the share of its calls that repeat its base's (1.0 for a
    post-processing revision, which costs nothing on the examples its base was evaluated on);
@@ -93,7 +93,7 @@ def _digest(source: str) -> str:
 class OfflineProposer:
     """Proposes many revisions from the operator library, each predicted by probing; the loop allots evaluations.
 
-    ``task``: the :class:`~metaharness.tasks.Task`; ``task_model``: a ModelClient or spec string (the fixed task
+    ``task``: the ``Task``; ``task_model``: a ModelClient or spec string (the fixed task
     model, used for the probe); ``name``: how runs record it; ``plans``: the least number of new candidates made
     per iteration (more when the loop takes more, ``state.proposals``); ``extend``: how many of the most promising
     predicted candidates are extended at each level (``extensions`` revisions each); ``depth``: the longest
@@ -275,7 +275,7 @@ def _largest_prompt(state: RunState) -> float:
 
 
 def _probe_changes(graph: PlanGraph) -> list[tuple[float, int]]:
-    """(flipped examples, probe examples) of every probed revision in the graph, for :class:`ChangePrior`."""
+    """(flipped examples, probe examples) of every probed revision in the graph, for ``ChangePrior``."""
     rows = []
     for node in graph.nodes:
         flips, probe = node.data.get("flips"), node.data.get("probe")
@@ -286,7 +286,7 @@ def _probe_changes(graph: PlanGraph) -> list[tuple[float, int]]:
 
 def _misses(state: RunState, calibration: GainCalibration) -> list[tuple[float, float, float]]:
     """(actual - predicted score, probe std, sampling variance of the actual) of every evaluated candidate
-    predicted by a probe, re-predicted with today's calibration, for :class:`Spread`."""
+    predicted by a probe, re-predicted with today's calibration, for ``Spread``."""
     scores = {c.id: c.score for c in state.evaluated()}
     misses = []
     for cand in state.evaluated():
@@ -300,7 +300,7 @@ def _misses(state: RunState, calibration: GainCalibration) -> list[tuple[float, 
 
 
 def _rescale(graph: PlanGraph, spread: Spread) -> None:
-    """Every prediction's ``raw_std`` (what :func:`recalibrate` keeps) as its probe std times today's spread."""
+    """Every prediction's ``raw_std`` (what ``recalibrate`` keeps) as its probe std times today's spread."""
     for node in nodes_with(graph, PREDICTED):
         std = node.data.get("probe_std")
         if isinstance(std, (int, float)):
@@ -332,7 +332,7 @@ def _chain_ops(node: Node) -> list[str]:
 
 
 class OperatorSampler:
-    """Stage 1 (:class:`~metaharness.planner.subagents.PlanSampler`): one-revision plans from the operator library,
+    """Stage 1 (``PlanSampler``): one-revision plans from the operator library,
     round-robin over ``starts`` (graph nodes), at most ``per_start`` each. Per start, the operator families come in
     the seed's order and take turns, so one parameter grid does not fill the plans; no family already on a
     predicted node's chain (tuning one setting twice in a row), no revision whose program is already known."""
@@ -380,7 +380,7 @@ class OperatorSampler:
 
 
 class ProbeSimulator:
-    """Stage 2 (:class:`~metaharness.planner.subagents.StateSimulator`) by execution: apply each revision and run
+    """Stage 2 (``StateSimulator``) by execution: apply each revision and run
     the result on the probe examples; the step's key is the base and the behaviour (so merging is by behaviour),
     its score the calibrated prediction. A revision is not simulated when its estimated new probe tokens would
     pass ``budget`` (``skipped`` counts them); ``spent`` counts the probes' new tokens, ``tokens`` all of them."""

@@ -1,14 +1,14 @@
 """``tps``: the coding proposer that plans in program space before it writes code.
 
 Every iteration is a round of TPS's four stages over the run's lasting program graph (``RunState.graph``), on the
-planner's stage protocols (:func:`metaharness.planner.expand.grow`), with the proposer model behind the first two
-(stage prompts and JSON schemas asked through :func:`metaharness.planner.asking.ask_json`, which re-asks on
+planner's stage protocols (``metaharness.planner.expand.grow``), with the proposer model behind the first two
+(stage prompts and JSON schemas asked through ``metaharness.planner.asking.ask_json``, which re-asks on
 malformed JSON):
 
-1. sampling (:class:`RevisionSampler`): ``M`` revision plans of one or two revisions in words, each setting out from
+1. sampling (``RevisionSampler``): ``M`` revision plans of one or two revisions in words, each setting out from
    an evaluated candidate or from a predicted one still in the graph (an extension of an earlier prediction);
-2. simulation (:class:`BehaviourSimulator`): the frontier candidates run on a few held-out training examples with
-   the task model (their real behaviour, :mod:`.probe`); for every revision the model predicts which of those
+2. simulation (``BehaviourSimulator``): the frontier candidates run on a few held-out training examples with
+   the task model (their real behaviour, ``.probe``); for every revision the model predicts which of those
    examples the revised harness gets right, what implementing it costs (tokens) and its prompt size; a second
    revision is simulated from the first one's predicted behaviour;
 3. merging by behaviour: revisions of the same base predicted to behave the same on every probe example share a
@@ -16,7 +16,7 @@ malformed JSON):
 4. labels: +1 predicted to beat the best measured score, -1 when the model predicts the revision breaks the
    harness, 0 otherwise.
 
-Both stages see what the Meta-Harness proposer sees (:mod:`.evidence`): whole source files within a token budget,
+Both stages see what the Meta-Harness proposer sees (``.evidence``): whole source files within a token budget,
 per-example validation traces with the prompts the harness sent and the model's answers, and failed attempts with
 their errors. The planner's selection then picks what to implement and evaluate over the whole graph within the
 iteration's budget (task-model tokens and dollars of evaluation, plus the priced implementation tokens), and the
@@ -98,7 +98,7 @@ class SimulatorCall(TypedDict):
 
 
 class Behaviour(TypedDict):
-    """The simulator's answer (:func:`_simulation_schema`, which ``ask_json`` has checked it against)."""
+    """The simulator's answer (``_simulation_schema``, which ``ask_json`` has checked it against)."""
 
     correct: list[bool]
     implementation_tokens: int
@@ -154,7 +154,7 @@ class TPSProposer(CodingProposer):
         probe_size: int = 6,
         **agent: Any,
     ) -> None:
-        """``agent``: the coding agent's settings (:class:`~metaharness.proposers.coding.CodingProposer`)."""
+        """``agent``: the coding agent's settings (``CodingProposer``)."""
         super().__init__(model, task, task_model, probe_size=probe_size, **agent)
         self.selection = selection
         self.plans = plans
@@ -254,7 +254,7 @@ class TPSProposer(CodingProposer):
 
 
 class RevisionSampler:
-    """Stage 1 (:class:`~metaharness.planner.subagents.PlanSampler`) with the proposer model: plans that set out
+    """Stage 1 (``PlanSampler``) with the proposer model: plans that set out
     from the frontier or from predicted nodes still in the graph, with whole sources, traces and failed attempts."""
 
     def __init__(self, proposer: TPSProposer, graph: PlanGraph, state: RunState) -> None:
@@ -308,7 +308,7 @@ class RevisionSampler:
 
 
 class BehaviourSimulator:
-    """Stage 2 (:class:`~metaharness.planner.subagents.StateSimulator`) with the proposer model: the revised
+    """Stage 2 (``StateSimulator``) with the proposer model: the revised
     harness's predicted correctness on the probe examples, from the start's real (evaluated) or predicted
     behaviour; the key is base and behaviour, so merging is by behaviour."""
 

@@ -5,15 +5,15 @@ by a model's guess). The probe examples are a fixed random sample of the train s
 receives the rest of the train split as its ``train``, so a retrieval or voting harness cannot look its own answer
 up. Nothing here touches the validation split.
 
-A :class:`ProbeResult` keeps each example's prediction and score, so two candidates whose predictions are identical
+A ``ProbeResult`` keeps each example's prediction and score, so two candidates whose predictions are identical
 on every probe example can be merged (TPS's merging stage) and a revision's *flips* (examples it newly gets right
 or wrong) can be read off against its parent, and each model call's request, so the share of a revision's calls
-that repeat its parent's (:meth:`ProbeResult.repeat`) says what evaluating it would cost beyond the parent.
+that repeat its parent's (``ProbeResult.repeat``) says what evaluating it would cost beyond the parent.
 
 What a probe can resolve: a probe of 8 examples that sees no flip does not show that a revision changes nothing,
-only that it rarely changes an outcome. :func:`estimate_change` is what the probe's per-example differences say
+only that it rarely changes an outcome. ``estimate_change`` is what the probe's per-example differences say
 about the revision's true change of score (mean, uncertainty, per-example variance of paired differences), with a
-:class:`ChangePrior` fitted on how often this run's revisions changed probe outcomes; :class:`Spread` rescales
+``ChangePrior`` fitted on how often this run's revisions changed probe outcomes; ``Spread`` rescales
 the uncertainty by how far this run's evaluated predictions actually landed from their prediction.
 """
 
@@ -37,7 +37,7 @@ from metaharness.tasks.protocol import Example, Task
 class HeldOutTask:
     """A task whose ``"probe"`` split is a sample of the train split and whose ``"train"`` split is the rest.
 
-    A :class:`~metaharness.tasks.Task` in its own right (``"probe"`` is an extra split), delegating scoring to the
+    A ``Task`` in its own right (``"probe"`` is an extra split), delegating scoring to the
     real task.
     """
 
@@ -136,7 +136,7 @@ WEIGHT_RANGE = (0.5, 50.0)
 class ChangePrior:
     """How much a revision changes outcomes, before its probe: ``rate`` is the expected squared per-example score
     change (for 0/1 scores, the share of examples that flip), ``weight`` how many probe examples the prior is
-    worth. :meth:`fit` reads it off the run's probes (empirical Bayes, beta-binomial moments)."""
+    worth. ``fit`` reads it off the run's probes (empirical Bayes, beta-binomial moments)."""
 
     rate: float = DEFAULT_RATE
     weight: float = DEFAULT_WEIGHT
@@ -184,7 +184,7 @@ class Change:
 
 
 def estimate_change(differences: list[float], prior: ChangePrior) -> Change:
-    """The :class:`Change` a probe's per-example ``differences`` (revision minus base) support: a Dirichlet
+    """The ``Change`` a probe's per-example ``differences`` (revision minus base) support: a Dirichlet
     posterior over gained / lost / same, with ``prior`` as pseudo-examples (weight x rate squared changes, mean 0),
     so a quiet probe of 8 examples still allows a change of about 1 in 20. With no prior it is the usual standard
     error of a mean paired difference (with n + 1 for n)."""
@@ -255,7 +255,7 @@ class Prober:
         return len(self.held_out.probe)
 
     def known(self, source: str) -> bool:
-        """Whether ``source`` was probed already (a further :meth:`run` is free)."""
+        """Whether ``source`` was probed already (a further ``run`` is free)."""
         return hashlib.sha256(source.encode()).hexdigest() in self._memo
 
     def run(self, source: str) -> ProbeResult:

@@ -1,16 +1,16 @@
 """What both planning proposers share: the run's program graph as a planning task, calibration, selection, proposals.
 
 The ``offline`` and ``tps`` proposers differ only in their stages (operators and probes vs. the proposer model);
-both then hand the run's lasting program graph (``RunState.graph``, :mod:`metaharness.planner.program`) to
-:func:`metaharness.planner.expand.grow` and :func:`metaharness.planner.selection.select`. This module holds the
+both then hand the run's lasting program graph (``RunState.graph``, ``metaharness.planner.program``) to
+``metaharness.planner.expand.grow`` and ``metaharness.planner.selection.select``. This module holds the
 glue around those calls:
 
-- :func:`recalibrated_graph`: the run's graph with every prediction re-predicted by :func:`calibrate` (how far this
-  run's predicted gains held, :func:`recalibrate`), so an old prediction is re-predicted as the calibration learns;
-- :func:`grow_round`: one round of the four stages with the proposer's sampler and simulator and the shared merger
-  (by behaviour key) and labeler (by predicted score), on the run as TPS's planning task (:func:`planning_task`);
-- :func:`choose`: the selection over the whole graph (old predictions included) within the iteration's budget;
-- :func:`proposals`: every chosen node as a :class:`~metaharness.search.protocol.Proposal` whose ``intermediates``
+- ``recalibrated_graph``: the run's graph with every prediction re-predicted by ``calibrate`` (how far this
+  run's predicted gains held, ``recalibrate``), so an old prediction is re-predicted as the calibration learns;
+- ``grow_round``: one round of the four stages with the proposer's sampler and simulator and the shared merger
+  (by behaviour key) and labeler (by predicted score), on the run as TPS's planning task (``planning_task``);
+- ``choose``: the selection over the whole graph (old predictions included) within the iteration's budget;
+- ``proposals``: every chosen node as a ``Proposal`` whose ``intermediates``
   are the unevaluated revisions on its chain, so each is committed on its own and git's parents are the revision edges.
 """
 

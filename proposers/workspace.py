@@ -16,16 +16,16 @@ Layout (what the agent sees; paths are relative to the workspace root)::
 
 No trace, source or error is clipped (the index's previews point at the whole example): ``read_file`` pages
 through a long file (``offset``), ``grep`` shows the matching part of a long line with its column. The renderings
-are :mod:`.evidence`'s, the same the ``tps`` stages show.
+are ``.evidence``'s, the same the ``tps`` stages show.
 
-The tools (:meth:`Workspace.tools`) are plain functions over this folder: list, read, grep, write, edit, copy a
+The tools (``Workspace.tools``) are plain functions over this folder: list, read, grep, write, edit, copy a
 candidate, run a new candidate on a few held-out training examples, submit it (with an import check in the
 sandbox), finish. Paths outside the workspace, and writes outside ``new/``, are refused with a message the model
 can act on. The proposer's own secrets never reach the harness: runs go through the sandboxed evaluator.
 
-A coding-agent CLI (:mod:`.engines`) works on the same folder with its own file tools instead: it writes
+A coding-agent CLI (``.engines``) works on the same folder with its own file tools instead: it writes
 ``new/<name>/harness.py`` and ``new/<name>/submission.json`` (``{"parent", "summary", "hypothesis"}``, as the
-README tells it), and :meth:`Workspace.collect` submits what it wrote when the session ends, with the same import
+README tells it), and ``Workspace.collect`` submits what it wrote when the session ends, with the same import
 check.
 """
 
@@ -97,7 +97,7 @@ def _link_or_copy(source: Path, target: Path) -> None:
 def write_traces(folder: Path, trace: Path | None) -> int:
     """A candidate's complete validation trace in its workspace folder: ``traces.jsonl`` (the evaluator's file,
     every record and call whole), ``traces/<example>.md`` (each record rendered whole by
-    :func:`~metaharness.proposers.evidence.render_record`) and ``traces/index.md`` (failing examples first).
+    ``render_record``) and ``traces/index.md`` (failing examples first).
     Returns the number of records."""
     records = load_records(trace)
     if trace is None or not records:
@@ -148,7 +148,7 @@ class Submission:
 
 class Workspace:
     """The folder the agent works in, and its tools. ``probe(source)`` runs a harness on held-out training
-    examples (see :class:`metaharness.proposers.probe.Prober`); ``check(path)`` is the sandboxed import check
+    examples (see ``metaharness.proposers.probe.Prober``); ``check(path)`` is the sandboxed import check
     (returns the error text or None)."""
 
     def __init__(

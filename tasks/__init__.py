@@ -1,8 +1,8 @@
 """Tasks, installed as ``metaharness.tasks``: what a harness is optimised for.
 
-Two kinds (the agent benchmarks' environments are in :mod:`metaharness.agents.environments`):
+Two kinds (the agent benchmarks' environments are in ``metaharness.agents.environments``):
 
-- :mod:`.text`: the text benchmarks of the Meta-Harness paper, each a :class:`Task` (:mod:`.protocol` is the contract
+- ``.text``: the text benchmarks of the Meta-Harness paper, each a ``Task`` (``.protocol`` is the contract
   the evaluator, the loop and the proposers rely on)::
 
       from metaharness.tasks import get_task, TASK_NAMES   # ("lawbench", "symptom2disease", "uspto")
@@ -10,8 +10,8 @@ Two kinds (the agent benchmarks' environments are in :mod:`metaharness.agents.en
       examples = task.load("val")                          # list[Example(id, input, target, raw)]
       task.score("[DIAGNOSIS]dengue[/DIAGNOSIS]", examples[1])   # {"primary": 1.0}
 
-- :mod:`.custom`: your own task, a folder with ``task.toml`` or a dataset ``hf:OWNER/NAME``; :func:`open_task`
-  takes any of the three references (:mod:`.registry`)::
+- ``.custom``: your own task, a folder with ``task.toml`` or a dataset ``hf:OWNER/NAME``; ``open_task``
+  takes any of the three references (``.registry``)::
 
       task = open_task("mytask")                           # the folder mytask/ (metaharness init mytask)
       task = open_task("hf:openai/gsm8k", settings={"data.config": "main", "metric.name": "numeric"})

@@ -1,16 +1,16 @@
 """The task seam: what the evaluator, the loop and the proposers may assume about a benchmark.
 
-A :class:`Task` is a set of named splits of :class:`Example` rows plus the metric that scores a harness's answer.
-The paper's text datasets implement it (:mod:`metaharness.tasks.text`); so does the probe's held-out view of a
-train split (:class:`metaharness.proposers.probe.HeldOutTask`). The whole contract:
+A ``Task`` is a set of named splits of ``Example`` rows plus the metric that scores a harness's answer.
+The paper's text datasets implement it (``metaharness.tasks.text``); so does the probe's held-out view of a
+train split (``metaharness.proposers.probe.HeldOutTask``). The whole contract:
 
 - ``name``: a short identifier (``"lawbench"``), used in file names and records.
 - ``description``: the task in words and the answer convention its metric parses (answer tags and the like), for
   proposer prompts; may be empty.
 - ``load(split) -> list[Example]``: every example of ``split`` in a fixed order, the same on every call (ids are
   unique within a split). ``"train"`` is what a harness receives as ``train``; ``"val"`` and ``"test"`` are only
-  scored. An unknown split raises :class:`~metaharness.errors.InputError`; a split whose files are missing or
-  corrupt raises another :class:`~metaharness.errors.MetaharnessError` that says how to get them.
+  scored. An unknown split raises ``InputError``; a split whose files are missing or
+  corrupt raises another ``MetaharnessError`` that says how to get them.
 - ``score(prediction, example) -> dict[str, float]``: the metric of one answer, with ``"primary"`` first (the
   number a search maximises: higher is better, in [0, 1]) and any secondary metrics after it. It never raises for
   a bad answer: a malformed or empty prediction scores 0 on every metric.

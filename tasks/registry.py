@@ -2,14 +2,14 @@
 
 A reference is, in this order:
 
-1. ``hf:NAME``: a dataset read with the ``datasets`` library (:func:`~metaharness.tasks.custom.open_dataset_task`);
-2. a folder holding ``task.toml`` (:func:`~metaharness.tasks.custom.open_task_folder`);
-3. one of the paper's datasets (``lawbench``, ``symptom2disease``, ``uspto``; :mod:`metaharness.tasks.text`).
+1. ``hf:NAME``: a dataset read with the ``datasets`` library (``open_dataset_task``);
+2. a folder holding ``task.toml`` (``open_task_folder``);
+3. one of the paper's datasets (``lawbench``, ``symptom2disease``, ``uspto``; ``metaharness.tasks.text``).
 
 ``settings`` (``-T`` on the command line, dotted keys) apply to the first two; ``data_dir`` to the third.
 
-:func:`task_origin` is what a run directory records about its task (``settings.json``, key ``task_source``);
-:func:`reopen_task` opens the same task from that record and refuses one whose train or val examples changed, since
+``task_origin`` is what a run directory records about its task (``settings.json``, key ``task_source``);
+``reopen_task`` opens the same task from that record and refuses one whose train or val examples changed, since
 the run's scores would no longer be comparable.
 """
 
@@ -62,7 +62,7 @@ def task_origin(task: Task) -> TaskSource | None:
 
 
 def reopen_task(origin: TaskSource) -> CustomTask:
-    """The task a run recorded (:func:`task_origin`), checked to hold the same train and val examples."""
+    """The task a run recorded (``task_origin``), checked to hold the same train and val examples."""
     task = open_task(str(origin["source"]), settings=dict(origin.get("settings") or {}))
     assert isinstance(task, CustomTask)
     if origin.get("fingerprint") and task.origin["fingerprint"] != origin["fingerprint"]:

@@ -1,24 +1,24 @@
 """Test doubles for the project's seams. Each implements the real protocol, so the code under test cannot tell it
 from the real thing; they are for unit tests of logic (real models run in the embedded-model and server tests).
 
-- :class:`ScriptedModel`: a :class:`~metaharness.models.protocol.ModelClient` that answers from a script: a fixed
-  answer, or a function of the request (:func:`in_order` gives answers one request at a time). It records every
+- ``ScriptedModel``: a ``ModelClient`` that answers from a script: a fixed
+  answer, or a function of the request (``in_order`` gives answers one request at a time). It records every
   request and role. It checks answers as the client layer does (schema, forced tool) unless ``raw=True``, which
-  stands for a backend below :class:`~metaharness.models.client.Client`, or a client that does not check.
-- :class:`ScriptedLM`: the ``lm`` a harness gets (:class:`metaharness.candidates.protocol.LM`, the real class), its
-  model call wired straight to the evaluator's proxy over a :class:`ScriptedModel` (no sandbox process in between).
-- :class:`ServedModel`: an OpenAI-compatible HTTP server on 127.0.0.1 answering with any model client, for code
+  stands for a backend below ``Client``, or a client that does not check.
+- ``ScriptedLM``: the ``lm`` a harness gets (``metaharness.candidates.protocol.LM``, the real class), its
+  model call wired straight to the evaluator's proxy over a ``ScriptedModel`` (no sandbox process in between).
+- ``ServedModel``: an OpenAI-compatible HTTP server on 127.0.0.1 answering with any model client, for code
   that only connects by URL (a child process such as ``metaharness plan serve``).
-- :class:`MessagesAPI`: Anthropic's Messages API at the HTTP layer, under the real ``anthropic`` SDK, answering
+- ``MessagesAPI``: Anthropic's Messages API at the HTTP layer, under the real ``anthropic`` SDK, answering
   with queued responses of the recorded shape.
-- :class:`ToyTask`: a :class:`~metaharness.tasks.Task` held in memory (three validation examples), so the sandbox
+- ``ToyTask``: a ``Task`` held in memory (three validation examples), so the sandbox
   and evaluator tests run without the paper's data.
-- :class:`FakeEvaluator`: a :class:`~metaharness.evaluation.protocol.CandidateEvaluator` that scores a
-  program by the ``# score=`` comment :func:`program` writes into it.
-- :class:`ScriptedProposer`: a :class:`~metaharness.search.protocol.Proposer` that revises the best candidate each
+- ``FakeEvaluator``: a ``CandidateEvaluator`` that scores a
+  program by the ``# score=`` comment ``program`` writes into it.
+- ``ScriptedProposer``: a ``Proposer`` that revises the best candidate each
   iteration (+0.1), plus proposals scripted per iteration.
-- Planner stages: :class:`FixedPlans` (a plan sampler that gives the same plans every time), :class:`TableSimulator`
-  (a state simulator that looks each subplan up in a table) and :class:`TableLabeler` (a reward labeler that looks
+- Planner stages: ``FixedPlans`` (a plan sampler that gives the same plans every time), ``TableSimulator``
+  (a state simulator that looks each subplan up in a table) and ``TableLabeler`` (a reward labeler that looks
   each state up in a table).
 """
 
@@ -171,7 +171,7 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class ServedModel:
-    """``model`` behind ``GET /v1/models`` and ``POST /v1/chat/completions`` at :attr:`base_url` (text answers)."""
+    """``model`` behind ``GET /v1/models`` and ``POST /v1/chat/completions`` at ``base_url`` (text answers)."""
 
     def __init__(self, model: Any, name: str = "scripted") -> None:
         served = self
@@ -299,7 +299,7 @@ class ToyTask:
 
 
 def program(score: float, extra: str = "") -> str:
-    """A harness program that :class:`FakeEvaluator` scores ``score``; ``extra`` may hold ``broken`` or ``crash``."""
+    """A harness program that ``FakeEvaluator`` scores ``score``; ``extra`` may hold ``broken`` or ``crash``."""
     return f"# score={score}\nclass Harness:\n    def __init__(self, lm, train):\n        pass\n{extra}"
 
 
@@ -326,7 +326,7 @@ def traced_messages(call: CallRecord) -> list[TracedMessage]:
 
 class FakeEvaluator:
     """Scores a program by its ``# score=`` comment on each of 4 examples (every example scores it). A program
-    holding ``broken`` fails the import check, one holding ``crash`` cannot start (:class:`CandidateFailed`); the test
+    holding ``broken`` fails the import check, one holding ``crash`` cannot start (``CandidateFailed``); the test
     split is available only when ``test_available``. ``evaluated`` lists (candidate folder name, split) in order, one
     entry per call (a staged evaluation calls once per stage)."""
 
@@ -378,7 +378,7 @@ class FakeEvaluator:
 
 class ScriptedProposer:
     """Each iteration proposes the best candidate +0.1 (predicting +0.05), then ``extra[iteration]``; raises
-    :class:`BudgetExceeded` at iteration ``budget_at``. ``states`` keeps every :class:`RunState` it saw."""
+    ``BudgetExceeded`` at iteration ``budget_at``. ``states`` keeps every ``RunState`` it saw."""
 
     name = "scripted"
 
@@ -407,8 +407,8 @@ class ScriptedProposer:
 
 
 class FixedPlans:
-    """A :class:`~metaharness.planner.subagents.PlanSampler` that gives the same plans, the first ``plans``, every time
-    (each given as a :class:`CandidatePlan` or its subplans). ``tasks`` records what it was asked, in order."""
+    """A ``PlanSampler`` that gives the same plans, the first ``plans``, every time
+    (each given as a ``CandidatePlan`` or its subplans). ``tasks`` records what it was asked, in order."""
 
     def __init__(self, *plans: CandidatePlan | Sequence[str]) -> None:
         self.plans = [p if isinstance(p, CandidatePlan) else CandidatePlan(tuple(p)) for p in plans]
@@ -420,7 +420,7 @@ class FixedPlans:
 
 
 class TableSimulator:
-    """A :class:`~metaharness.planner.subagents.StateSimulator` that predicts each subplan's step from a table
+    """A ``StateSimulator`` that predicts each subplan's step from a table
     (subplan -> step), whatever state it starts from."""
 
     def __init__(self, table: Mapping[str, SimulatedStep]) -> None:
@@ -431,7 +431,7 @@ class TableSimulator:
 
 
 class TableLabeler:
-    """A :class:`~metaharness.planner.subagents.RewardLabeler` that labels each state from a table of its text
+    """A ``RewardLabeler`` that labels each state from a table of its text
     (``by="state"``) or its key (``by="key"``); a state not in the table gets ``default`` (0, neutral)."""
 
     def __init__(self, labels: Mapping[str, int], *, by: Literal["state", "key"] = "state", default: int = 0) -> None:

@@ -1,5 +1,5 @@
 """A whole run in its own process, for the kill tests: the real loop, store and spend journal (the wiring of
-:func:`metaharness.search.optimize.run_ledger`), with the scripted proposer and evaluator of tests/fakes.py making
+``metaharness.search.optimize.run_ledger``), with the scripted proposer and evaluator of tests/fakes.py making
 priced model calls through real clients on the run's ledger.
 
     python tests/loop_driver.py RUN_DIR [MAX_COST]

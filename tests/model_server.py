@@ -1,7 +1,7 @@
 """Test helpers over HTTP: a counting, fault-injecting proxy in front of a model server, and the sample requests
-the model tests share. The server itself is :class:`metaharness.models.llama_server.LlamaServer`.
+the model tests share. The server itself is ``metaharness.models.llama_server.LlamaServer``.
 
-:class:`FaultProxy` forwards every request to a server, counts them per method and path, and can answer the next
+``FaultProxy`` forwards every request to a server, counts them per method and path, and can answer the next
 requests itself with injected errors (429 with ``retry-after``, 500, ...), so tests can see that a cache hit makes
 no request and that the client retries.
 """

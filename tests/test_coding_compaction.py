@@ -2,7 +2,7 @@
 
 A scripted tool-calling server speaks OpenAI's chat-completions shape (``tool_calls`` with JSON-string arguments)
 on a real local socket and refuses, as real servers do, a request longer than its context window (HTTP 400,
-``context_length_exceeded``). The real ``openai`` client reaches it through :func:`metaharness.models.connect`.
+``context_length_exceeded``). The real ``openai`` client reaches it through ``metaharness.models.connect``.
 The agent reads big files for 60 turns and more, then copies, edits, submits and finishes; each request the
 server received is measured there.
 """
@@ -52,7 +52,7 @@ def request_tokens(body: dict) -> int:
 
 class ToolCallingServer:
     """OpenAI-compatible: ``POST /v1/chat/completions`` answers the scripted tool call for the request's turn (the
-    number of assistant messages it holds), or 400 when prompt plus ``max_tokens`` exceed :data:`CONTEXT`."""
+    number of assistant messages it holds), or 400 when prompt plus ``max_tokens`` exceed ``CONTEXT``."""
 
     def __init__(self) -> None:
         self.bodies: list[dict] = []

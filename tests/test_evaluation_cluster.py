@@ -1,7 +1,7 @@
 """Evaluation on a Dask cluster through joblib (``joblib.parallel_config(backend="dask")``), for real; Ray too
 when it is installed (``pip install -e ".[ray]"``).
 
-A :class:`dask.distributed.LocalCluster` with two worker processes runs the evaluator's jobs; the task model is an
+A ``dask.distributed.LocalCluster`` with two worker processes runs the evaluator's jobs; the task model is an
 OpenAI-compatible HTTP server reached through the real ``openai`` client in the test process, priced, with its own
 request counter. The records must equal a local (threaded) run's, and the parent's ledger must count every call
 and its dollars: the workers reach the model only through the parent's proxy, never on their own.
@@ -104,7 +104,7 @@ def _pools_here() -> int:
 
 
 def equal_to_local(served: ServedModel, data_dir, tmp_path, backend: dict):
-    """Evaluate :data:`HARNESS` locally, then under ``parallel_config(**backend)``, and check that the records, the
+    """Evaluate ``HARNESS`` locally, then under ``parallel_config(**backend)``, and check that the records, the
     report and the parent ledgers are equal and that every request the model saw was counted by a parent ledger."""
     from joblib import parallel_config
 

@@ -30,7 +30,7 @@ NUMERIC = '[data]\ninput = "question"\ntarget = "answer"\nval_size = 8\nsplit_se
 
 
 class TaskRecorder(FakeEvaluator):
-    """FakeEvaluator over the task ``optimize()`` opened (kept in :data:`OPENED` with its val ids, one entry per
+    """FakeEvaluator over the task ``optimize()`` opened (kept in ``OPENED`` with its val ids, one entry per
     session); a program without a ``# score=`` line (a standard seed) scores 0.2."""
 
     def __init__(self, task: Task, model: Any, *, val_limit: int | None = None, workers: int | None = None) -> None:

@@ -34,7 +34,7 @@ def diagnose_by_keyword(request) -> str:
 
 
 def keyword_model() -> ScriptedModel:
-    """A deterministic stand-in task model (:func:`diagnose_by_keyword`)."""
+    """A deterministic stand-in task model (``diagnose_by_keyword``)."""
     return ScriptedModel(diagnose_by_keyword, spec="scripted:keywords")
 
 

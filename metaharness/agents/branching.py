@@ -1,9 +1,9 @@
 """Entropy-guided branching (EGB, arXiv 2604.12126): execute a long tool plan, then branch where the model was
 least sure.
 
-Phase 1 follows the plan step by step. At each step a :class:`ToolChooser` votes over the step's candidate tools,
+Phase 1 follows the plan step by step. At each step a ``ToolChooser`` votes over the step's candidate tools,
 either black-box (``m`` sampled choices; the vote shares are the distribution) or white-box (the token
-log-probabilities of the tool name, see :func:`distribution_from_logprobs`). The majority tool is executed and the
+log-probabilities of the tool name, see ``distribution_from_logprobs``). The majority tool is executed and the
 entropy of the vote is recorded. Arguments are constrained to values already known (the task's inputs and earlier
 results) that satisfy the tool's JSON schema; the chooser is asked only when more than one value fits.
 
@@ -43,7 +43,7 @@ Downstream = Literal["revote", "reuse"]
 
 
 class PlanEnvironment(Protocol):
-    """A plan to execute over a tool library (e.g. :class:`metaharness.agents.environments.toolworld.ToolTask`).
+    """A plan to execute over a tool library (e.g. ``metaharness.agents.environments.toolworld.ToolTask``).
 
     ``instructions`` are the plan's steps in words; ``constants`` the values known before any step, as
     (label, value); ``candidates(i)`` the tools offered at step ``i`` (retrieved, a short list); ``execute`` runs a
@@ -236,7 +236,7 @@ class StepView:
 class ToolChooser(Protocol):
     """Chooses tools and, when several known values fit, arguments. It charges every model call to ``meter``.
 
-    ``vote`` returns a :class:`Vote` over ``view.candidates`` (``samples`` sampled choices for a black-box chooser;
+    ``vote`` returns a ``Vote`` over ``view.candidates`` (``samples`` sampled choices for a black-box chooser;
     a white-box chooser may ignore it). ``fill`` returns one value per parameter of ``options`` (each list is
     non-empty), each taken from its list.
     """

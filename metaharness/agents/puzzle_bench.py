@@ -137,7 +137,7 @@ def run_bench(
 ) -> list[dict[str, Any]]:
     """Play ``episodes`` instances per bin (all when ``None``) and return every episode row, resumed ones included.
 
-    ``settings`` shape the agent (default :class:`AgentSettings`); rows already in ``out`` for the same
+    ``settings`` shape the agent (default ``AgentSettings``); rows already in ``out`` for the same
     configuration are kept and their episodes skipped."""
     if slack < 0:
         raise InputError(f"--slack must be >= 0 (the budget is T* + slack); got {slack}.")

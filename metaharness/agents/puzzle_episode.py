@@ -1,7 +1,7 @@
 """One budgeted episode of a puzzle agent, scored step by step against the exact oracle.
 
-The agent contract (:class:`PuzzleAgent`): ``reset(env, budget)`` starts an episode; ``act(state, remaining)``
-returns a :class:`Decision` naming the action to execute (``None`` when no action could be read from the model,
+The agent contract (``PuzzleAgent``): ``reset(env, budget)`` starts an episode; ``act(state, remaining)``
+returns a ``Decision`` naming the action to execute (``None`` when no action could be read from the model,
 which spends a step and changes nothing, like a blocked move) and, when it can tell, the action its own reasoning
 intended. An agent handles its model's unusable answers itself (an unreadable action is ``None``) and raises only
 for systemic failures (a missing key, an unreachable server), which stop the run.

@@ -7,13 +7,13 @@ Two set-ups, chosen per run:
   of the level get its canonical key, so equal predictions merge exactly.
 - *oracle subagents*: simulation and reward labelling use the true environment (exact next states with canonical
   keys, +1 solved / -1 unsolvable / 0 otherwise), which isolates what sampling, the solver and execution
-  contribute. Sampling stays with the model, or, with no model at all, with :class:`NoisyOracleSampler`, a
+  contribute. Sampling stays with the model, or, with no model at all, with ``NoisyOracleSampler``, a
   model-free stand-in for an imperfect sampler (each action optimal with probability 1 - epsilon, else random).
 
-:class:`PuzzlePlanner` makes one planning call from an agent's loop: history, goal, remaining step budget in;
-:class:`~metaharness.planner.tps.RouteResult` (route steps with action, predicted state, cost) out.
-:class:`RouteFollower` is how the planning agents (TPS guidance, TAPE execution) use it, through a
-:class:`~metaharness.planner.session.PlanningSession`: follow the route while the observed states are the predicted
+``PuzzlePlanner`` makes one planning call from an agent's loop: history, goal, remaining step budget in;
+``RouteResult`` (route steps with action, predicted state, cost) out.
+``RouteFollower`` is how the planning agents (TPS guidance, TAPE execution) use it, through a
+``PlanningSession``: follow the route while the observed states are the predicted
 ones, plan again when one is not or the route is used up.
 """
 
@@ -157,7 +157,7 @@ def _state_key(env: PuzzleEnv) -> Callable[[str], str | None]:
 
 
 class PuzzlePlanner:
-    """One TPS planning call per :meth:`plan`, with model or oracle stages (see the module docstring)."""
+    """One TPS planning call per ``plan``, with model or oracle stages (see the module docstring)."""
 
     def __init__(
         self,
@@ -201,7 +201,7 @@ class PuzzlePlanner:
             self.simulator.state = state
 
     def session(self, budget: int) -> PlanningSession:
-        """A planning session over an episode with ``budget`` steps, with these stages (call :meth:`at` with the
+        """A planning session over an episode with ``budget`` steps, with these stages (call ``at`` with the
         current state before each of its calls)."""
         return PlanningSession(
             self.env.goal,
@@ -269,7 +269,7 @@ def history_lines(taken: list[str | None]) -> list[str]:
 
 
 class RouteFollower:
-    """An agent's :class:`~metaharness.planner.session.PlanningSession` over one episode: every turn after the first
+    """An agent's ``PlanningSession`` over one episode: every turn after the first
     reports the step just taken (one step of budget, the observed state with its canonical key), so the session
     keeps the route while each observed state is the predicted one and replans when one is not, when the route is
     done, or when there was no route."""

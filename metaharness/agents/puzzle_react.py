@@ -6,7 +6,7 @@ actions by the schema (structured output works on every backend, and small model
 after the last ``Action:``, none readable = the step is spent without moving). Either way the intended action is
 read from the thought (the last action it names), as the TAPE appendix does rule-based, so thought/action
 disagreements show up as sampling errors. Subclasses add guidance to each turn (Plan-and-Act's plan, the TPS
-route) through :meth:`ReActAgent.guidance`.
+route) through ``ReActAgent.guidance``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 - Reflexion-style retry: after a rejected result the model writes a one-sentence reflection on what went wrong;
   the plan is run again with the reflections in the prompt, up to ``attempts`` runs.
 - Self-consistency: ``paths`` independently sampled runs; the most common final result is the answer (no verifier).
-- Random re-tries (:func:`run_retries` without reflection, sampled choices): the control for EGB at equal budget.
+- Random re-tries (``run_retries`` without reflection, sampled choices): the control for EGB at equal budget.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class ToolAgentSettings:
 
 
 def run_task(agent: str, task: ToolTask, client: ModelClient, settings: ToolAgentSettings) -> dict[str, Any]:
-    """Run one agent on one :class:`~metaharness.agents.environments.toolworld.ToolTask`; returns its record."""
+    """Run one agent on one ``ToolTask``; returns its record."""
     # Start-up: `metaharness --help` imports this module for its choices; the agents load when they run.
     from metaharness.agents.branching import run_egb
     from metaharness.agents.tool_baselines import model_reflection, run_react, run_retries, run_self_consistency

@@ -1,4 +1,4 @@
-"""A model as the EGB :class:`~metaharness.agents.branching.ToolChooser`: constrained tool votes and arguments.
+"""A model as the EGB ``ToolChooser``: constrained tool votes and arguments.
 
 Every choice is constrained output: the tool is a JSON-schema enum of the step's candidate names, and each
 argument an enum of the values that fit it, so even the embedded 135M model gives valid calls.
@@ -6,7 +6,7 @@ argument an enum of the values that fit it, so even the embedded 135M model give
 - ``uncertainty="sample"`` (black-box): one request with ``n = samples`` at ``temperature``; the vote shares are the
   distribution.
 - ``uncertainty="logprobs"`` (white-box): one greedy request with top-5 token log-probabilities; the distribution
-  over candidates comes from :func:`~metaharness.agents.branching.distribution_from_logprobs`.
+  over candidates comes from ``distribution_from_logprobs``.
 - ``thought=True`` (ReAct): the answer object starts with a short ``thought`` before the tool.
 """
 
@@ -59,7 +59,7 @@ def step_prompt(view: StepView, *, recent: int = 3) -> str:
 
 
 class ModelToolChooser:
-    """Tool votes and argument fills from a :class:`ModelClient`, charged to ``meter``."""
+    """Tool votes and argument fills from a ``ModelClient``, charged to ``meter``."""
 
     def __init__(
         self,

@@ -1,11 +1,11 @@
 """The ``metaharness`` command line: one module per command group, each a thin layer over the library.
 
-- :mod:`.init_task`: ``init`` (a working task folder to start your own task from);
-- :mod:`.search`: ``optimize`` (a search, with progress, Ctrl-C handling and the final table);
-- :mod:`.browse`: ``history``, ``show``, ``diff``, ``report`` (a run's candidates, with plain-git equivalents);
-- :mod:`.evaluate`: ``eval`` (one harness on one split);
-- :mod:`.plan`: ``plan solve`` and ``plan serve`` (the planner core);
-- :mod:`.bench`: ``bench harness`` (the harness-optimisation grid of the TPS paper), ``bench sokoban``,
+- ``.init_task``: ``init`` (a working task folder to start your own task from);
+- ``.search``: ``optimize`` (a search, with progress, Ctrl-C handling and the final table);
+- ``.browse``: ``history``, ``show``, ``diff``, ``report`` (a run's candidates, with plain-git equivalents);
+- ``.evaluate``: ``eval`` (one harness on one split);
+- ``.plan``: ``plan solve`` and ``plan serve`` (the planner core);
+- ``.bench``: ``bench harness`` (the harness-optimisation grid of the TPS paper), ``bench sokoban``,
   ``bench blocksworld``, ``bench tools`` (agent benchmarks).
 
 Each module defines ``register(app)``. Command bodies import heavy libraries when they run, so that

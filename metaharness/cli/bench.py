@@ -1,9 +1,9 @@
 """``metaharness bench``: the agent benchmarks.
 
 ``sokoban`` and ``blocksworld`` play a fixed instance set with one agent under a step budget
-(:mod:`metaharness.agents.puzzle_bench`); ``tools`` executes long tool plans in ToolWorld
-(:mod:`metaharness.agents.tool_bench`); ``harness`` runs the harness-optimisation grid of the TPS paper (datasets x
-proposers x seeds, :mod:`metaharness.experiment`). Each writes JSON lines as it goes, so a rerun with the same
+(``metaharness.agents.puzzle_bench``); ``tools`` executes long tool plans in ToolWorld
+(``metaharness.agents.tool_bench``); ``harness`` runs the harness-optimisation grid of the TPS paper (datasets x
+proposers x seeds, ``metaharness.experiment``). Each writes JSON lines as it goes, so a rerun with the same
 ``--out`` resumes.
 """
 
@@ -285,7 +285,7 @@ def harness(
 
 
 def harness_spec(out: Path, **given: Any) -> tuple[ExperimentSpec, str | None]:
-    """The grid's spec from the options (:meth:`~metaharness.experiment.grid.ExperimentSpec.resolve`: a setting
+    """The grid's spec from the options (``resolve``: a setting
     not given is the stored experiment's, else the paper's), checked against the stored one before anything starts."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from metaharness.experiment.grid import ExperimentSpec, check_same_spec, stored_spec  # noqa: F811

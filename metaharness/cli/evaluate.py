@@ -1,6 +1,6 @@
 """``metaharness eval``: score one harness (a file or a seed name) on a task split, with a table and a trace.
 
-A seed name is resolved among the task's seeds (:func:`metaharness.candidates.seed_sources`: the paper task's
+A seed name is resolved among the task's seeds (``metaharness.candidates.seed_sources``: the paper task's
 folder, a task folder's ``candidates/``, or the standard seeds written for the task); its source is saved as
 ``harness.py`` beside the results.
 """

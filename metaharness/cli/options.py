@@ -41,12 +41,12 @@ def parse_options(pairs: list[str]) -> dict[str, object]:
 
 
 def max_cost_option(help: str) -> Any:
-    """``--max-cost USD``, checked by :func:`parse_usd` (default: no cap)."""
+    """``--max-cost USD``, checked by ``parse_usd`` (default: no cap)."""
     return typer.Option(None, "--max-cost", parser=lambda text: parse_usd("--max-cost", text), metavar="USD", help=help)
 
 
 def proposer_option_option(help: str) -> Any:
-    """``--proposer-option/-P KEY=VALUE``, repeatable; read with :func:`parse_options`."""
+    """``--proposer-option/-P KEY=VALUE``, repeatable; read with ``parse_options``."""
     return typer.Option([], "--proposer-option", "-P", help=help)
 
 

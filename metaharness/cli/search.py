@@ -1,6 +1,6 @@
 """``metaharness optimize``: run or continue a search, with progress, Ctrl-C handling and the final table.
 
-The search itself is :func:`metaharness.search.optimize.optimize`; this module turns options into its settings (reusing
+The search itself is ``metaharness.search.optimize.optimize``; this module turns options into its settings (reusing
 a run's stored settings when it continues one), draws its events and prints where everything landed.
 """
 

@@ -8,23 +8,23 @@ Public API::
                       progress=None, limits=None, data_dir=None) -> EvalReport
     check_harness(harness_path, task, *, model=None) -> None     # raises HarnessInvalid(error text)
 
-- ``task``: a name from ``metaharness.tasks.TASK_NAMES`` or a :class:`~metaharness.tasks.Task`; ``model``: a
+- ``task``: a name from ``metaharness.tasks.TASK_NAMES`` or a ``Task``; ``model``: a
   ModelClient or a model spec string.
-- ``EvalReport`` (:mod:`.records`): ``scores`` (mean per metric, ``"primary"`` = the paper's metric; failed
-  examples count 0), ``records`` (one :class:`ExampleRecord` per example: ``id, input, target, prediction, scores,
+- ``EvalReport`` (``.records``): ``scores`` (mean per metric, ``"primary"`` = the paper's metric; failed
+  examples count 0), ``records`` (one ``ExampleRecord`` per example: ``id, input, target, prediction, scores,
   calls, error, seconds``; each call has ``messages, options, response, parsed, input_tokens, output_tokens,
   latency_s, cached, usd, error``), ``cost`` (``input_tokens, output_tokens, usd, context_tokens`` = mean prompt
   tokens per example, ``calls``, ``cached_calls``), ``errors``, ``seconds``, ``load_error``; ``to_json()`` gives
   the summary, ``write(folder)`` writes ``summary.json`` + ``records.jsonl``.
-- The loop reaches all this through the evaluator seam (:mod:`.protocol`; the real one is :mod:`.task_evaluator`).
+- The loop reaches all this through the evaluator seam (``.protocol``; the real one is ``.task_evaluator``).
 
-The harness program and its ``lm`` are specified in :mod:`metaharness.candidates.protocol`. Isolation (:mod:`.sandbox`,
-:mod:`.confine`, :mod:`.namespaces`, :mod:`.syscall_filter`): each harness instance lives in its own process, in
+The harness program and its ``lm`` are specified in ``metaharness.candidates.protocol``. Isolation (``.sandbox``,
+``.confine``, ``.namespaces``, ``.syscall_filter``): each harness instance lives in its own process, in
 its own network, PID and mount namespaces with a file system holding only Python, the system libraries and a
 scratch folder, as an unprivileged uid, under a seccomp filter that refuses every socket and under Landlock, with
 address-space, CPU-time, process, file-size, wall-time and model-call limits it cannot raise, an environment
-without secrets, and bounded output (:mod:`.bounds`); its model calls go through the parent's proxy
-(:mod:`.proxy`), which owns the client and records every call; :mod:`.worker` is the sandbox process's side.
+without secrets, and bounded output (``.bounds``); its model calls go through the parent's proxy
+(``.proxy``), which owns the client and records every call; ``.worker`` is the sandbox process's side.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A harness is untrusted and may answer with gigabytes. The worker cuts its prediction and error text before it
 sends them; the parent cuts them again (a harness can write to the protocol pipe itself), reads the pipe with a
-bounded buffer, kills a sandbox whose message passes :data:`MAX_MESSAGE_BYTES`, and keeps at most
-:data:`MAX_CALL_TEXT_CHARS` of the messages of each model call in the trace. So a record stays small whatever the
+bounded buffer, kills a sandbox whose message passes ``MAX_MESSAGE_BYTES``, and keeps at most
+``MAX_CALL_TEXT_CHARS`` of the messages of each model call in the trace. So a record stays small whatever the
 harness does: at most the prediction, the error and ``max_calls`` calls of bounded size.
 """
 

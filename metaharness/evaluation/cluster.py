@@ -1,7 +1,7 @@
 """Evaluations on a cluster: the context in which the evaluator's joblib jobs go to a Dask scheduler or a Ray
 cluster, shared by ``metaharness optimize`` and by each cell of ``metaharness bench harness``.
 
-The evaluator runs its examples through joblib (:mod:`metaharness.evaluation.evaluator`); inside :func:`cluster`
+The evaluator runs its examples through joblib (``metaharness.evaluation.evaluator``); inside ``cluster``
 joblib's backend is the cluster's, so the examples' sandboxes run on its workers while every model call comes back
 to this process (through the evaluator's proxy), where the spend is journaled and the caps hold.
 """

@@ -1,10 +1,10 @@
 """Confinement a sandbox process applies to itself before it loads untrusted harness code (stdlib, and libseccomp
 when installed).
 
-The parent decides once per process which layers this machine offers (:func:`isolation`); the worker applies
-them with :func:`confine`, in this order:
+The parent decides once per process which layers this machine offers (``isolation``); the worker applies
+them with ``confine``, in this order:
 
-1. **namespaces** (:mod:`.namespaces`; as root, or where unprivileged user namespaces are allowed): network, PID,
+1. **namespaces** (``.namespaces``; as root, or where unprivileged user namespaces are allowed): network, PID,
    mount, IPC and UTS namespaces, and a new root holding only the Python installation, the system libraries, a
    few /dev nodes, the namespace's /proc and the scratch folder;
 2. **an unprivileged uid**: as root, the capability bounding set is emptied and the process becomes ``nobody``
@@ -13,16 +13,16 @@ them with :func:`confine`, in this order:
 3. **limits that cannot be raised** (``setrlimit`` with hard == soft): address space, CPU seconds for the whole
    life of the worker (the parent enforces the per-example CPU limit from outside), processes and threads (which
    bind because the uid is not root), file size, no core dumps;
-4. **seccomp** (:mod:`.syscall_filter`): no socket of any family;
+4. **seccomp** (``.syscall_filter``): no socket of any family;
 5. **Landlock** (Linux >= 5.13, syscalls through ctypes): writes only beneath the scratch folder (and to
    /dev/null), reads only beneath the Python installation, the system library folders, /dev, /proc and the
    scratch folder; on ABI >= 4 no TCP bind or connect; on ABI >= 6 no signals and no abstract Unix sockets
    outside the sandbox. Landlock also stops the process from ptrace-reading other processes;
 6. **no capabilities** left (effective, permitted, inheritable, ambient) and ``no_new_privs``.
 
-:data:`GUARANTEES` lists what a sandbox must hold; :class:`Isolation` says which layers a machine has and which
+``GUARANTEES`` lists what a sandbox must hold; ``Isolation`` says which layers a machine has and which
 guarantees they leave ``missing``. When a kernel lacks Landlock and the evaluator is neither root nor allowed
-namespaces, :func:`confine` raises :class:`ConfinementUnavailable`.
+namespaces, ``confine`` raises ``ConfinementUnavailable``.
 """
 
 from __future__ import annotations
@@ -328,8 +328,8 @@ def _enforce_ruleset(abi: int, attr: _RulesetAttr, rules: list[tuple[str, int]])
 
 
 def confine(scratch: str, limits: Limits, plan: dict[str, object]) -> list[str]:
-    """Confine the calling process to ``scratch`` with the layers of ``plan`` (:meth:`Isolation.plan`); returns
-    the layers applied. With namespaces it returns in a new process (see :mod:`.namespaces`)."""
+    """Confine the calling process to ``scratch`` with the layers of ``plan`` (``Isolation.plan``); returns
+    the layers applied. With namespaces it returns in a new process (see ``.namespaces``)."""
     abi = landlock_abi()
     root = os.geteuid() == 0
     uid = plan.get("uid")

@@ -1,13 +1,13 @@
 """Run a harness on a split: sandboxed, many examples in flight, every model call traced.
 
-Each example is one joblib job. A job borrows a sandbox (:class:`~metaharness.evaluation.sandbox.Sandbox`)
+Each example is one joblib job. A job borrows a sandbox (``Sandbox``)
 holding an instance of the harness from a pool kept per evaluation, runs ``predict`` on its input while the proxy
 answers the harness's model calls, and returns the example's record; the parent scores it with the task's metric.
 Locally the jobs run on threads (``workers`` in flight, default 8), so the model endpoint is kept busy while the CPU
 mostly waits. Under ``joblib.parallel_config(backend="dask")`` (or ``"ray"``, or any process-based backend) the same
-jobs run on a cluster: each remote process keeps its own sandbox pools (the most recent :data:`MAX_POOLS`
+jobs run on a cluster: each remote process keeps its own sandbox pools (the most recent ``MAX_POOLS``
 evaluations), and its harnesses' model calls come back to this process through the proxy's TCP server
-(:class:`~metaharness.evaluation.proxy.ProxyServer`), so the keys stay here and the run's ledger and caps count
+(``ProxyServer``), so the keys stay here and the run's ledger and caps count
 every call. The records are the same as a local run's.
 
 Failure rule (as in GEPA's adapter contract): one example's failure never raises. A harness that does not load,
@@ -298,7 +298,7 @@ def check_harness(
     data_dir: str | Path | None = None,
 ) -> None:
     """Load and instantiate the harness in a sandbox with the task's training examples; raise
-    :class:`HarnessInvalid` (message: the harness's error) when that fails. Without ``model``, model calls made
+    ``HarnessInvalid`` (message: the harness's error) when that fails. Without ``model``, model calls made
     while constructing the harness fail with an error the harness sees."""
     task_obj = _resolve_task(task, data_dir)
     source = _read_source(harness_path)

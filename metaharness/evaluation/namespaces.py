@@ -1,6 +1,6 @@
 """The sandbox's namespaces and file-system view (Linux, stdlib only): what bubblewrap builds, made in-process.
 
-:func:`enter` turns the calling process (the worker as the parent started it) into three::
+``enter`` turns the calling process (the worker as the parent started it) into three::
     monitor   the process the parent started: outside the new PID namespace; mirrors the worker's exit
       init    pid 1 of a new PID namespace: reaps orphans, reports the worker's exit; never runs harness code
         worker  pid 2: returns from enter() and goes on to confine itself and load the harness
@@ -18,7 +18,7 @@
   gid to themselves; root needs none (the worker drops to an unprivileged uid afterwards, see ``confine``).
 
 The monitor ends as its worker ended (the same exit code, or killed by the same signal), so the parent reads the
-sandbox's fate from the process it started. :func:`available` tries all of this once in a child process.
+sandbox's fate from the process it started. ``available`` tries all of this once in a child process.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def _trial(scratch: str) -> None:
 
 @functools.cache
 def available() -> tuple[bool, str]:
-    """Whether :func:`enter` works here (tried once per process, in a child), and the kernel's refusal if not."""
+    """Whether ``enter`` works here (tried once per process, in a child), and the kernel's refusal if not."""
     if not sys.platform.startswith("linux"):
         return False, "not Linux"
     scratch = tempfile.mkdtemp(prefix="metaharness-namespace-trial-")

@@ -1,12 +1,12 @@
 """The evaluator seam: how the optimisation loop measures a candidate, and the real evaluator behind it.
 
-The loop never runs harness code itself; it asks a :class:`CandidateEvaluator`. The whole contract:
+The loop never runs harness code itself; it asks a ``CandidateEvaluator``. The whole contract:
 
 - ``check(harness) -> str | None``: import and instantiate the harness file in isolation (with the task's training
   examples); return the error text a proposer can act on, or ``None`` when it loads.
 - ``examples(split) -> list[str]``: the ids of the examples ``evaluate`` would run on ``split``, in split order
   (for ``"val"``, after any limit the evaluator applies). The loop orders and shares them
-  (:mod:`metaharness.search.staging`).
+  (``metaharness.search.staging``).
 - ``evaluate(harness, split, *, trace_path, progress=None, examples=None) -> Evaluation``: run it on every example
   of ``split`` (``"val"``, or ``"test"`` at the end of a run), or only on the ids in ``examples`` (in that order),
   write one JSON line per example to ``trace_path`` (input, prediction, target, scores, every model call, error;
@@ -16,14 +16,14 @@ The loop never runs harness code itself; it asks a :class:`CandidateEvaluator`. 
   ids run, in order) and ``example_scores`` (each one's primary score). ``progress(done, total)`` is called as
   examples finish.
 - Error rule (as in GEPA's adapter): one example's failure never raises; it scores 0 and its error goes into the
-  trace. Raise :class:`CandidateFailed` when the candidate as a whole cannot run (its harness does not load), so
-  the loop records it as failed with that error. Raise a :class:`~metaharness.errors.MetaharnessError` for
+  trace. Raise ``CandidateFailed`` when the candidate as a whole cannot run (its harness does not load), so
+  the loop records it as failed with that error. Raise a ``MetaharnessError`` for
   systemic failures (a reached cost cap, an unreachable model, a missing split), which stop the run.
 - ``split_unavailable(split) -> str | None``: why ``split`` cannot be evaluated here (for example the test split is
   not in the local data folder), or ``None`` when it can.
 
-:class:`~metaharness.evaluation.task_evaluator.TaskEvaluator` is the real one: the sandboxed parallel evaluator of
-:mod:`metaharness.evaluation` on one task with the fixed task model.
+``TaskEvaluator`` is the real one: the sandboxed parallel evaluator of
+``metaharness.evaluation`` on one task with the fixed task model.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The task-model proxy: the parent's side of every ``lm(...)`` call a sandboxed harness makes.
 
-The proxy owns the real :class:`~metaharness.models.protocol.ModelClient` (and so the keys); the harness only sends
+The proxy owns the real ``ModelClient`` (and so the keys); the harness only sends
 JSON requests through its pipe. Each call is checked (messages, ``max_tokens``, ``temperature``, ``stop``,
 ``json_schema``), run, and recorded for the trace with its tokens, latency, cache status and dollars. A failure of
 one call (bad arguments, context overflow, invalid structured output) goes back to the harness as an error it may
@@ -8,15 +8,15 @@ catch; failures of the whole run (a reached budget cap, a missing key, an unreac
 evaluation stops with a clear message.
 
 Jobs that run in other processes (joblib's Dask, Ray or loky backends) reach the same client through
-:class:`ProxyServer`: a pickled :class:`ModelRef` carries no client and no key, only the address of a TCP server
+``ProxyServer``: a pickled ``ModelRef`` carries no client and no key, only the address of a TCP server
 in the parent and a per-evaluation token, and every call of a remote job is made by the parent's client, so the
 run's ledger counts it and its caps hold. Wire format, per connection: the token alone on the first line (at most
-:data:`TOKEN_LINE` bytes are read before it is checked, so a stranger is refused without sending megabytes), then
+``TOKEN_LINE`` bytes are read before it is checked, so a stranger is refused without sending megabytes), then
 one JSON line ``{"request"}`` in; one JSON line out: ``{"reply", "record"}`` (the reply for the harness, the call's
 trace record) or ``{"failure": {"kind", "message"}}`` (a systemic failure, raised again in the remote job as the
 same error class).
 
-A task model that stays unreachable through its retries raises :class:`~metaharness.errors.ModelUnavailable`:
+A task model that stays unreachable through its retries raises ``ModelUnavailable``:
 an outage is systemic, so the evaluation stops and scores nothing rather than scoring every example 0.
 """
 
@@ -53,7 +53,7 @@ TOKEN_LINE = 128  # bytes read from a connection before its token is checked (a 
 
 @dataclass(frozen=True)
 class ProxyAddress:
-    """Where a remote job sends its model calls: the parent's :class:`ProxyServer` and its per-evaluation token."""
+    """Where a remote job sends its model calls: the parent's ``ProxyServer`` and its per-evaluation token."""
 
     host: str
     port: int
@@ -61,7 +61,7 @@ class ProxyAddress:
 
 
 class RefState(TypedDict):
-    """A pickled :class:`ModelRef`: the spec and the parent's proxy."""
+    """A pickled ``ModelRef``: the spec and the parent's proxy."""
 
     spec: str
     remote: ProxyAddress
@@ -71,8 +71,8 @@ class ModelRef:
     """The task model of an evaluation's jobs: the live client in this process, the parent's proxy elsewhere.
 
     joblib's Dask, Ray or loky backends pickle jobs to other processes. The client never travels (it holds the
-    key and the run's ledger): pickling a ref starts the parent's :class:`ProxyServer` once and keeps only the
-    spec and the server's :class:`ProxyAddress`, so a remote job's calls are made here. :meth:`close` stops the
+    key and the run's ledger): pickling a ref starts the parent's ``ProxyServer`` once and keeps only the
+    spec and the server's ``ProxyAddress``, so a remote job's calls are made here. ``close`` stops the
     server (the evaluation's end); a remote call after that fails with a clear error.
     """
 
@@ -328,7 +328,7 @@ _FAILURES: dict[str, type[MetaharnessError]] = {
 
 
 class RemoteRecorder:
-    """:class:`CallRecorder`'s twin in a remote process: each call goes to the parent's :class:`ProxyServer`,
+    """``CallRecorder``'s twin in a remote process: each call goes to the parent's ``ProxyServer``,
     which makes it and returns the reply with its record (kept in ``calls``, as locally)."""
 
     def __init__(self, address: ProxyAddress):

@@ -1,7 +1,7 @@
 """What an evaluation produces: one record per example and the aggregate report.
 
 ``EvalReport.to_json()`` is the summary (no records); ``EvalReport.write(folder)`` writes ``summary.json`` and
-``records.jsonl`` (one :class:`ExampleRecord` per line, in split order), the trace a proposer reads.
+``records.jsonl`` (one ``ExampleRecord`` per line, in split order), the trace a proposer reads.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ class TracedMessage(TypedDict):
 
 
 class CallRecord(TypedDict, total=False):
-    """One task-model call in an example's trace (:class:`ExampleRecord`). Every key is written for a call made
+    """One task-model call in an example's trace (``ExampleRecord``). Every key is written for a call made
     now; a record read from an older trace may lack some, so readers use ``.get``."""
 
-    # The messages as the trace keeps them (:func:`metaharness.evaluation.proxy.traced`): cut to a size, a
+    # The messages as the trace keeps them (``metaharness.evaluation.proxy.traced``): cut to a size, a
     # message that was not an object kept as its text; the text of whatever a rejected call sent instead of a list.
     messages: list[TracedMessage | str] | str | None
     options: JSONObject
@@ -96,7 +96,7 @@ class EvalReport:
         return self.scores.get("primary", 0.0)
 
     def to_json(self) -> dict[str, object]:
-        """The summary as JSON data (records excluded: see :meth:`write`)."""
+        """The summary as JSON data (records excluded: see ``write``)."""
         data = asdict(self)
         data.pop("records")
         data["examples"] = len(self.records)

@@ -1,19 +1,19 @@
 """The parent's handle on one sandbox process: start it, load the harness, run examples, kill it when needed.
 
-A :class:`Sandbox` owns a child running :mod:`metaharness.evaluation.worker` in a fresh scratch folder (its only
-writable place, see :mod:`metaharness.evaluation.confine`) with an environment that holds no secrets: only
+A ``Sandbox`` owns a child running ``metaharness.evaluation.worker`` in a fresh scratch folder (its only
+writable place, see ``metaharness.evaluation.confine``) with an environment that holds no secrets: only
 ``PATH``, ``LANG``, ``HOME``/``TMPDIR`` (the scratch folder) and ``PYTHONDONTWRITEBYTECODE``/``PYTHONHASHSEED``.
 While the harness works on an example, every model call it makes arrives here and is answered by ``on_call`` (the
 proxy that owns the real client). The wall-time limit counts only the harness's own time: time spent inside model
 calls is excluded, so a slow or busy model never makes a harness time out. The per-example CPU limit is enforced
 from here too (the worker's CPU time is read from /proc), so the harness cannot raise it.
 
-A sandbox starts only where every guarantee of :data:`~metaharness.evaluation.confine.GUARANTEES` holds, or when
-``METAHARNESS_WEAK_SANDBOX=1`` accepts the ones missing; otherwise :class:`ConfigurationError` says which are
-missing and why. Output is bounded (:mod:`.bounds`): the reply pipe is read with a bounded buffer and a message
+A sandbox starts only where every guarantee of ``GUARANTEES`` holds, or when
+``METAHARNESS_WEAK_SANDBOX=1`` accepts the ones missing; otherwise ``ConfigurationError`` says which are
+missing and why. Output is bounded (``.bounds``): the reply pipe is read with a bounded buffer and a message
 over the cap kills the sandbox.
 
-Failures become :class:`SandboxFailure` with a message meant for the trace: the harness's traceback, "exceeded
+Failures become ``SandboxFailure`` with a message meant for the trace: the harness's traceback, "exceeded
 the wall-time limit", "exceeded the CPU-time limit", "killed (out of memory?)", the tail of its stderr.
 """
 
@@ -80,7 +80,7 @@ _SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 
 
 def require_isolation() -> Isolation:
-    """This machine's :class:`~metaharness.evaluation.confine.Isolation`; raises ConfigurationError (one line) when
+    """This machine's ``Isolation``; raises ConfigurationError (one line) when
     a guarantee is missing, unless ``METAHARNESS_WEAK_SANDBOX=1``."""
     found = isolation()
     if found.missing and os.environ.get(WEAK_SANDBOX_ENV) != "1":
@@ -182,7 +182,7 @@ class Sandbox:
         self.layers = [str(layer) for layer in layers] if isinstance(layers, list) else []
 
     def predict(self, text: str) -> str:
-        """Run ``Harness.predict(text)``; raises :class:`SandboxFailure` (its ``fatal`` says if we must restart)."""
+        """Run ``Harness.predict(text)``; raises ``SandboxFailure`` (its ``fatal`` says if we must restart)."""
         self.examples_run += 1
         self._cpu_start = None  # taken at the first look at the worker, below
         self._send({"type": "predict", "input": text})

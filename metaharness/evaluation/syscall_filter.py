@@ -43,7 +43,7 @@ def available() -> bool:
 
 def deny_network() -> None:
     """Install the filter in the calling process (see the module docstring); raises OSError if the kernel refuses
-    and RuntimeError if :func:`available` is False."""
+    and RuntimeError if ``available`` is False."""
     seccomp = _binding()
     if seccomp is None:
         raise RuntimeError("libseccomp is not available: pip install pyseccomp, and install libseccomp2")

@@ -1,4 +1,4 @@
-"""The real :class:`~metaharness.evaluation.protocol.CandidateEvaluator`: the sandboxed parallel evaluator, one task."""
+"""The real ``CandidateEvaluator``: the sandboxed parallel evaluator, one task."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from metaharness.tasks.protocol import Task
 
 
 class TaskEvaluator:
-    """The real :class:`CandidateEvaluator`: sandboxed evaluation on ``task`` with the task model ``model``.
+    """The real ``CandidateEvaluator``: sandboxed evaluation on ``task`` with the task model ``model``.
 
     ``val_limit`` caps the validation examples (the first N); test-split evaluations use the whole split.
     ``workers``: examples in flight.

@@ -1,6 +1,6 @@
 """The sandbox process: confines itself, loads one harness and answers ``predict`` requests (stdlib only).
 
-Run by :mod:`metaharness.evaluation.sandbox` as ``python -s -B -P -m metaharness.evaluation.worker`` with a
+Run by ``metaharness.evaluation.sandbox`` as ``python -s -B -P -m metaharness.evaluation.worker`` with a
 clean environment. It speaks JSON lines with the parent: requests on stdin, replies on a private copy of stdout (the
 harness's own ``print`` output goes to stderr, which the parent keeps as a log), so nothing a harness prints can
 corrupt the protocol.
@@ -9,12 +9,12 @@ Parent -> worker: ``{"type": "init", "scratch", "limits", "isolation", "source",
 once, then ``{"type": "predict", "input"}`` per example, and ``{"type": "response", "text"|"parsed"|"error"}``
 answering each model call. Worker -> parent: ``{"type": "ready", "layers"}`` or ``{"type": "failed", "error"}``
 after init, ``{"type": "call", "request"}`` per model call, ``{"type": "result", "prediction"|"error"}`` per
-example. Predictions and errors are cut to the caps of :mod:`.bounds` before they are sent.
+example. Predictions and errors are cut to the caps of ``.bounds`` before they are sent.
 
-The worker's CPU limit is a hard limit for its whole life (:data:`MAX_EXAMPLES_PER_WORKER` examples); the
+The worker's CPU limit is a hard limit for its whole life (``MAX_EXAMPLES_PER_WORKER`` examples); the
 per-example CPU limit is enforced by the parent, which reads the worker's CPU time from outside.
 
-The ``lm`` object a harness receives is :class:`metaharness.candidates.protocol.LM`, whose model calls go over this
+The ``lm`` object a harness receives is ``metaharness.candidates.protocol.LM``, whose model calls go over this
 pipe.
 """
 
@@ -55,7 +55,7 @@ class _Channel:
         return json.loads(line)
 
     def call(self, request: Mapping[str, object]) -> LMReply:
-        """The harness's ``lm`` (a :data:`~metaharness.candidates.protocol.ModelCall`): one call through the parent
+        """The harness's ``lm`` (a ``ModelCall``): one call through the parent
         (its ``response`` line: the reply's keys beside ``type``)."""
         with self._lock:
             self.send({"type": "call", "request": request})

@@ -1,9 +1,9 @@
 """Experiments: a grid of searches (dataset x proposer x seed) as ordinary run directories under one folder.
 
-- :mod:`.grid`: plan, run and resume the grid (``experiment.json``, ``cells.jsonl``, one run directory per cell),
+- ``.grid``: plan, run and resume the grid (``experiment.json``, ``cells.jsonl``, one run directory per cell),
   and the rough cost estimate shown before it starts;
-- :mod:`.results`: the per-run figures and the tables over seeds and datasets, read back from the run directories
-  (``results.json``, ``RESULTS.md``), and :mod:`.page` the self-contained HTML page with the curves.
+- ``.results``: the per-run figures and the tables over seeds and datasets, read back from the run directories
+  (``results.json``, ``RESULTS.md``), and ``.page`` the self-contained HTML page with the curves.
 """
 
 from metaharness.experiment.grid import (

@@ -1,16 +1,16 @@
 """The experiment grid: one ordinary run directory per (dataset, proposer, arm, seed) cell under one folder.
 
-An *arm* is the loop's evaluation policy (:mod:`metaharness.search.staging`: the planner's staged evaluation, or a
+An *arm* is the loop's evaluation policy (``metaharness.search.staging``: the planner's staged evaluation, or a
 baseline: greedy, best-of-n, halving, gate). Every arm of a (dataset, proposer, seed) gets the same task-model
 budget per iteration (``evals_per_iter`` full evaluations' worth of example-evaluations), so the arms are compared
 at equal spend; ``holdout`` validation examples are kept out of every search and score only the candidate each
-run returns (its *judged* score, :mod:`metaharness.experiment.results`).
+run returns (its *judged* score, ``metaharness.experiment.results``).
 
 ``EXP/experiment.json`` keeps the grid's spec; ``EXP/cells.jsonl`` gets one line per finished attempt of a cell
 (``"done"`` with the iterations it ran to, ``"capped"`` when the run stopped at its share of ``max_cost`` with what
 it spent, or ``"failed"`` with the error; the last line of a cell wins); ``EXP/DATASET/PROPOSER/ARM/seedS`` is the
 cell's run directory (``EXP/DATASET/PROPOSER/seedS`` in an experiment from before arms, whose runs evaluated
-best-of-n), written by :func:`metaharness.search.optimize.optimize`. A rerun with the same spec resumes: cells whose
+best-of-n), written by ``metaharness.search.optimize.optimize``. A rerun with the same spec resumes: cells whose
 last line is ``"done"`` are skipped, the others run again and their run directories continue where they stopped, so a
 killed experiment loses only the model calls in flight. A rerun with more iterations continues every run to the new
 count, and one with a larger ``max_cost`` continues the capped cells with the larger cap (``experiment.json``
@@ -158,7 +158,7 @@ RunCell = Callable[[Cell, Path, "ExperimentSpec"], object]
 
 
 class GridProgress(Protocol):
-    """What :func:`run_experiment` reports. ``done`` counts cells whose last line is "done" (earlier sessions
+    """What ``run_experiment`` reports. ``done`` counts cells whose last line is "done" (earlier sessions
     included) out of ``total``. A cell "starts" when it is handed to a worker (joblib dispatches one cell per free
     worker, in plan order)."""
 
@@ -179,12 +179,12 @@ def plan_grid(
 
 @dataclass(frozen=True)
 class ExperimentSpec:
-    """The grid's defining settings (``experiment.json``, :data:`SPEC_KEYS`), checked when constructed
-    (:class:`InputError` naming the first bad one); :func:`experiment_spec` builds one from lists.
+    """The grid's defining settings (``experiment.json``, ``SPEC_KEYS``), checked when constructed
+    (``InputError`` naming the first bad one); ``experiment_spec`` builds one from lists.
 
-    ``max_cost`` is the dollar cap of the whole experiment, split evenly over the cells (:meth:`cell_cap`);
+    ``max_cost`` is the dollar cap of the whole experiment, split evenly over the cells (``cell_cap``);
     ``options`` (``-P`` settings) go to every cell's proposer, with ``"seed"`` set per cell; ``arms`` are the
-    evaluation policies compared (:data:`ARMS`; None: the layout of an experiment from before arms); ``holdout``
+    evaluation policies compared (``ARMS``; None: the layout of an experiment from before arms); ``holdout``
     validation examples are kept out of every search to judge what it returns."""
 
     datasets: tuple[str, ...]
@@ -245,7 +245,7 @@ class ExperimentSpec:
         return None if self.max_cost is None else self.max_cost / len(self.cells())
 
     def cell_settings(self, cell: Cell) -> dict[str, Any]:
-        """The run settings of ``cell`` (:class:`~metaharness.search.settings.RunSettings` fields, its dataset aside):
+        """The run settings of ``cell`` (``RunSettings`` fields, its dataset aside):
         the grid's, with the cell's proposer, seed and arm (none: best-of-n, as runs before arms evaluated)."""
         return {
             "proposer": cell.proposer,
@@ -261,7 +261,7 @@ class ExperimentSpec:
 
     def check_cells(self) -> ExperimentSpec:
         """Check, before any cell starts, every proposer's cell settings as a run checks them
-        (:meth:`~metaharness.search.settings.RunSettings.resolve`: model specs, the proposer, its need for a proposer
+        (``resolve``: model specs, the proposer, its need for a proposer
         model, its options) and the proposer model for each proposer (an engine: installed and logged in); the spec with
         its options normalised (``operators`` as a list)."""
         options = dict(self.options)
@@ -282,8 +282,8 @@ class ExperimentSpec:
         """The spec of a session (``metaharness bench harness``): a setting ``given`` (``None``: not given) over
         the ``stored`` experiment's (its JSON; None for a new folder, so ``--out EXP`` alone resumes), else the
         paper's; with the line that says why, the offline proposer when neither a proposer model nor proposers are
-        named (as :func:`metaharness.search.optimize.default_models` does for one run). Every cell's settings are
-        checked (:meth:`check_cells`) and the spec against the stored one (:func:`check_same_spec` rules)."""
+        named (as ``metaharness.search.optimize.default_models`` does for one run). Every cell's settings are
+        checked (``check_cells``) and the spec against the stored one (``check_same_spec`` rules)."""
         old = {"arms": None, "holdout": 0, **stored} if stored else {}
         values: dict[str, Any] = {k: old.get(k) if given.get(k) is None else given[k] for k in SPEC_KEYS}
         values["datasets"] = values["datasets"] or list(PAPER_DATASETS)
@@ -333,7 +333,7 @@ class ExperimentSpec:
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> ExperimentSpec:
-        """A spec from its JSON form (experiment.json; the :data:`ABOUT_KEYS` are ignored; one from before arms
+        """A spec from its JSON form (experiment.json; the ``ABOUT_KEYS`` are ignored; one from before arms
         and holdout reads them as None and 0); InputError for unknown or missing keys."""
         unknown = sorted(set(data) - {*SPEC_KEYS, *ABOUT_KEYS})
         missing = [k for k in SPEC_KEYS[:3] if k not in data]
@@ -362,7 +362,7 @@ def experiment_spec(
     arms: Sequence[str] | None = None,
     holdout: int = 0,
 ) -> ExperimentSpec:
-    """The grid's spec (:class:`ExperimentSpec`) from lists; ``task_model`` None is the embedded model."""
+    """The grid's spec (``ExperimentSpec``) from lists; ``task_model`` None is the embedded model."""
     return ExperimentSpec(
         tuple(datasets),
         tuple(proposers),
@@ -380,7 +380,7 @@ def experiment_spec(
     )
 
 
-# The rough cost model of :func:`estimate_cost` (tokens per model call / per iteration).
+# The rough cost model of ``estimate_cost`` (tokens per model call / per iteration).
 EXAMPLE_TOKENS = 400  # an example's own text in a prompt, on top of the harness's prompt
 OUTPUT_TOKENS = 150  # a task model's answer
 ASSUMED_VAL_EXAMPLES = 100  # when no val_limit is set (the paper's val splits are in the low hundreds)
@@ -400,9 +400,9 @@ def estimate_cost(spec: ExperimentSpec) -> CostEstimate:
     """A rough dollar estimate of the grid before it starts, from the price table.
 
     Per cell: (seeds + iterations x evals_per_iter) evaluations, each of ``val_limit`` examples (else
-    :data:`ASSUMED_VAL_EXAMPLES`) with one task-model call of (mean seed source size / 4 + :data:`EXAMPLE_TOKENS`)
-    input tokens and :data:`OUTPUT_TOKENS` output; plus, for a proposer with a proposer model, a flat
-    :data:`PROPOSER_INPUT_TOKENS` / :data:`PROPOSER_OUTPUT_TOKENS` per iteration. Harnesses that make several calls
+    ``ASSUMED_VAL_EXAMPLES``) with one task-model call of (mean seed source size / 4 + ``EXAMPLE_TOKENS``)
+    input tokens and ``OUTPUT_TOKENS`` output; plus, for a proposer with a proposer model, a flat
+    ``PROPOSER_INPUT_TOKENS`` / ``PROPOSER_OUTPUT_TOKENS`` per iteration. Harnesses that make several calls
     per example, retrieval prompts and agent turns all vary by a factor of several: read it as an order of
     magnitude, and keep a ``max_cost`` cap for the real bound. Local and self-hosted models cost $0.
     """
@@ -437,11 +437,11 @@ def optimize_cell(
     dask_scheduler: str | None = None,
     ray_address: str | None = None,
 ) -> Outcome:
-    """The default cell: :func:`metaharness.search.optimize.optimize` in ``run_dir`` (continued when it exists),
+    """The default cell: ``metaharness.search.optimize.optimize`` in ``run_dir`` (continued when it exists),
     evaluating with the cell's arm, its examples on the cluster when one is named
-    (:func:`~metaharness.evaluation.cluster.cluster`, entered in the cell's own process); its
-    :class:`~metaharness.search.loop.Outcome`. The cap is the spec's share, which a rerun may have raised
-    (:func:`check_same_spec`), so the run takes it as given."""
+    (``cluster``, entered in the cell's own process); its
+    ``Outcome``. The cap is the spec's share, which a rerun may have raised
+    (``check_same_spec``), so the run takes it as given."""
     config = run_config(cell.dataset, **spec.cell_settings(cell))
     with cluster(dask_scheduler, ray_address):
         return optimize(
@@ -457,7 +457,7 @@ def optimize_cell(
 
 def check_models(spec: ExperimentSpec) -> None:
     """Raise, before any cell starts, the error a cell would meet connecting to the grid's models: the embedded
-    engine not installed, or a hosted model without its API key (:class:`~metaharness.errors.ConfigurationError`,
+    engine not installed, or a hosted model without its API key (``ConfigurationError``,
     checked without a request)."""
     for model in filter(None, (spec.task_model, spec.proposer_model)):
         if parse_spec(model).provider == "local":
@@ -483,19 +483,19 @@ def run_experiment(
     dask_scheduler: str | None = None,
     ray_address: str | None = None,
 ) -> list[CellRecord]:
-    """Run (or resume) the grid of ``spec`` (an :class:`ExperimentSpec`, or its JSON form) in ``exp_dir``; the
+    """Run (or resume) the grid of ``spec`` (an ``ExperimentSpec``, or its JSON form) in ``exp_dir``; the
     cells' last records.
 
     ``jobs`` cells run at once in worker processes (joblib's loky backend; ``jobs=1`` runs in this process).
-    ``run_cell(cell, run_dir, spec)`` runs one cell (default :func:`optimize_cell` with ``data_dir`` and the
+    ``run_cell(cell, run_dir, spec)`` runs one cell (default ``optimize_cell`` with ``data_dir`` and the
     cluster, ``dask_scheduler`` or ``ray_address``, its evaluations go to); an
     exception fails that cell only: it is recorded with its message and the others go on. Each finished cell is
-    appended to cells.jsonl and fsynced before the next result is taken (:func:`~metaharness.store.files.append_jsonl`:
+    appended to cells.jsonl and fsynced before the next result is taken (``append_jsonl``:
     a line torn by a kill is closed off, and skipped on reading). A folder holding another spec is refused
-    (:class:`InputError` naming the differing keys), except a larger ``iterations``: then every run continues to it
-    (:func:`check_same_spec`). So is a folder another process is running. A worker process that dies (killed, out
+    (``InputError`` naming the differing keys), except a larger ``iterations``: then every run continues to it
+    (``check_same_spec``). So is a folder another process is running. A worker process that dies (killed, out
     of memory) breaks the pool: the cells in flight run again one at a time, and one whose worker dies again is
-    recorded failed. With the default ``run_cell`` the models are checked first (:func:`check_models`), so a missing
+    recorded failed. With the default ``run_cell`` the models are checked first (``check_models``), so a missing
     key stops the grid before any cell starts. Returns the last record of every cell that has one, in plan order.
     """
     if jobs < 1:
@@ -597,7 +597,7 @@ def _finished(record: CellRecord | None, spec: ExperimentSpec, before: Mapping[s
 
 def _attempt(run_cell: RunCell, cell: Cell, exp: Path, spec: ExperimentSpec, owner: int | None = None) -> CellRecord:
     """One cell, in a worker: its record, "failed" with the exception's text on one line if it raised. ``owner`` is
-    the experiment's process: a worker exits when it is gone (:func:`_exit_with`)."""
+    the experiment's process: a worker exits when it is gone (``_exit_with``)."""
     if owner is not None and owner != os.getpid():
         _exit_with(owner)
     started = time.perf_counter()
@@ -631,7 +631,7 @@ def _exit_with(owner: int) -> None:
 
 def _record(cell: Cell, error: str | None, seconds: float, *, iterations: int | None = None) -> CellRecord:
     """A cell's record: "done" (with the iterations it ran to) or "failed" (the error on one line);
-    :func:`_attempt` makes it "capped" when the run stopped at its cap."""
+    ``_attempt`` makes it "capped" when the run stopped at its cap."""
     return CellRecord(
         cell.name,
         cell.dataset,
@@ -649,7 +649,7 @@ def _record(cell: Cell, error: str | None, seconds: float, *, iterations: int | 
 
 
 def stored_spec(exp_dir: str | Path) -> dict[str, object] | None:
-    """The spec kept in ``EXP/experiment.json`` as stored (its JSON, with the :data:`ABOUT_KEYS`), None when there
+    """The spec kept in ``EXP/experiment.json`` as stored (its JSON, with the ``ABOUT_KEYS``), None when there
     is none yet."""
     path = Path(exp_dir) / SPEC_FILE
     if not path.exists():
@@ -662,7 +662,7 @@ def stored_spec(exp_dir: str | Path) -> dict[str, object] | None:
 
 
 def check_same_spec(exp_dir: str | Path, spec: ExperimentSpec) -> None:
-    """Refuse (:class:`InputError` naming the differing keys) a spec other than the one ``exp_dir`` holds. More
+    """Refuse (``InputError`` naming the differing keys) a spec other than the one ``exp_dir`` holds. More
     ``iterations`` than stored is allowed: every run continues to the new count. Fewer is refused, since the runs
     went further already. A larger ``max_cost`` is allowed too (capped cells continue with their larger share).
     An experiment from before ``arms`` and ``holdout`` reads them as None and 0."""

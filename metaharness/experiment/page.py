@@ -1,8 +1,8 @@
 """``results.html``: an experiment's results as a self-contained page (inline SVG, no external resources).
 
 One best-so-far chart per dataset and one for the average over datasets (a line per proposer, the mean over seeds),
-then the tables of :mod:`.results` and the failed cells. Charts, tables, style and script are the run report's
-(:mod:`metaharness.report.page`, :mod:`metaharness.report.svg`).
+then the tables of ``.results`` and the failed cells. Charts, tables, style and script are the run report's
+(``metaharness.report.page``, ``metaharness.report.svg``).
 """
 
 from __future__ import annotations

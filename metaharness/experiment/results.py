@@ -1,12 +1,12 @@
 """An experiment's results: per-run figures read from the run directories, the table per dataset and proposer, and
-the average over datasets, written as ``results.json``, ``RESULTS.md`` and ``results.html`` (:mod:`.page`).
+the average over datasets, written as ``results.json``, ``RESULTS.md`` and ``results.html`` (``.page``).
 
 Everything is recomputed from the experiment folder (``experiment.json``, ``cells.jsonl`` and the run directories),
 so the results can be rewritten at any time, also while the grid is still running.
 
-The arithmetic (every figure a :func:`stat`: ``{"mean", "sd", "n"}``):
+The arithmetic (every figure a ``stat``: ``{"mean", "sd", "n"}``):
 
-- per run (:func:`run_figures`): the best validation score and its candidate (highest score among the supported
+- per run (``run_figures``): the best validation score and its candidate (highest score among the supported
   candidates, the earliest on a tie), that candidate's *judged* score (on the validation examples the search held
   out, ``holdout``; else ``None``) and test score when the run evaluated it on the test split (else ``None``), the
   validation example-evaluations the search spent (``evals``, every stage of every candidate), tokens and dollars as
@@ -20,15 +20,15 @@ The arithmetic (every figure a :func:`stat`: ``{"mean", "sd", "n"}``):
   without the figure left out); the sd is the sample sd over seeds of the per-seed averages across datasets, counting
   only the seeds that have the figure in every dataset (``n`` is the number of such seeds); the curve is, per
   iteration, the mean over datasets of the per-dataset curve points;
-- paired differences (:func:`paired_differences`), per pair of proposers (a, b) in the experiment's order: for each
+- paired differences (``paired_differences``), per pair of proposers (a, b) in the experiment's order: for each
   seed that both have in every dataset, the mean over datasets of a's figure minus b's (the best validation score;
-  again for the judged score); the difference is the :func:`stat` of these per-seed values with a 95% interval
+  again for the judged score); the difference is the ``stat`` of these per-seed values with a 95% interval
   (Student's t over the seeds). Beside it, over every (dataset, seed) both ran, how often a ended above, level with
   (within 1e-9) or below b. Same seed, same probe sample and sampler state, so the pairing takes out what a seed's
   draws share.
 
 "Proposer" in the tables is the cell's label: ``PROPOSER/ARM`` in a grid of evaluation arms
-(:mod:`metaharness.experiment.grid`). Cells stopped at their cap (``"capped"``) are listed apart with what they
+(``metaharness.experiment.grid``). Cells stopped at their cap (``"capped"``) are listed apart with what they
 spent and are in no mean: a capped run is not a finished one.
 """
 
@@ -58,7 +58,7 @@ FIGURES: tuple[Figure, ...] = ("best_val", "judged", "test", "evals", "tokens", 
 
 
 class Stat(TypedDict):
-    """A figure over runs (:func:`stat`)."""
+    """A figure over runs (``stat``)."""
 
     mean: float | None
     sd: float | None
@@ -67,7 +67,7 @@ class Stat(TypedDict):
 
 
 class RunFigures(TypedDict):
-    """One run's figures (:func:`run_figures`)."""
+    """One run's figures (``run_figures``)."""
 
     best_id: str | None
     best_val: float | None
@@ -110,7 +110,7 @@ class FailedCell(TypedDict):
 
 
 class FigureStats(TypedDict):
-    """The stat over runs of each of :data:`FIGURES`."""
+    """The stat over runs of each of ``FIGURES``."""
 
     best_val: Stat
     judged: Stat
@@ -122,8 +122,8 @@ class FigureStats(TypedDict):
 
 
 class Group(FigureStats):
-    """The runs of one dataset and proposer (or, as :class:`Average`, of one proposer over datasets); its dict's keys
-    are runs, seeds, the figures, curve (:func:`_group`)."""
+    """The runs of one dataset and proposer (or, as ``Average``, of one proposer over datasets); its dict's keys
+    are runs, seeds, the figures, curve (``_group``)."""
 
     runs: int
     seeds: list[int]
@@ -135,7 +135,7 @@ class Average(Group):
 
 
 class Pair(TypedDict):
-    """A paired difference (:func:`paired_differences`)."""
+    """A paired difference (``paired_differences``)."""
 
     a: str
     b: str
@@ -146,7 +146,7 @@ class Pair(TypedDict):
 
 
 class ExperimentTable(TypedDict):
-    """``results.json`` (:func:`experiment_table`)."""
+    """``results.json`` (``experiment_table``)."""
 
     experiment: JSONObject
     runs: dict[str, RunRow]
@@ -327,7 +327,7 @@ def _group(members: list[RunRow]) -> Group:
 
 
 def _figure_stats(stats: Mapping[Figure, Stat]) -> FigureStats:
-    """The stat of each of :data:`FIGURES`, as a group's keys."""
+    """The stat of each of ``FIGURES``, as a group's keys."""
     return FigureStats(
         best_val=stats["best_val"],
         judged=stats["judged"],
@@ -385,7 +385,7 @@ MARKDOWN_COLUMNS = [markdown_cell(c) for c in COLUMNS]
 
 
 def table_rows(groups: Mapping[str, Group]) -> list[list[str]]:
-    """One row per proposer under :data:`COLUMNS` (shared by ``RESULTS.md`` and the page)."""
+    """One row per proposer under ``COLUMNS`` (shared by ``RESULTS.md`` and the page)."""
     return [
         [
             proposer,
@@ -419,7 +419,7 @@ PAIRED_COLUMNS = [
 
 
 def paired_rows(table: ExperimentTable, key: Literal["paired", "paired_judged"] = "paired") -> list[list[str]]:
-    """One row per pair of ``table[key]`` (``paired``: best val; ``paired_judged``) under :data:`PAIRED_COLUMNS`
+    """One row per pair of ``table[key]`` (``paired``: best val; ``paired_judged``) under ``PAIRED_COLUMNS``
     (shared by ``RESULTS.md`` and the page)."""
     return [
         [

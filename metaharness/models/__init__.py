@@ -1,6 +1,6 @@
-"""Model clients: one chat-completion interface over every backend (see :mod:`metaharness.models.protocol`).
+"""Model clients: one chat-completion interface over every backend (see ``metaharness.models.protocol``).
 
-``connect(spec)`` returns a :class:`ModelClient` for ``anthropic:MODEL``, ``openai:MODEL[@BASE_URL]`` or
+``connect(spec)`` returns a ``ModelClient`` for ``anthropic:MODEL``, ``openai:MODEL[@BASE_URL]`` or
 ``local:NAME``, with the response cache, the cost ledger and structured-output checks around it.
 """
 

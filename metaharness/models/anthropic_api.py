@@ -6,7 +6,7 @@
 - Structured output is a forced call of a ``respond`` tool whose input schema is the requested schema (non-object
   schemas are wrapped in ``{"value": ...}``), which every Claude model supports.
 - The Messages API returns one sample per request, so ``n`` samples are ``n`` requests. It offers no token
-  log-probabilities (:class:`UnsupportedFeature`), and the SDK in use sends no temperature or seed.
+  log-probabilities (``UnsupportedFeature``), and the SDK in use sends no temperature or seed.
 """
 
 from __future__ import annotations

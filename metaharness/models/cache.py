@@ -1,7 +1,7 @@
 """A persistent response cache, so re-running the same evaluation makes no model call.
 
 Only deterministic requests are cached: temperature 0, or an explicit seed. The key is a SHA-256 of the model spec
-and every field of the :class:`ChatRequest`. SQLite in WAL mode with one connection per thread makes the cache
+and every field of the ``ChatRequest``. SQLite in WAL mode with one connection per thread makes the cache
 safe to share between threads and between processes (parallel evaluation workers).
 
 The default file is ``$METAHARNESS_CACHE_DIR/responses.sqlite``, else ``$XDG_CACHE_HOME/metaharness/...``, else
@@ -74,7 +74,7 @@ def result_from_json(text: str) -> ChatResult:
 
 
 class ResponseCache:
-    """SQLite-backed map from request key to stored :class:`ChatResult`."""
+    """SQLite-backed map from request key to stored ``ChatResult``."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = Path(path) if path is not None else default_cache_path()

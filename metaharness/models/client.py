@@ -1,10 +1,10 @@
 """``connect(spec)``: the client layer every part of metaharness calls models through.
 
-A :class:`Client` wraps one backend (Anthropic, an OpenAI-compatible server, or the embedded model) with what is
+A ``Client`` wraps one backend (Anthropic, an OpenAI-compatible server, or the embedded model) with what is
 the same for all of them: the response cache, the cost ledger and its caps (spend counted per run: a repeat of a
-call the run already paid for is free, see :mod:`metaharness.models.ledger`), and the validation of structured
-output with one repair request. Backends only translate a :class:`ChatRequest` to their wire format and back, and
-retry transient failures (see :mod:`metaharness.models.retry`).
+call the run already paid for is free, see ``metaharness.models.ledger``), and the validation of structured
+output with one repair request. Backends only translate a ``ChatRequest`` to their wire format and back, and
+retry transient failures (see ``metaharness.models.retry``).
 
 >>> from metaharness.models import ChatRequest, connect
 >>> client = connect("local:smollm2-135m", cache=False)
@@ -37,7 +37,7 @@ class Backend(Protocol):
 
 
 class Client:
-    """A :class:`~metaharness.models.protocol.ModelClient`: cache, ledger and structured-output checks on a backend."""
+    """A ``ModelClient``: cache, ledger and structured-output checks on a backend."""
 
     def __init__(self, spec: str, backend: Backend, *, cache: ResponseCache | None, ledger: Ledger):
         self.spec = spec
@@ -126,8 +126,8 @@ def connect(
 ) -> Client:
     """Build a client for a model spec (``anthropic:M``, ``openai:M``, ``openai:M@URL``, ``local:NAME``).
 
-    ``cache``: True for the default cache file, a path or :class:`ResponseCache` for another, False/None for none.
-    ``ledger``: the run's :class:`Ledger` (a fresh uncapped one when omitted; read it back as ``client.ledger``).
+    ``cache``: True for the default cache file, a path or ``ResponseCache`` for another, False/None for none.
+    ``ledger``: the run's ``Ledger`` (a fresh uncapped one when omitted; read it back as ``client.ledger``).
     ``retry``/``max_concurrency``/``timeout``: transient-failure policy, requests in flight per backend (default 8
     for servers, 1 for the embedded model), seconds per request. Backend ``options``: ``http_client`` and
     ``api_key`` (openai, anthropic; the key otherwise comes from the environment), ``server`` (openai-compatible

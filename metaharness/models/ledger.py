@@ -1,12 +1,12 @@
 """Cost accounting: tokens and dollars per model and role, with optional hard caps.
 
-One :class:`Ledger` is shared by every client of a run (``connect(spec, ledger=run_ledger)``). Each call is
+One ``Ledger`` is shared by every client of a run (``connect(spec, ledger=run_ledger)``). Each call is
 checked against the caps *before* it is sent, so a run stops cleanly with
-:class:`~metaharness.errors.BudgetExceeded` instead of overspending; :meth:`Ledger.totals` goes into run records.
-Listeners (:meth:`Ledger.add_listener`) receive every recorded call as a :class:`Charge`, e.g. to journal spend as
+``BudgetExceeded`` instead of overspending; ``Ledger.totals`` goes into run records.
+Listeners (``Ledger.add_listener``) receive every recorded call as a ``Charge``, e.g. to journal spend as
 it happens (a run directory's ``spend.jsonl``).
 
-Spend is counted per run (see :mod:`metaharness.budget`): the ledger remembers the request keys it charged
+Spend is counted per run (see ``metaharness.budget``): the ledger remembers the request keys it charged
 (``remember`` restores them for a resumed run). A call the response cache answers is free when the ledger charged
 that request before, and is charged at its recorded usage when it did not (another run filled the cache), so what
 a run spends does not depend on how warm the shared cache was. A call the cache cannot answer is always charged.
@@ -26,7 +26,7 @@ from metaharness.models.protocol import Usage
 
 
 class TallyJSON(TypedDict):
-    """A tally of calls as JSON (:meth:`_Tally.as_dict`)."""
+    """A tally of calls as JSON (``_Tally.as_dict``)."""
 
     calls: int
     cache_hits: int
@@ -39,7 +39,7 @@ class TallyJSON(TypedDict):
 
 
 class LedgerTotals(TallyJSON):
-    """:meth:`Ledger.totals`: the run's tally, its caps, the models without a price, and tallies by model and role."""
+    """``Ledger.totals``: the run's tally, its caps, the models without a price, and tallies by model and role."""
 
     max_dollars: float | None
     max_tokens: int | None
@@ -86,7 +86,7 @@ class _Tally:
 
 @dataclass(frozen=True)
 class Charge:
-    """One recorded model call, as :meth:`Ledger.add_listener` listeners receive it."""
+    """One recorded model call, as ``Ledger.add_listener`` listeners receive it."""
 
     model: str
     role: str

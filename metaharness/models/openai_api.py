@@ -1,6 +1,6 @@
 """``openai:MODEL`` and ``openai:MODEL@URL``: OpenAI's API or any OpenAI-compatible server, via the official SDK.
 
-Servers differ in what they accept, so each backend works in a :class:`Dialect`, configured (``server=``) or
+Servers differ in what they accept, so each backend works in a ``Dialect``, configured (``server=``) or
 detected from the server's ``GET /models`` listing (``owned_by``):
 
 - OpenAI: ``response_format={"type": "json_schema", ...}``, ``max_completion_tokens``, native ``n``.
@@ -74,7 +74,7 @@ _OWNED_BY = {"me": "llama-cpp-python", "llamacpp": "llama.cpp", "vllm": "vllm", 
 
 
 def tool_call_to_openai(call: ToolCall | dict[str, Any]) -> JSONObject:
-    """A :class:`ToolCall` (or its dict form) as OpenAI's assistant ``tool_calls`` entry."""
+    """A ``ToolCall`` (or its dict form) as OpenAI's assistant ``tool_calls`` entry."""
     if isinstance(call, ToolCall):
         call = {"id": call.id, "name": call.name, "arguments": call.arguments}
     if "function" in call:  # already in OpenAI's shape

@@ -2,7 +2,7 @@
 
 The built-in table holds the providers' published list prices for the models listed below (newer models, e.g. the
 Claude 5 and GPT-5.x families, are not in it and count as unpriced until added); a user extends or overrides it
-with a JSON or TOML file named by ``$METAHARNESS_PRICES`` (or passed to :meth:`PriceTable.load`)::
+with a JSON or TOML file named by ``$METAHARNESS_PRICES`` (or passed to ``PriceTable.load``)::
     {"openai:gpt-5.4-mini": {"input": 0.25, "output": 2.0, "cache_read": 0.025},
      "openai:gpt-oss-20b@http://gpu-box:8000/v1": {"input": 0.05, "output": 0.2}}
 
@@ -91,7 +91,7 @@ def _read_toml(text: str, file: Path) -> Any:
 
 
 class PriceTable:
-    """Built-in prices, overridden by the file in ``$METAHARNESS_PRICES`` and by :meth:`load`/:meth:`set`."""
+    """Built-in prices, overridden by the file in ``$METAHARNESS_PRICES`` and by ``load``/``set``."""
 
     def __init__(self, prices: dict[str, Price] | None = None, *, use_env: bool = True):
         self._prices = dict(BUILTIN_PRICES if prices is None else prices)
@@ -126,7 +126,7 @@ class PriceTable:
                 ) from exc
 
     def lookup(self, spec: str | ModelSpec) -> Price | None:
-        """The price of a spec, :data:`FREE` for local and self-hosted models, None when unknown."""
+        """The price of a spec, ``FREE`` for local and self-hosted models, None when unknown."""
         parsed = parse_spec(spec) if isinstance(spec, str) else spec
         for key in (
             str(parsed),

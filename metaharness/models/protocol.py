@@ -1,24 +1,24 @@
 """The one chat-completion contract every part of metaharness talks to.
 
-A :class:`ModelClient` turns a :class:`ChatRequest` into a :class:`ChatResult`. The proposer, the planning
+A ``ModelClient`` turns a ``ChatRequest`` into a ``ChatResult``. The proposer, the planning
 subagents, the harness task model and the benchmark agents all use this interface, whatever the backend
 (Anthropic, an OpenAI-compatible server, or the embedded in-process model).
 
-Contract of :meth:`ModelClient.complete`:
+Contract of ``ModelClient.complete``:
 
 - ``request.messages`` are OpenAI-style dicts: ``{"role": "system"|"user"|"assistant"|"tool", "content": str}``;
-  an assistant turn may carry ``"tool_calls"`` (a list of :class:`ToolCall` as dicts) and a tool turn carries
+  an assistant turn may carry ``"tool_calls"`` (a list of ``ToolCall`` as dicts) and a tool turn carries
   ``"tool_call_id"``. Backends translate to their own wire format.
 - The result holds exactly ``request.n`` choices, in order.
 - With ``json_schema`` set, every choice's ``parsed`` is a JSON value that validates against the schema (after at
-  most one repair request); otherwise the call raises :class:`StructuredOutputError`.
+  most one repair request); otherwise the call raises ``StructuredOutputError``.
 - With ``tool_choice`` naming a tool, every choice contains a call of exactly that tool.
 - With ``logprobs`` set, every choice's ``logprobs`` lists the generated tokens with their log-probabilities
   (and up to ``logprobs`` alternatives each) where the backend offers them; a backend that cannot raises
-  :class:`UnsupportedFeature` instead of silently returning none.
+  ``UnsupportedFeature`` instead of silently returning none.
 - Failures the user can fix (missing key, unknown model, unreachable server) raise
-  :class:`metaharness.errors.ConfigurationError`; a reached cost or token cap raises
-  :class:`metaharness.errors.BudgetExceeded`. Transient errors (429, 5xx, timeouts) are retried inside.
+  ``metaharness.errors.ConfigurationError``; a reached cost or token cap raises
+  ``metaharness.errors.BudgetExceeded``. Transient errors (429, 5xx, timeouts) are retried inside.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 The SDKs' own retries are switched off (``max_retries=0``) so that one policy applies everywhere: exponential
 backoff with full jitter on rate limits (429, honouring ``retry-after``), overload (529), 5xx and timeouts, and a
-per-backend cap on requests in flight. A backend maps its SDK's exceptions to :class:`Transient` (retry) or to a
-:class:`~metaharness.errors.MetaharnessError` (stop) with a ``classify`` function; :func:`sdk_error` is that
-mapping for the official SDKs, the same for every provider. :class:`Transport` is what ``connect`` hands every
+per-backend cap on requests in flight. A backend maps its SDK's exceptions to ``Transient`` (retry) or to a
+``MetaharnessError`` (stop) with a ``classify`` function; ``sdk_error`` is that
+mapping for the official SDKs, the same for every provider. ``Transport`` is what ``connect`` hands every
 network backend.
 """
 
@@ -79,7 +79,7 @@ def sdk_error(
     exc: Exception, sdk: ModuleType, *, server: str, model: str, key_variable: str, hint: str = ""
 ) -> Exception:
     """What an exception from an official SDK (``openai`` or ``anthropic``, which share one generated exception
-    hierarchy) means to :meth:`RetryPolicy.run`: a :class:`Transient` for timeouts, connection failures (3
+    hierarchy) means to ``RetryPolicy.run``: a ``Transient`` for timeouts, connection failures (3
     attempts, then a ConfigurationError followed by ``hint``) and the statuses worth retrying; an error to stop
     with; or ``exc`` itself when the SDK did not raise it."""
     if isinstance(exc, sdk.APITimeoutError):

@@ -28,7 +28,7 @@ class ModelSpec:
 
 
 def parse_spec(text: str) -> ModelSpec:
-    """Parse ``PROVIDER:MODEL[@BASE_URL]``; raise :class:`InputError` with an example when malformed.
+    """Parse ``PROVIDER:MODEL[@BASE_URL]``; raise ``InputError`` with an example when malformed.
 
     >>> parse_spec("openai:qwen@http://127.0.0.1:8080/v1")
     ModelSpec(provider='openai', model='qwen', base_url='http://127.0.0.1:8080/v1')

@@ -2,7 +2,7 @@
 
 Backends constrain output where they can (grammars, response formats, forced tools), but a server may ignore the
 constraint or cut the answer at ``max_tokens``; the client layer therefore validates every choice here and sends
-one repair request for a choice that fails before raising :class:`StructuredOutputError`.
+one repair request for a choice that fails before raising ``StructuredOutputError``.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def tool_call_schema(tools: list[Tool]) -> dict[str, Any]:
 
 def tools_prompt(tools: list[Tool], forced: str | None) -> str:
     """A system note describing the tools, for backends whose chat template cannot show them (``forced`` as in
-    :func:`forced_tool_name`)."""
+    ``forced_tool_name``)."""
     described = "\n".join(
         f"- {t.name}: {t.description} Arguments (JSON schema): {json.dumps(t.parameters)}" for t in tools
     )

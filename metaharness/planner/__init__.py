@@ -2,26 +2,26 @@
 
 Independent of tasks, proposers and git; any agent harness can use it.
 
-Plan graph (:mod:`metaharness.planner.graph`)
+Plan graph (``metaharness.planner.graph``)
     ``PlanGraph(start, budget=None, *, horizon=None, discount=1.0, limits=None)`` on a networkx ``MultiDiGraph``
     (``graph.nx``); ``add_node(id, reward=0, *, goal, dead_end, state, key)``, ``add_edge(id, source, target,
     action, cost)``; ``PlanGraph.from_json(dict)`` / ``to_json()`` / ``PlanGraph.load(path)`` in the JSON format of
-    ``docs/plan-graph.md``; ``validate()`` raises :class:`metaharness.errors.InputError` naming the problem.
+    ``docs/plan-graph.md``; ``validate()`` raises ``metaharness.errors.InputError`` naming the problem.
 
-Solvers (:mod:`metaharness.planner.solve`)
+Solvers (``metaharness.planner.solve``)
     ``solve(graph, budget=None, *, solver="exact"|"ilp"|"lm"|"auto", horizon=None, discount=None, model=None,
     soft_targets=None, time_limit=None) -> PlanResult`` (``budget`` by limit name or in the graph's order) with
     ``status`` ("optimal"/"infeasible"; the lm baseline says "feasible"/"invalid"), ``path`` (edge ids), ``nodes``
     (v0..vk), ``value``, ``cost`` (by limit name, as every planner result gives costs), ``solver``, ``seconds``;
     ``PlanResult.to_json()`` is the output object of ``docs/plan-graph.md`` (costs as lists in the graph's order).
-    The two halves have one layout, one module per part: :mod:`metaharness.planner.path` (``problem``,
+    The two halves have one layout, one module per part: ``metaharness.planner.path`` (``problem``,
     ``exact``: label-setting DP with Pareto sets, the default, ``ilp``: time-expanded ILP in SCIP, also soft targets,
     ``lm``: the model picks a path, experiments only; with ``bounds`` and ``infeasible``) and
-    :mod:`metaharness.planner.selection` (``select``; ``problem``, ``exact``, ``ilp``, ``baselines``).
+    ``metaharness.planner.selection`` (``select``; ``problem``, ``exact``, ``ilp``, ``baselines``).
     ``SoftTargets(target, weight)`` (``path.problem``) keeps the hard budget and subtracts ``weight * excess`` over a
     preferred cost level.
 
-Program graphs and selection (:mod:`metaharness.planner.program`, :mod:`metaharness.planner.selection`)
+Program graphs and selection (``metaharness.planner.program``, ``metaharness.planner.selection``)
     A program graph is a ``PlanGraph`` with ``problem="selection"``: candidate harnesses (status evaluated,
     implemented, predicted or failed; ``score``, ``std``, evaluation ``cost``) and revisions (implementation
     ``cost``); ``program_graph``, ``add_evaluated``, ``add_predicted``, ``add_revision``, ``chain``, ``depth``,
@@ -30,29 +30,29 @@ Program graphs and selection (:mod:`metaharness.planner.program`, :mod:`metaharn
     time_limit=None) -> PlanResult`` chooses what to implement and evaluate (``evaluate``, ``nodes``, ``path``,
     ``value`` = expected best score); ``solve`` dispatches program graphs to it.
 
-Subagents (:mod:`metaharness.planner.subagents`)
+Subagents (``metaharness.planner.subagents``)
     One protocol per TPS stage, each callable alone and replaceable (e.g. by an oracle that uses the true
     environment): ``PlanSampler.sample(task, plans)``, ``StateSimulator.simulate(task, plan)``,
     ``StateMerger.merge(task, states)``, ``RewardLabeler.label(task, states)``; model-backed implementations
     ``ModelPlanSampler``, ``ModelStateSimulator``, ``KeyJudgeMerger``, ``ModelRewardLabeler``.
 
-Planning call (:mod:`metaharness.planner.tps`)
+Planning call (``metaharness.planner.tps``)
     ``plan(history, goal, budget, *, model, plans=4, horizon=None, sampler=None, simulator=None, merger=None,
     labeler=None, solver="exact", start_key=None, max_tokens=512, tools=None) -> RouteResult`` with ``status``
     ("route"/"no_route"), ``route`` (steps: ``action``, ``expected_state`` and ``key``, ``cost`` by limit name, and
     ``call`` in a tool plan), ``cost`` (the route's, by limit name),
     ``graph``, ``solution``, ``stages`` (every stage's input, output and model exchanges; JSON) and
     ``guidance()``; ``replay(record)`` rebuilds it. With ``tools`` (the harness's tools: names, descriptions,
-    JSON schemas; :class:`ToolSpec`) every step is a tool call ``{"tool", "arguments"}`` validated with
+    JSON schemas; ``ToolSpec``) every step is a tool call ``{"tool", "arguments"}`` validated with
     jsonschema.
 
-Session (:mod:`metaharness.planner.session`)
+Session (``metaharness.planner.session``)
     ``PlanningSession(goal, budget, *, model, plans, horizon, solver, tools, ...)`` for an agent loop: ``plan(history)``
     returns the route (``session.step`` is the next step); ``observe(state, spent)`` checks the observed state and
-    the step's cost against the prediction and answers an :class:`Observation` ("continue", "done", or
+    the step's cost against the prediction and answers an ``Observation`` ("continue", "done", or
     "replanned" with the new route); ``aplan`` / ``aobserve`` for asyncio servers.
 
-Tools (:mod:`metaharness.planner.tool`)
+Tools (``metaharness.planner.tool``)
     ``plan`` (history, goal, remaining budget; per call also ``plans``, ``horizon``, ``solver``, ``tools``) and
     ``solve`` (a plan graph): ``openai_tool(name)``, ``anthropic_tool(name)``, ``openai_tools()``,
     ``anthropic_tools()``, ``PLAN_TOOL`` / ``SOLVE_TOOL`` (metaharness ``Tool``), ``call_plan_tool``,

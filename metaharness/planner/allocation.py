@@ -1,13 +1,13 @@
 """Staged evaluation as a planning problem: which candidates get how many more validation examples.
 
-Every candidate (an :class:`Arm`) has a posterior on its *gain* over the reference candidate (the best candidate
+Every candidate (an ``Arm``) has a posterior on its *gain* over the reference candidate (the best candidate
 whose score is supported: scored on every example of the search's share), a Normal with ``mean`` and
 ``variance``, built from its prediction (the prior) and its paired evidence: on each example both scored, the
-candidate's score minus the reference's (:func:`posterior`). Scoring ``k`` more examples, in the run's fixed
+candidate's score minus the reference's (``posterior``). Scoring ``k`` more examples, in the run's fixed
 example order, narrows it: before the examples are seen, the posterior mean after them is Normal around today's
-mean with variance ``variance - variance_after`` (its *preposterior*; :func:`spread`).
+mean with variance ``variance - variance_after`` (its *preposterior*; ``spread``).
 
-An allocation gives each arm a target: its examples now, or a larger stage of the ladder (:func:`stages`). Its
+An allocation gives each arm a target: its examples now, or a larger stage of the ladder (``stages``). Its
 cost is the sum of the arms' predicted costs for the examples they add (``Option.cost``: example-evaluations,
 task-model tokens, dollars; what will not be cached), and it must leave a *reserve*: enough to complete any arm it
 leaves partly scored, because the candidate a run returns must be supported (the loop completes the leader).
@@ -23,9 +23,9 @@ Arms are independent, so the expectation is a one-dimensional integral, ``c0 + i
 (1 - prod CDF_i(t)) dt``, computed by quadrature on a fixed grid: deterministic, with no sampling noise to blur
 near-ties.
 
-Solvers (:func:`allocate`): ``exact`` (branch and bound over each arm's target, proving optimality; the bounds are
-in :func:`_branch_and_bound`), ``auto`` (the same from a strong heuristic plan, stopped after
-:data:`AUTO_NODE_LIMIT` nodes with the best plan and the bound), and two baselines that use no solver: ``greedy``
+Solvers (``allocate``): ``exact`` (branch and bound over each arm's target, proving optimality; the bounds are
+in ``_branch_and_bound``), ``auto`` (the same from a strong heuristic plan, stopped after
+``AUTO_NODE_LIMIT`` nodes with the best plan and the bound), and two baselines that use no solver: ``greedy``
 (the best predicted candidates fully evaluated while they fit) and ``halving`` (successive halving without
 predictions: every arm of the iteration to the first stage, then the better half by its measured paired score to
 the next, ...).
@@ -138,7 +138,7 @@ def posterior(
     """``(mean, variance, noise)`` of a candidate's gain over the reference after its paired differences.
 
     ``noise`` (the per-example variance of the differences) is their sample variance shrunk towards
-    ``noise_prior`` with the weight of ``noise_weight`` examples, floored at :data:`MIN_NOISE`; the gain then has a
+    ``noise_prior`` with the weight of ``noise_weight`` examples, floored at ``MIN_NOISE``; the gain then has a
     Normal prior and a Normal likelihood with that noise (conjugate update).
 
     >>> mean, variance, noise = posterior(0.0, 0.05**2, [1, 0, 0, 0], noise_prior=0.2)
@@ -258,8 +258,8 @@ class _Quadrature:
         return self.tail @ (self.weights(low) * self.product(chosen))
 
     def gains(self, chosen: Mapping[int, int]) -> np.ndarray:
-        """Each pair's marginal gain in :meth:`value` at ``chosen`` (meaningless for pairs of chosen arms): its
-        :meth:`excess` over the current maximum, except for a stayer that sets the floor, whose choice moves it."""
+        """Each pair's marginal gain in ``value`` at ``chosen`` (meaningless for pairs of chosen arms): its
+        ``excess`` over the current maximum, except for a stayer that sets the floor, whose choice moves it."""
         c0 = self.floor(chosen)
         out = self.excess(chosen, c0)
         current: float | None = None
@@ -325,9 +325,9 @@ def allocate(
 ) -> Allocation:
     """Choose each arm's target within ``budget`` with ``solver`` (module docstring).
 
-    ``price``: the expected gain one example-evaluation must buy (default :data:`DEFAULT_PRICE_PER_SHARE` per
+    ``price``: the expected gain one example-evaluation must buy (default ``DEFAULT_PRICE_PER_SHARE`` per
     share of the largest arm); ``node_limit``: branch-and-bound nodes for ``auto`` (default
-    :data:`AUTO_NODE_LIMIT`; ``exact`` has none). Arm ids must be unique; an empty list allocates nothing.
+    ``AUTO_NODE_LIMIT``; ``exact`` has none). Arm ids must be unique; an empty list allocates nothing.
     """
     if solver not in ALLOCATION_SOLVERS:
         raise InputError(f"Unknown allocation solver {solver!r}; use one of {', '.join(ALLOCATION_SOLVERS)}.")
@@ -412,7 +412,7 @@ def _branch_and_bound(
     arms' posterior means) and V_a an undecided arm's posterior mean after its choice (its mean when it stays with
     evidence, nothing without), max(Z, V...) <= u + (Z - u)^+ + sum_a (V_a - u)^+ for every threshold u, and
     <= Z + sum_a (V_a - Z)^+; each gives a knapsack over the undecided arms (value: the expected excess of each
-    choice, minus its price; cost: each capped budget entry), whose relaxation (:func:`_knapsack_bound`) bounds the
+    choice, minus its price; cost: each capped budget entry), whose relaxation (``_knapsack_bound``) bounds the
     net value. So does every undecided arm at its largest target at once (replacing a mean by a spread around it
     only raises the expected maximum). A pair whose expected excess over 0 does not pay its price is dropped first:
     it never gains more than that."""

@@ -21,7 +21,7 @@ DEFAULT_ATTEMPTS = 3
 
 
 class Attempt(TypedDict):
-    """One attempt of :func:`ask_json`, for the planning record: the answer's text, its JSON, what was wrong."""
+    """One attempt of ``ask_json``, for the planning record: the answer's text, its JSON, what was wrong."""
 
     text: str
     parsed: JSONValue

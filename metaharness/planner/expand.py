@@ -1,7 +1,7 @@
 """Growing a program graph with the four TPS stages: TPS in program space, on the same stage protocols as plans.
 
-A program graph (:mod:`metaharness.planner.program`) has candidate harnesses as nodes and revisions as edges. One
-call of :func:`grow` is one round of TPS over it:
+A program graph (``metaharness.planner.program``) has candidate harnesses as nodes and revisions as edges. One
+call of ``grow`` is one round of TPS over it:
 
 1. the sampler returns plans, each a list of revisions (``subplans``) that sets out from ``plan.start``, any node of
    the graph that is not failed or a dead end: evaluated, implemented or itself only predicted (an extension);
@@ -16,7 +16,7 @@ call of :func:`grow` is one round of TPS over it:
 
 Plans are cut where they would reach past ``depth`` revisions from the nearest implemented ancestor. The graph
 changes in place and lasts: nodes nobody chose stay for later rounds, with their predictions. Every stage's input and
-output is returned in :attr:`Growth.stages` (the same record shape as :class:`metaharness.planner.tps.RouteResult`).
+output is returned in ``Growth.stages`` (the same record shape as ``metaharness.planner.tps.RouteResult``).
 """
 
 from __future__ import annotations

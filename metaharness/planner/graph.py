@@ -1,8 +1,8 @@
 """The plan graph: predicted states as nodes, actions (subplans) as edges with a cost vector, on networkx.
 
-A :class:`PlanGraph` is what the TPS subagents build and what every solver reads. Its JSON form (fields, defaults,
+A ``PlanGraph`` is what the TPS subagents build and what every solver reads. Its JSON form (fields, defaults,
 feasible plans, the solver output and the errors) is specified once, in ``docs/plan-graph.md``;
-:meth:`PlanGraph.from_json` enforces it and :meth:`PlanGraph.to_json` writes it.
+``PlanGraph.from_json`` enforces it and ``PlanGraph.to_json`` writes it.
 
     >>> g = PlanGraph.from_json({"start": "s", "budget": [2],
     ...                          "nodes": [{"id": "s"}, {"id": "g", "reward": 1, "goal": True}],
@@ -37,9 +37,9 @@ NODE_FIELDS = ("id", "reward", "goal", "dead_end", "state", "key", "score", "std
 EDGE_FIELDS = ("id", "source", "target", "action", "cost", "data")
 
 # What a graph asks for: "path" (a walk to a goal, the TPS plan graphs) or "selection" (which program nodes to
-# implement and evaluate, :mod:`metaharness.planner.selection`).
+# implement and evaluate, ``metaharness.planner.selection``).
 PROBLEMS = ("path", "selection")
-# Node status in program graphs (named in :mod:`metaharness.planner.program`); plan-graph states have status "".
+# Node status in program graphs (named in ``metaharness.planner.program``); plan-graph states have status "".
 PROGRAM_STATUSES = ("evaluated", "implemented", "predicted", "failed")
 
 
@@ -81,7 +81,7 @@ class _GraphKeys(TypedDict):
 
 
 class GraphJSON(_GraphKeys, total=False):
-    """A plan graph in the JSON format (``docs/plan-graph.md``) as :meth:`PlanGraph.to_json` writes it: ``budget``,
+    """A plan graph in the JSON format (``docs/plan-graph.md``) as ``PlanGraph.to_json`` writes it: ``budget``,
     ``limits``, ``horizon`` and ``problem`` when set, the rest always."""
 
     budget: list[float]
@@ -102,7 +102,7 @@ def limit_names(graph: PlanGraph, entries: int) -> tuple[str, ...]:
 
 
 def fits(total: Sequence[float], budget: Sequence[float]) -> bool:
-    """Whether a cost vector stays within the budget in every entry (up to :data:`BUDGET_TOLERANCE`)."""
+    """Whether a cost vector stays within the budget in every entry (up to ``BUDGET_TOLERANCE``)."""
     return all(c <= b + BUDGET_TOLERANCE * max(1.0, abs(b)) for c, b in zip(total, budget, strict=False))
 
 
@@ -112,7 +112,7 @@ class Node:
 
     Program graphs (``problem == "selection"``) also use ``score`` (measured or predicted validation score),
     ``std`` (uncertainty of a predicted score), ``cost`` (what evaluating the node costs, one entry per budget
-    entry), ``status`` (one of :data:`PROGRAM_STATUSES`) and ``data`` (a free JSON payload solvers ignore).
+    entry), ``status`` (one of ``PROGRAM_STATUSES``) and ``data`` (a free JSON payload solvers ignore).
     """
 
     id: NodeId
@@ -176,8 +176,8 @@ class Edge:
 class PlanGraph:
     """A directed multigraph of states and actions with a start node, a budget, a horizon and a discount.
 
-    ``budget`` may be left ``None`` here and given to :func:`metaharness.planner.solve.solve` instead. The graph is
-    stored in :attr:`nx` (a ``networkx.MultiDiGraph`` whose node attribute ``"node"`` holds the :class:`Node` and
+    ``budget`` may be left ``None`` here and given to ``metaharness.planner.solve.solve`` instead. The graph is
+    stored in ``nx`` (a ``networkx.MultiDiGraph`` whose node attribute ``"node"`` holds the ``Node`` and
     whose edge keys are edge ids with attribute ``"edge"``), so any networkx algorithm can read it.
     """
 
@@ -235,7 +235,7 @@ class PlanGraph:
 
     def update_node(self, id: NodeId, /, **changes: Any) -> Node:
         """Change some fields of node ``id`` (e.g. ``score=0.4, status="evaluated"``); the id stays (see
-        :meth:`relabel`). Returns the new node."""
+        ``relabel``). Returns the new node."""
         if "id" in changes:
             raise InputError("update_node keeps the node id; use relabel(old, new) to rename a node.")
         try:
@@ -343,9 +343,9 @@ class PlanGraph:
     def validate(self, budget: Sequence[float] | None = None, horizon: int | None = None) -> tuple[float, ...]:
         """Check the graph against a budget (default: its own) and horizon; return the budget as a tuple.
 
-        Raises :class:`InputError` naming the problem: unknown start, cost vectors of the wrong length, a missing
+        Raises ``InputError`` naming the problem: unknown start, cost vectors of the wrong length, a missing
         or negative budget, a bad horizon or discount, or a zero-cost cycle when no horizon bounds the walk. A
-        program graph (``problem == "selection"``) is checked as :meth:`validate_program` says instead of the walk
+        program graph (``problem == "selection"``) is checked as ``validate_program`` says instead of the walk
         conditions (start, horizon, cycles).
         """
         chosen = self.budget if budget is None else tuple(_number(b, "budget entry") for b in budget)
@@ -379,7 +379,7 @@ class PlanGraph:
         return chosen
 
     def validate_program(self, entries: int) -> None:
-        """The program-graph conditions: every node has a status of :data:`PROGRAM_STATUSES`, evaluated, implemented
+        """The program-graph conditions: every node has a status of ``PROGRAM_STATUSES``, evaluated, implemented
         and predicted nodes have a score, node costs (when given) have ``entries`` entries, every predicted node has
         an in-edge and the predicted nodes form no cycle of revisions."""
         predicted = []
@@ -424,7 +424,7 @@ class PlanGraph:
     # --- JSON -----------------------------------------------------------------------------------------------
     @classmethod
     def from_json(cls, data: object) -> PlanGraph:
-        """Build and validate a graph from its JSON object (``docs/plan-graph.md``); raise :class:`InputError` when
+        """Build and validate a graph from its JSON object (``docs/plan-graph.md``); raise ``InputError`` when
         malformed."""
         if not isinstance(data, Mapping):
             raise InputError(
@@ -501,7 +501,7 @@ class PlanGraph:
 
     @classmethod
     def load(cls, path: str | Path) -> PlanGraph:
-        """Read a plan graph JSON file; unreadable or malformed files raise :class:`InputError`."""
+        """Read a plan graph JSON file; unreadable or malformed files raise ``InputError``."""
         path = Path(path)
         try:
             text = path.read_text()
@@ -521,7 +521,7 @@ def _number(value: object, what: str) -> float:
 
 
 def _checked_node(node: Node) -> Node:
-    """``node`` with its numbers as floats and its cost as a tuple; :class:`InputError` for bad field values."""
+    """``node`` with its numbers as floats and its cost as a tuple; ``InputError`` for bad field values."""
     where = f"node {node.id!r}"
     cost = tuple(_number(c, f"cost entry of {where}") for c in node.cost)
     if any(c < 0 for c in cost):

@@ -1,11 +1,11 @@
-"""Program graphs: candidate harnesses (evaluated, implemented or predicted) as nodes of a :class:`PlanGraph`.
+"""Program graphs: candidate harnesses (evaluated, implemented or predicted) as nodes of a ``PlanGraph``.
 
-A program graph is a ``PlanGraph`` with ``problem == "selection"`` and the budget entries :data:`LIMITS`. A node is a
+A program graph is a ``PlanGraph`` with ``problem == "selection"`` and the budget entries ``LIMITS``. A node is a
 program: ``status`` says whether it was evaluated (``score`` is its measured validation score), implemented but not
 evaluated, predicted (``score`` and ``std`` are a prediction) or failed; ``cost`` is what evaluating it costs (one
 entry per limit: 1 evaluation, task-model tokens, dollars). An edge is a revision parent -> child whose ``cost`` is
 what implementing it costs (0 evaluations). Labels follow the TPS labeler: ``reward`` +1 (``goal``) predicted to beat
-the best, -1 (``dead_end``) never worth evaluating, 0 otherwise. :func:`metaharness.planner.selection.select`
+the best, -1 (``dead_end``) never worth evaluating, 0 otherwise. ``metaharness.planner.selection.select``
 chooses what to implement and evaluate. These helpers are plain functions so that the graph stays one type.
 
     >>> g = program_graph("seed")
@@ -34,7 +34,7 @@ ROOTS = (EVALUATED, IMPLEMENTED)
 
 def program_graph(start: NodeId, budget: Sequence[float] | Mapping[str, float] | None = None) -> PlanGraph:
     """An empty program graph; ``start`` names its root program (usually the first seed; it need not be a node
-    yet). ``budget``: one cap per limit of :data:`LIMITS`, as a list or a mapping naming every limit."""
+    yet). ``budget``: one cap per limit of ``LIMITS``, as a list or a mapping naming every limit."""
     if isinstance(budget, Mapping):
         missing = [k for k in LIMITS if k not in budget]
         unknown = [k for k in budget if k not in LIMITS]
@@ -138,7 +138,7 @@ def incumbent(graph: PlanGraph) -> float:
 def chain(graph: PlanGraph, node: NodeId, via: Mapping[NodeId, NodeId] | None = None) -> list[Edge]:
     """The revisions from the nearest evaluated or implemented ancestor to ``node``, in order ([] for a program
     that exists). At a merge the edge ``via[node]`` (an edge id) is followed, else the first in-edge whose source
-    can be reached. :class:`InputError` when no chain exists (e.g. the only parent failed)."""
+    can be reached. ``InputError`` when no chain exists (e.g. the only parent failed)."""
     edges: list[Edge] = []
     current = graph.node(node)
     seen = set()
@@ -173,7 +173,7 @@ def mark(
     cost: Mapping[str, float] | Sequence[float] | None = None,
 ) -> Node:
     """Record that a predicted node was realised: set ``status`` and the measured ``score`` / ``cost`` (a mapping
-    as for :func:`cost_vector`, or a vector), keep the prediction in ``data["prediction"]``, and rename the node to
+    as for ``cost_vector``, or a vector), keep the prediction in ``data["prediction"]``, and rename the node to
     ``new_id`` (the candidate id) when given; its edges follow."""
     if status not in PROGRAM_STATUSES:
         raise InputError(f"Unknown program status {status!r}; use one of {', '.join(PROGRAM_STATUSES)}.")

@@ -1,4 +1,4 @@
-"""What every solver returns: :class:`PlanResult`, whose ``to_json()`` is the output object of
+"""What every solver returns: ``PlanResult``, whose ``to_json()`` is the output object of
 ``docs/plan-graph.md``."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class _ResultKeys(TypedDict):
 
 
 class PlanResultJSON(_ResultKeys, total=False):
-    """The output object of ``docs/plan-graph.md`` (:meth:`PlanResult.to_json`): the rest when set."""
+    """The output object of ``docs/plan-graph.md`` (``PlanResult.to_json``): the rest when set."""
 
     objective: float
     note: str
@@ -42,7 +42,7 @@ class PlanResultJSON(_ResultKeys, total=False):
 class PlanResult:
     """A solver's answer. ``nodes`` lists v0..vk (start included); ``value`` is None when there is no plan.
 
-    A selection (:mod:`metaharness.planner.selection`) sets ``evaluate`` (the nodes to evaluate, best predicted
+    A selection (``metaharness.planner.selection``) sets ``evaluate`` (the nodes to evaluate, best predicted
     first); its ``nodes`` are every node to implement or evaluate that is not evaluated yet (topological order),
     ``path`` the revision edges to carry out and ``value`` the expected best score; ``gap`` is the relative
     optimality gap when optimality is not proven.

@@ -3,16 +3,16 @@
 SCIP's own time limit (``limits/time``) is checked only at certain points of its search, and its clock does not see
 creating the transformed problem or freeing the model: on a loaded machine a 10 s limit ran to 10.4 s. So a limited
 ILP runs its model building and SCIP in a worker thread, SCIP with the GIL released (``Model.optimizeNogil``), and
-the caller's thread waits for the worker only until the deadline. An event handler (:func:`watch`) hands every new
+the caller's thread waits for the worker only until the deadline. An event handler (``watch``) hands every new
 incumbent to the worker's record as SCIP finds it; when the deadline comes first, the caller takes the best plan
 recorded so far and returns, and the worker interrupts SCIP at its next event (``Model.interruptSolve``) and frees
 the model in the background. The return therefore waits on reading the record, never on SCIP. What can still delay it is
 the worker holding the GIL: the cyclic garbage collector, which over a model of hundreds of thousands of variables
-held it for up to 0.7 s at load 7, is paused while a limited solve runs (:func:`pause_gc`; the interpreter's
-switch, so other threads go without it for those seconds), and the caller leaves :data:`RETURN_MARGIN` early.
+held it for up to 0.7 s at load 7, is paused while a limited solve runs (``pause_gc``; the interpreter's
+switch, so other threads go without it for those seconds), and the caller leaves ``RETURN_MARGIN`` early.
 
 What runs after the caller left still takes CPU, and freeing a large model holds the GIL for a good part of a
-second: :func:`join_workers` waits for it (benchmarks call it so that the next measurement does not pay for it).
+second: ``join_workers`` waits for it (benchmarks call it so that the next measurement does not pay for it).
 Without a deadline the work runs in the caller's thread and frees the model before returning.
 """
 
@@ -40,8 +40,8 @@ _workers_lock = threading.Lock()
 class Job:
     """One limited solve: the worker's record (read by the caller under a lock) and the signals between the two.
 
-    ``clock`` is the clock ``deadline`` is on (``time.perf_counter``). The worker calls :meth:`record` as it goes and
-    :meth:`late` between units of work; the caller reads :meth:`snapshot`.
+    ``clock`` is the clock ``deadline`` is on (``time.perf_counter``). The worker calls ``record`` as it goes and
+    ``late`` between units of work; the caller reads ``snapshot``.
     """
 
     def __init__(self, deadline: float, clock: Callable[[], float]) -> None:

@@ -11,15 +11,15 @@ The agent keeps its own loop; the session keeps the route, the budget and the ch
 The contract (``docs/planning-session.md``):
 
 - ``PlanningSession(goal, budget, *, model, ...)``: ``budget`` maps each limit's name to its amount (``{"steps": 12,
-  "usd": 0.5}``); the other options are those of :func:`metaharness.planner.tps.plan` (``plans``, ``horizon``,
+  "usd": 0.5}``); the other options are those of ``metaharness.planner.tps.plan`` (``plans``, ``horizon``,
   ``solver``, ``tools``, ``max_tokens``, and the four stages to override the model's), fixed for the session.
   ``horizon`` may also be a function of the remaining budget (a dict) returning the horizon of each call.
 - ``plan(history, *, key=None)``: a planning call from the current state (the last history entry; ``key`` is its
   canonical form when the domain has one) with what is left of the budget. The new route replaces the old one;
-  :attr:`step` is the step to carry out next, or None when no route was found (``result.reason`` says why).
-- ``observe(state, spent, *, key=None, history=None)`` after carrying out :attr:`step`: ``state`` is what the agent
+  ``step`` is the step to carry out next, or None when no route was found (``result.reason`` says why).
+- ``observe(state, spent, *, key=None, history=None)`` after carrying out ``step``: ``state`` is what the agent
   observes now, ``spent`` what the step cost (a mapping by limit name, missing names 0, or a list; added to
-  :attr:`spent`). The step's prediction holds when the state matches (equal canonical keys when ``key`` is given;
+  ``spent``). The step's prediction holds when the state matches (equal canonical keys when ``key`` is given;
   otherwise ``same(observed, predicted_step)`` when the session has one, else the session's merger judges the two
   texts: equal up to case and spacing, or the model judge says "same" both ways) and no cost entry exceeds the
   predicted cost by more than ``cost_tolerance`` (relative, at least absolute; not checked for the route's last
@@ -65,13 +65,13 @@ Horizon = int | Callable[[dict[str, float]], int] | None
 
 @dataclass(frozen=True)
 class Observation:
-    """What :meth:`PlanningSession.observe` found.
+    """What ``PlanningSession.observe`` found.
 
-    ``status``: "continue" (the prediction held; carry out :attr:`step`, the route's next step), "done" (it held and
+    ``status``: "continue" (the prediction held; carry out ``step``, the route's next step), "done" (it held and
     the route is complete: the predicted goal state is reached), "replanned" (it did not hold, or there was no
-    step to check: :attr:`planning` is the new call's result and :attr:`step` its first step, None without a
+    step to check: ``planning`` is the new call's result and ``step`` its first step, None without a
     route), or "exhausted" (the route is not complete but the realised spend has used up the budget in some limit:
-    the session ends, :attr:`step` is None and :attr:`reason` names the limits). ``checked`` is the step whose
+    the session ends, ``step`` is None and ``reason`` names the limits). ``checked`` is the step whose
     prediction was checked, ``matched`` whether it held, ``reason`` why not. ``calls`` are the model exchanges
     the state check made (a model judge), for the agent's trace.
     """
@@ -177,7 +177,7 @@ class PlanningSession:
             return self._observe(state, spent, key, history)
 
     async def aplan(self, history: str | Sequence[str], *, key: str | None = None) -> RouteResult:
-        """:meth:`plan` in a worker thread, so an asyncio server keeps serving while the model works."""
+        """``plan`` in a worker thread, so an asyncio server keeps serving while the model works."""
         return await asyncio.to_thread(self.plan, history, key=key)
 
     async def aobserve(
@@ -188,7 +188,7 @@ class PlanningSession:
         key: str | None = None,
         history: Sequence[str] | None = None,
     ) -> Observation:
-        """:meth:`observe` in a worker thread."""
+        """``observe`` in a worker thread."""
         return await asyncio.to_thread(self.observe, state, spent, key=key, history=history)
 
     # ------------------------------------------------------------------ inside

@@ -12,7 +12,7 @@ A plan graph in, the best walk (or status "infeasible", with the reason) out:
     'infeasible'
 
 A program graph (``"problem": "selection"``) gets the selection problem's answer instead
-(:mod:`metaharness.planner.selection`).
+(``metaharness.planner.selection``).
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ def solve(
     the graph's order. ``solver``: "exact" (label-setting DP,
     the default), "ilp" (SCIP; ``time_limit`` in seconds optional), "lm" (the model baseline; needs ``model``),
     "auto" (exact, switching to the ILP when its label count explodes). ``soft_targets`` subtract a penalty for
-    exceeding preferred cost levels inside the hard budget (exact and ilp). Bad input raises :class:`InputError`.
+    exceeding preferred cost levels inside the hard budget (exact and ilp). Bad input raises ``InputError``.
 
-    A program graph (``graph.problem == "selection"``) is handed to :func:`metaharness.planner.selection.select`
+    A program graph (``graph.problem == "selection"``) is handed to ``metaharness.planner.selection.select``
     with the same solver name ("exact", "ilp" or "auto") and default scenarios.
     """
     if solver not in SOLVERS:

@@ -1,13 +1,13 @@
 """The planning call as a tool any agent harness can use without changing its loop.
 
-- :func:`openai_tool` / :func:`anthropic_tool`: tool definitions for the OpenAI (Chat Completions) and Anthropic
-  (Messages) tool-calling APIs; :data:`PLAN_TOOL` is the same tool for metaharness's own model clients.
-  ``openai_tool("solve")`` / ``anthropic_tool("solve")`` and :data:`SOLVE_TOOL` are the second tool;
-  :func:`openai_tools` / :func:`anthropic_tools` give both.
-- :func:`call_plan_tool`: run a tool call's arguments and return the tool result (a JSON object with the route
-  as guidance, or ``status: "no_route"`` and the reason); :func:`call_solve_tool` solves a given plan graph;
-  :func:`call_tool` dispatches by name.
-- :func:`build_mcp_server`: an MCP server (official ``mcp`` SDK) with the tools ``plan`` and ``solve``;
+- ``openai_tool`` / ``anthropic_tool``: tool definitions for the OpenAI (Chat Completions) and Anthropic
+  (Messages) tool-calling APIs; ``PLAN_TOOL`` is the same tool for metaharness's own model clients.
+  ``openai_tool("solve")`` / ``anthropic_tool("solve")`` and ``SOLVE_TOOL`` are the second tool;
+  ``openai_tools`` / ``anthropic_tools`` give both.
+- ``call_plan_tool``: run a tool call's arguments and return the tool result (a JSON object with the route
+  as guidance, or ``status: "no_route"`` and the reason); ``call_solve_tool`` solves a given plan graph;
+  ``call_tool`` dispatches by name.
+- ``build_mcp_server``: an MCP server (official ``mcp`` SDK) with the tools ``plan`` and ``solve``;
   ``metaharness plan serve --model SPEC`` runs it over stdio.
 
 ``plan`` takes the history so far, the goal and the remaining budget per limit, and per call optionally the number
@@ -254,11 +254,11 @@ def call_plan_tool(
     arguments: Mapping[str, object], *, model: ModelClient | None = None, **options: Any
 ) -> PlanToolResult:
     """Run the ``plan`` tool on a tool call's arguments; ``options`` (the server's defaults) go to
-    :func:`metaharness.planner.tps.plan`, and the call's own ``plans``, ``horizon``, ``solver`` and ``tools``
+    ``metaharness.planner.tps.plan``, and the call's own ``plans``, ``horizon``, ``solver`` and ``tools``
     override them.
 
     Arguments that do not match the tool's schema, and a call without ``model`` (and without stages in
-    ``options``), raise :class:`InputError` (send its message back to the model). The result's route steps carry
+    ``options``), raise ``InputError`` (send its message back to the model). The result's route steps carry
     ``call`` (``{"tool", "arguments"}``) when the call gave ``tools``.
     """
     arguments = _validated(PLAN_TOOL_NAME, arguments)
@@ -285,7 +285,7 @@ def call_plan_tool(
 def call_solve_tool(arguments: Mapping[str, object]) -> PlanResultJSON:
     """Run the ``solve`` tool: the result object of ``docs/plan-graph.md`` for the call's graph.
 
-    A graph that does not match the schema, or that ``docs/plan-graph.md`` rejects, raises :class:`InputError`.
+    A graph that does not match the schema, or that ``docs/plan-graph.md`` rejects, raises ``InputError``.
     """
 
     arguments = _validated(SOLVE_TOOL_NAME, arguments)
@@ -317,15 +317,15 @@ def call_tool(
 def call_tool(
     name: str, arguments: Mapping[str, object], *, model: ModelClient | None = None, **options: Any
 ) -> PlanToolResult | PlanResultJSON:
-    """Dispatch a tool call by name (``plan`` or ``solve``); ``options`` go to :func:`call_plan_tool`. ``solve``
-    needs no model; ``plan`` without one raises :class:`InputError` saying so."""
+    """Dispatch a tool call by name (``plan`` or ``solve``); ``options`` go to ``call_plan_tool``. ``solve``
+    needs no model; ``plan`` without one raises ``InputError`` saying so."""
     if _tool(name).name == SOLVE_TOOL_NAME:
         return call_solve_tool(arguments)
     return call_plan_tool(arguments, model=model, **options)
 
 
 def build_mcp_server(model: ModelClient | None = None, **options: Any) -> MCPServer:
-    """An MCP server with the tools ``plan`` (:func:`call_plan_tool`) and ``solve`` (:func:`call_solve_tool`);
+    """An MCP server with the tools ``plan`` (``call_plan_tool``) and ``solve`` (``call_solve_tool``);
     ``.run("stdio")`` serves it. Without ``model`` it still lists both, ``solve`` works and ``plan`` answers with
     an error saying that it needs a model.
 

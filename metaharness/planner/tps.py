@@ -4,16 +4,16 @@
 subplan; 3. the merger decides which predicted states (and the current state) are the same node; 4. the labeler marks
 goals (+1) and dead ends (-1), and every non-goal node without a way out becomes a dead end. The solver then picks
 the best walk to a goal within the budget, returned as guidance: the agent keeps its own loop, compares what it
-observes with the predicted states and replans when they differ (:class:`metaharness.planner.session.PlanningSession`
+observes with the predicted states and replans when they differ (``metaharness.planner.session.PlanningSession``
 does that bookkeeping).
 
 With ``tools`` (the harness's tools: names, descriptions, JSON schemas of the arguments), every subplan is one tool
-call: the sampler is :class:`~metaharness.planner.subagents.ToolCallPlanSampler` unless one is given, a sampled plan
+call: the sampler is ``ToolCallPlanSampler`` unless one is given, a sampled plan
 with a call that does not validate against its tool's schema is dropped (the ``sample`` record says why), and each
-route step carries its call (:attr:`RouteStep.call`, ``{"tool": NAME, "arguments": {...}}``) to execute as it is.
+route step carries its call (``RouteStep.call``, ``{"tool": NAME, "arguments": {...}}``) to execute as it is.
 
-Every stage's input and output (and each model exchange) is recorded in :attr:`RouteResult.stages`;
-:func:`replay` rebuilds the graph and the route from such a record without a model.
+Every stage's input and output (and each model exchange) is recorded in ``RouteResult.stages``;
+``replay`` rebuilds the graph and the route from such a record without a model.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class RouteStepJSON(TypedDict):
 
 
 class RouteRecord(TypedDict):
-    """The planning record (:meth:`RouteResult.to_json`; :func:`replay` rebuilds a result from it)."""
+    """The planning record (``RouteResult.to_json``; ``replay`` rebuilds a result from it)."""
 
     status: Literal["route", "no_route"]
     reason: str
@@ -107,7 +107,7 @@ class RouteRecord(TypedDict):
 
 @dataclass
 class RouteResult:
-    """``status`` is "route" (follow :attr:`route`) or "no_route" (:attr:`reason` says why)."""
+    """``status`` is "route" (follow ``route``) or "no_route" (``reason`` says why)."""
 
     status: Literal["route", "no_route"]
     task: PlanningTask
@@ -268,7 +268,7 @@ def _valid_plans(task: PlanningTask, sampled: list[CandidatePlan]) -> tuple[list
 
 
 def replay(record: Mapping[str, Any], *, solver: SolverName = "exact", horizon: int | None = None) -> RouteResult:
-    """Rebuild a :meth:`RouteResult.to_json` record's graph and route from its recorded stage outputs."""
+    """Rebuild a ``RouteResult.to_json`` record's graph and route from its recorded stage outputs."""
     task = record["task"]
     by_stage: dict[str, list[dict[str, Any]]] = {}
     for entry in record["stages"]:

@@ -1,6 +1,6 @@
-"""What a run says about itself: ``SUMMARY.md`` (:mod:`.summary`) and a self-contained HTML page (:mod:`.page`).
+"""What a run says about itself: ``SUMMARY.md`` (``.summary``) and a self-contained HTML page (``.page``).
 
-Both read a :class:`RunView` (:mod:`.view`); the page's charts are inline SVG (:mod:`.svg`).
+Both read a ``RunView`` (``.view``); the page's charts are inline SVG (``.svg``).
 """
 
 from metaharness.report.page import write_report

@@ -109,7 +109,7 @@ document.documentElement.setAttribute('data-rendered', 'yes');
 
 
 def html_table(headers: list[str], rows: list[list[str]]) -> str:
-    """A sortable HTML table (:data:`PAGE_SCRIPT` sorts it) of escaped text cells; shared by the experiment page."""
+    """A sortable HTML table (``PAGE_SCRIPT`` sorts it) of escaped text cells; shared by the experiment page."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

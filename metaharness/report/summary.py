@@ -158,7 +158,7 @@ def render_markdown(view: RunView) -> str:
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    """The lines of a Markdown table; every cell goes through :func:`markdown_cell`."""
+    """The lines of a Markdown table; every cell goes through ``markdown_cell``."""
     return [
         "| " + " | ".join(headers) + " |",
         "|" + "---|" * len(headers),

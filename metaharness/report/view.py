@@ -89,7 +89,7 @@ class RunView:
         return sorted(nodes, key=lambda n: -(n.score or 0.0))
 
     def predicted_rows(self) -> list[list[str]]:
-        """One row per predicted node, under :data:`PREDICTED_HEADERS` (for ``history --predicted`` and the reports)."""
+        """One row per predicted node, under ``PREDICTED_HEADERS`` (for ``history --predicted`` and the reports)."""
         graph = self.graph
         rows = []
         for node in self.predicted_nodes():
@@ -120,7 +120,7 @@ class RunView:
 
     def iteration_costs(self) -> list[tuple[int, dict[str, float], dict[str, float]]]:
         """Per iteration: what its evaluations were predicted to spend and what they spent, as the same quantity
-        (example-evaluations, tokens and dollars the run was charged; see :mod:`metaharness.budget`)."""
+        (example-evaluations, tokens and dollars the run was charged; see ``metaharness.budget``)."""
         return [
             (it, dict(line["cost"].get("predicted") or {}), dict(line["cost"].get("realised") or {}))
             for it, line in sorted(self.iterations().items())

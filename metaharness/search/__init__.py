@@ -1,12 +1,12 @@
 """The search: the optimisation loop and what drives it, from a run's settings to its best candidate.
 
-- :mod:`.optimize`: :func:`~.optimize.optimize`, a whole search from settings (``metaharness optimize``; also
+- ``.optimize``: ``optimize``, a whole search from settings (``metaharness optimize``; also
   ``from metaharness import optimize, run_config``);
-- :mod:`.settings`: the run's settings, resolved once from the given, the stored and the defaults;
-- :mod:`.loop`: the loop (propose -> check -> evaluate -> commit, crash-safe);
-- :mod:`.staging`: the evaluation policy that decides which candidates run on which examples;
-- :mod:`.protocol`: the proposer seam (:class:`~.protocol.Proposer`, :class:`~.protocol.RunState`,
-  :class:`~.protocol.Proposal`), which every proposer in ``metaharness.proposers`` implements.
+- ``.settings``: the run's settings, resolved once from the given, the stored and the defaults;
+- ``.loop``: the loop (propose -> check -> evaluate -> commit, crash-safe);
+- ``.staging``: the evaluation policy that decides which candidates run on which examples;
+- ``.protocol``: the proposer seam (``Proposer``, ``RunState``,
+  ``Proposal``), which every proposer in ``metaharness.proposers`` implements.
 
 This package imports nothing when it is imported, so a module of it can be reached without the rest.
 """

@@ -1,9 +1,9 @@
 """The optimisation loop: seeds, then propose -> check -> commit -> staged evaluation, iteration after iteration.
 
-The loop owns the candidates; the proposer only reads a :class:`~metaharness.search.protocol.RunState` and returns
-proposals (:mod:`metaharness.search.protocol`), the evaluator only measures programs
-(:mod:`metaharness.evaluation.protocol`), a policy (:mod:`metaharness.search.staging`) decides which candidates
-get how many more validation examples, and everything durable goes through a :class:`~metaharness.store.RunStore`,
+The loop owns the candidates; the proposer only reads a ``RunState`` and returns
+proposals (``metaharness.search.protocol``), the evaluator only measures programs
+(``metaharness.evaluation.protocol``), a policy (``metaharness.search.staging``) decides which candidates
+get how many more validation examples, and everything durable goes through a ``RunStore``,
 in an order that makes a kill at any moment harmless:
 
 1. an iteration's proposals are journaled (with their ids) before any is checked;
@@ -15,16 +15,16 @@ in an order that makes a kill at any moment harmless:
 
 A rerun finds the journal and continues: it records journaled evaluations, finishes an open iteration (the policy
 decides again from the evidence recorded, so a stage already recorded is never run twice), then starts the next
-one. A :class:`StopRequest` (Ctrl-C in the CLI) lets the stage under way finish and be recorded, then stops.
-:class:`~metaharness.errors.BudgetExceeded` from the model layer stops the run with a note in the summary;
-:class:`~metaharness.errors.ModelUnavailable` from the evaluator (the task model stayed unreachable through its
+one. A ``StopRequest`` (Ctrl-C in the CLI) lets the stage under way finish and be recorded, then stops.
+``BudgetExceeded`` from the model layer stops the run with a note in the summary;
+``ModelUnavailable`` from the evaluator (the task model stayed unreachable through its
 retries) logs a stop, records nothing for the stage under way and is raised again (exit code 5; rerunning the
 same command continues).
 
 A proposer that raises (a context overflow, a model unreachable after retries, a malformed tool call: any exception
-but :class:`~metaharness.errors.BudgetExceeded`) does not use up an iteration: the failure is logged (a
+but ``BudgetExceeded``) does not use up an iteration: the failure is logged (a
 ``"proposer_failure"`` line with the error) and the same iteration asks again. After ``max_proposer_failures``
-failures in a row in one session the run logs a stop and raises :class:`ProposerFailed`; rerunning continues.
+failures in a row in one session the run logs a stop and raises ``ProposerFailed``; rerunning continues.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Seed:
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """One session of the loop: the run's settings (:class:`~metaharness.search.settings.RunSettings`, as resolved: each
+    """One session of the loop: the run's settings (``RunSettings``, as resolved: each
     iteration takes up to ``run.proposals_per_iteration()`` proposals and evaluates them with ``run.evaluation``
     within ``run.iteration_budget`` and ``run.run_budget``), the ``iterations`` to reach after the seeds, and
     whether to evaluate the best and the frontier on the test split at the end (``test``, when the split is
@@ -175,7 +175,7 @@ class ProposerFailed(MetaharnessError):
 
 @dataclass
 class Outcome:
-    """How a call of :meth:`Optimizer.run` ended."""
+    """How a call of ``Optimizer.run`` ended."""
 
     iterations_done: int
     stopped: str | None
@@ -189,7 +189,7 @@ class Outcome:
 
 
 class _Stopped(Exception):
-    """Internal: unwind to :meth:`Optimizer.run` at a safe point."""
+    """Internal: unwind to ``Optimizer.run`` at a safe point."""
 
 
 class _ProposerError(Exception):
@@ -236,8 +236,8 @@ class Optimizer:
     # -- the run ---------------------------------------------------------------------------------------------
 
     def run(self) -> Outcome:
-        """Run to the last iteration (and the test split); raises :class:`ProposerFailed` or
-        :class:`~metaharness.errors.ModelUnavailable` after logging a stop."""
+        """Run to the last iteration (and the test split); raises ``ProposerFailed`` or
+        ``ModelUnavailable`` after logging a stop."""
         stopped, capped = None, False
         failure: MetaharnessError | None = None
         test: dict[str, Evaluation] = {}
@@ -366,7 +366,7 @@ class Optimizer:
         return SearchBudget(iteration_budget, settings.run_budget).for_iteration(run, this)
 
     def standing(self, iteration: int, proposals: list[str]) -> Standing:
-        """What the policy decides from now (see :mod:`metaharness.search.staging`)."""
+        """What the policy decides from now (see ``metaharness.search.staging``)."""
         return Standing(
             self.store.candidates(),
             self.order,
@@ -635,7 +635,7 @@ def merge_trace(trace: Path, part: Path, *, keep: list[str]) -> None:
 
 
 def _checked(proposal: object) -> Proposal:
-    """``proposal`` if it is a :class:`Proposal` with a source text; a proposer bug raises here, in its iteration."""
+    """``proposal`` if it is a ``Proposal`` with a source text; a proposer bug raises here, in its iteration."""
     if not isinstance(proposal, Proposal):
         raise TypeError(f"the proposer returned {type(proposal).__name__}, not a Proposal: {str(proposal)[:200]!r}")
     if not isinstance(proposal.source, str) or not isinstance(proposal.parent, (str, type(None))):

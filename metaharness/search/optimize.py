@@ -1,14 +1,14 @@
 """``optimize()``: a whole search from settings, the library entry point behind ``metaharness optimize``.
 
 It wires the parts the way the command line does: the task and its seed harnesses, the task and proposer models
-(one cost ledger for both, :func:`run_ledger`: every call journaled in the run's ``spend.jsonl`` as it is counted,
+(one cost ledger for both, ``run_ledger``: every call journaled in the run's ``spend.jsonl`` as it is counted,
 capped by ``max_cost`` / ``max_tokens`` over every session of the run), the sandboxed evaluator, the proposer, and
-the run directory (created, or reopened and repaired), then runs the :class:`~metaharness.search.loop.Optimizer` and
+the run directory (created, or reopened and repaired), then runs the ``Optimizer`` and
 keeps ``SUMMARY.md`` current.
 
 The task is one of the paper's datasets by name, a task folder (``task.toml``), ``hf:OWNER/NAME`` (with
-``task_settings``, the ``-T`` keys) or any :class:`~metaharness.tasks.Task` object; the run records where it came
-from (:func:`task_source`), so that continuing the run needs only its directory.
+``task_settings``, the ``-T`` keys) or any ``Task`` object; the run records where it came
+from (``task_source``), so that continuing the run needs only its directory.
 
 >>> from metaharness import optimize, run_config
 >>> settings = run_config("symptom2disease", proposer="offline", val_limit=10)  # doctest: +SKIP
@@ -67,7 +67,7 @@ PYTHON_SOURCE = "python:"
 
 
 class Models(NamedTuple):
-    """A run's models as :func:`default_models` fills them in, with the line explaining the choice (or None)."""
+    """A run's models as ``default_models`` fills them in, with the line explaining the choice (or None)."""
 
     task_model: str
     proposer: str
@@ -77,7 +77,7 @@ class Models(NamedTuple):
 
 def default_models(task_model: str | None, proposer: str | None, proposer_model: str | None) -> Models:
     """Fill in what was not chosen (a new run's settings do it once,
-    :meth:`~metaharness.search.settings.RunSettings.resolve`).
+    ``resolve``).
 
     With an API key in the environment the ``tps`` proposer drives the matching hosted model; without one, the
     embedded task model and the ``offline`` proposer run with no network.
@@ -101,7 +101,7 @@ def default_models(task_model: str | None, proposer: str | None, proposer_model:
 
 
 def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None = None, **given: Any) -> RunSettings:
-    """The settings of a new run of ``dataset``, defaults filled in (:class:`~metaharness.search.settings.RunSettings`;
+    """The settings of a new run of ``dataset``, defaults filled in (``RunSettings``;
     keyword arguments name its fields, e.g. ``proposer="offline", val_limit=10, evaluation="greedy"``).
 
     ``dataset`` is a paper dataset's name, a task folder, ``hf:OWNER/NAME`` or a Task object; ``task_settings``
@@ -115,7 +115,7 @@ def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None =
 
 def task_source(task: Task) -> TaskSource | None:
     """What a run records about where ``task`` came from, to open it again on resume: None for the paper's
-    datasets (the name says it); for your own task its origin (:attr:`~metaharness.tasks.CustomTask.origin`: the
+    datasets (the name says it); for your own task its origin (``origin``: the
     folder or ``hf:`` dataset, its settings with the val carve's seed and size, a fingerprint of train and val); for
     any other Task object its class and that fingerprint (such a run is continued by passing the object again)."""
     if isinstance(task, TextTask):
@@ -154,7 +154,7 @@ def seeds_of(
     task: str | Task, names: list[str] | None = None, *, files: Sequence[str | os.PathLike[str]] | None = None
 ) -> list[Seed]:
     """The seed harnesses a search of ``task`` (a Task, or a task's name or folder) starts from: ``files`` when
-    given, else the task's own (:func:`metaharness.candidates.seed_sources`: a task folder's ``candidates/*.py``,
+    given, else the task's own (``metaharness.candidates.seed_sources``: a task folder's ``candidates/*.py``,
     the paper task's, else the standard seeds written for the task); ``names`` keeps only those, in that order."""
     if not files:
         chosen = seed_sources(open_task(task) if isinstance(task, str) else task, names)
@@ -274,16 +274,16 @@ def optimize(
 ) -> Outcome:
     """Run (or continue) the search in ``run_dir`` up to ``iterations``.
 
-    ``settings`` (:func:`run_config`) are the run's; for a run that exists they are checked against the stored ones
-    (:meth:`~metaharness.search.settings.RunSettings.resolve`: equal, or caps tightened; ``raise_caps`` lets a cap
+    ``settings`` (``run_config``) are the run's; for a run that exists they are checked against the stored ones
+    (``resolve``: equal, or caps tightened; ``raise_caps`` lets a cap
     grow), and ``None`` reuses them. ``task`` is the Task object to search (else the one the settings name or the run
-    recorded: :func:`run_task`); ``seeds`` are seed harness files to start from instead of the task's own
+    recorded: ``run_task``); ``seeds`` are seed harness files to start from instead of the task's own
     (recorded, so a resumed run finds them again). ``max_cost``, ``max_tokens``, ``options`` (the proposer's),
     ``seed_names`` and ``max_proposer_failures`` are shorthands for those settings. The caps hold over every
     session of the run (a reached cap stops cleanly: ``Outcome.capped``); ``events`` receives progress; setting
     ``stop.requested`` stops at the next safe point. After ``max_proposer_failures`` proposer failures in a row
-    :class:`~metaharness.search.loop.ProposerFailed` is raised. Bad settings raise
-    :class:`~metaharness.errors.InputError` before the run directory is touched; so does another process running in
+    ``ProposerFailed`` is raised. Bad settings raise
+    ``InputError`` before the run directory is touched; so does another process running in
     ``run_dir``.
     """
     given: dict[str, object] = settings.given() if settings is not None else {}

@@ -1,19 +1,19 @@
 """The proposer seam: what a proposer sees of a run, and what it returns.
 
-The loop owns the candidates (evaluation, git store, budget); a :class:`Proposer` only reads the run's state and
-returns new candidate programs. The whole contract of :meth:`Proposer.propose`:
+The loop owns the candidates (evaluation, git store, budget); a ``Proposer`` only reads the run's state and
+returns new candidate programs. The whole contract of ``Proposer.propose``:
 
-- It receives a :class:`RunState` snapshot: every committed :class:`~metaharness.candidate.Candidate` so far
-  (source, scores, cost, prediction, failed ones with their errors; :meth:`RunState.trace_path` finds a
+- It receives a ``RunState`` snapshot: every committed ``Candidate`` so far
+  (source, scores, cost, prediction, failed ones with their errors; ``RunState.trace_path`` finds a
   candidate's per-example validation trace), the iteration number, how many proposals the
   loop takes this iteration (``proposals``) and any other budget left for it.
-- It returns at most ``state.proposals`` :class:`Proposal` objects, in the order it wrote them. Each
+- It returns at most ``state.proposals`` ``Proposal`` objects, in the order it wrote them. Each
   names an existing candidate id as ``parent`` (or ``None`` for a fresh program), carries the complete source of
-  the new harness file (:mod:`metaharness.candidates.protocol`) and says in words what changed (``summary``) and
+  the new harness file (``metaharness.candidates.protocol``) and says in words what changed (``summary``) and
   why it should help (``hypothesis``). ``prediction`` holds what the proposer predicted about the outcome (e.g.
   ``{"score": 0.42, "flips": {...}}``) so predicted vs. actual can be studied; ``None`` when it made no prediction.
   Extra proposals are dropped by the loop with a note; a proposal with an unknown parent is recorded as failed.
-- ``state.graph`` is the run's lasting program graph (:mod:`metaharness.planner.program`): every committed
+- ``state.graph`` is the run's lasting program graph (``metaharness.planner.program``): every committed
   candidate as a node (evaluated, implemented or failed) and every prediction made so far that was not realised.
   The proposer may add predicted nodes and edges and update predictions in place; the loop saves the graph when
   ``propose`` returns. A proposal that realises a graph node names it (``node``); a chosen chain
@@ -76,11 +76,11 @@ class RunState:
 class Proposal:
     """A new candidate program proposed as a revision of ``parent``.
 
-    ``prediction``: what the proposer predicts of it (a :class:`~metaharness.candidate.Prediction`; keys of its own
+    ``prediction``: what the proposer predicts of it (a ``Prediction``; keys of its own
     in ``extra``). ``node``: the program-graph node this proposal realises (the loop copies it into the prediction's
     ``node``).
     ``intermediates``: the steps of a chosen chain between ``parent`` and this program, in order, each a
-    :class:`Proposal` with its own source, summary, prediction and node (their own ``parent`` is not used: the
+    ``Proposal`` with its own source, summary, prediction and node (their own ``parent`` is not used: the
     first revises ``parent``, each next one the previous); they are committed implemented, not evaluated.
     """
 

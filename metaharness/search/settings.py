@@ -1,8 +1,8 @@
 """A run's settings: one typed object from the command line (or ``optimize()``) to the loop, kept for the run's life.
 
-:class:`RunSettings` holds every setting that shapes what a run searches or spends. It is written into the run
+``RunSettings`` holds every setting that shapes what a run searches or spends. It is written into the run
 directory when the run starts (``settings.json``; the root commit's ``run.json`` keeps the settings it started
-with) and read back by every later session (:meth:`RunSettings.resolve`):
+with) and read back by every later session (``RunSettings.resolve``):
 
 - a setting given again must equal the stored one (the task and where it came from, the models, the proposer and
   its options, the example order: ``seed``, ``val_limit``, ``holdout``, the evaluation policy, ...), or it is
@@ -13,12 +13,12 @@ with) and read back by every later session (:meth:`RunSettings.resolve`):
 - ``max_proposer_failures`` is an operating rule, not a search setting: each session may set its own.
 
 ``task_source`` is where a task other than the paper's datasets came from
-(:func:`metaharness.search.optimize.task_source`: the task folder's absolute path or the ``hf:`` dataset, its ``-T``
+(``metaharness.search.optimize.task_source``: the task folder's absolute path or the ``hf:`` dataset, its ``-T``
 settings with the val carve's seed and size, a fingerprint of its train and val examples), and ``seed_files`` the
 seed harness files a run started from, so that a resumed run opens the same task, with the same carved val split,
 and the same seeds.
 
-Everything is checked once, in :meth:`RunSettings.validate`; the rest of the code trusts it.
+Everything is checked once, in ``RunSettings.validate``; the rest of the code trusts it.
 
 >>> s = RunSettings.resolve({"dataset": "symptom2disease", "task_model": "local:smollm2-135m",
 ...                          "proposer": "offline", "run_budget": {"usd": 1.0}}, None)
@@ -103,13 +103,13 @@ class RunSettings:
 
     def proposals_per_iteration(self) -> int:
         """How many proposals an iteration takes: ``proposals``, else ``evals_per_iter`` for best-of-N (the paper's
-        N), else :data:`DEFAULT_PROPOSALS` (several candidates for each full evaluation's worth of budget)."""
+        N), else ``DEFAULT_PROPOSALS`` (several candidates for each full evaluation's worth of budget)."""
         if self.proposals is not None:
             return self.proposals
         return self.evals_per_iter if self.evaluation == "best-of-n" else DEFAULT_PROPOSALS
 
     def given(self) -> dict[str, object]:
-        """These settings as :meth:`resolve` takes them given: every field, the budgets as their capped entries
+        """These settings as ``resolve`` takes them given: every field, the budgets as their capped entries
         (an entry not capped is not given, so a stored cap stays), the proposer options typed (not checked again)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         values.update(iteration_budget=self.iteration_budget.capped(), run_budget=self.run_budget.capped())

@@ -1,18 +1,18 @@
 """Staged evaluation: each round of an iteration, which candidates get how many more validation examples.
 
-The loop commits every proposal as soon as it passes its check, unscored, and then asks a :class:`Policy` round
+The loop commits every proposal as soon as it passes its check, unscored, and then asks a ``Policy`` round
 after round which candidates to score on more examples, until the policy has nothing more worth doing or the
-iteration's budget (:class:`~metaharness.budget.SearchBudget`) is spent. The validation examples are taken in one
-seeded order for the whole run (:class:`ExampleOrder`), so two candidates' first examples are the same examples and
+iteration's budget (``SearchBudget``) is spent. The validation examples are taken in one
+seeded order for the whole run (``ExampleOrder``), so two candidates' first examples are the same examples and
 every comparison is paired; the order's tail can be held out of the search and used only to judge.
 
-What a policy reads (:class:`Standing`): every candidate that can still be scored (implemented, or partly scored)
-as an :class:`~metaharness.planner.allocation.Arm`: its posterior gain over the *reference* (the supported
-candidate with the highest score), from its prediction as the prior (:func:`prior_of`) and its paired evidence,
-and what each further stage is predicted to cost (:func:`per_example_costs`: what will not be answered by calls
-the run already made). Policies (:data:`POLICIES`):
+What a policy reads (``Standing``): every candidate that can still be scored (implemented, or partly scored)
+as an ``Arm``: its posterior gain over the *reference* (the supported
+candidate with the highest score), from its prediction as the prior (``prior_of``) and its paired evidence,
+and what each further stage is predicted to cost (``per_example_costs``: what will not be answered by calls
+the run already made). Policies (``POLICIES``):
 
-- ``planner``: the TPS planner's allocation (:func:`metaharness.planner.allocation.allocate`). The leader (the
+- ``planner``: the TPS planner's allocation (``metaharness.planner.allocation.allocate``). The leader (the
   candidate with the highest posterior mean, when it is partly scored) is first taken to its next stage, so the
   candidate the run would return is brought to support; then the solver chooses, within the budget and keeping
   the reserve to complete what it leaves partial, which candidates go to which stage, and every chosen candidate
@@ -121,7 +121,7 @@ class Calibration:
     ``spread`` is the sd of true score around a prediction, ``gain_spread`` that of a child's score around its
     parent's (for candidates without a prediction), and ``std_scale`` how far the stds the proposer reported
     were off (the misses beyond sampling noise over the reported variances; ``None`` until
-    :data:`CALIBRATION_PAIRS` predictions were verified). A proposer's stds can be far too wide or too narrow;
+    ``CALIBRATION_PAIRS`` predictions were verified). A proposer's stds can be far too wide or too narrow;
     once the run has checked enough of them, the run's own measure replaces the proposer's word."""
 
     spread: float = DEFAULT_PRIOR_SD
@@ -174,7 +174,7 @@ def prior_of(candidate: Candidate, by_id: Mapping[str, Candidate], calibration: 
 
     A prediction's sd is its reported std rescaled by how far the run's verified predictions say the reported stds
     are off (``calibration.std_scale``); before enough were verified, at least what the run's predictions missed
-    by. Never below :data:`MIN_PRIOR_SD`."""
+    by. Never below ``MIN_PRIOR_SD``."""
     prediction = candidate.prediction or Prediction()
     score = prediction.score
     if score is not None:

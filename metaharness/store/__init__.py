@@ -1,8 +1,8 @@
 """The run's storage: every candidate a git commit with its scores, plus a crash-safe journal beside it.
 
-The loop talks to it through :class:`RunStore` (:mod:`.protocol`, the contract: a :class:`CandidateStore` and a
-:class:`RunJournal`); :class:`RunDirectory` (:mod:`.run_dir`) implements it with a :class:`GitStore`
-(:mod:`.git_store`, the repository layout), a journal (:mod:`.journal`) and the log (:mod:`.log`, its lines).
+The loop talks to it through ``RunStore`` (``.protocol``, the contract: a ``CandidateStore`` and a
+``RunJournal``); ``RunDirectory`` (``.run_dir``) implements it with a ``GitStore``
+(``.git_store``, the repository layout), a journal (``.journal``) and the log (``.log``, its lines).
 ``docs/run-directory.md`` describes the run directory and its git layout for users.
 """
 

@@ -87,7 +87,7 @@ def json_object(line: str) -> dict[str, Any] | None:
 
 
 def clean_temporaries(folder: Path) -> list[Path]:
-    """Remove temporary files that a killed :func:`atomic_write_bytes` left in ``folder`` (not recursive)."""
+    """Remove temporary files that a killed ``atomic_write_bytes`` left in ``folder`` (not recursive)."""
     removed = []
     if Path(folder).is_dir():
         for tmp in Path(folder).glob(".*.tmp"):

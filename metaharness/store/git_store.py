@@ -4,13 +4,13 @@ Layout of the repository (the run directory is its working tree):
 
 - ``refs/tags/root``: the run's root commit (``run.json``: task, models, limits). Seeds are its children.
 - ``refs/tags/cNNN``: one commit per candidate, whose parent is the candidate it revises. The commit holds the
-  candidate's files (:func:`files_of`); its message carries the scores as trailers. An intermediate step of a
+  candidate's files (``files_of``); its message carries the scores as trailers. An intermediate step of a
   chosen revision chain (A -> B -> C) is its own commit, marked ``implemented, not evaluated`` with its
   prediction, so ``git log --graph`` is the program graph.
 - ``refs/notes/metaharness``: a git note per candidate with its scores, so ``git log --notes=metaharness`` shows
   them. A commit is immutable; its note is not: a candidate is committed when it passes its check, and the note
   then records its evaluation as the loop scores it on more examples (which examples, the score, the stages, as
-  readable lines and as one ``evaluation-json:`` line that :meth:`GitStore.candidates` reads back), and the
+  readable lines and as one ``evaluation-json:`` line that ``GitStore.candidates`` reads back), and the
   test-split result at the end of a run.
 - ``refs/heads/best``: the best supported candidate (scored on every example of the search's share);
   ``HEAD`` points at it, so the working tree holds the best harness.
@@ -18,7 +18,7 @@ Layout of the repository (the run directory is its working tree):
 Crash safety: objects are written first (a kill leaves at most unreachable objects, which git ignores), then the
 candidate ref, the notes ref and ``best`` move in one ``git update-ref --stdin`` transaction: all or nothing. A
 candidate is therefore either fully committed, with its note and best ref, or absent. The working tree is synced
-afterwards; :meth:`GitStore.clean_interrupted` repairs a sync or any git command cut short by a kill.
+afterwards; ``GitStore.clean_interrupted`` repairs a sync or any git command cut short by a kill.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ NOTE_FAILURE = "failure-json: "
 
 def render_note(candidate: Candidate, test: Evaluation | None = None) -> str:
     """The note git shows under a candidate's commit: scores first (and on which examples), then cost, then where
-    it came from; last, the evaluation as one JSON line (:func:`note_evaluation` reads it back)."""
+    it came from; last, the evaluation as one JSON line (``note_evaluation`` reads it back)."""
     predicted = prediction_text(candidate.prediction)
     ev = candidate.evaluation if candidate.evaluated else None
     if candidate.failed:

@@ -5,7 +5,7 @@
 - An evaluated candidate is written here in full before it is committed and removed once the commit exists; a
   resumed run commits whatever it finds. So is a committed candidate whose evaluation was continued, before its
   git note records it (``evidence-<id>.json``).
-Every file is written atomically (:mod:`metaharness.store.files`).
+Every file is written atomically (``metaharness.store.files``).
 """
 
 from __future__ import annotations

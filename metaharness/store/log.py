@@ -1,8 +1,8 @@
 """The lines of ``summary.jsonl``, the run's machine-readable log: one typed record per kind of line.
 
-A record's :meth:`~LogLine.to_json` is the line as it is written (``type`` first in meaning, every key sorted on
+A record's ``to_json`` is the line as it is written (``type`` first in meaning, every key sorted on
 disk; the run journal adds the ``time``), in the format ``docs/run-directory.md`` documents. Lines are read back as
-written (:meth:`metaharness.store.protocol.RunJournal.log_records`): a log holds lines of older versions too.
+written (``metaharness.store.protocol.RunJournal.log_records``): a log holds lines of older versions too.
 """
 
 from __future__ import annotations
@@ -174,8 +174,8 @@ class Staging:
 
 @dataclass(frozen=True)
 class IterationLine(_Line):
-    """An iteration finished: its :class:`IterationFacts`, the best's score on the held-out examples, what the run
-    had spent, and what its staged evaluation did (:class:`Staging`); the facts and the staging are written as
+    """An iteration finished: its ``IterationFacts``, the best's score on the held-out examples, what the run
+    had spent, and what its staged evaluation did (``Staging``); the facts and the staging are written as
     keys of the line itself."""
 
     kind: ClassVar[str] = "iteration"
@@ -194,7 +194,7 @@ class IterationLine(_Line):
 @dataclass(frozen=True)
 class RebuiltIterationLine(_Line):
     """A finished iteration's line as git can tell it, written where the log had lost it (``rebuilt`` says so):
-    its :class:`IterationFacts` among the candidates up to it, as they stand now."""
+    its ``IterationFacts`` among the candidates up to it, as they stand now."""
 
     kind: ClassVar[str] = "iteration"
     facts: IterationFacts

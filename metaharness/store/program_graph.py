@@ -1,16 +1,16 @@
 """The run's lasting program graph (``program-graph.json``): every candidate and every prediction not yet realised.
 
-Nodes are candidate harnesses (:mod:`metaharness.planner.program`): each committed candidate (``evaluated``,
+Nodes are candidate harnesses (``metaharness.planner.program``): each committed candidate (``evaluated``,
 ``implemented`` or ``failed``, with its measured score and cost) under its own id, and each program a proposer
 predicted but nobody chose yet (``predicted``, with its predicted score, std and cost), under the proposer's node
 id; edges are revisions. Seeds have no in-edge; the graph's ``start`` is ``root`` (the run's root commit, not a
 node).
 
-The file is a cache of the candidates plus the predictions: :func:`sync` rebuilds every candidate's node from the
+The file is a cache of the candidates plus the predictions: ``sync`` rebuilds every candidate's node from the
 committed candidates, so a kill between a commit and the graph's save loses nothing, and a missing file is rebuilt
-(losing only the unrealised predictions). It is written atomically (:func:`save`). A file that cannot be read
-(edited by hand) raises :class:`~metaharness.errors.InputError` from :func:`load`; a run reopened for running moves
-it aside (:func:`set_aside`) and rebuilds it, with a note.
+(losing only the unrealised predictions). It is written atomically (``save``). A file that cannot be read
+(edited by hand) raises ``InputError`` from ``load``; a run reopened for running moves
+it aside (``set_aside``) and rebuilds it, with a note.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def empty() -> PlanGraph:
 
 
 def load(run_dir: Path) -> PlanGraph | None:
-    """The saved graph (``None`` when there is none yet); an unreadable file raises :class:`InputError`."""
+    """The saved graph (``None`` when there is none yet); an unreadable file raises ``InputError``."""
     path = Path(run_dir) / GRAPH_FILE
     if not path.exists():
         return None

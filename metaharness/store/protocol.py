@@ -1,9 +1,9 @@
 """The store seam: what the optimisation loop relies on to keep a run, so that a kill at any moment loses nothing.
 
-Two protocols, each with its whole contract in its docstring: a :class:`CandidateStore` keeps the candidates (their
-programs, evaluations, results on other splits, the program graph), a :class:`RunJournal` the run's progress (what
-an iteration planned, the machine-readable log, the repair after a kill). :class:`RunStore` is both, what
-:class:`~metaharness.search.loop.Optimizer` takes; :class:`~metaharness.store.run_dir.RunDirectory` (a git repository
+Two protocols, each with its whole contract in its docstring: a ``CandidateStore`` keeps the candidates (their
+programs, evaluations, results on other splits, the program graph), a ``RunJournal`` the run's progress (what
+an iteration planned, the machine-readable log, the repair after a kill). ``RunStore`` is both, what
+``Optimizer`` takes; ``RunDirectory`` (a git repository
 plus a journal beside it, see ``docs/run-directory.md``) implements it.
 """
 
@@ -47,7 +47,7 @@ class CandidateStore(Protocol):
       candidate's git note. Each result is saved at most once per candidate and split.
 
     Errors: what a user can act on (a saved result or file damaged by hand) raises
-    :class:`~metaharness.errors.InputError` with one line saying what to do; anything else is a bug and raises.
+    ``InputError`` with one line saying what to do; anything else is a bug and raises.
     """
 
     path: Path
@@ -91,17 +91,17 @@ class RunJournal(Protocol):
       result that has none, drops the plan of every iteration whose line is logged, and logs a line for every
       finished iteration that has none (so ``completed_iterations()`` holds every finished iteration); returns one
       line per action, for the user.
-    - ``save_plan(iteration, plan) -> None``: journals an iteration's :class:`~metaharness.candidate.PlanEntry`
+    - ``save_plan(iteration, plan) -> None``: journals an iteration's ``PlanEntry``
       list (every parent before its children) before any of its candidates is evaluated; ``plan(iteration) ->
       list[PlanEntry] | None`` returns it as saved (``None`` when none is open); ``drop_plan(iteration) -> None``
       once the iteration is logged.
-    - ``log(line) -> None``: appends one :data:`~metaharness.store.log.LogLine` to the machine-readable record,
+    - ``log(line) -> None``: appends one ``LogLine`` to the machine-readable record,
       durably; ``log_records(kind) -> list[dict]``: the lines logged so far (of type ``kind``, or all), in order,
       as JSON objects (a line torn by a kill is skipped; lines of older versions read as written);
       ``completed_iterations() -> set[int]``: the iterations whose ``"iteration"`` line was logged.
 
     Errors: damage ``recover`` cannot repair, and a run directory in use or with settings that do not match, raise
-    :class:`~metaharness.errors.InputError` with one line saying what to do; anything else is a bug and raises.
+    ``InputError`` with one line saying what to do; anything else is a bug and raises.
     """
 
     def recover(self) -> list[str]: ...

@@ -1,7 +1,7 @@
 """``python -m metaharness.store.repair RUN --accept-spend-loss``: go on with a run whose spend journal lost a call.
 
 A damaged ``spend.jsonl`` line whose cost cannot be read stops the run (the caps could not hold, see
-:mod:`metaharness.store.spend`). Restoring the line from a backup is the safe repair; this command is the explicit
+``metaharness.store.spend``). Restoring the line from a backup is the safe repair; this command is the explicit
 other one: it records each such line as a call that cost nothing, keeping its text, and says so line by line.
 """
 

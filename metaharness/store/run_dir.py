@@ -19,7 +19,7 @@ disk fault): git is the record of the candidates and ``spend.jsonl`` of the mone
 rebuilt from git where it disagrees (a missing candidate tag is restored from its commit, a missing or torn
 iteration line of a finished iteration rebuilt, a lost ``summary.jsonl`` rebuilt whole), so a finished iteration
 never runs again and no id is handed out twice; a spend line that cannot be read stops the run
-(:mod:`metaharness.store.spend`).
+(``metaharness.store.spend``).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ WORK_LINES = (CandidateLine.kind, EvaluationLine.kind, FailureLine.kind)
 
 
 class RunDirectory:
-    """An open run directory (see the module docstring); use :meth:`open` or :meth:`browse`."""
+    """An open run directory (see the module docstring); use ``open`` or ``browse``."""
 
     def __init__(self, path: Path, store: GitStore, lock_fd: int | None = None) -> None:
         self.path = Path(path)
@@ -85,7 +85,7 @@ class RunDirectory:
     def open(cls, path: Path, config: dict[str, Any] | None = None) -> RunDirectory:
         """Open (or, given ``config``, create) the run at ``path`` for running; takes the lock.
 
-        An existing run must have been created with the same :data:`FIXED_SETTINGS` as ``config``.
+        An existing run must have been created with the same ``FIXED_SETTINGS`` as ``config``.
         """
         path = Path(path)
         exists = GitStore.exists(path)
@@ -228,7 +228,7 @@ class RunDirectory:
     def _rebuild_log(self) -> list[str]:
         """A run whose ``summary.jsonl`` is gone (or holds no readable line) but whose git holds candidates: log every
         candidate as git records it now (its note, its iteration) and every saved test result; the iteration lines
-        follow (:meth:`_repair_iterations`)."""
+        follow (``_repair_iterations``)."""
         candidates = self.candidates()
         if not candidates:
             return []
@@ -464,7 +464,7 @@ class RunDirectory:
 
     def save_test_result(self, cid: str, evaluation: Evaluation) -> None:
         """Note, file, then the log line: the file's presence means the note is written (a rerun redoes a
-        half-saved one), and :meth:`recover` logs a saved result whose line a kill prevented."""
+        half-saved one), and ``recover`` logs a saved result whose line a kill prevented."""
         self.store.annotate(cid, render_note(self.store.get(cid).candidate, evaluation))
         atomic_write_json(self.path / "evals" / f"{cid}.test.json", evaluation.to_dict())
         crash_point("test:saved")
@@ -497,7 +497,7 @@ class RunDirectory:
 
 
 def _readable(path: Path, kind: type, fix: str) -> Any:
-    """The JSON value of ``path`` when it is a ``kind``; else :class:`InputError` saying ``fix``."""
+    """The JSON value of ``path`` when it is a ``kind``; else ``InputError`` saying ``fix``."""
     try:
         value = read_json(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -8,16 +8,16 @@ everything it spent on record except the calls still in flight (sent, not yet an
      "key": "3f2a..."}
 
 (``tokens`` is input plus output, what a token cap counts; ``key`` is the response cache's key of the request, so
-a resumed run knows which calls it already paid for: a repeat is free, see :mod:`metaharness.models.ledger`). A
+a resumed run knows which calls it already paid for: a repeat is free, see ``metaharness.models.ledger``). A
 run directory written before this journal existed gets one ``{"carried": true, ...}`` line holding the last
 ``spent`` its ``summary.jsonl`` recorded. Lines are written under a lock, so the threads of a parallel evaluation
 may record at once.
 
 A damaged line (torn, or garbled by a disk fault) is never dropped from the total, since the caps count what was
-spent: when its ``tokens`` and ``usd`` can still be read it counts what they say (and :meth:`SpendJournal.repair`
+spent: when its ``tokens`` and ``usd`` can still be read it counts what they say (and ``SpendJournal.repair``
 rewrites it whole, keeping the damaged text under ``"repaired"``); else reading the journal raises
-:class:`~metaharness.errors.InputError` naming the line, and the run does not continue until the line is restored
-or its loss accepted (``python -m metaharness.store.repair RUN --accept-spend-loss``, :meth:`SpendJournal.accept_loss`).
+``InputError`` naming the line, and the run does not continue until the line is restored
+or its loss accepted (``python -m metaharness.store.repair RUN --accept-spend-loss``, ``SpendJournal.accept_loss``).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class SpendJournal:
         return [_read_line(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
 
     def records(self) -> list[dict[str, Any]]:
-        """Every call on record. A damaged line whose cost cannot be read raises :class:`InputError` (which line, and
+        """Every call on record. A damaged line whose cost cannot be read raises ``InputError`` (which line, and
         how to go on): a total without it would let the caps pass what was spent."""
         records = []
         for line in self.lines():

@@ -1,24 +1,24 @@
 """A library of program transformations of harness source: the revisions the offline proposer plans over.
 
-Every operator is a real edit of a harness file (the contract of :mod:`metaharness.candidates.protocol`:
-``class Harness`` with ``__init__(self, lm, train)`` and ``predict(self, x)``), located with :mod:`ast` and spliced
-into the original text (:mod:`.editing`), so comments and layout survive and ``git diff`` between a candidate and its
-parent shows exactly the revision. Contract of an :class:`Operator`:
+Every operator is a real edit of a harness file (the contract of ``metaharness.candidates.protocol``:
+``class Harness`` with ``__init__(self, lm, train)`` and ``predict(self, x)``), located with ``ast`` and spliced
+into the original text (``.editing``), so comments and layout survive and ``git diff`` between a candidate and its
+parent shows exactly the revision. Contract of an ``Operator``:
 
 - ``applies(source, profile=None) -> bool``: whether it can edit this harness (and, given the task's
-  :class:`AnswerProfile`, whether the revision means something for the task's answers);
+  ``AnswerProfile``, whether the revision means something for the task's answers);
 - ``apply(source) -> Revision``: the complete new source (it always compiles) and a one-line summary; raises
-  :class:`metaharness.errors.InputError` when the operator does not apply;
+  ``metaharness.errors.InputError`` when the operator does not apply;
 - ``post_processing``: the revision changes only what happens after the model answers, so evaluating it reuses
   its parent's cached model calls.
 
 Operators compose: each edits the output of the previous one (a vote, then more voters, then character n-grams),
 and every chain of applicable operators is a valid harness. The families, one module each:
 
-- :mod:`.labels`: label vocabularies of any size from the training answers, single or multi-label: snapping,
+- ``.labels``: label vocabularies of any size from the training answers, single or multi-label: snapping,
   neighbour votes (and their settings), fallbacks, a label list in the prompt, label-balanced shots;
-- :mod:`.prompts`: answer-format sentence, answer length, retrieval size;
-- :mod:`.smiles`: canonical SMILES and model-free retro rules for molecule answers.
+- ``.prompts``: answer-format sentence, answer length, retrieval size;
+- ``.smiles``: canonical SMILES and model-free retro rules for molecule answers.
 
 >>> src = open("candidates/symptom2disease/zero_shot.py").read()  # doctest: +SKIP
 >>> get_operator("snap_to_labels").apply(src).summary  # doctest: +SKIP

@@ -54,7 +54,7 @@ def label_atoms(answer: str) -> list[str]:
 
 
 def answer_profile(examples: Iterable[object]) -> AnswerProfile:
-    """The :class:`AnswerProfile` of training examples (objects with ``input`` and ``target``, or such dicts)."""
+    """The ``AnswerProfile`` of training examples (objects with ``input`` and ``target``, or such dicts)."""
     rows = [(str(_field(e, "input")), str(_field(e, "target")).strip()) for e in examples]
     targets = [t for _, t in rows if t]
     if not targets:

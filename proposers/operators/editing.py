@@ -1,4 +1,4 @@
-"""Source editing for operators: locate with :mod:`ast`, splice text into the original source.
+"""Source editing for operators: locate with ``ast``, splice text into the original source.
 
 Edits never regenerate code from the tree, so comments and layout survive and ``git diff`` between a candidate and
 its parent shows exactly the revision. Every function takes and returns the complete source of a harness file.
@@ -15,7 +15,7 @@ Located = ast.stmt | ast.expr
 
 
 class SourceEditor:
-    """Splices edits into source text at positions found by :mod:`ast` (1-based lines as ast reports them)."""
+    """Splices edits into source text at positions found by ``ast`` (1-based lines as ast reports them)."""
 
     def __init__(self, source: str) -> None:
         self.source = source

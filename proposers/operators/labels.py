@@ -1,6 +1,6 @@
 """Operators that use the training answers as a label vocabulary: snapping, neighbour votes, fallbacks, hints.
 
-They fit tasks whose answers are labels (:attr:`AnswerProfile.labelled`), of any number, single or multi-label
+They fit tasks whose answers are labels (``AnswerProfile.labelled``), of any number, single or multi-label
 (LawBench answers are sets of charges). The generated code is stdlib only and reads the vocabulary from the
 ``train`` the harness receives, so it works on any split it is given. Answers keep the format the metric reads:
 the span inside ``[TAG]...[/TAG]`` or ``[TAG]...<eoa>`` is replaced, tags kept; an untagged answer is replaced
@@ -310,7 +310,7 @@ def _grid(
     phrase: str,
     fits: Callable[[AnswerProfile], bool] = labelled,
 ) -> tuple[Operator, ...]:
-    """One :func:`_tune` operator per value: ``<prefix><value>`` sets the vote setting ``name`` to it."""
+    """One ``_tune`` operator per value: ``<prefix><value>`` sets the vote setting ``name`` to it."""
 
     def to(value: float) -> Callable[[float], float]:
         return lambda old: value

@@ -1,9 +1,9 @@
 """Your own task: a folder with a task file and its splits, or a dataset from the Hugging Face hub.
 
-- :mod:`.spec`: the task file (``task.toml``) and ``-T KEY=VALUE`` settings;
-- :mod:`.data`: reading the splits with the ``datasets`` library, carving a missing val split from train;
-- :mod:`.metrics`: the built-in metrics, the answer convention and a user's Python metric function;
-- :mod:`.task`: :class:`CustomTask`, the :class:`~metaharness.tasks.protocol.Task` they make;
+- ``.spec``: the task file (``task.toml``) and ``-T KEY=VALUE`` settings;
+- ``.data``: reading the splits with the ``datasets`` library, carving a missing val split from train;
+- ``.metrics``: the built-in metrics, the answer convention and a user's Python metric function;
+- ``.task``: ``CustomTask``, the ``Task`` they make;
 - ``example/``: the small working task ``metaharness init DIR`` copies.
 """
 

@@ -1,6 +1,6 @@
 """The splits of your own task: read with the ``datasets`` library, a missing val split carved from train.
 
-Where the rows come from (``[data]`` of the task file, :mod:`.spec`):
+Where the rows come from (``[data]`` of the task file, ``.spec``):
 
 - **files** (no ``source``): each split's files (``train = "data/train.jsonl"``, a glob or a list; by default the
   first of ``SPLIT.jsonl``, ``.json``, ``.csv``, ``.tsv``, ``.parquet``, ``.arrow`` in the folder or its ``data/``
@@ -18,7 +18,7 @@ number below 1 is a fraction) are carved out: the examples whose sha256 of ``"<s
 smallest, kept in their order, so the same seed gives the same split on every machine and every resume. The test
 split is never carved from and never read by the search; a task without one simply has no test evaluation.
 
-Rows become :class:`~metaharness.tasks.protocol.Example` objects: ``input`` is a column (or a ``str.format`` template
+Rows become ``Example`` objects: ``input`` is a column (or a ``str.format`` template
 over the row's columns), ``target`` a column (a class-label number becomes its name; a number with
 ``answer.choices`` declared, the choice at that index; a list, its items one per line), ``id`` a column or
 ``SPLIT-NNNN``.
@@ -205,7 +205,7 @@ def source_tables(loaded: Any, data: dict[str, Any]) -> dict[str, Table]:
 
 def carve_size(data: dict[str, Any], train_size: int) -> int:
     """How many train examples become val: ``val_size`` (a count, or a fraction below 1), by default a fifth of
-    train, at most :data:`MAX_CARVED`; always leaving at least one train example."""
+    train, at most ``MAX_CARVED``; always leaving at least one train example."""
     given = data.get("val_size")
     if given is None:
         size = min(MAX_CARVED, max(1, round(train_size / 5)))

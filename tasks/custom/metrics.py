@@ -2,13 +2,13 @@
 
 A metric turns one answer into ``{"primary": x, ...}``: ``primary`` is what a search maximises (higher is better,
 in [0, 1]), the other keys are secondary metrics reported beside it, and the keys are the same for every answer
-(:attr:`Metric.names`). A metric never raises for a bad answer: an empty, malformed or unparsable prediction scores
+(``Metric.names``). A metric never raises for a bad answer: an empty, malformed or unparsable prediction scores
 0 on every key.
 
 Built-ins, by the name the task file gives in ``[metric] name``:
 
 - ``exact``: the answer equals the target after stripping surrounding whitespace.
-- ``normalized_exact``: equality after :func:`normalize` (Unicode NFKC, case folded, runs of whitespace collapsed,
+- ``normalized_exact``: equality after ``normalize`` (Unicode NFKC, case folded, runs of whitespace collapsed,
   surrounding quotes, brackets and ``.,;:!?`` stripped).
 - ``regex``: the first match of ``pattern`` (its first group, else the whole match) in the prediction, compared
   normalised with the same match in the target (the whole target when it has none, e.g. GSM8K's ``#### 72``). A
@@ -25,14 +25,14 @@ Built-ins, by the name the task file gives in ``[metric] name``:
   compare case-sensitively, words case-insensitively. A target given as a number is an index into ``choices``.
 
 Except for ``regex``, a built-in first reads the answer out of the prediction with the task's answer convention
-(:class:`Answer`): the first match of ``answer.pattern`` when there is one, else the whole prediction.
+(``Answer``): the first match of ``answer.pattern`` when there is one, else the whole prediction.
 
 A Python metric (``[metric] file = "metric.py"``, ``function = "score"``) is the user's own code, called as
 ``score(prediction, target)`` or ``score(prediction, target, row)`` (``row``: the example's stored row) with the
 raw prediction. It returns a number (or bool) in [0, 1], or a dict with ``"primary"`` first. The wrapper holds it
 to the contract: an exception for one answer scores it 0 (the first one is reported on stderr); a value that is
 not a finite number in [0, 1], or a dict without ``primary``, is a broken metric and raises
-:class:`~metaharness.errors.InputError` naming the file, the function and the example. The keys are those of its
+``InputError`` naming the file, the function and the example. The keys are those of its
 first result (missing ones later score 0, extra ones are dropped).
 """
 
@@ -361,7 +361,7 @@ class PythonMetric:
         return {key: scores.get(key, 0.0) for key in self.names}
 
     def metric(self, probe: Example, answer: str) -> Metric:
-        """The bound :class:`Metric`, after one check: ``answer`` (the probe's target written as an answer) must
+        """The bound ``Metric``, after one check: ``answer`` (the probe's target written as an answer) must
         score without an exception and within the contract; its result fixes the metric's keys."""
         try:
             value = self._call(answer, probe)

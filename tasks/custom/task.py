@@ -1,16 +1,16 @@
-"""Your own task as a :class:`~metaharness.tasks.protocol.Task`: a folder with ``task.toml``, or a dataset ``hf:NAME``.
+"""Your own task as a ``Task``: a folder with ``task.toml``, or a dataset ``hf:NAME``.
 
-:func:`open_task_folder` and :func:`open_dataset_task` read the task file (:mod:`.spec`) and the splits
-(:mod:`.data`) once, bind the metric (:mod:`.metrics`) and return a :class:`CustomTask`. Everything is read and
+``open_task_folder`` and ``open_dataset_task`` read the task file (``.spec``) and the splits
+(``.data``) once, bind the metric (``.metrics``) and return a ``CustomTask``. Everything is read and
 checked when the task is opened (a missing column, an unknown metric, a broken metric function: one
-:class:`~metaharness.errors.InputError`), so a run never starts on a task it cannot score.
+``InputError``), so a run never starts on a task it cannot score.
 
 A task folder may hold seed harnesses in ``candidates/*.py``; without them the search starts from the standard
-seeds written from the task's description and answer convention (:func:`metaharness.candidates.seeds_for`).
+seeds written from the task's description and answer convention (``metaharness.candidates.seeds_for``).
 
-:attr:`CustomTask.origin` is what a run directory records about where the task came from (the folder or dataset,
+``CustomTask.origin`` is what a run directory records about where the task came from (the folder or dataset,
 the settings given on the command line, the val carve's seed and size, and a fingerprint of the train and val
-examples), so that :func:`metaharness.tasks.open_task` finds the same task again on resume and a changed task is
+examples), so that ``metaharness.tasks.open_task`` finds the same task again on resume and a changed task is
 noticed.
 """
 

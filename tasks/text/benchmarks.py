@@ -1,8 +1,8 @@
-"""The three text tasks of the Meta-Harness paper as :class:`~metaharness.tasks.protocol.Task` objects.
+"""The three text tasks of the Meta-Harness paper as ``Task`` objects.
 
-Each definition says which folder holds its splits (``train``, ``val``, ``test``; see :mod:`.splits`), how a stored
-row becomes an :class:`~metaharness.tasks.protocol.Example` (``input`` is the raw question, ``target`` the gold answer
-as the metric reads it), the task's description with its answer convention, and its metric (:mod:`.metrics`:
+Each definition says which folder holds its splits (``train``, ``val``, ``test``; see ``.splits``), how a stored
+row becomes an ``Example`` (``input`` is the raw question, ``target`` the gold answer
+as the metric reads it), the task's description with its answer convention, and its metric (``.metrics``:
 ``"primary"`` is the paper's 0/1 metric, ``f1`` and ``jaccard`` are secondary).
 """
 
@@ -23,7 +23,7 @@ SPLITS = ("train", "val", "test")
 
 @dataclass(frozen=True)
 class TextTask:
-    """One benchmark: a data folder, how a row becomes an :class:`Example`, and the metric."""
+    """One benchmark: a data folder, how a row becomes an ``Example``, and the metric."""
 
     name: str
     folder: str

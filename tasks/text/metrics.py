@@ -1,9 +1,9 @@
 """The paper's metrics for the three text tasks, as pure functions of (prediction, target).
 
 They follow the Meta-Harness reference scorer (stanford-iris-lab/meta-harness,
-``reference_examples/text_classification/data/evaluators.py`` at the commit pinned in :mod:`.splits`):
+``reference_examples/text_classification/data/evaluators.py`` at the commit pinned in ``.splits``):
 
-- every prediction first goes through :func:`extract_final_answer`: a JSON object with a ``final_answer`` field
+- every prediction first goes through ``extract_final_answer``: a JSON object with a ``final_answer`` field
   (bare, inside a ```json fence, or embedded in prose) is replaced by that field; anything else is kept as is;
 - LawBench: the charges between ``[罪名]`` and ``<eoa>`` (or after ``罪名:``), split on ``; ； , ， 、`` (see
   below), must equal the true set; F1, precision and recall of the two sets are reported too;

@@ -5,11 +5,11 @@ Order of sources for ``<folder>/<split>.jsonl``:
 1. a local folder with the layout of the upstream ``data/`` folder (``crime_prediction/``, ``symptom_diagnosis/``,
    ``uspto/``): the ``data_dir`` argument, else the environment variable ``METAHARNESS_DATA_DIR``. When a local
    folder is named, nothing is downloaded; a split it lacks is an error.
-2. otherwise the pinned upstream commit (:data:`UPSTREAM_COMMIT` of stanford-iris-lab/meta-harness), downloaded
+2. otherwise the pinned upstream commit (``UPSTREAM_COMMIT`` of stanford-iris-lab/meta-harness), downloaded
    once into the cache folder (``METAHARNESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/metaharness``, else
    ``~/.cache/metaharness``).
 
-Every train and val file is checked against the sha256 pinned in :data:`PINNED_SHA256`. The test splits were not
+Every train and val file is checked against the sha256 pinned in ``PINNED_SHA256``. The test splits were not
 available where this was written, so their sums could not be pinned: the first download records the sum in
 ``SHA256SUMS`` beside the cached file and every later load is checked against that record (trust on first use).
 The rows are parsed by the ``datasets`` library.
@@ -79,7 +79,7 @@ def _record_sum(folder: Path, relpath: str, digest: str) -> None:
 
 
 def verify(path: Path, relpath: str, expected: str | None) -> None:
-    """Raise :class:`DataError` when ``path`` does not hash to ``expected`` (``None``: nothing to check)."""
+    """Raise ``DataError`` when ``path`` does not hash to ``expected`` (``None``: nothing to check)."""
     if expected is None:
         return
     actual = sha256_file(path)

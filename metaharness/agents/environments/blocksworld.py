@@ -53,7 +53,7 @@ def stacks_text(stacks: Stacks) -> str:
 
 
 class BlocksWorld:
-    """One BlocksWorld problem (a :class:`~metaharness.agents.environments.puzzle.PuzzleEnv`): start and goal stacks."""
+    """One BlocksWorld problem (a ``PuzzleEnv``): start and goal stacks."""
 
     name = "blocksworld"
     rules = RULES

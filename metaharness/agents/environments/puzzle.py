@@ -1,6 +1,6 @@
 """The contract between step-budgeted puzzle environments, their exact oracle and the agents that play them.
 
-A :class:`PuzzleEnv` is deterministic and fully observable. Contract:
+A ``PuzzleEnv`` is deterministic and fully observable. Contract:
 
 - ``start`` is the initial state; states are hashable and ``key(state)`` is canonical (equal keys iff equal
   states), so predicted states can be merged exactly and looked up again with ``state_of(key)``.

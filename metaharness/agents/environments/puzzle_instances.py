@@ -131,7 +131,7 @@ def generate_instances(
     max_attempts: int = 200_000,
     name: str | None = None,
 ) -> InstanceSet:
-    """Generate ``per_bin`` distinct instances for every bin; raise :class:`InputError` if attempts run out."""
+    """Generate ``per_bin`` distinct instances for every bin; raise ``InputError`` if attempts run out."""
     if env not in ENVIRONMENTS:
         raise InputError(f"Unknown puzzle environment {env!r}; known: {', '.join(ENVIRONMENTS)}.")
     params = dict(params or {})
@@ -166,7 +166,7 @@ def generate_instances(
 
 
 def build_instance_set(name: str) -> InstanceSet:
-    """Generate one of the shipped sets from its configuration in :data:`SET_CONFIGS`."""
+    """Generate one of the shipped sets from its configuration in ``SET_CONFIGS``."""
     if name not in SET_CONFIGS:
         raise InputError(f"Unknown instance set {name!r}; shipped sets: {', '.join(SET_CONFIGS)}.")
     cfg = SET_CONFIGS[name]

@@ -60,7 +60,7 @@ def _shift(pos: Pos, delta: Pos, times: int = 1) -> Pos:
 
 
 class Sokoban:
-    """One Sokoban level (a :class:`~metaharness.agents.environments.puzzle.PuzzleEnv`); parse it from map text."""
+    """One Sokoban level (a ``PuzzleEnv``); parse it from map text."""
 
     name = "sokoban"
     rules = RULES

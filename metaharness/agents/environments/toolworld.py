@@ -3,7 +3,7 @@
 A task is a plan of 10+ natural-language steps. Each step needs one tool; its arguments come from earlier steps'
 results (a chain of lookups such as order -> buyer -> cart -> top item, then an attribute such as a price, then
 calculators such as tax and currency conversion). Results come from the deterministic
-:class:`~metaharness.agents.environments.toolworld_library.Simulator`, so the reference answer is exact. Several
+``Simulator``, so the reference answer is exact. Several
 trajectories are valid: every step accepts each tool that computes the same function (the canonical tool and its
 alias).
 
@@ -62,7 +62,7 @@ class PlanStep:
 
 @dataclass
 class ToolTask:
-    """A plan to execute in a :class:`ToolWorld`; implements the executor's ``PlanEnvironment`` protocol."""
+    """A plan to execute in a ``ToolWorld``; implements the executor's ``PlanEnvironment`` protocol."""
 
     id: str
     goal: str

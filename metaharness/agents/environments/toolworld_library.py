@@ -86,7 +86,7 @@ class Field(NamedTuple):
 
     @property
     def output(self) -> str:
-        """What the getter returns, as a :class:`ToolSpec` output kind."""
+        """What the getter returns, as a ``ToolSpec`` output kind."""
         return f"id:{self.value}" if self.is_relation else self.value
 
 

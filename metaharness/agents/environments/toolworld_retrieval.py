@@ -48,7 +48,7 @@ def tokenize(text: str) -> list[str]:
 
 
 class BM25Index:
-    """An index over documents; :meth:`top` returns the ids of the best-scoring documents for a query."""
+    """An index over documents; ``top`` returns the ids of the best-scoring documents for a query."""
 
     def __init__(self, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75):
         self.k1, self.b = k1, b

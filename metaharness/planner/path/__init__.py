@@ -1,9 +1,9 @@
 """The path half of the planner: the best walk from the start to a goal within the budget (``docs/plan-graph.md``).
 
-One module per part, as in :mod:`metaharness.planner.selection`: ``problem`` (the validated problem,
-:func:`~metaharness.planner.path.problem.path_problem`), ``exact`` (label-setting DP, the default), ``ilp``
+One module per part, as in ``metaharness.planner.selection``: ``problem`` (the validated problem,
+``path_problem``), ``exact`` (label-setting DP, the default), ``ilp``
 (time-expanded ILP in SCIP), ``lm`` (the model names a path; experiments only), with the bounds they share
-(``bounds``) and the reason a problem has no plan (``infeasible``). :func:`metaharness.planner.solve` runs them.
+(``bounds``) and the reason a problem has no plan (``infeasible``). ``metaharness.planner.solve`` runs them.
 
     >>> from metaharness.planner.graph import PlanGraph
     >>> from metaharness.planner.path.exact import exact_path

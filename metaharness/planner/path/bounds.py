@@ -4,14 +4,14 @@ vector operations per step whatever the graph's size.
 
 All tables ignore the path taken so far and relax the budget, so they bound every feasible continuation:
 
-- :func:`reach`: per limit (and for a weighted sum of the limits) the least cost of a walk from each node to a goal
+- ``reach``: per limit (and for a weighted sum of the limits) the least cost of a walk from each node to a goal
   within s steps, and the fewest steps to a goal: the resources a partial walk still needs.
-- :func:`lagrangian_table`: for multipliers mu >= 0 (one per limit), ``G[t][v]`` is the largest
+- ``lagrangian_table``: for multipliers mu >= 0 (one per limit), ``G[t][v]`` is the largest
   sum_i (discount^i * reward(v(i+1)) - mu . cost(e(i+1))) over walks from v that start at absolute step t and end at
   their first goal by the horizon. A continuation that fits the remaining budget R gains at most G[t][v] + mu . R,
-  since mu . cost <= mu . R; with mu = 0 this is the budget-free bound. :func:`dual_tables` picks several mu by
+  since mu . cost <= mu . R; with mu = 0 this is the budget-free bound. ``dual_tables`` picks several mu by
   subgradient steps on the start's bound (a Lagrangian dual), and the solver takes the least bound over them.
-- :func:`least_values`: ``low[s][v]``, the least value (first step undiscounted) of a walk from v to a goal in at
+- ``least_values``: ``low[s][v]``, the least value (first step undiscounted) of a walk from v to a goal in at
   most s steps; it prices how much a later label loses to discounting, for dominance across steps.
 """
 
@@ -46,7 +46,7 @@ class Reach:
 
 
 def reach(p: PathProblem) -> Reach:
-    """:class:`Reach` for ``p``, with weights 1 / budget (so the weighted sum binds when no single limit does)."""
+    """``Reach`` for ``p``, with weights 1 / budget (so the weighted sum binds when no single limit does)."""
     a = p.arrays
     weight = np.array([1.0 / b if b > 0 else 0.0 for b in p.slack])
     edge_costs = np.concatenate([a.cost, (a.cost @ weight)[:, None], np.ones((len(a.src), 1))], axis=1)
@@ -115,12 +115,12 @@ class LagrangianTable:
 
 
 def lagrangian_table(p: PathProblem, mu: Sequence[float] | np.ndarray) -> LagrangianTable:
-    """The table for one vector of multipliers (see :func:`lagrangian_tables`)."""
+    """The table for one vector of multipliers (see ``lagrangian_tables``)."""
     return lagrangian_tables(p, [mu])[0]
 
 
 def lagrangian_tables(p: PathProblem, mus: Sequence[Sequence[float] | np.ndarray]) -> list[LagrangianTable]:
-    """Backward DP over absolute steps H-1 .. 0 (``H`` capped at :data:`TABLE_STEPS_CAP`), for several vectors of
+    """Backward DP over absolute steps H-1 .. 0 (``H`` capped at ``TABLE_STEPS_CAP``), for several vectors of
     multipliers at once."""
     a = p.arrays
     n, steps = len(a.goal), min(p.horizon, TABLE_STEPS_CAP)

@@ -9,7 +9,7 @@ limits) leaves the budget, or when an upper bound on the value still reachable c
 the least of several Lagrangian bounds (``bounds.dual_tables``), each the best walk's value minus mu . cost plus
 mu . remaining budget.
 
-How much such pruning saves depends on how good the best plan found is, so :func:`exact_path` first gets a plan
+How much such pruning saves depends on how good the best plan found is, so ``exact_path`` first gets a plan
 from a beam pass and the Lagrangian walks, then searches under a falling floor (prune as if a plan worth the floor
 were known): labels a bound prunes wait, with their bound, and the search resumes the ones a lower floor admits,
 so the labels with the highest bounds are extended first and nothing is extended twice. Once the best plan found
@@ -100,7 +100,7 @@ def exact_path(problem: PathProblem, *, max_labels: int | None = None, beam: int
     A beam search (at most ``beam`` labels per node and step; 0 skips it) and the Lagrangian walks give a first
     plan. Then the exact search runs under a falling floor (module docstring) until the best plan beats it, and
     finishes with the waiting labels that could still beat that plan. ``max_labels`` caps the labels the exact
-    search may keep (:class:`LabelLimitReached`).
+    search may keep (``LabelLimitReached``).
     """
     started = time.perf_counter()
     p = problem
@@ -132,7 +132,7 @@ def exact_path(problem: PathProblem, *, max_labels: int | None = None, beam: int
 
 
 def _scaled_tables(p: PathProblem, tables: list[LagrangianTable]) -> list[LagrangianTable]:
-    """Tables whose multipliers are the best table's with one entry scaled by each of :data:`MULTIPLIER_FACTORS`."""
+    """Tables whose multipliers are the best table's with one entry scaled by each of ``MULTIPLIER_FACTORS``."""
     if not p.limits:
         return []
     best = min(tables, key=lambda t: t.bound(0, p.start, p.slack)).mu
@@ -312,9 +312,9 @@ def _no_dearer(
 
 
 class _Search:
-    """The label search over one problem; :meth:`run` resumes it under a floor (see the module docstring).
+    """The label search over one problem; ``run`` resumes it under a floor (see the module docstring).
 
-    Labels a bound prunes wait in :attr:`waiting` (by step). With ``beam`` only that many labels per node survive
+    Labels a bound prunes wait in ``waiting`` (by step). With ``beam`` only that many labels per node survive
     each step and pruned labels are dropped, not kept waiting (a heuristic: no proof, used for the first plan).
     """
 

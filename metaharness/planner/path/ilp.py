@@ -14,9 +14,9 @@ held at its optimum, minimise the steps. SCIP starts from the exact solver's bea
 time for everything (layers, model, both solves) and holds whatever SCIP is doing: the work runs in a worker thread
 that records the beam plan and every incumbent SCIP finds, and when the limit passes the call returns the best plan
 recorded so far (status "feasible"; "unknown" when there is none) while the worker stops SCIP and frees the model in
-the background (:mod:`metaharness.planner.scip`).
+the background (``metaharness.planner.scip``).
 
-Richer objectives live here too: :class:`~metaharness.planner.path.problem.SoftTargets` keep the hard budget and
+Richer objectives live here too: ``SoftTargets`` keep the hard budget and
 subtract a weighted penalty for exceeding a preferred cost level.
 """
 
@@ -100,7 +100,7 @@ def ilp_path(problem: PathProblem, *, time_limit: float | None = None, started: 
 
     ``time_limit`` counts wall-clock seconds from ``started`` (a ``time.perf_counter()`` value; default now), so a
     caller that validated the graph first can include that time. The call returns by then whatever SCIP is doing
-    (:mod:`metaharness.planner.scip`): with the best plan found so far, SCIP's or the beam search's.
+    (``metaharness.planner.scip``): with the best plan found so far, SCIP's or the beam search's.
     """
     started = time.perf_counter() if started is None else started
     deadline = math.inf if time_limit is None else started + time_limit

@@ -2,9 +2,9 @@
 
 The problem (``docs/plan-graph.md``): find a walk start = v0, e1, v1, ..., ek, vk with 1 <= k <= horizon, total
 cost within the budget in every entry, vk a goal and no goal among v1..v(k-1), maximising
-sum_i discount^(i-1) * reward(vi) (minus a soft-target penalty when :class:`SoftTargets` are given).
-:func:`path_problem` validates the inputs and turns the graph into integer-indexed arrays, which the exact and ILP
-solvers and their bounds (:mod:`metaharness.planner.path.bounds`) read.
+sum_i discount^(i-1) * reward(vi) (minus a soft-target penalty when ``SoftTargets`` are given).
+``path_problem`` validates the inputs and turns the graph into integer-indexed arrays, which the exact and ILP
+solvers and their bounds (``metaharness.planner.path.bounds``) read.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class PathProblem:
         return len(self.budget)
 
     def by_name(self, cost: Sequence[float]) -> dict[str, float]:
-        """A cost vector as a mapping by limit name (:func:`~metaharness.planner.graph.limit_names`)."""
+        """A cost vector as a mapping by limit name (``limit_names``)."""
         return {n: float(c) for n, c in zip(self.names, cost, strict=True)}
 
     def objective(self, value: float, cost: Sequence[float]) -> float:
@@ -156,7 +156,7 @@ class PathProblem:
         return Arrays.of(self)
 
     def check_walk(self, path: Sequence[NodeId]) -> Walk:
-        """Check that ``path`` (edge ids) is a feasible plan; raise :class:`InputError` saying why not."""
+        """Check that ``path`` (edge ids) is a feasible plan; raise ``InputError`` saying why not."""
         if not path:
             raise InputError("The plan is empty: a plan takes at least one step.")
         if self.horizon_given and len(path) > self.horizon:
@@ -190,7 +190,7 @@ def path_problem(
     discount: float | None = None,
     soft: SoftTargets | None = None,
 ) -> PathProblem:
-    """Validate ``graph`` with the given overrides and return the indexed :class:`PathProblem`."""
+    """Validate ``graph`` with the given overrides and return the indexed ``PathProblem``."""
     chosen = graph.validate(budget, horizon)
     horizon = horizon if horizon is not None else graph.horizon
     discount = graph.discount if discount is None else float(discount)

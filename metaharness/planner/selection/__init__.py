@@ -1,21 +1,21 @@
 """The selection solvers: which predicted programs to implement and evaluate so that every budget entry holds.
 
 The problem (``docs/plan-graph.md``, "Program graphs and selection"), on a program graph
-(:mod:`metaharness.planner.program`): choose a set E of predicted or implemented, non-dead-end nodes to evaluate.
+(``metaharness.planner.program``): choose a set E of predicted or implemented, non-dead-end nodes to evaluate.
 Each predicted node on the way is implemented once, through one in-edge whose source is evaluated, implemented, or
 implemented in this plan; a plan's cost is the sum of the evaluated nodes' ``cost`` and the used edges' ``cost``, and
 it must stay within the budget in every entry. At least one node is evaluated. The objective is the expected best
 score after the iteration, E[max(incumbent, max over v in E of true_v)], as a sample average over scenarios of the
 true scores (``score + std * noise``, a child's noise ``correlation`` times its parent's plus fresh noise, so one
-revision chain shares its errors; clipped to [0, 1]), plus :data:`FILL_BONUS` * (1 + score) per evaluation (use the
+revision chain shares its errors; clipped to [0, 1]), plus ``FILL_BONUS`` * (1 + score) per evaluation (use the
 budget, on the better candidates). With every ``std`` 0 it is "evaluate the best predicted candidate".
 
 Solvers: ``exact`` (branch and bound over the evaluated set and each candidate's ways to be implemented; proves
-optimality of the sample-average objective; up to :data:`EXACT_CANDIDATE_LIMIT` candidates and
-:data:`CHAIN_OPTION_LIMIT` ways per candidate), ``ilp`` (SCIP MILP), ``auto`` (exact while its search stays small,
+optimality of the sample-average objective; up to ``EXACT_CANDIDATE_LIMIT`` candidates and
+``CHAIN_OPTION_LIMIT`` ways per candidate), ``ilp`` (SCIP MILP), ``auto`` (exact while its search stays small,
 else ilp) and the baselines ``greedy`` (best predicted first while it fits),
 ``random`` (seeded order) and ``best_of_n`` (children of evaluated programs in insertion order), all returning a
-:class:`~metaharness.planner.result.PlanResult` whose ``evaluate`` lists the nodes to evaluate.
+``PlanResult`` whose ``evaluate`` lists the nodes to evaluate.
 
     >>> from metaharness.planner.program import add_evaluated, add_predicted, program_graph
     >>> g = program_graph("seed")

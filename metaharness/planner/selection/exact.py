@@ -103,8 +103,8 @@ def exact_selection(problem: SelectionProblem, *, max_expansions: int | None = N
 
 def _chain_options(problem: SelectionProblem) -> list[list[dict[int, int]]]:
     """Per candidate, every way to implement it: the revision (index into ``ins``) used by each predicted node on
-    its chain from an evaluated or implemented program. Raises :class:`SelectionLimitReached` when a candidate has more
-    than :data:`CHAIN_OPTION_LIMIT` chains."""
+    its chain from an evaluated or implemented program. Raises ``SelectionLimitReached`` when a candidate has more
+    than ``CHAIN_OPTION_LIMIT`` chains."""
     options: list[list[dict[int, int]]] = []
     for i in range(problem.size):
         if problem.implemented[i]:

@@ -28,7 +28,7 @@ def ilp_selection(
     evaluated candidate, created only where a sample beats the incumbent. Warm-started from greedy.
 
     ``time_limit`` counts wall-clock seconds from ``started`` (a ``time.perf_counter()`` value; default now) and holds
-    whatever SCIP is doing (:mod:`metaharness.planner.scip`): the call then returns SCIP's best selection so far, or
+    whatever SCIP is doing (``metaharness.planner.scip``): the call then returns SCIP's best selection so far, or
     greedy's, as "feasible" with its ``gap`` (SCIP's, or against the bound of evaluating every candidate when SCIP
     had none yet)."""
     started = time.perf_counter() if started is None else started

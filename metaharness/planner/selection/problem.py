@@ -1,7 +1,7 @@
 """The selection problem every selection solver answers, prepared once: candidates in topological order, their
 usable revisions, costs and sampled true scores (``docs/program-graphs.md``; the objective is in
-:mod:`metaharness.planner.selection`). :func:`selection_problem` validates the inputs; :func:`selection_result`
-turns a chosen set into the :class:`~metaharness.planner.result.PlanResult` every selection solver returns."""
+``metaharness.planner.selection``). ``selection_problem`` validates the inputs; ``selection_result``
+turns a chosen set into the ``PlanResult`` every selection solver returns."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class SelectionProblem:
         return float(best.mean())
 
     def objective(self, chosen: Sequence[int]) -> float:
-        """What the solvers maximise: :meth:`expected_best` plus the fill bonus."""
+        """What the solvers maximise: ``expected_best`` plus the fill bonus."""
         return self.expected_best(chosen) + sum(self.fill[i] for i in chosen)
 
     def fits(self, total: Sequence[float]) -> bool:
@@ -94,7 +94,7 @@ def selection_problem(
     seed: int = 0,
 ) -> SelectionProblem:
     """Validate ``graph`` and ``budget`` (default: the graph's; a mapping names limits, absent ones are unlimited)
-    and sample the scenarios; raise :class:`InputError` naming the problem."""
+    and sample the scenarios; raise ``InputError`` naming the problem."""
     if graph.problem != "selection":
         raise InputError(
             f'select() chooses programs to evaluate in a program graph (problem "selection"); this graph\'s problem is '
@@ -203,7 +203,7 @@ def _budget_vector(graph: PlanGraph, budget: Sequence[float] | Mapping[str, floa
 
 
 def _scenarios(problem: SelectionProblem, count: int, correlation: float, seed: int) -> np.ndarray:
-    """``samples[s, i]``: ``score + std * noise`` clipped to :data:`SCORE_BOUNDS`, where a candidate's noise is
+    """``samples[s, i]``: ``score + std * noise`` clipped to ``SCORE_BOUNDS``, where a candidate's noise is
     ``correlation`` times that of its first candidate parent plus fresh noise (chains share their errors)."""
     rng = random.Random(seed)
     rest = math.sqrt(max(0.0, 1.0 - correlation**2))

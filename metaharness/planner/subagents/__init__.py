@@ -1,15 +1,15 @@
 """The four TPS subagents, each a separate stage with its own prompt, JSON schema and protocol.
 
-1. :class:`PlanSampler` — M candidate plans, each a list of subplans (:class:`ModelPlanSampler`).
-2. :class:`StateSimulator` — predicted state and non-negative cost vector after each subplan
-   (:class:`ModelStateSimulator`).
-3. :class:`StateMerger` — which predicted states are the same node (:class:`KeyJudgeMerger`: canonical keys, then a
+1. ``PlanSampler`` — M candidate plans, each a list of subplans (``ModelPlanSampler``).
+2. ``StateSimulator`` — predicted state and non-negative cost vector after each subplan
+   (``ModelStateSimulator``).
+3. ``StateMerger`` — which predicted states are the same node (``KeyJudgeMerger``: canonical keys, then a
    conservative model judge).
-4. :class:`RewardLabeler` — +1 goal, -1 dead end, 0 otherwise (:class:`ModelRewardLabeler`; for program graphs
-   :class:`ScoreLabeler`, which labels by predicted score).
+4. ``RewardLabeler`` — +1 goal, -1 dead end, 0 otherwise (``ModelRewardLabeler``; for program graphs
+   ``ScoreLabeler``, which labels by predicted score).
 
-With the harness's tools (:class:`ToolSpec`, :mod:`.tool_calls`), every subplan is one tool call and stage 1 is
-:class:`ToolCallPlanSampler`.
+With the harness's tools (``ToolSpec``, ``.tool_calls``), every subplan is one tool call and stage 1 is
+``ToolCallPlanSampler``.
 
 Each stage can be called alone, and each protocol can be implemented by something other than a model (a benchmark
 may plug in an oracle simulator or labeler that uses the true environment). Model-backed stages never raise for a

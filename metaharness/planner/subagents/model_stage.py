@@ -28,7 +28,7 @@ class StageCall(TypedDict):
 
 
 class ModelStage:
-    """A stage that asks ``model`` for schema-constrained JSON; :meth:`take_calls` hands its log to the record."""
+    """A stage that asks ``model`` for schema-constrained JSON; ``take_calls`` hands its log to the record."""
 
     def __init__(
         self, model: ModelClient, *, max_tokens: int = 512, attempts: int = DEFAULT_ATTEMPTS, temperature: float = 0.0

@@ -26,7 +26,7 @@ SIMULATOR_SYSTEM = (
 
 @runtime_checkable
 class StateSimulator(Protocol):
-    """Returns one :class:`SimulatedStep` per subplan of ``plan``, or an empty list when it cannot simulate it.
+    """Returns one ``SimulatedStep`` per subplan of ``plan``, or an empty list when it cannot simulate it.
 
     Costs have one non-negative entry per limit of ``task``. A simulator that knows the domain (an oracle in a
     benchmark) may fill ``key`` with the canonical state; the merger then merges equal keys without a judge.

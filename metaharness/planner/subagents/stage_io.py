@@ -1,7 +1,7 @@
 """What the four TPS stages pass along: the planning task, candidate plans, simulated steps, predicted states.
 
-The same types serve plan graphs (agent states; :mod:`metaharness.planner.tps`) and program graphs (candidate
-harnesses; :mod:`metaharness.planner.expand`). The program-graph fields are optional and say so where they are
+The same types serve plan graphs (agent states; ``metaharness.planner.tps``) and program graphs (candidate
+harnesses; ``metaharness.planner.expand``). The program-graph fields are optional and say so where they are
 declared: a plan's ``start`` node, a step's predicted ``score``, ``std``, ``node_cost`` and ``data``, a state's
 ``score``.
 """
@@ -76,7 +76,7 @@ class StateJSON(TypedDict, total=False):
 class PlanningTask:
     """The planning call's input: history h (oldest first, the last entry describes the current state), goal g
     and remaining budget b, one entry per named limit (e.g. ``steps``, ``usd``). With ``tools`` (the harness's
-    tools), every subplan is one tool call, written as :data:`~metaharness.planner.subagents.tool_calls.CALL_FORMAT`
+    tools), every subplan is one tool call, written as ``CALL_FORMAT``
     says."""
 
     history: tuple[str, ...]
@@ -95,7 +95,7 @@ class PlanningTask:
     ) -> PlanningTask:
         """Normalise user input: a history string or list; a budget mapping ``{name: amount}`` (names, not a list:
         every cost is reported by them); tools in any form
-        :func:`~metaharness.planner.subagents.tool_calls.tool_specs` takes."""
+        ``tool_specs`` takes."""
         turns = (history,) if isinstance(history, str) else tuple(str(h) for h in history)
         if not isinstance(goal, str) or not goal.strip():
             raise InputError("The goal must be a non-empty description of what counts as done.")

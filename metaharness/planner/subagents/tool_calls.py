@@ -1,12 +1,12 @@
 """Tool plans: when the planning call gets the harness's tools, every subplan is one call of one of them.
 
-A tool is a name, a description and the JSON schema of its arguments object (:class:`ToolSpec`; OpenAI's and
-Anthropic's tool definitions and metaharness's :class:`~metaharness.models.protocol.Tool` are accepted as they are).
+A tool is a name, a description and the JSON schema of its arguments object (``ToolSpec``; OpenAI's and
+Anthropic's tool definitions and metaharness's ``Tool`` are accepted as they are).
 A step of a tool plan is the call ``{"tool": NAME, "arguments": {...}}``; as a subplan (the text the simulator and
-the graph see) it is that object as canonical JSON (:func:`call_text`). :func:`check_call` validates a call
+the graph see) it is that object as canonical JSON (``call_text``). ``check_call`` validates a call
 against its tool's schema with ``jsonschema``, so a route's calls can be executed as they are.
 
-:class:`ToolCallPlanSampler` is stage 1 for tool plans: the model is asked for ``plans`` plans under a JSON schema
+``ToolCallPlanSampler`` is stage 1 for tool plans: the model is asked for ``plans`` plans under a JSON schema
 whose steps are exactly the tools' calls (one ``anyOf`` branch per tool, with the tool's own argument schema).
 """
 
@@ -60,7 +60,7 @@ class ToolSpec:
     def of(cls, tool: object) -> ToolSpec:
         """A tool in any accepted form: a ToolSpec or metaharness ``Tool``, OpenAI's ``{"type": "function",
         "function": {...}}``, Anthropic's ``{"name", "description", "input_schema"}``, or ``{"name",
-        "description", "parameters"}``. Raises :class:`InputError` naming what is wrong."""
+        "description", "parameters"}``. Raises ``InputError`` naming what is wrong."""
         if isinstance(tool, ToolSpec):
             return tool
         if not isinstance(tool, Mapping):
@@ -86,7 +86,7 @@ class ToolSpec:
 
 
 def tool_specs(tools: Sequence[object]) -> tuple[ToolSpec, ...]:
-    """Normalise the harness's tools (see :meth:`ToolSpec.of`); names must be unique."""
+    """Normalise the harness's tools (see ``ToolSpec.of``); names must be unique."""
     if isinstance(tools, (str, Mapping)):
         raise InputError("tools must be a list of tool definitions.")
     specs = tuple(ToolSpec.of(t) for t in tools)
@@ -127,7 +127,7 @@ def check_call(call: object, tools: Sequence[ToolSpec]) -> str | None:
 
 
 def parse_call(text: str) -> ToolCallJSON:
-    """The call a tool plan's subplan holds (checked with :func:`check_call` when the plan was sampled)."""
+    """The call a tool plan's subplan holds (checked with ``check_call`` when the plan was sampled)."""
     call = json.loads(text)
     return {"tool": call["tool"], "arguments": call["arguments"]}
 
@@ -158,7 +158,7 @@ TOOL_SAMPLER_SYSTEM = (
 
 class ToolCallPlanSampler(ModelStage):
     """Stage 1 for tool plans: ``plans`` plans of tool calls in one answer; invalid calls are re-asked, duplicates
-    dropped. The subplans are the calls' :func:`call_text`."""
+    dropped. The subplans are the calls' ``call_text``."""
 
     def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Unpack[StageOptions]) -> None:
         super().__init__(model, **options)
