@@ -172,6 +172,16 @@ def test_simulator_checks_step_count_and_costs():
     assert len(simulator.take_calls()[0]["attempts"]) == 3
 
 
+def test_simulator_counts_a_steps_limit_instead_of_asking_the_model():
+    """A small model predicts 1.06 steps for a step; the route of two then broke a budget of 2 steps."""
+    client = by_stage(
+        {"state simulator": [{"steps": [{"state": "a", "cost": [1.06, 0.4]}, {"state": "b", "cost": [0.2, 0.1]}]}]}
+    )
+    task = PlanningTask.create(["at the door"], "open the door", {"steps": 2, "usd": 1})
+    steps = subagents.ModelStateSimulator(client).simulate(task, CandidatePlan(("take key", "open door")))
+    assert [s.cost for s in steps] == [(1.0, 0.4), (1.0, 0.1)]
+
+
 def test_simulator_gives_up_cleanly():
     client = by_stage({"state simulator": ["no idea"]})
     assert subagents.ModelStateSimulator(client, attempts=2).simulate(TASK, CandidatePlan(("x",))) == []

@@ -1,4 +1,9 @@
-"""Stage 2, state simulation: the predicted state after every subplan and a non-negative cost vector per step."""
+"""Stage 2, state simulation: the predicted state after every subplan and a non-negative cost vector per step.
+
+A limit named ``steps`` (``STEP_LIMIT``) counts subplans: the model simulator does not guess it, every step costs
+exactly 1 there (a small model predicts 1.06 steps for a step, and a route of two such steps then breaks a budget of
+2 steps).
+"""
 
 from __future__ import annotations
 
@@ -35,6 +40,9 @@ class StateSimulator(Protocol):
     def simulate(self, task: PlanningTask, plan: CandidatePlan) -> list[SimulatedStep]: ...
 
 
+# The limit that counts steps: each subplan costs exactly 1 in it.
+STEP_LIMIT = "steps"
+
 # A predicted state is one description; bounded in the schema (hence in a model's grammar) so a rambling model
 # stops within its answer's token cap.
 MAX_STATE_CHARS = 600
@@ -61,8 +69,9 @@ def simulator_schema(steps: int, limits: int) -> JSONObject:
 
 
 class ModelStateSimulator(ModelStage):
-    """Simulates each plan with one model call. ``canonical_key`` maps a state text to its canonical form (or
-    None) when the domain has one, e.g. parsing positions out of a Sokoban observation."""
+    """Simulates each plan with one model call (a ``steps`` limit is counted, not asked: 1 per step).
+    ``canonical_key`` maps a state text to its canonical form (or None) when the domain has one, e.g. parsing
+    positions out of a Sokoban observation."""
 
     def __init__(
         self,
@@ -84,10 +93,11 @@ class ModelStateSimulator(ModelStage):
         )
         if answer is None:
             return []
+        counted = [name == STEP_LIMIT for name in task.limits]
         return [
             SimulatedStep(
                 text_at(s, "state").strip(),
-                tuple(numbers(members(s, "cost"))),
+                tuple(1.0 if step else c for step, c in zip(counted, numbers(members(s, "cost")), strict=True)),
                 self.canonical_key(text_at(s, "state")) if self.canonical_key else None,
             )
             for s in members(answer, "steps")
