@@ -314,6 +314,17 @@ class Candidate:
         as 0."""
         return self.evaluation.primary if self.evaluated and self.evaluation else 0.0
 
+    def result(self, digits: int = 3) -> str:
+        """What the candidate's validation result is, as every report, ``history``, ``show`` and git's subjects show
+        it: ``failed``, ``implemented`` (checked, not scored), its score (``0.500``), or, for a partly scored
+        candidate, its score and on how many examples of its share (``0.667 (3/4)``: not a result yet)."""
+        if self.failed:
+            return "failed"
+        if not self.evaluated or self.evaluation is None:
+            return "implemented"
+        ev = self.evaluation
+        return f"{self.score:.{digits}f}" + ("" if ev.supported else f" ({ev.examples}/{ev.share})")
+
     @property
     def scores(self) -> dict[str, float]:
         """Every validation metric, ``"primary"`` first; empty before evaluation."""

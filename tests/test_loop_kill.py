@@ -118,7 +118,7 @@ def _assert_the_chain_and_the_graph(run: RunDirectory) -> None:
     stored = {c.candidate.id: c for c in run.store.candidates()}
     assert stored["c003"].candidate.implemented and stored["c004"].candidate.parent == "c003"
     assert run.store.repo.commit(stored["c004"].commit).parents[0].hexsha == stored["c003"].commit
-    assert run.store.repo.commit(stored["c003"].commit).parents[0].hexsha == stored["c002"].commit
+    assert run.store.repo.commit(stored["c003"].commit).parents[0].hexsha == stored["c002"].result  # c002 was scored
     graph = program_graph.load(run.path)
     assert graph is not None and [n.id for n in graph.nodes if n.status == "predicted"] == ["later"]
     assert {n.id: n.status for n in graph.nodes if n.id != "later"} == {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 from pathlib import Path
 
@@ -73,6 +75,66 @@ def test_candidates_are_commits_on_their_parents_with_scores_in_trailers_and_not
     ids = [c.candidate.id for c in run.store.candidates()]
     assert ids == ["c001", "c002", "c003"]
     assert run.store.get("c002").candidate.prediction == Prediction(score=0.45)
+
+
+def scored(examples: int, share: int, score: float) -> Evaluation:
+    return Evaluation("val", {"primary": score}, {"context_tokens": 50.0}, examples, share=share)
+
+
+def test_each_result_is_a_commit_that_plain_git_shows_with_its_score_and_status(run):
+    """A candidate is committed checked (implemented); each stage of its evaluation adds a result commit on
+    results/cNNN, and best is the best's result commit, so git log shows scores without notes."""
+    path = run.path
+    for cid, parent in (("c001", None), ("c002", "c001")):
+        run.commit(dataclasses.replace(record(cid, parent, None), status="implemented", error=None))
+    assert git(path, "log", "-1", "--format=%s", "c001") == "c001 [implemented] make c001\n"
+    run.store.record_evaluation("c001", scored(4, 4, 0.5))
+    run.store.record_evaluation("c002", scored(3, 4, 0.667))  # partly scored: shows 3/4, never best
+    assert git(path, "log", "-1", "--format=%s", "results/c002") == "c002 [0.667 (3/4)] make c002\n"
+    body = git(path, "log", "-1", "--format=%B", "results/c002")
+    assert "scored on 3 of the 4 search examples so far (partly scored: not a result yet)" in body
+    assert "Examples: 3/4" in body and "Supported: no" in body and "Status: evaluated" in body
+    assert git(path, "log", "-1", "--format=%s", "best") == "c001 [0.500] make c001\n"
+    trailers = "%(trailers:key=Score,valueonly)%(trailers:key=Status,valueonly)"
+    assert git(path, "log", "-1", f"--format={trailers}", "best").split() == ["0.5000", "evaluated"]
+    assert '"status": "evaluated"' in git(path, "show", "best:candidate.json")
+    assert json.loads(git(path, "show", "best:evaluation.json"))["examples"] == 4
+    run.store.record_evaluation("c002", scored(4, 4, 0.75))  # the rest of its share: now the best
+    assert git(path, "log", "--format=%s", "best").splitlines() == [
+        "c002 [0.750] make c002",
+        "c002 [0.667 (3/4)] make c002",
+        "c002 [implemented] make c002",
+        "c001 [implemented] make c001",  # c002 was committed before c001 was scored
+        "metaharness run: toy with task model fake",
+    ]
+    run.commit(dataclasses.replace(record("c003", "c002", None), status="implemented", error=None))
+    assert git(path, "rev-parse", "c003^") == git(path, "rev-parse", "results/c002")  # off its parent's newest
+    run.store.record_failure("c003", "Timeout: the harness ran past 60 s")
+    assert git(path, "log", "-1", "--format=%s", "results/c003") == "c003 [failed] make c003\n"
+    stored = {c.candidate.id: c for c in run.store.candidates()}
+    assert stored["c002"].result == git(path, "rev-parse", "results/c002").strip()
+    assert stored["c001"].commit == git(path, "rev-parse", "c001").strip()  # the tag stays on the own commit
+    assert run.store.best().id == "c002" and stored["c003"].candidate.failed
+    assert run.store.claimed() == {cid: s.commit for cid, s in stored.items()}  # result commits are not claims
+    assert git(path, "status", "--porcelain") == "" and (path / "evaluation.json").exists()
+    subprocess.run(["git", "-C", str(path), "fsck", "--strict"], check=True, capture_output=True)
+
+
+def test_a_candidate_commit_whose_files_cannot_be_read_is_refused_in_one_line(run):
+    run.commit(record("c001", None, 0.4))
+    path = run.path
+    # a commit of c001 whose candidate.json is damaged, put in place of its own by hand
+    git(path, "checkout", "-q", "-b", "edit", "c001")
+    (path / "candidate.json").write_text('{"id": "c001", "parent": nu')
+    git(path, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qam", "edit\n\nCandidate: c001")
+    git(path, "tag", "-f", "c001", "edit")
+    run.close()
+    again = RunDirectory.browse(path)
+    with pytest.raises(InputError) as caught:
+        again.candidates()
+    message = str(caught.value)
+    assert "c001" in message and "candidate.json" in message and "tag -f c001" in message
+    assert "\n" not in message
 
 
 def test_best_moves_only_on_a_strictly_better_evaluated_candidate(run):

@@ -1,24 +1,30 @@
-"""The candidate store: a git repository in which every candidate is a commit.
+"""The candidate store: a git repository in which every candidate is a commit, and every result it gets another.
 
 Layout of the repository (the run directory is its working tree):
 
-- ``refs/tags/root``: the run's root commit (``run.json``: task, models, limits). Seeds are its children.
-- ``refs/tags/cNNN``: one commit per candidate, whose parent is the candidate it revises. The commit holds the
-  candidate's files (``files_of``); its message carries the scores as trailers. An intermediate step of a
-  chosen revision chain (A -> B -> C) is its own commit, marked ``implemented, not evaluated`` with its
-  prediction, so ``git log --graph`` is the program graph.
-- ``refs/notes/metaharness``: a git note per candidate with its scores, so ``git log --notes=metaharness`` shows
-  them. A commit is immutable; its note is not: a candidate is committed when it passes its check, and the note
-  then records its evaluation as the loop scores it on more examples (which examples, the score, the stages, as
-  readable lines and as one ``evaluation-json:`` line that ``GitStore.candidates`` reads back), and the
-  test-split result at the end of a run.
-- ``refs/heads/best``: the best supported candidate (scored on every example of the search's share);
-  ``HEAD`` points at it, so the working tree holds the best harness.
+- ``refs/tags/root``: the run's root commit (``run.json``: task, models, limits). Seeds hang off it.
+- ``refs/tags/cNNN``: the candidate's own commit, written when it passes its check (``files_of``: its program and
+  ``candidate.json``, status ``implemented``; subject ``cNNN [implemented] summary``). An intermediate step of a
+  chosen revision chain (A -> B -> C) is its own commit and stays ``implemented``, so ``git log --graph`` is the
+  program graph.
+- ``refs/heads/results/cNNN``: the candidate's result in plain git. Each time its evaluation grows (a stage of the
+  staged evaluation) or it fails when run, a *result commit* is added on this branch (parent: the previous one, or
+  the candidate's own commit): the same program, ``candidate.json`` with the status, ``evaluation.json``, subject
+  ``cNNN [0.500] summary`` (``[0.667 (3/4)]`` while partly scored, ``[failed]``) and the result as trailers
+  (``Score``, ``Examples``, ``Supported``, ...). A revision's commit hangs off its parent's newest commit (its
+  latest result commit, else its own), so ``git log`` of any candidate shows its ancestors with their scores.
+- ``refs/notes/metaharness``: a git note on each candidate's own commit with its scores, so ``git log
+  --notes=metaharness`` shows them, as readable lines and as one ``evaluation-json:`` line that
+  ``GitStore.candidates`` reads back; the test-split result is added to it at the end of a run.
+- ``refs/heads/best``: the newest commit of the best supported candidate (scored on every example of the search's
+  share): its result commit, so ``git log -1 best`` shows its score; ``HEAD`` points at it, so the working tree
+  holds the best harness.
 
 Crash safety: objects are written first (a kill leaves at most unreachable objects, which git ignores), then the
-candidate ref, the notes ref and ``best`` move in one ``git update-ref --stdin`` transaction: all or nothing. A
-candidate is therefore either fully committed, with its note and best ref, or absent. The working tree is synced
-afterwards; ``GitStore.clean_interrupted`` repairs a sync or any git command cut short by a kill.
+candidate's tag or result branch, the notes ref and ``best`` move in one ``git update-ref --stdin`` transaction:
+all or nothing. A candidate (or a result of it) is therefore either fully committed, with its note and best ref, or
+absent. The working tree is synced afterwards; ``GitStore.clean_interrupted`` repairs a sync or any git command cut
+short by a kill.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import dataclasses
 import json
 import re
 import tempfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from io import BytesIO
@@ -36,6 +43,7 @@ from typing import Any
 import git
 from git.objects.fun import tree_to_stream
 from gitdb import IStream, LooseObjectDB
+from gitdb.exc import ODBError
 
 from metaharness.candidate import CANDIDATE_ID, EVALUATED, FAILED, Candidate, Evaluation, Prediction, id_number
 from metaharness.candidates.protocol import HARNESS_FILE
@@ -45,6 +53,7 @@ from metaharness.store.crash import crash_point
 ROOT_REF = "refs/tags/root"
 BEST_REF = "refs/heads/best"
 NOTES_REF = "refs/notes/metaharness"
+RESULTS_PREFIX = "refs/heads/results/"
 CONFIG_FILE = "run.json"
 METADATA_FILE = "candidate.json"
 EVALUATION_FILE = "evaluation.json"
@@ -57,11 +66,18 @@ EXCLUDES = ["/*", f"!/{HARNESS_FILE}", f"!/{METADATA_FILE}", f"!/{EVALUATION_FIL
 
 @dataclass
 class StoredCandidate:
-    """A committed candidate with its commit sha and its note."""
+    """A committed candidate with its own commit's sha, its note and its newest result commit (``None`` before any
+    result)."""
 
     candidate: Candidate
     commit: str
     note: str = ""
+    result: str | None = None
+
+
+def result_ref(cid: str) -> str:
+    """The branch of candidate ``cid``'s result commits."""
+    return f"{RESULTS_PREFIX}{cid}"
 
 
 def files_of(candidate: Candidate) -> dict[str, str]:
@@ -97,6 +113,16 @@ CANDIDATE_TRAILER = re.compile(r"^Candidate: (\S+)$", re.MULTILINE)
 NOTE_FAILURE = "failure-json: "
 
 
+def examples_text(evaluation: Evaluation) -> str:
+    """On how many examples a result rests: ``scored on 4 of the 4 search examples, 0 with errors``; a partly scored
+    one says it is not a result yet."""
+    ev = evaluation
+    if not ev.share:
+        return f"scored on {ev.examples} {ev.split} examples, {ev.errors} with errors"
+    partly = "" if ev.supported else " so far (partly scored: not a result yet)"
+    return f"scored on {ev.examples} of the {ev.share} search examples{partly}, {ev.errors} with errors"
+
+
 def render_note(candidate: Candidate, test: Evaluation | None = None) -> str:
     """The note git shows under a candidate's commit: scores first (and on which examples), then cost, then where
     it came from; last, the evaluation as one JSON line (``note_evaluation`` reads it back)."""
@@ -108,11 +134,9 @@ def render_note(candidate: Candidate, test: Evaluation | None = None) -> str:
         lines = ["implemented, not evaluated yet"]
     else:
         others = "  ".join(f"{k} {v:.4f}" for k, v in sorted(ev.scores.items()) if k != "primary")
-        share = f" of the {ev.share} search examples" if ev.share else ""
-        kind = "partly scored" if not ev.supported else "supported"
         lines = [
-            f"val {ev.primary:.4f}" + (f"  ({others})" if others else ""),
-            f"{ev.examples}{share} val examples ({kind}), {ev.errors} with errors",
+            f"val {candidate.result(4)}" + (f"  ({others})" if others else ""),
+            examples_text(ev),
             f"context {ev.cost.get('context_tokens', 0):.0f} tok/example  "
             f"tokens {ev.cost.get('input_tokens', 0):.0f} in "
             f"{ev.cost.get('output_tokens', 0):.0f} out  ${ev.cost.get('usd', 0):.4f}",
@@ -164,8 +188,8 @@ def with_note(candidate: Candidate, note: str) -> Candidate:
 
 
 def commit_message(candidate: Candidate) -> str:
-    """Subject with the score (so ``--oneline`` shows it), the hypothesis, then the scores as git trailers."""
-    tag = "failed" if candidate.failed else "implemented" if candidate.implemented else f"{candidate.score:.3f}"
+    """Subject ``cNNN [result] summary`` (``Candidate.result``, so ``--oneline`` shows it), the hypothesis and on
+    how many examples the result rests, then the facts as git trailers."""
     subject = (candidate.summary or "candidate").strip().splitlines()[0] if candidate.summary.strip() else "candidate"
     trailers = [
         ("Candidate", candidate.id),
@@ -173,13 +197,14 @@ def commit_message(candidate: Candidate) -> str:
         ("Iteration", str(candidate.iteration)),
         ("Status", candidate.status),
     ]
-    if candidate.evaluation is not None:
+    ev = candidate.evaluation if candidate.evaluated else None
+    if ev is not None:
         trailers.append(("Score", f"{candidate.score:.4f}"))
-        trailers += [
-            (f"Score-{k}", f"{v:.4f}") for k, v in sorted(candidate.evaluation.scores.items()) if k != "primary"
-        ]
-        trailers.append(("Context-Tokens", f"{candidate.evaluation.cost.get('context_tokens', 0):.0f}"))
-        trailers.append(("Cost-USD", f"{candidate.evaluation.cost.get('usd', 0):.6f}"))
+        trailers += [(f"Score-{k}", f"{v:.4f}") for k, v in sorted(ev.scores.items()) if k != "primary"]
+        trailers.append(("Examples", f"{ev.examples}/{ev.share}" if ev.share else str(ev.examples)))
+        trailers.append(("Supported", "yes" if ev.supported else "no"))
+        trailers.append(("Context-Tokens", f"{ev.cost.get('context_tokens', 0):.0f}"))
+        trailers.append(("Cost-USD", f"{ev.cost.get('usd', 0):.6f}"))
     if candidate.error:
         trailers.append(("Error", candidate.error.strip().splitlines()[0][:200]))
     prediction = candidate.prediction or Prediction()
@@ -189,8 +214,8 @@ def commit_message(candidate: Candidate) -> str:
         trailers.append(("Predicted-Std", f"{float(prediction.std):.4f}"))
     if prediction.node is not None:
         trailers.append(("Node", prediction.node))
-    body = candidate.hypothesis.strip()
-    parts = [f"{candidate.id} [{tag}] {subject[:72]}"]
+    parts = [f"{candidate.id} [{candidate.result()}] {subject[:72]}"]
+    body = "\n\n".join(text for text in (candidate.hypothesis.strip(), examples_text(ev) if ev else "") if text)
     if body:
         parts.append(body)
     parts.append("\n".join(f"{k}: {v}" for k, v in trailers))
@@ -251,8 +276,7 @@ class GitStore:
         """Commit ``candidate`` atomically (candidate ref, note and best in one transaction); returns the sha."""
         if not CANDIDATE_ID.match(candidate.id):
             raise ValueError(f"bad candidate id {candidate.id!r}")
-        parent_ref = ROOT_REF if candidate.parent is None else f"refs/tags/{candidate.parent}"
-        parent = self._resolve(parent_ref)
+        parent = self._resolve(ROOT_REF) if candidate.parent is None else self._newest(candidate.parent)
         if parent is None:
             raise ValueError(f"parent {candidate.parent!r} of {candidate.id} is not committed")
         tree = self._write_tree(files_of(candidate))
@@ -268,23 +292,33 @@ class GitStore:
         return sha
 
     def record_evaluation(self, cid: str, evaluation: Evaluation) -> Candidate:
-        """Record candidate ``cid``'s evaluation as it stands now (its note, and ``best`` when it becomes the best
-        supported candidate) in one transaction; returns the candidate as recorded."""
+        """Record candidate ``cid``'s evaluation as it stands now (a result commit, its note, and ``best`` when it
+        becomes the best supported candidate) in one transaction; returns the candidate as recorded."""
         stored = self.get(cid)
         candidate = dataclasses.replace(stored.candidate, status=EVALUATED, evaluation=evaluation)
+        sha, result = self._result_commit(stored, candidate)
         old, new = self._write_notes({stored.commit: render_note(candidate)})
-        self._update_refs([(NOTES_REF, new, old), *self._best_update(candidate, stored.commit)])
+        self._update_refs([result, (NOTES_REF, new, old), *self._best_update(candidate, sha)])
         crash_point("evaluation:recorded")
         self.sync_worktree()
         return candidate
 
     def record_failure(self, cid: str, error: str) -> Candidate:
-        """Record that committed candidate ``cid`` cannot run (its note; it keeps its commit)."""
+        """Record that committed candidate ``cid`` cannot run (a result commit ``[failed]`` and its note)."""
         stored = self.get(cid)
         candidate = dataclasses.replace(stored.candidate, status=FAILED, error=error, evaluation=None)
+        _, result = self._result_commit(stored, candidate)
         old, new = self._write_notes({stored.commit: render_note(candidate)})
-        self._update_refs([(NOTES_REF, new, old)])
+        self._update_refs([result, (NOTES_REF, new, old)])
         return candidate
+
+    def _result_commit(self, stored: StoredCandidate, candidate: Candidate) -> tuple[str, tuple[str, str, str]]:
+        """Write the commit of ``candidate``'s result on its result branch (after its newest commit); returns its
+        sha and the move of the branch, for the caller's ref transaction."""
+        tree = self._write_tree(files_of(candidate))
+        previous = stored.result or stored.commit
+        sha = self._write_commit(tree, commit_message(candidate), [previous])
+        return sha, (result_ref(candidate.id), sha, stored.result or ZERO_SHA)
 
     def _best_update(self, candidate: Candidate, sha: str) -> list[tuple[str, str, str]]:
         """The move of ``best`` to ``sha`` when ``candidate`` is supported and beats the best (ties: the earlier)."""
@@ -339,29 +373,43 @@ class GitStore:
     # -- reading ---------------------------------------------------------------------------------------------
 
     def claimed(self) -> dict[str, str]:
-        """Candidate id -> commit of every candidate commit git still holds, tagged or not: reachable from a ref, or
-        named by a note (every candidate's commit gets its note in the same transaction as its tag)."""
+        """Candidate id -> own commit of every candidate git still holds, tagged or not: reachable from a ref, or
+        named by a note (every candidate's commit gets its note in the same transaction as its tag). A result
+        commit (whose parent is a commit of the same candidate) is not the candidate's own."""
         shas = set(self.repo.git.rev_list("--all").split()) | set(self._note_blobs())
-        found = {}
+        named: dict[str, str] = {}
+        parents: dict[str, str | None] = {}
         for sha in sorted(shas):
             try:
-                message = self.repo.commit(sha).message
+                commit = self.repo.commit(sha)
             except ValueError:  # a note of a commit git no longer holds
                 continue
-            trailer = CANDIDATE_TRAILER.search(str(message))
-            if trailer and CANDIDATE_ID.match(trailer.group(1)):
-                found[trailer.group(1)] = sha
-        return found
+            cid = self._claim(sha)
+            if cid is not None:
+                named[sha] = cid
+                parents[sha] = commit.parents[0].hexsha if commit.parents else None
+        return {cid: sha for sha, cid in named.items() if named.get(parents[sha] or "") != cid}
+
+    def _claim(self, sha: str) -> str | None:
+        """The candidate id commit ``sha``'s ``Candidate:`` trailer names, if any."""
+        trailer = CANDIDATE_TRAILER.search(str(self.repo.commit(sha).message))
+        return trailer.group(1) if trailer and CANDIDATE_ID.match(trailer.group(1)) else None
 
     def candidates(self) -> list[StoredCandidate]:
         """Every committed candidate, in id order."""
         notes = self._notes()
+        refs = self.repo.git.for_each_ref("--format=%(refname) %(objectname)", "refs/tags", RESULTS_PREFIX)
+        results = {}
         found = []
-        for line in self.repo.git.for_each_ref("--format=%(refname:short) %(objectname)", "refs/tags").splitlines():
+        for line in refs.splitlines():
             name, sha = line.split()
-            if CANDIDATE_ID.match(name):
+            if name.startswith(RESULTS_PREFIX):
+                results[name[len(RESULTS_PREFIX) :]] = sha
+            elif CANDIDATE_ID.match(cid := name[len("refs/tags/") :]):
                 note = notes.get(sha, "")
-                found.append(StoredCandidate(with_note(self._record(sha), note), sha, note))
+                found.append(StoredCandidate(with_note(self._record(sha, cid), note), sha, note))
+        for stored in found:
+            stored.result = results.get(stored.candidate.id)
         return sorted(found, key=lambda c: id_number(c.candidate.id))
 
     def untagged(self) -> dict[str, str]:
@@ -377,25 +425,57 @@ class GitStore:
             known = ", ".join(c.candidate.id for c in self.candidates()) or "none yet"
             raise InputError(f"No candidate '{cid}' in {self.path} (candidates: {known}).")
         note = self._notes().get(sha, "")
-        return StoredCandidate(with_note(self._record(sha), note), sha, note)
+        return StoredCandidate(with_note(self._record(sha, cid), note), sha, note, self._resolve(result_ref(cid)))
 
     def has(self, cid: str) -> bool:
         return self._resolve(f"refs/tags/{cid}") is not None
 
     def best(self) -> Candidate | None:
+        """The candidate ``best`` points at (its result commit, or its own commit in a run from before result
+        commits)."""
         sha = self._resolve(BEST_REF)
-        return with_note(self._record(sha), self._notes().get(sha, "")) if sha else None
+        if sha is None:
+            return None
+        cid = self._claim(sha)
+        if cid is not None and self.has(cid):
+            return self.get(cid).candidate
+        return with_note(self._record(sha), self._notes().get(sha, ""))
 
-    def _record(self, sha: str) -> Candidate:
+    def _newest(self, cid: str) -> str | None:
+        """Candidate ``cid``'s newest commit: its latest result commit, else its own (``None``: not committed)."""
+        own = self._resolve(f"refs/tags/{cid}")
+        return None if own is None else self._resolve(result_ref(cid)) or own
+
+    def _record(self, sha: str, cid: str | None = None) -> Candidate:
+        """The candidate commit ``sha`` (of candidate ``cid``, when known) holds; a commit whose files cannot be read
+        is one clear error."""
         if sha not in self._cache:
-            tree = self.repo.commit(sha).tree
-            meta = json.loads(tree[METADATA_FILE].data_stream.read())
-            source = tree[HARNESS_FILE].data_stream.read().decode("utf-8")
-            evaluation = None
-            if EVALUATION_FILE in tree:
-                evaluation = json.loads(tree[EVALUATION_FILE].data_stream.read())
-            self._cache[sha] = Candidate.from_dict({**meta, "source": source, "evaluation": evaluation})
+            try:
+                tree = self.repo.commit(sha).tree
+                meta = json.loads(tree[METADATA_FILE].data_stream.read())
+                source = tree[HARNESS_FILE].data_stream.read().decode("utf-8")
+                evaluation = None
+                if EVALUATION_FILE in tree:
+                    evaluation = json.loads(tree[EVALUATION_FILE].data_stream.read())
+                self._cache[sha] = Candidate.from_dict({**meta, "source": source, "evaluation": evaluation})
+            except (KeyError, ValueError, TypeError, AttributeError, zlib.error, ODBError, git.GitError) as exc:
+                raise self._unreadable(sha, cid, exc) from None
         return self._cache[sha]
+
+    def _unreadable(self, sha: str, cid: str | None, exc: Exception) -> InputError:
+        """What to say of a candidate commit whose files cannot be read (changed by hand, or a damaged object)."""
+        if cid is None:
+            try:
+                cid = self._claim(sha)
+            except (ValueError, zlib.error, ODBError, git.GitError):
+                cid = None
+        tag = cid or "cNNN"
+        return InputError(
+            f"The commit {sha[:10]} of {cid or 'a candidate'} in {self.path} cannot be read (its {METADATA_FILE}, "
+            f"{HARNESS_FILE} or {EVALUATION_FILE} is damaged: {type(exc).__name__}: {str(exc)[:160]}). Restore the "
+            f"run directory from a backup, or point the tag at an intact commit of the candidate (git -C {self.path} "
+            f"tag -f {tag} SHA; git -C {self.path} fsck checks the objects)."
+        )
 
     # -- git plumbing ----------------------------------------------------------------------------------------
 
