@@ -135,3 +135,84 @@ def test_colour_scale_runs_dark_to_bright():
 def test_report_opens_in_headless_chromium_without_errors(run, tmp_path):
     page = write_report(run, tmp_path / "report.html")
     assert_renders_cleanly(page, tmp_path)
+
+
+def _partly_scored(run) -> None:
+    """c007 revises c005 and scores 0.9 on 3 of its 5 examples so far: above the best, but no result yet."""
+    step = Candidate("c007", "c005", 3, "class Harness: pass\n", status="implemented", summary="partly", trace=None)
+    step.prediction = Prediction(score=0.8)
+    run.commit(step)
+    partial = Evaluation("val", {"primary": 0.9}, {"context_tokens": 200.0, "usd": 0.001}, 3, share=5)
+    run.store.record_evaluation("c007", partial)
+
+
+def test_a_partly_scored_candidate_shows_its_examples_and_never_counts_as_a_result(run):
+    _partly_scored(run)
+    view = RunView.load(run)
+    assert (
+        view.best is not None
+        and view.best.id == "c005"
+        and [(it, c.id) for it, c in view.best_so_far()]
+        == [
+            (0, "c002"),
+            (1, "c003"),
+            (2, "c005"),
+        ]
+    )
+    page = render_html(view)
+    top = page[: page.index("<h2>Validation score per iteration")]
+    assert "best c005: val 0.500" in top
+    assert "<h2>Tried</h2>" in top and "1 partly scored (no result yet)" in top and "<h2>Spent</h2>" in top
+    assert "c005, val 0.500 on 5 search examples" in top and "c002 0.300 -&gt; c003 0.450 -&gt; c005 0.500" in top
+    chart = page[page.index("<h2>Validation score per iteration") : page.index("<h2>Predicted vs. actual score")]
+    assert "best after iteration 2: c005 0.500" in chart and "best after iteration 3" not in chart
+    assert "c007: 0.900 (3/5) partly scored" in chart
+    graph = page[page.index("<h2>Program graph") : page.index("<h2>Cost over time")]
+    assert "c007 0.900 (3/5)</text>" in graph and "c007 (partly scored, no result yet)" in graph
+    tables = page[page.index("<h2>Predicted vs. actual score of every candidate") :]
+    predictions = tables[: tables.index("Predicted vs. realised cost")]
+    assert (
+        "<td>c007</td>" not in predictions
+        and "Not compared, partly scored (no actual score yet): c007 0.900 (3/5)" in predictions
+    )
+    assert "mean absolute error 0.075 over 2 candidates" in predictions
+    candidates = tables[tables.index("<h2>Candidates") :]
+    assert "<td>c007</td><td>3</td><td>c005</td><td>0.900 (3/5)</td>" in candidates
+    assert (
+        "<td>c006</td><td>2</td><td>c005</td><td>implemented</td><td></td><td>0.620</td><td></td><td></td>"
+        in candidates
+    )
+    costs = tables[tables.index("Predicted vs. realised cost") :]
+    assert "<td>0</td><td></td><td>1</td><td></td><td>0</td><td></td><td>0.0050</td>" in costs  # seeds: no prediction
+    text = render_markdown(view)
+    assert (
+        "`c005` val 0.5000" in text
+        and "| c007 | 3 | c005 | 0.900 (3/5) |" in text
+        and "| c006 | 2 | c005 | implemented | 0.620 |  |  |" in text
+    )
+    assert "- **Won:** c005, val 0.500 on 5 search examples" in text and "Not compared, partly scored" in text
+
+
+def test_the_spend_story_splits_predicting_checking_and_measuring_against_the_budget(run):
+    view = RunView.load(run)
+    rows, notes = view.spend_story()  # the fixture's lines are from before the split: measuring only
+    assert rows[0] == ["predicting", "not recorded", "", ""] and rows[2] == ["measuring", "4", "3,000", "$0.0150"]
+    assert notes == ["run budget: no cap"]
+    for it in (1, 2):
+        spend = {"predict": {"evals": 3, "tokens": 400, "usd": 0.001}, "check": {"evals": 1, "tokens": 10, "usd": 0}}
+        spend["measure"] = {"evals": 5, "tokens": 900, "usd": 0.002}
+        line = {"type": "iteration", "iteration": it, "spent": {"usd": 0.02 * it, "tokens": 2000 * it}}
+        append_jsonl(run.summary_path, {**line, "spend": spend, "budget": {"evals": 10, "tokens": None, "usd": None}})
+    view = RunView.load(run)
+    rows, notes = view.spend_story()
+    assert rows[:3] == [
+        ["predicting", "not recorded", "", ""],  # iteration 0's line has no split
+        ["checking", "not recorded", "", ""],
+        ["measuring", "11", "1,800", "$0.0090"],
+    ]
+    assert notes[1:] == [
+        "iteration 1: predicting, checking and measuring spent 9 of 10 evals (its budget)",
+        "iteration 2: predicting, checking and measuring spent 9 of 10 evals (its budget)",
+    ]
+    page = render_html(view)
+    assert "<td>measuring</td><td>11</td><td>1,800</td><td>$0.0090</td>" in page[: page.index("<svg")]

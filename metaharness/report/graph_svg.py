@@ -1,4 +1,6 @@
-"""The lasting program graph as an inline SVG: candidates solid, implemented dashed, predicted programs hollow grey.
+"""The lasting program graph as an inline SVG: candidates with a result coloured by score, partly scored ones pale
+with their examples (``0.667 (3/4)``: no result yet, so outside the colour scale), implemented dashed, failed grey,
+predicted programs hollow grey.
 
 The layout is a tree, left to right from the run's root: each node hangs under its first parent (its first
 revision edge); further revisions into a node (merges) are drawn dotted. Under each parent the committed
@@ -9,7 +11,9 @@ measured. Only the best ``MAX_PREDICTED`` predictions are drawn (the tables list
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
+from metaharness.candidate import Candidate
 from metaharness.planner import program
 from metaharness.planner.graph import Node, NodeId, PlanGraph
 from metaharness.report.svg import FAILED_COLOUR, colour
@@ -17,17 +21,20 @@ from metaharness.report.svg import FAILED_COLOUR, colour
 MAX_PREDICTED = 60
 ROOT = "root"
 _PREDICTED_STROKE = "#9a9a9a"
+_PARTLY_FILL = "#f3e3c3"
 
 
-def program_graph_svg(graph: PlanGraph, best: str | None = None, parents: dict[str, str | None] | None = None) -> str:
-    """The graph (see the module docstring); ``best`` gets a red ring; ``parents`` (candidate id -> the candidate it
-    revises) places a candidate under its git parent rather than under the first revision the graph had for it."""
+def program_graph_svg(graph: PlanGraph, best: str | None = None, candidates: Sequence[Candidate] = ()) -> str:
+    """The graph (see the module docstring); ``best`` gets a red ring. ``candidates`` (the run's) label their
+    nodes with their results and place each under the candidate it revises rather than under the first revision the
+    graph had for it."""
     predicted = sorted(program.nodes_with(graph, program.PREDICTED), key=lambda n: -(n.score or 0.0))
     shown = {n.id for n in graph.nodes if n.status != program.PREDICTED} | {n.id for n in predicted[:MAX_PREDICTED]}
     parent = {n: _first_parent(graph, n, shown) for n in shown}
-    for cid, revised in (parents or {}).items():
-        if cid in parent:
-            parent[cid] = revised if revised in shown else ROOT
+    partly = {c.id: c.result() for c in candidates if c.partial}
+    for c in candidates:
+        if c.id in parent:
+            parent[c.id] = c.parent if c.parent in shown else ROOT
     children: dict[NodeId, list[Node]] = {}
     for node in graph.nodes:
         if node.id in shown:
@@ -53,16 +60,17 @@ def program_graph_svg(graph: PlanGraph, best: str | None = None, parents: dict[s
         return rows[node]
 
     place(ROOT)
-    scores = [n.score for n in graph.nodes if n.status == program.EVALUATED and n.score is not None]
+    results = [n for n in graph.nodes if n.status == program.EVALUATED and n.id not in partly]
+    scores = [n.score for n in results if n.score is not None]
     low, high = (min(scores), max(scores)) if scores else (0.0, 1.0)
     dx, dy, pad, top = 170, 26, 30, 26
-    width = max(pad * 2 + dx * max(depth.values()) + 170, 640)  # at least the legend's width
+    width = max(pad * 2 + dx * max(depth.values()) + 170, 760)  # at least the legend's width
     height = top + pad * 2 + dy * max(order[0] - 1, 0) + 10
 
     def pos(node: NodeId) -> tuple[float, float]:
         return pad + dx * depth[node], top + pad + dy * rows[node]
 
-    labels = {n.id: _label(n) for n in graph.nodes}
+    labels = {n.id: f"{n.id} {partly[n.id]}" if n.id in partly else _label(n) for n in graph.nodes}
 
     def leave(node: NodeId, x0: float, x1: float) -> float:
         """Where a revision leaves ``node``: after its label when there is room, else at the node."""
@@ -98,7 +106,7 @@ def program_graph_svg(graph: PlanGraph, best: str | None = None, parents: dict[s
     )
     for node in graph.nodes:
         if node.id in depth:
-            out.append(_node(node, labels[node.id], *pos(node.id), low, high, node.id == best))
+            out.append(_node(node, labels[node.id], *pos(node.id), low, high, node.id == best, node.id in partly))
     out.append("</svg>")
     return "".join(out)
 
@@ -121,9 +129,11 @@ def _label(node: Node) -> str:
     return f"{node.id} ~{score:.3f}"
 
 
-def _node(node: Node, label: str, x: float, y: float, low: float, high: float, best: bool) -> str:
+def _node(node: Node, label: str, x: float, y: float, low: float, high: float, best: bool, partly: bool) -> str:
     score = node.score if node.score is not None else 0.0
-    if node.status == program.EVALUATED:
+    if partly:
+        look = f'fill="{_PARTLY_FILL}" stroke="#333"'
+    elif node.status == program.EVALUATED:
         look = f'fill="{colour(score, low, high)}" stroke="#333"'
     elif node.status == program.IMPLEMENTED:
         look = 'fill="#fff" stroke="#333" stroke-dasharray="3 2"'
@@ -133,7 +143,7 @@ def _node(node: Node, label: str, x: float, y: float, low: float, high: float, b
         look = f'fill="#fff" stroke="{_PREDICTED_STROKE}"'
     if best:
         look = look.replace('stroke="#333"', 'stroke="#d62728" stroke-width="3"')
-    tip = f"{node.id} ({node.status}): {label.split(' ', 1)[1]}"
+    tip = f"{node.id} ({'partly scored, no result yet' if partly else node.status}): {label.split(' ', 1)[1]}"
     if node.status in (program.PREDICTED, program.IMPLEMENTED):
         tip += f"\npredicted {score:.3f}" + (f" +- {node.std:.3f}" if node.std else "")
         tip += {1: ", labelled a goal", -1: ", labelled a dead end"}.get(round(node.reward), "")
@@ -149,7 +159,8 @@ def _node(node: Node, label: str, x: float, y: float, low: float, high: float, b
 
 def _legend() -> str:
     items = [
-        ('fill="#21918c" stroke="#333"', "evaluated (colour = score)"),
+        ('fill="#21918c" stroke="#333"', "result (colour = score)"),
+        (f'fill="{_PARTLY_FILL}" stroke="#333"', "partly scored (k/n)"),
         ('fill="#fff" stroke="#333" stroke-dasharray="3 2"', "implemented, not evaluated"),
         (f'fill="{FAILED_COLOUR}" stroke="#333"', "failed"),
         (f'fill="#fff" stroke="{_PREDICTED_STROKE}"', "predicted (~ predicted score)"),

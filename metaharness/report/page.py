@@ -1,9 +1,11 @@
 """``report.html``: a self-contained page (inline SVG, a few lines of inline script) with a run's plots and tables.
 
-It has no external resources, so it opens from a file, offline, anywhere: score per iteration, predicted vs. actual
-score, the lasting program graph (candidates coloured by score, predicted programs apart), cost over time, then
-the tables: Pareto front, predicted vs. actual scores with their mean absolute error, predicted vs. realised cost
-per iteration, the candidates, and the predicted programs not yet chosen.
+It has no external resources, so it opens from a file, offline, anywhere. It opens with the search's story at a
+glance (what was tried, what won, what was spent on predicting, checking and measuring against the budget), then
+the plots: score per iteration, predicted vs. actual score, the lasting program graph (candidates coloured by score,
+predicted programs apart), cost over time; then the tables: Pareto front, predicted vs. actual scores with their mean
+absolute error, predicted vs. realised cost per iteration, the candidates, and the predicted programs not yet chosen.
+A partly scored candidate is drawn and listed with its examples (``0.667 (3/4)``) and counted as no result.
 """
 
 from __future__ import annotations
@@ -12,23 +14,30 @@ import html
 from pathlib import Path
 
 from metaharness.report.graph_svg import program_graph_svg
-from metaharness.report.summary import cost_rows, prediction_rows
+from metaharness.report.summary import cost_rows, prediction_rows, unjudged_notes
 from metaharness.report.svg import FAILED_COLOUR, Series, svg_chart
-from metaharness.report.view import ALLOTMENT_HEADERS, PREDICTED_HEADERS, RunView, cost_of, val_text
+from metaharness.report.view import ALLOTMENT_HEADERS, PREDICTED_HEADERS, RunView, cost_cell, cost_of
 from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
 
+PARTLY_COLOUR = "#e4a33a"
+
 
 def score_chart(view: RunView) -> str:
-    done = [r for r in view.records if r.evaluated]
-    points = [(float(r.iteration), r.score, f"{r.id}: {r.score:.3f} {r.summary}") for r in done]
-    best_line, running = [], None
-    for it in sorted({r.iteration for r in done}):
-        top = max(r.score for r in done if r.iteration == it)
-        running = top if running is None else max(running, top)
-        best_line.append((float(it), running, f"best after iteration {it}: {running:.3f}"))
-    failed = [(float(r.iteration), 0.0, f"{r.id} failed: {r.error or ''}") for r in view.records if r.failed]
+    """Each candidate with a result, the best so far among them, and apart the partly scored and failed ones."""
+    points = [(float(r.iteration), r.score, f"{r.id}: {r.result()} {r.summary}") for r in view.records if r.supported]
+    best_line = [
+        (float(it), top.score, f"best after iteration {it}: {top.id} {top.result()}") for it, top in view.best_so_far()
+    ]
     series = [Series("candidate", points, "#21918c"), Series("best so far", best_line, "#440154", line=True)]
+    partly = [
+        (float(r.iteration), r.score, f"{r.id}: {r.result()} partly scored, no result yet")
+        for r in view.records
+        if r.partial
+    ]
+    if partly:
+        series.append(Series("partly scored (k/n: no result)", partly, PARTLY_COLOUR))
+    failed = [(float(r.iteration), 0.0, f"{r.id} failed: {r.error or ''}") for r in view.records if r.failed]
     if failed:
         series.append(Series("failed (scored 0)", failed, FAILED_COLOUR))
     return svg_chart(series, x_label="iteration (0 = seeds)", y_label="validation score", y_base=(0.0, 1.0))
@@ -37,9 +46,7 @@ def score_chart(view: RunView) -> str:
 def prediction_chart(view: RunView) -> str:
     pairs = view.predicted()
     if not pairs:
-        return (
-            "<p class='note'>No candidate of this run carries a predicted score (the proposer made no predictions).</p>"
-        )
+        return "<p class='note'>No candidate with a result carries a predicted score.</p>"
     points = [(pred, r.score, f"{r.id}: predicted {pred:.3f}, actual {r.score:.3f}") for r, pred in pairs]
     return svg_chart(
         [Series("candidate", points, "#21918c")],
@@ -86,6 +93,8 @@ h1{font-size:22px}h2{font-size:17px;margin-top:28px}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left}
 th{background:#f0f0f0;cursor:pointer}.note{color:#666;font-size:13px}.grid{display:flex;flex-wrap:wrap;gap:18px}
 .tree{overflow-x:auto;border:1px solid #eee}
+.story{display:flex;flex-wrap:wrap;gap:14px;margin:10px 0}.story>div{flex:1 1 320px;border:1px solid #ddd;
+padding:4px 12px 10px;background:#fafafa}.story h2{margin-top:6px}
 """
 
 # Click a header to sort a table; marks the page as rendered (tests check it from a headless browser).
@@ -117,14 +126,29 @@ def html_table(headers: list[str], rows: list[list[str]]) -> str:
 
 def _prediction_table(view: RunView) -> str:
     headers, rows, error = prediction_rows(view)
-    if not rows:
-        return "<p class='note'>No evaluated candidate carried a predicted score.</p>"
-    return html_table(headers, rows) + f"<p>mean absolute error {error:.3f} over {len(rows)} candidates</p>"
+    table = (
+        html_table(headers, rows) + f"<p>mean absolute error {error:.3f} over {len(rows)} candidates</p>"
+        if rows
+        else "<p class='note'>No candidate with a result carried a predicted score.</p>"
+    )
+    return table + "".join(f"<p class='note'>{html.escape(n)}</p>" for n in unjudged_notes(view))
 
 
 def _cost_table(view: RunView) -> str:
     headers, rows = cost_rows(view)
     return html_table(headers, rows) if rows else "<p class='note'>No iteration recorded its costs.</p>"
+
+
+def story_html(view: RunView) -> str:
+    """The search's story at a glance: what was tried, what won, where the spend went against the budget."""
+    rows, notes = view.spend_story()
+    spend = html_table(["", "evals", "tokens", "USD"], rows) if rows else ""
+    return (
+        "<div class='story'>"
+        f"<div><h2>Tried</h2><p>{html.escape(view.tried())}</p></div>"
+        f"<div><h2>Won</h2><p>{html.escape(view.won())}</p></div>"
+        f"<div><h2>Spent</h2>{spend}" + "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes) + "</div></div>"
+    )
 
 
 def render_html(view: RunView) -> str:
@@ -138,19 +162,19 @@ def render_html(view: RunView) -> str:
                 r.id,
                 str(r.iteration),
                 r.parent or "root",
-                val_text(r),
+                r.result(),
                 f"{view.test[r.id].primary:.3f}" if r.id in view.test else "",
                 f"{pred:.3f}" if isinstance(pred, (int, float)) else "",
-                f"{cost_of(r, 'context_tokens'):.0f}",
-                f"{cost_of(r, 'usd'):.4f}",
+                cost_cell(r, "context_tokens", "{:.0f}"),
+                cost_cell(r, "usd", "{:.4f}"),
                 (r.summary + (f" | {r.error}" if r.error else ""))[:300],
             ]
         )
     front = [
-        [r.id, f"{r.score:.3f}", f"{cost_of(r, 'context_tokens'):.0f}", f"{cost_of(r, 'usd'):.4f}", r.summary]
+        [r.id, r.result(), f"{cost_of(r, 'context_tokens'):.0f}", f"{cost_of(r, 'usd'):.4f}", r.summary]
         for r in view.front
     ]
-    headline = f"best {best.id}: val {best.score:.3f}" if best else "no evaluated candidate yet"
+    headline = f"best {best.id}: val {best.result()}" if best else "no candidate with a result yet"
     failed = [[str(it), error[:500]] for it, error in view.proposer_failures()]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
@@ -158,8 +182,10 @@ def render_html(view: RunView) -> str:
         f"<style>{PAGE_STYLE}</style></head><body>",
         f"<h1>metaharness run: {html.escape(str(cfg.get('dataset')))}</h1>",
         f"<p>task model <code>{html.escape(str(cfg.get('task_model')))}</code>, "
-        f"proposer <code>{html.escape(str(cfg.get('proposer')))}</code>; "
+        f"proposer <code>{html.escape(str(cfg.get('proposer')))}</code>, "
+        f"evaluation <code>{html.escape(str(cfg.get('evaluation', 'best-of-n')))}</code>; "
         f"{len(view.records)} candidates; {html.escape(headline)}</p>",
+        story_html(view),
         "".join(f"<p class='note'>{html.escape(n)}</p>" for n in view.notes()),
         "<div class='grid'><div><h2>Validation score per iteration</h2>",
         score_chart(view),
@@ -168,9 +194,7 @@ def render_html(view: RunView) -> str:
         "</div></div><h2>Program graph (colour = validation score, red ring = best; predicted programs hollow, "
         f"{len(view.predicted_nodes())} not yet chosen)</h2>",
         "<div class='tree'>",
-        program_graph_svg(view.graph, best.id if best else None, {r.id: r.parent for r in view.records})
-        if view.graph is not None
-        else "",
+        program_graph_svg(view.graph, best.id if best else None, view.records) if view.graph is not None else "",
         "</div><h2>Cost over time</h2><div class='grid'>",
         cost_chart(view),
         "</div><h2>Pareto front: score vs. context tokens vs. USD</h2>",

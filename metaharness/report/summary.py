@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from metaharness.report.view import ALLOTMENT_HEADERS, PREDICTED_HEADERS, RunView, cost_of, val_text
+from metaharness.report.view import ALLOTMENT_HEADERS, PREDICTED_HEADERS, RunView, cost_cell, cost_of
 from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
 
 
 def prediction_rows(view: RunView) -> tuple[list[str], list[list[str]], float | None]:
-    """Predicted vs. actual score of every evaluated candidate that carried a prediction, and the mean absolute
-    error."""
+    """Predicted vs. actual score of every candidate with a result that carried a prediction, and the mean absolute
+    error (a partly scored candidate has no actual score yet: ``unjudged_notes``)."""
     rows = []
     for r, predicted in view.predicted():
         std = r.prediction.std if r.prediction is not None else None
@@ -28,6 +28,15 @@ def prediction_rows(view: RunView) -> tuple[list[str], list[list[str]], float | 
     return ["id", "iteration", "predicted", "std", "actual", "actual - predicted"], rows, view.prediction_error()
 
 
+def unjudged_notes(view: RunView) -> list[str]:
+    """The predicted candidates left out of the comparison because they are only partly scored."""
+    waiting = view.unjudged()
+    if not waiting:
+        return []
+    listed = ", ".join(f"{r.id} {r.result()}" for r in waiting)
+    return [f"Not compared, partly scored (no actual score yet): {listed}."]
+
+
 COST_LEGEND = (
     "What each iteration's validation evaluations were predicted to spend, and spent, in what the run was charged "
     "(example-evaluations with a new model call, task-model tokens, dollars; a call the run had already made is "
@@ -40,11 +49,11 @@ def cost_rows(view: RunView) -> tuple[list[str], list[list[str]]]:
     rows = [
         [
             str(it),
-            _amount(predicted.get("evals"), "{:.0f}"),
+            _amount((predicted or {}).get("evals"), "{:.0f}"),
             _amount(realised.get("evals"), "{:.0f}"),
-            _amount(predicted.get("tokens"), "{:.0f}"),
+            _amount((predicted or {}).get("tokens"), "{:.0f}"),
             _amount(realised.get("tokens"), "{:.0f}"),
-            _amount(predicted.get("usd"), "{:.4f}"),
+            _amount((predicted or {}).get("usd"), "{:.4f}"),
             _amount(realised.get("usd"), "{:.4f}"),
         ]
         for it, predicted, realised in view.iteration_costs()
@@ -87,11 +96,19 @@ def render_markdown(view: RunView) -> str:
             if (implemented := sum(r.implemented for r in view.records))
             else ")"
         ),
-        "- the best and the front are chosen among supported candidates: scored on every search example",
+        "- the best and the front are chosen among candidates with a result: scored on every search example "
+        "(a partly scored one shows on how many, `0.667 (3/4)`)",
+        "",
+        "## At a glance",
+        "",
+        f"- **Tried:** {view.tried()}",
+        f"- **Won:** {view.won()}",
     ]
+    rows, notes = view.spend_story()
+    lines += ["- **Spent:** " + "; ".join(notes), ""] + markdown_table(["", "evals", "tokens", "USD"], rows)
     best = view.best
     if best:
-        lines += ["", "## Best", "", f"`{best.id}` val {best.score:.4f}: {best.summary}  "]
+        lines += ["", "## Best", "", f"`{best.id}` val {best.result(4)}: {best.summary}  "]
         if best.id in view.test:
             lines.append(f"test {view.test[best.id].primary:.4f} on {view.test[best.id].examples} examples  ")
         if best.id in view.holdout:
@@ -103,7 +120,7 @@ def render_markdown(view: RunView) -> str:
     for r in view.front:
         test = f"{view.test[r.id].primary:.4f}" if r.id in view.test else ""
         lines.append(
-            f"| {r.id} | {r.score:.4f} | {test} | {cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | "
+            f"| {r.id} | {r.result(4)} | {test} | {cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | "
             f"{markdown_cell(r.summary)} |"
         )
     lines += ["", "## Candidates", ""]
@@ -115,13 +132,14 @@ def render_markdown(view: RunView) -> str:
         predicted = f"{r.prediction.score:.3f}" if r.prediction is not None and r.prediction.score is not None else ""
         text = r.summary + (f" -- {r.error.splitlines()[0]}" if r.failed and r.error else "")
         lines.append(
-            f"| {r.id} | {r.iteration} | {r.parent or 'root'} | {val_text(r)} | {predicted} | "
-            f"{cost_of(r, 'context_tokens'):.0f} | {cost_of(r, 'usd'):.4f} | {markdown_cell(text)} |"
+            f"| {r.id} | {r.iteration} | {r.parent or 'root'} | {r.result()} | {predicted} | "
+            f"{cost_cell(r, 'context_tokens', '{:.0f}')} | {cost_cell(r, 'usd', '{:.4f}')} | {markdown_cell(text)} |"
         )
     headers, rows, error = prediction_rows(view)
     if rows:
         lines += ["", f"## Predicted vs. actual score (mean absolute error {error:.3f} over {len(rows)})", ""]
         lines += markdown_table(headers, rows)
+    lines += [f"\n{n}" for n in unjudged_notes(view)]
     headers, rows = cost_rows(view)
     if rows:
         lines += ["", "## Predicted vs. realised cost per iteration", ""]
@@ -147,8 +165,8 @@ def render_markdown(view: RunView) -> str:
         "",
         "## Browse",
         "",
-        f"- the search tree with scores: `git -C {view.path} log --graph --all --oneline --notes=metaharness` "
-        "(implemented candidates are their own commits, so it is the program graph)",
+        f"- the search tree with scores: `git -C {view.path} log --graph --oneline --branches --tags` (every "
+        f"candidate is a commit, every result a commit on `results/cNNN`); the best: `git -C {view.path} log -1 best`",
         "- one candidate: `metaharness show cNNN`; a revision: `metaharness diff cAAA cBBB`; "
         "plots: `metaharness report`",
         "- machine-readable record: `summary.jsonl`; per-example traces: `traces/`",

@@ -1,8 +1,14 @@
 """What the run reports show, read once from a run directory: candidates, log, test results, best and front, the
-lasting program graph, predicted vs. actual scores and predicted vs. realised costs."""
+lasting program graph, predicted vs. actual scores, predicted vs. realised costs and where the spend went.
+
+One notion of a result runs through all of them (``Candidate.result``): a partly scored candidate shows on how many
+examples of its share (``0.667 (3/4)``) and never counts as a result: not as the best, not in the best-so-far curve,
+not as an "actual" score against its prediction.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +23,20 @@ from metaharness.store.run_dir import RunDirectory
 
 PREDICTED_HEADERS = ["node", "parents", "predicted", "label", "eval cost", "depth", "predicted in", "summary"]
 LABELS = {1: "goal", 0: "neutral", -1: "dead end"}
+# Where an iteration's task-model spend went (the iteration line's ``spend``), in the order a reader follows it.
+SPEND_PARTS = {"predict": "predicting", "check": "checking", "measure": "measuring"}
+ENTRIES = ("evals", "tokens", "usd")
+
+
+@dataclass(frozen=True)
+class IterationSpend:
+    """What one iteration spent: per part (``SPEND_PARTS``) its spend, ``None`` where the line does not record it
+    (a run from before the split records only what its evaluations spent, as ``measure``); ``budget`` the
+    iteration's budget as its first decision had it (``None``: no limit on that entry)."""
+
+    iteration: int
+    parts: Mapping[str, Mapping[str, float] | None]
+    budget: Mapping[str, float | None]
 
 
 @dataclass
@@ -33,6 +53,8 @@ class RunView:
     # The lasting program graph synced with the candidates; ``graph_problem`` says why it was rebuilt.
     graph: PlanGraph | None = None
     graph_problem: str | None = None
+    # Everything the run spent (``spend.jsonl``: tokens, usd, calls); ``None`` when it cannot be totalled.
+    spent: dict[str, float] | None = None
 
     @classmethod
     def load(cls, run: RunDirectory) -> RunView:
@@ -45,7 +67,11 @@ class RunView:
         except InputError as exc:
             saved, problem = None, f"the program graph was rebuilt from the candidates: {exc}"
         graph = program_graph.sync(saved, records)
-        return cls(run.path, run.settings(), records, run.log_records(), test, holdout, graph, problem)
+        try:
+            spent: dict[str, float] | None = run.spent()
+        except InputError as exc:  # a damaged spend line: the report still shows the rest, and says so
+            spent, problem = None, "; ".join(filter(None, [problem, f"the run's spend cannot be totalled: {exc}"]))
+        return cls(run.path, run.settings(), records, run.log_records(), test, holdout, graph, problem, spent)
 
     @property
     def best(self) -> Candidate | None:
@@ -71,12 +97,71 @@ class RunView:
         return notes + ([self.graph_problem] if self.graph_problem else [])
 
     def predicted(self) -> list[tuple[Candidate, float]]:
-        """Every evaluated candidate that carried a predicted score, with that score."""
+        """Every candidate with a result (scored on its whole share) that carried a predicted score, with that
+        score."""
         return [
             (r, float(r.prediction.score))
             for r in self.records
-            if r.prediction is not None and r.prediction.score is not None and r.evaluated
+            if r.prediction is not None and r.prediction.score is not None and r.supported
         ]
+
+    def unjudged(self) -> list[Candidate]:
+        """The partly scored candidates that carried a predicted score: no result yet to compare it with."""
+        return [r for r in self.records if r.partial and r.prediction is not None and r.prediction.score is not None]
+
+    def tried(self) -> str:
+        """What the search tried, in one sentence."""
+        r = self.records
+        seeds = sum(c.iteration == 0 for c in r)
+        iterations = max((c.iteration for c in r), default=0)
+        counts = [
+            (sum(c.supported for c in r), "with a result (scored on every search example)"),
+            (sum(c.partial for c in r), "partly scored (no result yet)"),
+            (sum(c.implemented for c in r), "implemented, not scored"),
+            (sum(c.failed for c in r), "failed"),
+        ]
+        waiting = len(self.predicted_nodes())
+        return (
+            f"{len(r)} candidates: {seeds} seeds and {len(r) - seeds} revisions over {iterations} iterations; "
+            + ", ".join(f"{n} {what}" for n, what in counts if n)
+            + (f"; {waiting} more programs predicted and not chosen" if waiting else "")
+            + "."
+        )
+
+    def won(self) -> str:
+        """What won, in one sentence: the best, what it rests on, its line of revisions and its other scores."""
+        best = self.best
+        if best is None or best.evaluation is None:
+            return "No candidate has a result yet (none is scored on every search example)."
+        chain = " -> ".join(f"{c.id} {c.result()}" for c in self.lineage(best))
+        text = (
+            f"{best.id}, val {best.result()} on {best.evaluation.examples} search examples "
+            f"(iteration {best.iteration}: {best.summary}); its line: {chain}"
+        )
+        if best.id in self.holdout:
+            judged = self.holdout[best.id]
+            text += f"; held-out val {judged.primary:.3f} on {judged.examples} examples the search never saw"
+        if best.id in self.test:
+            text += f"; test {self.test[best.id].primary:.3f} on {self.test[best.id].examples} examples"
+        return text + "."
+
+    def lineage(self, candidate: Candidate) -> list[Candidate]:
+        """``candidate`` and the candidates it revises, back to its seed (seed first)."""
+        by_id = {r.id: r for r in self.records}
+        chain = [candidate]
+        while chain[-1].parent in by_id and len(chain) <= len(by_id):
+            chain.append(by_id[str(chain[-1].parent)])
+        return chain[::-1]
+
+    def best_so_far(self) -> list[tuple[int, Candidate]]:
+        """Per iteration with a result, the best candidate with a result up to it (the report's curve ends at
+        ``best``)."""
+        curve: list[tuple[int, Candidate]] = []
+        for it in sorted({r.iteration for r in self.records if r.supported}):
+            top = frontier.best([r for r in self.records if r.iteration <= it])
+            if top is not None:
+                curve.append((it, top))
+        return curve
 
     def prediction_error(self) -> float | None:
         """The mean absolute error of the predicted scores (``None`` without predictions)."""
@@ -118,14 +203,72 @@ class RunView:
         """Each iteration's (last) ``summary.jsonl`` line."""
         return {int(e["iteration"]): e for e in self.log if e.get("type") == "iteration"}
 
-    def iteration_costs(self) -> list[tuple[int, dict[str, float], dict[str, float]]]:
-        """Per iteration: what its evaluations were predicted to spend and what they spent, as the same quantity
-        (example-evaluations, tokens and dollars the run was charged; see ``metaharness.budget``)."""
+    def iteration_costs(self) -> list[tuple[int, dict[str, float] | None, dict[str, float]]]:
+        """Per iteration: what its evaluations were predicted to spend (``None`` when none of its candidates
+        carried a prediction: the seeds) and what they spent, as the same quantity (example-evaluations, tokens and
+        dollars the run was charged; see ``metaharness.budget``)."""
+        predicting = {r.iteration for r in self.records if r.prediction is not None and r.prediction.to_json()}
         return [
-            (it, dict(line["cost"].get("predicted") or {}), dict(line["cost"].get("realised") or {}))
+            (
+                it,
+                dict(line["cost"].get("predicted") or {}) if it in predicting else None,
+                dict(line["cost"].get("realised") or {}),
+            )
             for it, line in sorted(self.iterations().items())
             if "cost" in line
         ]
+
+    def iteration_spend(self) -> list[IterationSpend]:
+        """Per iteration, where its spend went (``IterationSpend``): the line's ``spend`` split when it has one,
+        else (an older run) what its evaluations spent, as measuring."""
+        rows = []
+        for it, line in sorted(self.iterations().items()):
+            split, cost, budget = line.get("spend"), line.get("cost"), line.get("budget")
+            parts: dict[str, Mapping[str, float] | None]
+            if isinstance(split, Mapping):
+                parts = {key: _spend(split.get(key)) for key in SPEND_PARTS}
+            else:
+                realised = cost.get("realised") if isinstance(cost, Mapping) else None
+                parts = {"predict": None, "check": None, "measure": _spend(realised)}
+            limits = {k: _number(budget.get(k)) for k in ENTRIES} if isinstance(budget, Mapping) else {}
+            rows.append(IterationSpend(it, parts, limits))
+        return rows
+
+    def spend_story(self) -> tuple[list[list[str]], list[str]]:
+        """The run's spend at a glance: rows ``[what, evals, tokens, USD]`` (predicting, checking, measuring, the
+        model calls outside them, everything) and one note per budget (the run's caps, each iteration's budget)."""
+        spends = self.iteration_spend()
+        split = bool(spends) and all(s.parts["predict"] is not None for s in spends)
+        rows = []
+        for key, name in SPEND_PARTS.items():
+            if not spends or any(s.parts[key] is None for s in spends):
+                rows.append([name, "not recorded", "", ""])
+                continue
+            summed = _summed([s.parts[key] for s in spends])
+            rows.append([name, f"{summed['evals']:g}", f"{summed['tokens']:,.0f}", f"${summed['usd']:.4f}"])
+        if self.spent is not None:
+            parted = _summed([part for s in spends for part in s.parts.values()])
+            other = {e: max(0.0, float(self.spent.get(e, 0.0)) - parted[e]) for e in ("tokens", "usd")}
+            rows.append(
+                [
+                    "the proposer model and other calls" if split else "predicting, checking and proposing",
+                    "",
+                    f"{other['tokens']:,.0f}",
+                    f"${other['usd']:.4f}",
+                ]
+            )
+            rows.append(["everything", "", f"{self.spent.get('tokens', 0):,.0f}", f"${self.spent.get('usd', 0):.4f}"])
+        caps = {k: v for k, v in (self.config.get("run_budget") or {}).items() if _number(v) is not None}
+        notes = ["run budget: " + (", ".join(f"{k} {v:g}" for k, v in caps.items()) if caps else "no cap")]
+        for s in spends:
+            limits = {k: v for k, v in s.budget.items() if v is not None}
+            if s.iteration == 0 or not limits:
+                continue
+            used = _summed(list(s.parts.values()))
+            what = "measuring" if s.parts["predict"] is None else "predicting, checking and measuring"
+            shares = ", ".join(f"{used[k]:,.4g} of {v:,.4g} {k}" for k, v in limits.items())
+            notes.append(f"iteration {s.iteration}: {what} spent {shares} (its budget)")
+        return rows, notes
 
     def proposer_failures(self) -> list[tuple[int, str]]:
         """(iteration, error) of every time the proposer raised (``proposer_failure`` lines; older runs recorded it
@@ -177,15 +320,25 @@ ALLOTMENT_HEADERS = [
 ]
 
 
-def val_text(record: Candidate) -> str:
-    """The validation score as shown in tables: ``failed`` and ``implemented`` (not scored yet) say so, and a partly
-    scored candidate shows on how many of its share (``0.500 (8/25)``: not supported, never the best)."""
-    if record.failed:
-        return "failed"
-    if record.implemented or record.evaluation is None:
-        return "implemented"
-    ev = record.evaluation
-    return f"{record.score:.3f}" + (f" ({ev.examples}/{ev.share})" if not ev.supported else "")
+def cost_cell(record: Candidate, key: str, form: str) -> str:
+    """A cost of the record's evaluation as a table cell, blank when it has none (implemented, failed before)."""
+    return form.format(cost_of(record, key)) if record.evaluation is not None else ""
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _summed(spends: list[Mapping[str, float] | None]) -> dict[str, float]:
+    """The spends added up, entry by entry (a missing spend counts 0)."""
+    return {e: sum(float(s.get(e, 0.0)) for s in spends if s is not None) for e in ENTRIES}
+
+
+def _spend(value: object) -> dict[str, float] | None:
+    """A spend object of a log line (``{"evals", "tokens", "usd"}``), ``None`` when there is none."""
+    if not isinstance(value, Mapping):
+        return None
+    return {k: _number(value.get(k)) or 0.0 for k in ENTRIES}
 
 
 def spend_text(spend: dict[str, Any]) -> str:
