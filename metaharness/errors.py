@@ -38,3 +38,11 @@ class ModelUnavailable(MetaharnessError):
     continues once the model answers again. Exit code 5."""
 
     exit_code = 5
+
+
+class StorageFailure(MetaharnessError):
+    """The run's own record could not be written (no space left on the device, an I/O error): a systemic failure.
+    The run stops at once; a model call whose spend could not be journaled is not answered. Free space (or fix the
+    disk) and rerun the same command to continue. Exit code 6."""
+
+    exit_code = 6

@@ -14,6 +14,7 @@ from typing import TypedDict
 
 from metaharness.candidates.protocol import LMReply
 from metaharness.json_types import JSONObject, JSONValue
+from metaharness.store.files import NO_SPACE, no_space
 
 CallHandler = Callable[[JSONObject], LMReply]
 """Answers one ``lm()`` call of a harness: its payload (the JSON object the harness passed) to the reply."""
@@ -112,11 +113,17 @@ class EvalReport:
 
 
 def write_records(records: list[ExampleRecord], path: str | Path) -> Path:
+    """Write ``records`` as JSON lines to ``path`` (replaced); a full disk is ``StorageFailure``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as handle:
-        for record in records:
-            handle.write(_utf8(json.dumps(record.to_json(), ensure_ascii=False) + "\n"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as handle:
+            for record in records:
+                handle.write(_utf8(json.dumps(record.to_json(), ensure_ascii=False) + "\n"))
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise no_space(path, exc) from None
+        raise
     return path
 
 

@@ -1,17 +1,40 @@
 """Crash-safe file writes: a reader (or a run resumed after SIGKILL) sees the old file or the new one, never half.
 
 Whole files are written to a temporary file in the same folder, flushed to disk and renamed over the target.
-JSONL logs are appended one line per write; a line cut short by a kill is skipped when read back.
+JSONL logs are appended one line per write; a line cut short by a kill is skipped when read back. A write that
+fails (a full disk) leaves the old file, or the log without the line: the append is undone, so no half line is
+left to be read back. Running out of space is the run's failure, not a bug: ``StorageFailure`` (one line, what to
+do), which stops the run; ``free_bytes`` tells how much is left.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from metaharness.errors import StorageFailure
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space(path: Path, exc: OSError) -> StorageFailure:
+    """The one-line failure of a write to ``path`` that found no space left."""
+    return StorageFailure(
+        f"No space left to write {path} ({exc.strerror}): the run stopped without losing what it recorded. Free "
+        "space on that disk, then rerun the same command to continue."
+    )
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes an unprivileged writer may still use on the file system holding ``folder``."""
+    stats = os.statvfs(folder)
+    return stats.f_bavail * stats.f_frsize
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -30,11 +53,17 @@ def _umask() -> int:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (temporary file + fsync + rename). The file gets the mode a plain
-    ``open`` would give it (``0o666`` less the umask, so usually 0644), not the temporary file's private 0600."""
+    """Replace ``path`` with ``data`` atomically (temporary file + fsync + rename); ``StorageFailure`` when no
+    space is left (the old file stays). The file gets the mode a plain ``open`` would give it (``0o666`` less the
+    umask, so usually 0644), not the temporary file's private 0600."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise no_space(path, exc) from None
+        raise
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), 0o666 & ~_umask())
@@ -42,8 +71,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+            raise no_space(path, exc) from None
         raise
     _fsync_dir(path.parent)
 
@@ -61,36 +92,51 @@ def read_json(path: Path) -> Any:
 
 
 def append_jsonl(path: Path, record: Mapping[str, object]) -> None:
-    """Append one JSON line and fsync; a line left unterminated by an earlier kill is closed off first."""
+    """Append one JSON line and fsync; a line left unterminated by an earlier kill is closed off first. A write that
+    fails is undone (the file is cut back to its old length) and raised: ``StorageFailure`` when no space is left."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
-    with open(path, "a+b") as handle:
-        handle.seek(0, os.SEEK_END)
-        if handle.tell() > 0:
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) != b"\n":
-                handle.write(b"\n")
-        handle.write(line.encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
+    data = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise no_space(path, exc) from None
+        raise
+    try:
+        end = os.fstat(fd).st_size
+        if end > 0 and os.pread(fd, 1, end - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)
+            if exc.errno in NO_SPACE:
+                raise no_space(path, exc) from None
+            raise
+    finally:
+        os.close(fd)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every complete JSON object line of ``path`` (none when it does not exist); torn lines are skipped."""
+    """Every complete JSON object line of ``path`` (none when it does not exist); torn or garbled lines (a byte that
+    is no UTF-8 included) are skipped."""
     path = Path(path)
     if not path.exists():
         return []
-    return [
-        record for line in path.read_text(encoding="utf-8").splitlines() if (record := json_object(line)) is not None
-    ]
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return [record for line in text.splitlines() if (record := json_object(line)) is not None]
 
 
 def json_object(line: str) -> dict[str, Any] | None:
     """The JSON object a line holds, or None for a torn line, other text or a JSON value that is not an object."""
     try:
         value = json.loads(line)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

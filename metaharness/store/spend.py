@@ -13,6 +13,10 @@ run directory written before this journal existed gets one ``{"carried": true, .
 ``spent`` its ``summary.jsonl`` recorded. Lines are written under a lock, so the threads of a parallel evaluation
 may record at once.
 
+A line that cannot be written stops the run (``StorageFailure``): the call is not answered, so nothing is used that
+is not on record. A full disk is foreseen: ``spend.reserve`` holds ``RESERVE_BYTES`` on the journal's disk from the
+moment a session opens the run, and is freed to journal the calls in flight when the disk fills.
+
 A damaged line (torn, or garbled by a disk fault) is never dropped from the total, since the caps count what was
 spent: when its ``tokens`` and ``usd`` can still be read it counts what they say (and ``SpendJournal.repair``
 rewrites it whole, keeping the damaged text under ``"repaired"``); else reading the journal raises
@@ -32,11 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaharness.errors import InputError
+from metaharness.errors import InputError, StorageFailure
 from metaharness.store.crash import crash_point
-from metaharness.store.files import append_jsonl, atomic_write_text
+from metaharness.store.files import NO_SPACE, append_jsonl, atomic_write_text, no_space
 
 SPEND_FILE = "spend.jsonl"
+RESERVE_FILE = "spend.reserve"
+# Room for the journal lines of the calls in flight when the disk fills (a line is about 300 bytes).
+RESERVE_BYTES = 256 << 10
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens")
 # What a damaged line may still tell: the two fields a cap counts, each number ending where the next field begins.
 _READABLE = {name: re.compile(rf'"{name}": (-?[0-9][0-9.eE+-]*)\s*[,}}]') for name in ("tokens", "usd")}
@@ -100,9 +107,58 @@ class SpendJournal:
         self._append({"carried": True, "usd": float(usd), "tokens": int(tokens)})
 
     def _append(self, entry: dict[str, Any]) -> None:
+        """Append one line; a line that cannot be written stops the run (``StorageFailure``). With the disk full, the
+        reserve (``keep_reserve``) is freed first, so the line is written all the same: nothing spent goes unrecorded
+        unless the journal cannot be written at all."""
         line = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "session": self.session, **entry}
         with self._lock:
-            append_jsonl(self.path, line)
+            try:
+                append_jsonl(self.path, line)
+                return
+            except StorageFailure:
+                if not self.reserve.exists():
+                    raise self._unrecorded(entry, "no space left on its disk") from None
+            except OSError as exc:
+                raise self._unrecorded(entry, str(exc)) from None
+            self.reserve.unlink()
+            try:
+                append_jsonl(self.path, line)
+            except OSError as exc:
+                raise self._unrecorded(entry, str(exc)) from None
+        raise StorageFailure(
+            f"The disk holding {self.path.parent} is full: the last model call was journaled in {SPEND_FILE} with the "
+            "space kept in reserve, and the run stopped. Free space on that disk, then rerun the same command to "
+            "continue."
+        )
+
+    def _unrecorded(self, entry: dict[str, Any], why: str) -> StorageFailure:
+        return StorageFailure(
+            f"A model call could not be journaled in {self.path} ({why}); the run stopped. It cost "
+            f"{entry.get('tokens', 0)} tokens (${float(entry.get('usd', 0.0)):g}), which the run's caps no longer see: "
+            "fix the disk, then rerun the same command."
+        )
+
+    @property
+    def reserve(self) -> Path:
+        return self.path.with_name(RESERVE_FILE)
+
+    def keep_reserve(self) -> None:
+        """Hold ``RESERVE_BYTES`` on the journal's disk in ``spend.reserve``, freed to journal the calls in flight
+        when that disk fills up. ``StorageFailure`` when there is not even that much space."""
+        if self.reserve.exists() and self.reserve.stat().st_size >= RESERVE_BYTES:
+            return
+        try:
+            fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self.reserve.unlink(missing_ok=True)
+            if exc.errno in NO_SPACE:
+                raise no_space(self.reserve, exc) from None
+            raise
 
     def exists(self) -> bool:
         return self.path.exists()
