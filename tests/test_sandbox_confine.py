@@ -1,6 +1,6 @@
 """The kernel-level confinement itself, checked from a forked process as the current user and as a normal user.
 
-As root the sandbox becomes nobody inside its namespaces; as a normal user it gets a user namespace of its own.
+As root the sandbox becomes a uid of its own inside its namespaces; as a normal user it gets a user namespace.
 Either way writes that the file permissions would allow (a world-writable folder) must be refused, so both cases
 are run (the second needs root, to become the normal user).
 """
@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from metaharness.evaluation import syscall_filter
-from metaharness.evaluation.confine import NOBODY, Limits, confine, isolation, read_roots
+from metaharness.evaluation.confine import SANDBOX_UIDS, Limits, confine, isolation, read_roots
+
+NOBODY = 65534
 
 
 def _attempts(scratch: str, outside_dir: str, secret_file: str) -> dict[str, str]:
@@ -59,15 +61,16 @@ def _run_confined(tmp_path: Path, *, as_user: int | None) -> dict[str, Any]:
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret")
     os.chmod(secret, 0o644)
-    owner = as_user if as_user is not None else isolation().uid  # as the evaluator does: root's sandboxes run as nobody
-    if owner is not None:
-        os.chown(scratch, owner, owner)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: confine, try things, report, exit without running pytest's teardown
         os.close(read_fd)
         try:
-            plan = isolation().plan()
+            uid = isolation().sandbox_uid(os.getpid())  # as the evaluator does: root's sandboxes get a uid of their own
+            plan = {**isolation().plan(), "uid": uid}
+            owner = as_user if as_user is not None else uid
+            if owner is not None:
+                os.chown(scratch, owner, owner)
             if as_user is not None:
                 # Load lazily imported modules now: this Python may live where the other user cannot read.
                 read_roots()
@@ -110,12 +113,12 @@ def test_confinement_as_the_current_user(base):
     _assert_confined(report)
     assert report["layers"] == isolation().layers
     if os.geteuid() == 0:
-        assert report["uid"] == str(NOBODY)
+        assert int(report["uid"]) > SANDBOX_UIDS  # SANDBOX_UIDS plus the pid of the process
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become a normal user")
 def test_confinement_as_a_normal_user(base):
     report = _run_confined(base, as_user=NOBODY)
     assert report.get("uid") == str(NOBODY), report
-    assert "namespaces" in report["layers"] and not any(layer.startswith("uid") for layer in report["layers"])
+    assert "namespaces" in report["layers"] and "a uid of its own" not in report["layers"]
     _assert_confined(report)

@@ -7,9 +7,11 @@ them with ``confine``, in this order:
 1. **namespaces** (``.namespaces``; as root, or where unprivileged user namespaces are allowed): network, PID,
    mount, IPC and UTS namespaces, and a new root holding only the Python installation, the system libraries, a
    few /dev nodes, the namespace's /proc and the scratch folder;
-2. **an unprivileged uid**: as root, the capability bounding set is emptied and the process becomes ``nobody``
-   (65534). With namespaces this works wherever Python is installed (the view makes it readable to nobody);
-   without them, only where Landlock is missing (today's fallback, which needs a world-readable Python);
+2. **an unprivileged uid of its own**: as root, the capability bounding set is emptied and the process becomes
+   ``SANDBOX_UIDS`` plus the pid of the sandbox's first process, a uid no other sandbox and no user has, so the
+   process limit of one sandbox is never shared with another's. With namespaces this works wherever Python is
+   installed (the view makes it readable to any uid); without them, only where Landlock is missing (today's
+   fallback, which needs a world-readable Python);
 3. **limits that cannot be raised** (``setrlimit`` with hard == soft): address space, CPU seconds for the whole
    life of the worker (the parent enforces the per-example CPU limit from outside), processes and threads (which
    bind because the uid is not root), file size, no core dumps;
@@ -31,18 +33,22 @@ import ctypes
 import functools
 import os
 import resource
+import signal
 import sys
 import sysconfig
 from dataclasses import dataclass
 
-from metaharness.evaluation import namespaces, syscall_filter
+from metaharness.evaluation import cgroups, namespaces, syscall_filter
 
-NOBODY = 65534
+# As root each sandbox runs as a uid of its own: this plus the pid of its first process (unique while it lives;
+# pids stay below 2**22), far above the uids of real users and of the usual subordinate-uid ranges.
+SANDBOX_UIDS = 2_000_000_000
 
 # Syscall numbers are the same on every architecture that has Landlock (generic syscall table).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
+_PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAPBSET_DROP = 24
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -96,13 +102,16 @@ class _PathBeneathAttr(ctypes.Structure):
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-process limits of a sandbox: address space (MiB), CPU seconds, how many processes/threads it may start
-    (on top of those its uid already runs), and the size of any file it writes (MiB)."""
+    """Limits of a sandbox: memory (MiB: each process's address space, and with the memory controller every kind of
+    memory of the sandbox together), CPU seconds, how many processes and threads it may run, the size of any file
+    it writes (MiB), and its scratch folder's size (``disk_mb``) and number of files and folders (``max_files``)."""
 
     memory_mb: int = 4096
     cpu_seconds: int = 300
     max_processes: int = 256
     file_mb: int = 256
+    disk_mb: int = 512
+    max_files: int = 10_000
 
 
 GUARANTEES = {
@@ -112,16 +121,17 @@ GUARANTEES = {
     "privacy": "other processes and their command lines are invisible",
     "uid": "an unprivileged uid, with limits it cannot raise",
 }
-# Tasks charged to the uid of a sandbox in its own user namespace before the harness starts: monitor, init, worker.
-_SANDBOX_TASKS = 3
+# Tasks of a sandbox before the harness starts: monitor, init, worker (charged to its user namespace's uid, and
+# counted in its control group's task limit).
+SANDBOX_TASKS = 3
 
 
 @dataclass(frozen=True)
 class Isolation:
     """The layers a sandbox gets on this machine (see the module docstring) and the guarantees they leave missing.
 
-    ``uid``: the uid the harness runs as when it is not the evaluator's (root's sandboxes run as nobody);
-    ``why``: why namespaces are unavailable, when they are."""
+    ``uid``: where the uids of sandboxes start when a harness does not run as the evaluator's uid (root's sandboxes
+    each run as a uid of their own, ``sandbox_uid``); ``why``: why namespaces are unavailable, when they are."""
 
     namespaces: bool
     seccomp: bool
@@ -134,15 +144,19 @@ class Isolation:
     def layers(self) -> list[str]:
         found = [
             "namespaces" if self.namespaces else "",
-            f"uid {self.uid}" if self.uid is not None else ("no capabilities" if os.geteuid() == 0 else ""),
+            "a uid of its own" if self.uid is not None else ("no capabilities" if os.geteuid() == 0 else ""),
             "seccomp" if self.seccomp else "",
             f"landlock (ABI {self.landlock_abi})" if self.landlock_abi else "",
         ]
         return [layer for layer in found if layer]
 
+    def sandbox_uid(self, pid: int) -> int | None:
+        """The uid of the sandbox whose first process is ``pid`` (None: the evaluator's own)."""
+        return None if self.uid is None else self.uid + pid
+
     def plan(self) -> dict[str, object]:
-        """What the worker needs to know (the ``isolation`` of its init message)."""
-        return {"namespaces": self.namespaces, "seccomp": self.seccomp, "uid": self.uid}
+        """What the worker needs to know (the ``isolation`` of its init message; the sandbox adds its ``uid``)."""
+        return {"namespaces": self.namespaces, "seccomp": self.seccomp}
 
 
 def _missing(namespaces: bool, seccomp: bool, abi: int, root: bool) -> tuple[str, ...]:
@@ -163,7 +177,7 @@ def isolation() -> Isolation:
     root = os.geteuid() == 0
     usable, why = namespaces.available()
     seccomp = syscall_filter.available()
-    uid = NOBODY if root and (usable or not abi) else None
+    uid = SANDBOX_UIDS if root and (usable or not abi) else None
     return Isolation(usable, seccomp, abi, uid, _missing(usable, seccomp, abi, root), why)
 
 
@@ -183,11 +197,13 @@ def landlock_abi() -> int:
 
 def probe() -> dict[str, object]:
     """What confinement this machine offers: its layers (also joined by "+" as ``write_barrier``, the name an
-    evaluation report's sandbox entry reads), the guarantees missing, Landlock ABI and uid."""
+    evaluation report's sandbox entry reads), the controllers that limit a sandbox as a whole (``whole_sandbox``,
+    see ``.cgroups``), the guarantees missing, Landlock ABI and uid."""
     found = isolation()
     return {
         "write_barrier": "+".join(found.layers),
         "layers": found.layers,
+        "whole_sandbox": cgroups.held(),
         "missing": [GUARANTEES[name] for name in found.missing],
         "landlock_abi": found.landlock_abi,
         "uid": os.geteuid(),
@@ -242,6 +258,12 @@ def _set_limits(limits: Limits, charged: int) -> None:
     fix(resource.RLIMIT_CORE, 0)
     fix(resource.RLIMIT_FSIZE, limits.file_mb << 20)
     fix(resource.RLIMIT_NPROC, charged + limits.max_processes)
+
+
+def arm_parent_death() -> None:
+    """Have the kernel kill this process (SIGKILL) when its parent dies. The kernel disarms it when the process
+    changes uid, so ``confine`` arms it again after the change."""
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _become(uid: int) -> None:
@@ -343,15 +365,17 @@ def confine(scratch: str, limits: Limits, plan: dict[str, object]) -> list[str]:
         syscall_filter.available()  # loads libseccomp while the host's library paths and ldconfig are in view
     layers = []
     if plan.get("namespaces"):
-        namespaces.enter(scratch, read_roots())
+        owner = uid if isinstance(uid, int) else None
+        namespaces.enter(scratch, read_roots(), namespaces.Scratch(limits.disk_mb << 20, limits.max_files, owner))
         layers.append("namespaces")
-        charged = charged if root else _SANDBOX_TASKS  # its own user namespace counts only the sandbox's tasks
+        charged = charged if root else SANDBOX_TASKS  # its own user namespace counts only the sandbox's tasks
     if root or plan.get("namespaces"):
         _drop_bounding_set()
     _set_limits(limits, charged + (1 if isinstance(uid, int) else 0))
     if isinstance(uid, int):
         _become(uid)
-        layers.append(f"uid {uid}")
+        layers.append("a uid of its own")
+        arm_parent_death()  # a change of uid disarms it
     if plan.get("seccomp"):
         syscall_filter.deny_network()
         layers.append("seccomp")

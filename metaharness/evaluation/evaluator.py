@@ -19,12 +19,13 @@ an unknown task or split, a missing harness file, a reached budget cap, a model 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from metaharness.errors import InputError, MetaharnessError
 from metaharness.evaluation.confine import probe
 from metaharness.evaluation.proxy import CallRecorder, ModelRef, RemoteRecorder
 from metaharness.evaluation.records import EvalReport, ExampleRecord, LMReply, mean_scores, total_cost, write_records
-from metaharness.evaluation.sandbox import LOAD_FAILED, CallHandler, Sandbox, SandboxFailure, SandboxLimits
+from metaharness.evaluation.sandbox import LOAD_FAILED, STOPPED, CallHandler, Sandbox, SandboxFailure, SandboxLimits
 from metaharness.evaluation.worker import MAX_EXAMPLES_PER_WORKER
 from metaharness.json_types import JSONObject
 from metaharness.models import connect
@@ -66,20 +67,48 @@ class _Job:
 
 
 class _Pool:
-    """Idle sandboxes of one evaluation in this process; a harness that failed to load fails fast afterwards."""
+    """The sandboxes of one evaluation in this process: idle ones to reuse, busy ones to kill if the evaluation
+    stops, and the jobs running (``stop`` then ``wait`` until none is left inside a model call). A harness that
+    failed to load fails fast afterwards."""
 
     def __init__(self, job: _Job):
         self.job = job
         self.idle: list[Sandbox] = []
+        self.busy: set[Sandbox] = set()
         self.load_error: str | None = None
         self.closed = False
-        self.lock = threading.Lock()
+        self.stopped = False
+        self.running = 0
+        self.owned = False  # the pool of an evaluation running in this process (see _pool_for)
+        self.lock = threading.Condition()
+
+    @contextlib.contextmanager
+    def job_running(self) -> Iterator[None]:
+        """Count a job as running for its whole life; a job of a stopped evaluation fails at once (``STOPPED``)."""
+        with self.lock:
+            if self.stopped:
+                raise SandboxFailure(STOPPED, fatal=True)
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running -= 1
+                self.lock.notify_all()
+
+    def _started(self, sandbox: Sandbox) -> None:
+        with self.lock:
+            self.busy.add(sandbox)
+            if self.stopped:
+                sandbox.kill()
 
     def acquire(self, recorder: CallRecorder | RemoteRecorder) -> Sandbox:
         with self.lock:
             if self.load_error is not None:
                 raise SandboxFailure(self.load_error, fatal=True)
             sandbox = self.idle.pop() if self.idle else None
+            if sandbox is not None:
+                self.busy.add(sandbox)
         if sandbox is None:
             try:
                 sandbox = Sandbox(
@@ -88,20 +117,38 @@ class _Pool:
                     self.job.limits,
                     context_window=self.job.context_window,
                     on_call=recorder,
+                    on_start=self._started,
                 )
             except SandboxFailure as failure:
                 with self.lock:
-                    self.load_error = str(failure)
+                    if not self.stopped:
+                        self.load_error = str(failure)
                 raise
         sandbox.on_call = recorder
         return sandbox
 
     def release(self, sandbox: Sandbox) -> None:
         with self.lock:
+            self.busy.discard(sandbox)
             if not self.closed and sandbox.alive and sandbox.examples_run < MAX_EXAMPLES_PER_WORKER:
                 self.idle.append(sandbox)
                 return
         sandbox.close()
+
+    def stop(self) -> None:
+        """Stop the evaluation at once: no job starts, every sandbox is killed (a job inside a model call finishes
+        that call, then fails with ``STOPPED``)."""
+        with self.lock:
+            self.stopped = True
+            busy = list(self.busy)
+        for sandbox in busy:
+            sandbox.kill()
+        self.close()
+
+    def wait(self) -> None:
+        """Return once no job of this evaluation is running (none is left inside a model call)."""
+        with self.lock:
+            self.lock.wait_for(lambda: self.running == 0)
 
     def close(self) -> None:
         with self.lock:
@@ -115,14 +162,16 @@ _POOLS: dict[str, _Pool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def _pool_for(job: _Job) -> _Pool:
-    """The pool of ``job``'s evaluation in this process (most recently used last; beyond MAX_POOLS the oldest go)."""
+def _pool_for(job: _Job, *, owned: bool = False) -> _Pool:
+    """The pool of ``job``'s evaluation in this process (most recently used last; beyond MAX_POOLS the oldest go,
+    but never the pool of an evaluation running in this process: ``owned``, closed when that evaluation ends)."""
     retired = []
     with _POOLS_LOCK:
         pool = _POOLS.pop(job.pool_key, None) or _Pool(job)
+        pool.owned = pool.owned or owned
         _POOLS[job.pool_key] = pool
-        while len(_POOLS) > MAX_POOLS:
-            retired.append(_POOLS.pop(next(iter(_POOLS))))
+        while len(_POOLS) > MAX_POOLS and (oldest := next((k for k, p in _POOLS.items() if not p.owned), None)):
+            retired.append(_POOLS.pop(oldest))
     for old in retired:
         old.close()  # sandboxes still running an example are closed when they are released
     return pool
@@ -151,18 +200,19 @@ def _run_example(job: _Job) -> ExampleRecord:
     pool = _pool_for(job)
     sandbox = None
     try:
-        sandbox = pool.acquire(recorder)
-        record.prediction = sandbox.predict(example.input)
+        with pool.job_running():
+            try:
+                sandbox = pool.acquire(recorder)
+                record.prediction = sandbox.predict(example.input)
+            except BaseException:  # a systemic failure (budget, unreachable model): the sandbox is mid-call, discard it
+                if sandbox is not None:
+                    sandbox.close()
+                raise
+            finally:
+                if sandbox is not None:
+                    pool.release(sandbox)
     except SandboxFailure as failure:
         record.error = str(failure)
-    except BaseException:  # a systemic failure (budget, unreachable model): the sandbox is mid-call, discard it
-        if sandbox is not None:
-            sandbox.close()
-            sandbox = None
-        raise
-    finally:
-        if sandbox is not None:
-            pool.release(sandbox)
     record.calls = recorder.calls
     record.seconds = round(time.perf_counter() - started, 4)
     return record
@@ -252,8 +302,9 @@ def evaluate(
     metric_names = task_obj.metric_names()
     by_id: dict[str, ExampleRecord] = {}
     examples_by_id = {example.id: example for example in examples}
+    pool = _pool_for(jobs[0], owned=True) if jobs else None
+    results = _parallel(Parallel, n_jobs)(delayed(_run_example)(job) for job in jobs)
     try:
-        results = _parallel(Parallel, n_jobs)(delayed(_run_example)(job) for job in jobs)
         for done, record in zip(itertools.count(1), results):
             if record.error is None and record.prediction is not None:
                 record.scores = task_obj.score(record.prediction, examples_by_id[record.id])
@@ -262,7 +313,15 @@ def evaluate(
             by_id[record.id] = record
             if progress is not None:
                 progress(record, done, len(jobs))
+    except BaseException:  # a systemic failure, or Ctrl-C: stop every sandbox of this evaluation now
+        if pool is not None:
+            pool.stop()
+        raise
     finally:
+        if isinstance(results, Generator):
+            results.close()  # no job is started any more
+        if pool is not None:
+            pool.wait()  # return (or let the process exit, freeing the model) only once no job is inside a call
         _close_pool(pool_key)
         model_ref.close()
     records = [by_id[example.id] for example in examples]
@@ -296,21 +355,31 @@ def check_harness(
     model: ModelClient | str | None = None,
     limits: SandboxLimits | None = None,
     data_dir: str | Path | None = None,
+    trace_path: str | Path | None = None,
 ) -> None:
     """Load and instantiate the harness in a sandbox with the task's training examples; raise
     ``HarnessInvalid`` (message: the harness's error) when that fails. Without ``model``, model calls made
-    while constructing the harness fail with an error the harness sees."""
+    while constructing the harness fail with an error the harness sees. ``trace_path``: where to write the model
+    calls made while loading (one record, id ``"check"``, with the load error if any), as every call is traced."""
     task_obj = _resolve_task(task, data_dir)
     source = _read_source(harness_path)
     train = [example.as_train_item() for example in task_obj.load("train")]
     on_call: CallHandler
+    recorder: CallRecorder | None = None
     if model is None:
         on_call, window = _no_model, DEFAULT_CONTEXT_WINDOW
     else:
         client = _connect(model)
-        on_call, window = CallRecorder(ModelRef(client)), _context_window(client)
+        recorder = CallRecorder(ModelRef(client))
+        on_call, window = recorder, _context_window(client)
+    record = ExampleRecord(id="check", input="", target="")
     try:
-        sandbox = Sandbox(source, train, limits or SandboxLimits(), context_window=window, on_call=on_call)
+        Sandbox(source, train, limits or SandboxLimits(), context_window=window, on_call=on_call).close()
     except SandboxFailure as failure:
-        raise HarnessInvalid(f"{harness_path}: {failure}") from None
-    sandbox.close()
+        record.error = str(failure)
+    finally:
+        if trace_path is not None and recorder is not None and recorder.calls:
+            record.calls = recorder.calls
+            write_records([record], trace_path)
+    if record.error is not None:
+        raise HarnessInvalid(f"{harness_path}: {record.error}")

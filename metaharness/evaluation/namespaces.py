@@ -11,9 +11,11 @@
   every process left in the namespace, so nothing a harness starts outlives its sandbox, ``setsid`` daemons
   included. A harness cannot kill init (pid 1 ignores signals from inside its namespace) nor leave the namespace.
 - **Mount namespace and a new root**: a read-only tmpfs holding read-only bind mounts of the given read paths,
-  the scratch folder (read-write), a few ``/dev`` nodes and the namespace's ``/proc``. Nothing else of the host's
+  a few ``/dev`` nodes, the namespace's ``/proc`` and, at the scratch folder's path, a tmpfs of its own (``Scratch``:
+  limited in bytes and in files and folders, owned by the harness's uid) as the one writable place; the host's
+  scratch folder stays empty, so nothing the harness writes reaches the host's disk. Nothing else of the host's
   file system exists there: no home folders, no ``/etc``, no ``/run`` or ``/tmp`` with their Unix sockets.
-- **IPC and UTS namespaces.**
+- **IPC, UTS and cgroup namespaces** (the sandbox's control groups look like the root of the hierarchy to it).
 - **User namespace** when not root (unprivileged user namespaces must be allowed), mapping the caller's uid and
   gid to themselves; root needs none (the worker drops to an unprivileged uid afterwards, see ``confine``).
 
@@ -34,8 +36,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 
-_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWNS, _CLONE_NEWCGROUP, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
@@ -73,13 +76,29 @@ def _write(path: str, text: str) -> None:
         handle.write(text)
 
 
-def enter(scratch: str, read_paths: list[str]) -> None:
-    """Move into new namespaces with ``scratch`` (read-write) and ``read_paths`` (read-only) as the only files;
-    returns in the worker only (the monitor and init never return). Raises OSError when the kernel refuses."""
+@dataclass(frozen=True)
+class Scratch:
+    """The sandbox's writable folder: a tmpfs of at most ``bytes`` bytes and ``files`` files and folders, owned by
+    ``owner`` (uid and gid; None: the caller's)."""
+
+    bytes: int
+    files: int
+    owner: int | None = None
+
+    def options(self) -> str:
+        owner = f",uid={self.owner},gid={self.owner}" if self.owner is not None else ""
+        return f"size={self.bytes},nr_inodes={self.files},mode=0700{owner}"
+
+
+def enter(scratch: str, read_paths: list[str], space: Scratch) -> None:
+    """Move into new namespaces with ``scratch`` (a fresh tmpfs as ``space`` says) and ``read_paths`` (read-only)
+    as the only files; returns in the worker only (the monitor and init never return). Raises OSError when the
+    kernel refuses."""
     libc = _libc()
     root = os.geteuid() == 0
     uid, gid = os.getuid(), os.getgid()
-    flags = _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWUTS | (0 if root else _CLONE_NEWUSER)
+    flags = _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWCGROUP
+    flags |= 0 if root else _CLONE_NEWUSER
     _check(libc.unshare(flags), "unshare")
     if not root:
         _write("/proc/self/setgroups", "deny")
@@ -99,7 +118,7 @@ def enter(scratch: str, read_paths: list[str]) -> None:
         os._exit(1)
     os.close(alive_read)
     _check(libc.unshare(_CLONE_NEWNS), "unshare(mount namespace)")
-    _new_root(libc, scratch, read_paths)
+    _new_root(libc, scratch, read_paths, space)
     worker = os.fork()
     if worker:
         _be_init(worker, status_write)
@@ -162,8 +181,9 @@ def _pruned(paths: list[str]) -> list[str]:
     return kept
 
 
-def _new_root(libc: ctypes.CDLL, scratch: str, read_paths: list[str]) -> None:
-    """Build the view on a tmpfs mounted over ``scratch`` (reachable still through a descriptor) and pivot into it."""
+def _new_root(libc: ctypes.CDLL, scratch: str, read_paths: list[str], space: Scratch) -> None:
+    """Build the view on a tmpfs mounted over ``scratch`` and pivot into it; the scratch folder in the view is a
+    tmpfs of its own (``space``)."""
     _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE)
     links = {p: os.readlink(p) for p in read_paths if os.path.islink(p)}
     wanted = _pruned([os.path.realpath(p) for p in read_paths])
@@ -173,21 +193,21 @@ def _new_root(libc: ctypes.CDLL, scratch: str, read_paths: list[str]) -> None:
             sources[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError:  # absent, or closed to this user: it was never readable from here
             continue
-    scratch_fd = os.open(scratch, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
     new = scratch
     _mount(libc, "tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
-    for path, fd in [*sources.items(), (scratch, scratch_fd)]:
+    for path, fd in sources.items():
         target = new + path
         if os.path.isdir(f"/proc/self/fd/{fd}"):
             os.makedirs(target, exist_ok=True)
         else:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             open(target, "a").close()  # noqa: SIM115 - a mount point, nothing to write
-        # Not recursive for the scratch folder: the tmpfs mounted over it would come along and hide it.
-        _mount(libc, f"/proc/self/fd/{fd}", target, None, _MS_BIND | (0 if path == scratch else _MS_REC))
+        _mount(libc, f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
         if path in wanted:
             _mount(libc, None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _kept_flags(target))
         os.close(fd)
+    os.makedirs(new + scratch, exist_ok=True)
+    _mount(libc, "tmpfs", new + scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, space.options())
     for link, destination in links.items():
         if not os.path.lexists(new + link):
             os.makedirs(os.path.dirname(new + link), exist_ok=True)
@@ -210,7 +230,7 @@ def _trial(scratch: str) -> None:
     # Here: confine imports this module.
     from metaharness.evaluation.confine import read_roots
 
-    enter(scratch, read_roots())
+    enter(scratch, read_roots(), Scratch(1 << 20, 16))
     os._exit(0 if sorted(p for p in os.listdir("/proc") if p.isdigit()) == ["1", "2"] else 3)
 
 

@@ -1,11 +1,13 @@
 """The task-model proxy: the parent's side of every ``lm(...)`` call a sandboxed harness makes.
 
 The proxy owns the real ``ModelClient`` (and so the keys); the harness only sends
-JSON requests through its pipe. Each call is checked (messages, ``max_tokens``, ``temperature``, ``stop``,
-``json_schema``), run, and recorded for the trace with its tokens, latency, cache status and dollars. A failure of
-one call (bad arguments, context overflow, invalid structured output) goes back to the harness as an error it may
-catch; failures of the whole run (a reached budget cap, a missing key, an unreachable server) are raised so the
-evaluation stops with a clear message.
+JSON requests through its pipe. Each call is checked before it costs anything (messages, their number and the
+prompt's size, ``max_tokens``, ``temperature``, ``stop``, ``json_schema`` and its size; ``.bounds``), run, and
+recorded for the trace with its tokens, latency, cache status and dollars. A failure of one call (bad arguments,
+a prompt too large, context overflow, invalid structured output) goes back to the harness as an error it may
+catch, and a refused call is charged as if it ran (``CallRecorder``); failures of the whole run (a reached budget
+cap, a missing key, an unreachable server, a spend journal or response cache that cannot be written) are raised
+so the evaluation stops with a clear message, and the harness is not answered.
 
 Jobs that run in other processes (joblib's Dask, Ray or loky backends) reach the same client through
 ``ProxyServer``: a pickled ``ModelRef`` carries no client and no key, only the address of a TCP server
@@ -23,24 +25,46 @@ an outage is systemic, so the evaluation stops and scores nothing rather than sc
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import hmac
 import json
 import os
 import secrets
 import socket
 import socketserver
+import sqlite3
 import threading
 from dataclasses import dataclass
 from typing import TypedDict
 
-from metaharness.errors import BudgetExceeded, ConfigurationError, MetaharnessError, ModelUnavailable
-from metaharness.evaluation.bounds import MAX_CALL_TEXT_CHARS, cut
+from metaharness.errors import BudgetExceeded, ConfigurationError, MetaharnessError, ModelUnavailable, StorageFailure
+from metaharness.evaluation.bounds import (
+    CHARS_PER_CHARGED_TOKEN,
+    MAX_CALL_TEXT_CHARS,
+    MAX_CHARS_PER_TOKEN,
+    MAX_EXAMPLE_TRACE_CHARS,
+    MAX_MESSAGES,
+    MAX_PROMPT_CHARS,
+    MAX_SCHEMA_CHARS,
+    MAX_SCHEMA_DEPTH,
+    MAX_STOP_CHARS,
+    MAX_STOP_SEQUENCES,
+    cut,
+)
 from metaharness.evaluation.records import CallRecord, LMReply, TracedMessage
 from metaharness.json_types import JSONObject, JSONValue
-from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient
+from metaharness.models.ledger import Ledger
+from metaharness.models.protocol import (
+    ChatRequest,
+    ChatResult,
+    ModelClient,
+    StructuredOutputError,
+    Usage,
+    context_window,
+)
 
 MAX_TOKENS_CAP = 8192
-_SYSTEMIC = (BudgetExceeded, ConfigurationError, ModelUnavailable)
+_SYSTEMIC = (BudgetExceeded, ConfigurationError, ModelUnavailable, StorageFailure)
 # Where the parent's proxy listens, and the host remote workers are told to connect to: 127.0.0.1 unless set
 # (a cluster on other machines needs an address they can reach, e.g. the parent's LAN address).
 PROXY_HOST_ENV = "METAHARNESS_PROXY_HOST"
@@ -134,10 +158,32 @@ def _dollars(client: ModelClient, result: ChatResult) -> float:
     return price.dollars(result.usage) if price is not None else 0.0
 
 
-def _build_request(payload: JSONObject) -> ChatRequest:
+def max_prompt_chars(client: ModelClient) -> int:
+    """The longest prompt (characters of all its messages) a request to ``client`` may hold: ``MAX_PROMPT_CHARS``,
+    or less when the model's context window is known and could not hold it at ``MAX_CHARS_PER_TOKEN`` per token."""
+    window = context_window(client)
+    return min(MAX_PROMPT_CHARS, window * MAX_CHARS_PER_TOKEN) if window else MAX_PROMPT_CHARS
+
+
+def _depth(value: JSONValue) -> int:
+    """How deeply ``value`` nests objects and lists (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _build_request(payload: JSONObject, prompt_chars: int = MAX_PROMPT_CHARS) -> ChatRequest:
+    """The request ``payload`` asks for, checked before it costs anything; ``ValueError`` says what is wrong.
+    ``prompt_chars``: the longest prompt the model may be sent (``max_prompt_chars``)."""
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list")
+    if len(messages) > MAX_MESSAGES:
+        raise ValueError(f"a call holds at most {MAX_MESSAGES} messages, not {len(messages):,}")
     sent: list[dict[str, object]] = []
     for message in messages:
         if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant"):
@@ -145,6 +191,12 @@ def _build_request(payload: JSONObject) -> ChatRequest:
         if not isinstance(message.get("content"), str):
             raise ValueError("each message needs a string content")
         sent.append({"role": message["role"], "content": message["content"]})
+    chars = sum(len(str(message["content"])) for message in sent)
+    if chars > prompt_chars:
+        raise ValueError(
+            f"the prompt holds {chars:,} characters, more than the {prompt_chars:,} this model can take "
+            f"(at most {MAX_CHARS_PER_TOKEN} characters per token of its context window)"
+        )
     max_tokens = payload.get("max_tokens", 512)
     if not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_TOKENS_CAP:
         raise ValueError(f"max_tokens must be an integer from 1 to {MAX_TOKENS_CAP}")
@@ -152,11 +204,21 @@ def _build_request(payload: JSONObject) -> ChatRequest:
     if not isinstance(temperature, (int, float)) or not 0.0 <= temperature <= 2.0:
         raise ValueError("temperature must be a number from 0 to 2")
     stop = payload.get("stop")
-    if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
-        raise ValueError("stop must be a list of strings")
+    if stop is not None and (
+        not isinstance(stop, list)
+        or len(stop) > MAX_STOP_SEQUENCES
+        or not all(isinstance(s, str) and len(s) <= MAX_STOP_CHARS for s in stop)
+    ):
+        raise ValueError(
+            f"stop must be a list of at most {MAX_STOP_SEQUENCES} strings of at most {MAX_STOP_CHARS} characters"
+        )
     schema = payload.get("json_schema")
     if schema is not None and not isinstance(schema, dict):
         raise ValueError("the JSON schema must be an object")
+    if schema is not None and (_depth(schema) > MAX_SCHEMA_DEPTH or len(json.dumps(schema)) > MAX_SCHEMA_CHARS):
+        raise ValueError(
+            f"the JSON schema may nest {MAX_SCHEMA_DEPTH} levels and take {MAX_SCHEMA_CHARS:,} characters at most"
+        )
     return ChatRequest(
         messages=sent,
         temperature=float(temperature),
@@ -166,12 +228,12 @@ def _build_request(payload: JSONObject) -> ChatRequest:
     )
 
 
-def _traced(messages: JSONValue) -> list[TracedMessage | str] | str | None:
-    """The messages of a call as its trace record keeps them: roles and contents, at most MAX_CALL_TEXT_CHARS
-    characters of content in all, with a marker where they were cut (a harness may send megabytes)."""
+def _traced(messages: JSONValue, limit: int = MAX_CALL_TEXT_CHARS) -> list[TracedMessage | str] | str | None:
+    """The messages of a call as its trace record keeps them: roles and contents, at most ``limit`` characters of
+    content in all, with a marker where they were cut (a harness may send megabytes)."""
     if not isinstance(messages, list):
-        return None if messages is None else cut(str(messages), MAX_CALL_TEXT_CHARS)
-    left = MAX_CALL_TEXT_CHARS
+        return None if messages is None else cut(str(messages)[: limit + 1], limit)
+    left = limit
     kept: list[TracedMessage | str] = []
     for index, message in enumerate(messages):
         if left <= 0:
@@ -181,26 +243,53 @@ def _traced(messages: JSONValue) -> list[TracedMessage | str] | str | None:
             kept.append({"role": cut(str(message.get("role")), 20), "content": cut(content, left)})
             left -= len(content)
         else:
-            text = cut(str(message), left)
+            text = cut(str(message)[: left + 1], left)
             kept.append(text)
             left -= len(text)
     return kept
 
 
+def _prompt_tokens(payload: JSONObject) -> int:
+    """What a refused request is charged: one token per ``CHARS_PER_CHARGED_TOKEN`` characters of its messages."""
+    messages = payload.get("messages")
+    if not isinstance(messages, list):
+        messages = [{"content": str(messages or "")}]
+    contents = [m.get("content") if isinstance(m, dict) else None for m in messages]
+    chars = sum(len(content) for content in contents if isinstance(content, str))
+    return -(-chars // CHARS_PER_CHARGED_TOKEN)
+
+
+def _refusal_key(spec: str, payload: JSONObject) -> str:
+    """The ledger's key of a refused request: refused again in the same run, it is not charged twice."""
+    text = json.dumps({"refused": spec, "payload": payload}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+
+
 class CallRecorder:
-    """Answers the calls of one example and keeps their records (``calls``) for its trace."""
+    """Answers the calls of one example and keeps their records (``calls``) for its trace.
+
+    Each request is checked before it costs anything (``_build_request``: the size of its prompt, messages, stop
+    list and schema, its options). A request refused here or by the model is charged as if it ran, at
+    ``_prompt_tokens`` (once per run: ``_refusal_key``), so refused requests are no free way to spend the parent's
+    time; the harness gets the reason as an error. A failure of the run itself (a cap, an unreachable model, a
+    journal or cache that cannot be written) is raised and stops the evaluation; the harness is not answered.
+    The messages kept in the trace are cut to ``MAX_CALL_TEXT_CHARS`` per call and ``MAX_EXAMPLE_TRACE_CHARS`` for
+    all the calls of the example."""
 
     def __init__(self, model: ModelRef):
         self.model = model
         self.calls: list[CallRecord] = []
+        self.trace_left = MAX_EXAMPLE_TRACE_CHARS
 
     def __call__(self, payload: JSONObject) -> LMReply:
         options: JSONObject = {key: payload.get(key) for key in ("max_tokens", "temperature", "stop", "json_schema")}
         shown = json.dumps(options, default=str)
         if len(shown) > MAX_CALL_TEXT_CHARS:  # a schema or stop list of megabytes: kept as cut text
             options = {"cut": cut(shown, MAX_CALL_TEXT_CHARS)}
+        traced = _traced(payload.get("messages"), max(0, min(MAX_CALL_TEXT_CHARS, self.trace_left)))
+        self.trace_left -= len(json.dumps(traced, default=str))
         record: CallRecord = {
-            "messages": _traced(payload.get("messages")),
+            "messages": traced,
             "options": options,
             "response": None,
             "parsed": None,
@@ -213,12 +302,11 @@ class CallRecorder:
             "error": None,
         }
         self.calls.append(record)
-        try:
-            request = _build_request(payload)
-        except ValueError as exc:
-            error = record["error"] = f"bad lm() call: {exc}"
-            return {"error": error}
         client = self.model.client
+        try:
+            request = _build_request(payload, max_prompt_chars(client))
+        except ValueError as exc:
+            return self._refused(record, payload, f"bad lm() call: {exc}")
         try:
             result = client.complete(request, role="task")
         except ModelUnavailable as exc:
@@ -228,9 +316,16 @@ class CallRecorder:
             ) from exc
         except _SYSTEMIC:
             raise
-        except Exception as exc:  # noqa: BLE001 - one call's failure goes back to the harness
+        except (OSError, sqlite3.Error) as exc:  # the parent's own files (the response cache): not the harness's
+            raise StorageFailure(
+                f"The task model's answer could not be stored ({type(exc).__name__}: {exc}); the evaluation stopped. "
+                "Free space on the disk of the response cache (METAHARNESS_CACHE_DIR), then rerun the same command."
+            ) from exc
+        except StructuredOutputError as exc:  # the model ran (and was charged): its answer was no valid JSON
             error = record["error"] = f"{type(exc).__name__}: {exc}"
             return {"error": error}
+        except Exception as exc:  # noqa: BLE001 - one call's failure goes back to the harness
+            return self._refused(record, payload, f"{type(exc).__name__}: {exc}")
         record.update(
             {
                 "response": result.text,
@@ -244,6 +339,20 @@ class CallRecorder:
             }
         )
         return {"text": result.text, "parsed": result.parsed}
+
+    def _refused(self, record: CallRecord, payload: JSONObject, error: str) -> LMReply:
+        """Charge a refused request as if it ran (see the class docstring) and answer the harness with ``error``."""
+        record["error"] = error
+        record["input_tokens"] = tokens = _prompt_tokens(payload)
+        client = self.model.client
+        ledger = getattr(client, "ledger", None)
+        if isinstance(ledger, Ledger) and tokens:
+            key = _refusal_key(client.spec, payload)
+            if not ledger.charged_before(key):
+                ledger.check(client.spec)
+                record["usd"] = ledger.record(client.spec, "task", Usage(input_tokens=tokens), key=key)
+                record["charged"] = True
+        return {"error": error}
 
 
 class ProxyFailure(TypedDict):
@@ -287,7 +396,7 @@ class ProxyServer:
                     return {"failure": {"kind": "ConfigurationError", "message": "refused: not this run's token"}}
                 try:
                     message = json.loads(self.rfile.readline(MAX_LINE))
-                except ValueError:  # UnicodeDecodeError included
+                except (ValueError, RecursionError):  # UnicodeDecodeError included; nested too deep
                     message = None
                 if not isinstance(message, dict):
                     return {"failure": {"kind": "ConfigurationError", "message": "malformed request line"}}
@@ -324,6 +433,7 @@ _FAILURES: dict[str, type[MetaharnessError]] = {
     "BudgetExceeded": BudgetExceeded,
     "ConfigurationError": ConfigurationError,
     "ModelUnavailable": ModelUnavailable,
+    "StorageFailure": StorageFailure,
 }
 
 

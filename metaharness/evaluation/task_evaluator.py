@@ -12,6 +12,9 @@ from metaharness.evaluation.protocol import CandidateFailed, Progress
 from metaharness.models.protocol import ModelClient
 from metaharness.tasks.protocol import Task
 
+# The trace of the model calls a harness made while ``check`` loaded it (written only when it made some).
+CHECK_TRACE = "check.jsonl"
+
 
 class TaskEvaluator:
     """The real ``CandidateEvaluator``: sandboxed evaluation on ``task`` with the task model ``model``.
@@ -29,8 +32,10 @@ class TaskEvaluator:
         self.workers = workers
 
     def check(self, harness: Path) -> str | None:
+        """The harness's load error, or None; the model calls its ``__init__`` made are traced in
+        ``CHECK_TRACE`` beside the harness file."""
         try:
-            check_harness(harness, self.task, model=self.model)
+            check_harness(harness, self.task, model=self.model, trace_path=harness.with_name(CHECK_TRACE))
         except HarnessInvalid as exc:
             return str(exc)
         return None

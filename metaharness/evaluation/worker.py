@@ -1,9 +1,10 @@
 """The sandbox process: confines itself, loads one harness and answers ``predict`` requests (stdlib only).
 
-Run by ``metaharness.evaluation.sandbox`` as ``python -s -B -P -m metaharness.evaluation.worker`` with a
-clean environment. It speaks JSON lines with the parent: requests on stdin, replies on a private copy of stdout (the
-harness's own ``print`` output goes to stderr, which the parent keeps as a log), so nothing a harness prints can
-corrupt the protocol.
+Run by ``metaharness.evaluation.sandbox`` as ``python -s -B -P -m metaharness.evaluation.worker PARENT_PID`` with
+a clean environment. It first has the kernel kill it when its parent dies (and exits if ``PARENT_PID`` is no longer
+its parent). It speaks JSON lines with the parent: requests on stdin, replies on a private copy of stdout (the
+harness's own ``print`` output goes to stderr, which the parent drains and keeps the tail of), so nothing a harness
+prints can corrupt the protocol.
 
 Parent -> worker: ``{"type": "init", "scratch", "limits", "isolation", "source", "train", "context_window"}``
 once, then ``{"type": "predict", "input"}`` per example, and ``{"type": "response", "text"|"parsed"|"error"}``
@@ -20,6 +21,7 @@ pipe.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -31,7 +33,7 @@ from typing import IO, Any
 
 from metaharness.candidates.protocol import HARNESS_FILE, LM, Harness, LMReply, TrainItem
 from metaharness.evaluation.bounds import MAX_ERROR_CHARS, MAX_PREDICTION_CHARS, cut
-from metaharness.evaluation.confine import Limits, confine
+from metaharness.evaluation.confine import Limits, arm_parent_death, confine
 
 MAX_EXAMPLES_PER_WORKER = 64  # the CPU hard limit allows this many examples; the pool retires a worker then
 
@@ -101,6 +103,9 @@ def _load_harness(scratch: str, source: str, lm: LM, train: list[TrainItem]) -> 
 
 
 def main() -> None:
+    arm_parent_death()  # the parent is the evaluating process: killed in any way, it takes this sandbox with it
+    if os.getppid() != int(sys.argv[1]):  # it died before the signal was armed
+        return
     protocol_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # the harness's print() goes to the stderr log, never into the protocol
     channel = _Channel(sys.stdin.buffer, protocol_out)
@@ -108,9 +113,7 @@ def main() -> None:
     limits = Limits(**init["limits"])
     scratch = init["scratch"]
     lifetime = limits.cpu_seconds * (MAX_EXAMPLES_PER_WORKER + 1)
-    layers = confine(
-        scratch, Limits(limits.memory_mb, lifetime, limits.max_processes, limits.file_mb), init["isolation"]
-    )
+    layers = confine(scratch, dataclasses.replace(limits, cpu_seconds=lifetime), init["isolation"])
     os.chdir(scratch)
     try:
         harness = _load_harness(scratch, init["source"], LM(channel.call, init["context_window"]), init["train"])
