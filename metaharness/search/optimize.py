@@ -35,9 +35,8 @@ from metaharness.errors import InputError
 from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.models import connect
 from metaharness.models.ledger import Charge, Ledger
-from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC, require_llama_cpp
+from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.models.prices import PriceTable
-from metaharness.models.spec import parse_spec
 from metaharness.proposers import check_proposer_model, connect_proposer, get_proposer
 from metaharness.proposers.engines import is_engine
 from metaharness.report import write_summary_markdown
@@ -248,7 +247,7 @@ def run_ledger(
 def stored_settings(run_dir: str | Path) -> RunSettings | None:
     """The settings a run directory holds (None when there is no run there yet)."""
     path = Path(run_dir)
-    if not RunDirectory.exists(path):
+    if not RunDirectory.exists(path) or not RunDirectory.started(path):  # a start interrupted: a new run reuses it
         return None
     return RunSettings.from_json(RunDirectory.browse(path).settings())
 
@@ -309,8 +308,8 @@ def optimize(
     if resolved.proposer_model is not None:
         check_proposer_model(resolved.proposer, resolved.proposer_model)  # an engine: installed and logged in
     for spec in (resolved.task_model, resolved.proposer_model):
-        if spec and not is_engine(spec) and parse_spec(spec).provider == "local":
-            require_llama_cpp(spec)  # before the run directory is touched
+        if spec and not is_engine(spec):
+            connect(spec, cache=False)  # its key, its local model file, llama_cpp: before the run directory is made
     run_dir = Path(run_dir)
     if task is None:
         task = run_task(resolved, data_dir)

@@ -24,26 +24,33 @@ never runs again and no id is handed out twice; a spend line that cannot be read
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import git
+
 from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, PlanEntry, candidate_id, id_number
 from metaharness.candidates.protocol import HARNESS_FILE
-from metaharness.errors import InputError
+from metaharness.errors import InputError, StorageFailure
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.program import PREDICTED
 from metaharness.store import program_graph as graph_file
 from metaharness.store.crash import crash_point
 from metaharness.store.files import (
+    NO_SPACE,
     append_jsonl,
     atomic_write_json,
     atomic_write_text,
     clean_temporaries,
+    free_bytes,
+    no_space,
     read_json,
     read_jsonl,
 )
@@ -58,15 +65,17 @@ from metaharness.store.log import (
     RebuiltIterationLine,
     SplitLine,
 )
-from metaharness.store.spend import SPEND_FILE, SpendJournal
+from metaharness.store.spend import RESERVE_FILE, SPEND_FILE, SpendJournal
+
+# A session stops (StorageFailure) before it writes to a run whose disk has less than this free: the space the
+# small writes of a step need (a commit, a journal file, a log line), so a full disk stops a run between steps.
+MIN_FREE_BYTES = 1 << 20
 
 # Settings that make scores comparable: a run directory keeps them for its whole life.
 FIXED_SETTINGS = ("dataset", "task_model", "val_limit")
 SETTINGS_FILE = "settings.json"  # the run's settings (metaharness.search.settings) as the last session resolved them
-
-
-# The summary.jsonl lines an iteration writes about its candidates before its own line.
-WORK_LINES = (CandidateLine.kind, EvaluationLine.kind, FailureLine.kind)
+# What a start writes before the run does anything (see RunDirectory.started).
+START_FILES = {".git", "run.lock", SETTINGS_FILE, RESERVE_FILE, "journal"}
 
 
 class RunDirectory:
@@ -95,8 +104,9 @@ class RunDirectory:
             )
         if not exists and path.is_dir() and any(path.iterdir()):
             raise InputError(f"{path} exists and is not a metaharness run; choose an empty or new --run-dir.")
-        path.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(path / "run.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        with _disk(path):
+            path.mkdir(parents=True, exist_ok=True)
+            lock_fd = os.open(path / "run.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -104,11 +114,21 @@ class RunDirectory:
             raise InputError(
                 f"Another metaharness process is running in {path}; wait for it or use another --run-dir."
             ) from None
+        try:
+            if exists and config is not None and not cls.started(path):
+                _clear_unstarted(path)  # a start interrupted before the run did anything: begun again here
+                exists = False
+            SpendJournal(path / SPEND_FILE).keep_reserve()
+            _require_space(path)
+        except BaseException:
+            os.close(lock_fd)
+            raise
         if exists:
             store = GitStore.open(path)
         else:
             assert config is not None  # a new run without settings was refused above
-            store = GitStore.init(path, config)
+            with _disk(path):
+                store = GitStore.init(path, config)
         if exists and config is not None:
             stored = store.config()
             for key in FIXED_SETTINGS:
@@ -149,11 +169,29 @@ class RunDirectory:
 
     def save_settings(self, settings: Mapping[str, object]) -> None:
         """Keep the settings this session resolved (a cap tightened or raised) for the next one."""
+        _require_space(self.path)
         atomic_write_json(self.path / SETTINGS_FILE, settings)
 
     @staticmethod
     def exists(path: Path) -> bool:
         return GitStore.exists(Path(path))
+
+    @staticmethod
+    def started(path: Path) -> bool:
+        """Whether the run at ``path`` did anything: a line in ``summary.jsonl`` or ``spend.jsonl``, or a candidate.
+        A folder that holds only what a start writes before that (killed, or stopped by a check that failed after
+        the folder was made) is no run yet: a new run reuses it. A folder with a git repository that is not a run
+        counts as started (nothing of it is touched)."""
+        path = Path(path)
+        if read_jsonl(path / "summary.jsonl") or (path / SPEND_FILE).is_file() and (path / SPEND_FILE).stat().st_size:
+            return True
+        if not _only_start_files(path):
+            return True
+        try:
+            store = GitStore.open(path)
+        except InputError:  # no root tag: a start killed in git init, unless the repository holds refs
+            return _git_refs(path)
+        return bool(store.candidates())
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -194,7 +232,7 @@ class RunDirectory:
         rebuilt = self._rebuild_log() if not self.log_records() else []
         actions += rebuilt or self._complete_log()
         actions += self._repair_graph()
-        actions += self._repair_iterations(lost_log=bool(rebuilt))
+        actions += self._repair_iterations()
         actions += self._lost_candidates()
         done = self.completed_iterations()
         for iteration in sorted(self.journal.planned()):
@@ -247,14 +285,14 @@ class RunDirectory:
     def _test_files(self) -> list[Path]:
         return sorted((self.path / "evals").glob("c*.test.json"))
 
-    def _repair_iterations(self, *, lost_log: bool) -> list[str]:
+    def _repair_iterations(self) -> list[str]:
         """Log a line, rebuilt from git, for every finished iteration without one (torn, or lost with the log), so
         the loop never runs it again.
 
         Iterations run in order, so one is finished when a later one began (has a line, a plan, a candidate or a
-        proposer failure). The last one begun is finished when its candidates are committed, its plan is gone (the
-        loop drops a plan only after writing the iteration's line) and its line was lost: ``lost_log``, or a
-        damaged line after the last line about its candidates (the torn iteration line).
+        proposer failure). The last one begun is finished when its candidates are committed and its plan is gone:
+        the loop saves an iteration's plan before it commits any of its candidates and drops it only after writing
+        the iteration's line, so that line was written and lost since (torn, garbled or deleted).
         """
         candidates = self.candidates()
         logged, planned = self.completed_iterations(), set(self.journal.planned())
@@ -262,7 +300,7 @@ class RunDirectory:
         committed = {c.iteration for c in candidates}
         begun = logged | planned | committed | failed
         last = max(begun, default=-1)
-        ended = last in committed and (lost_log or self._torn_after({c.id for c in candidates if c.iteration == last}))
+        ended = last in committed and last not in planned
         actions = []
         for iteration in range(last + 1):
             if iteration in logged or iteration in planned or (iteration == last and not ended):
@@ -274,21 +312,6 @@ class RunDirectory:
                 f"(candidates: {', '.join(line.facts.candidates) or 'none'}); it is not run again"
             )
         return actions
-
-    def _torn_after(self, ids: set[str]) -> bool:
-        """Whether ``summary.jsonl`` holds a damaged line after its last line about the work on a candidate of
-        ``ids`` (the lines written before the iteration's own)."""
-        text = self.summary_path.read_text(encoding="utf-8", errors="replace") if self.summary_path.exists() else ""
-        torn = False
-        for line in text.splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                torn = torn or bool(line.strip())
-                continue
-            if isinstance(record, dict) and record.get("type") in WORK_LINES and record.get("id") in ids:
-                torn = False
-        return torn
 
     @staticmethod
     def _iteration_line(iteration: int, candidates: list[Candidate]) -> RebuiltIterationLine:
@@ -363,16 +386,19 @@ class RunDirectory:
         return self.journal.plan(iteration)
 
     def save_plan(self, iteration: int, plan: list[PlanEntry]) -> None:
+        _require_space(self.path)
         self.journal.save_plan(iteration, plan)
 
     def drop_plan(self, iteration: int) -> None:
         self.journal.drop_plan(iteration)
 
     def commit(self, candidate: Candidate) -> None:
-        """Journal, commit and log one finished candidate; a kill at any point loses nothing."""
+        """Journal, commit and log one finished candidate; a kill (or a full disk) at any point loses nothing."""
+        _require_space(self.path)
         self.journal.save_result(candidate)
         crash_point("commit:journaled")
-        self.store.commit(candidate)
+        with _disk(self.path):
+            self.store.commit(candidate)
         self._log_candidate(candidate)
         crash_point("commit:logged")
         self.save_program_graph(self.program_graph())
@@ -382,9 +408,11 @@ class RunDirectory:
         """Record ``candidate``'s evaluation as it stands now (continued on more examples): journal, git note (and
         ``best``), an ``"evaluation"`` line in the log, the program graph; a kill at any point loses nothing."""
         assert candidate.evaluation is not None, "record_evaluation needs an evaluation"
+        _require_space(self.path)
         self.journal.save_evidence(candidate)
         crash_point("evaluation:journaled")
-        recorded = self.store.record_evaluation(candidate.id, candidate.evaluation)
+        with _disk(self.path):
+            recorded = self.store.record_evaluation(candidate.id, candidate.evaluation)
         ev = candidate.evaluation
         last = ev.increments[-1] if ev.increments else None
         self.log(
@@ -405,7 +433,9 @@ class RunDirectory:
 
     def record_failure(self, candidate: Candidate) -> Candidate:
         """Record that a committed candidate cannot run (``candidate.error`` says why), with a log line."""
-        recorded = self.store.record_failure(candidate.id, candidate.error or "")
+        _require_space(self.path)
+        with _disk(self.path):
+            recorded = self.store.record_failure(candidate.id, candidate.error or "")
         self.log(FailureLine(candidate.id, candidate.error))
         self.save_program_graph(self.program_graph())
         return recorded
@@ -425,12 +455,15 @@ class RunDirectory:
     def work_file(self, cid: str, source: str) -> Path:
         """Write a candidate's program to the file it is checked and evaluated from."""
         path = self.path / "work" / cid / HARNESS_FILE
+        _require_space(self.path)
         atomic_write_text(path, source)
         return path
 
     def trace_path(self, cid: str, split: str) -> Path:
         path = self.path / "traces" / f"{cid}.{split}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _require_space(self.path)
+        with _disk(self.path):
+            path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
     def relative(self, path: Path) -> str:
@@ -459,13 +492,16 @@ class RunDirectory:
 
     def save_split_result(self, cid: str, split: str, evaluation: Evaluation) -> None:
         """Save a result on another split than the search's (the file, then a ``split`` log line)."""
+        _require_space(self.path)
         atomic_write_json(self.path / "evals" / f"{cid}.{split}.json", evaluation.to_dict())
         self.log(SplitLine(split, cid, evaluation))
 
     def save_test_result(self, cid: str, evaluation: Evaluation) -> None:
         """Note, file, then the log line: the file's presence means the note is written (a rerun redoes a
         half-saved one), and ``recover`` logs a saved result whose line a kill prevented."""
-        self.store.annotate(cid, render_note(self.store.get(cid).candidate, evaluation))
+        _require_space(self.path)
+        with _disk(self.path):
+            self.store.annotate(cid, render_note(self.store.get(cid).candidate, evaluation))
         atomic_write_json(self.path / "evals" / f"{cid}.test.json", evaluation.to_dict())
         crash_point("test:saved")
         self._log_test(cid, evaluation)
@@ -476,6 +512,7 @@ class RunDirectory:
     # -- the summary log -------------------------------------------------------------------------------------
 
     def log(self, line: LogLine) -> None:
+        _require_space(self.path)
         append_jsonl(self.summary_path, {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **line.to_json()})
 
     def log_records(self, kind: str | None = None) -> list[dict[str, Any]]:
@@ -505,3 +542,54 @@ def _readable(path: Path, kind: type, fix: str) -> Any:
     if not isinstance(value, kind):
         raise InputError(f"{path} holds a JSON {type(value).__name__}, not a {kind.__name__}; {fix}.")
     return value
+
+
+def _require_space(path: Path) -> None:
+    """``StorageFailure`` when the disk holding the run at ``path`` has less than ``MIN_FREE_BYTES`` left."""
+    left = free_bytes(path)
+    if left < MIN_FREE_BYTES:
+        raise StorageFailure(
+            f"The disk holding {path} has {left >> 10} KiB left, less than the {MIN_FREE_BYTES >> 20} MiB a run keeps "
+            "free: the run stopped without losing what it recorded. Free space on that disk, then rerun the same "
+            "command to continue."
+        )
+
+
+@contextlib.contextmanager
+def _disk(path: Path) -> Iterator[None]:
+    """Writes to the run at ``path`` (git's included): a full disk becomes ``StorageFailure``, one line."""
+    try:
+        yield
+    except git.GitCommandError as exc:
+        if "No space left" not in str(exc):
+            raise
+        raise StorageFailure(
+            f"No space left on the disk holding {path} for git: the run stopped without losing what it recorded "
+            "(git's half-written objects are dropped on resume). Free space, then rerun the same command to continue."
+        ) from None
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            raise
+        raise no_space(path, exc) from None
+
+
+def _only_start_files(path: Path) -> bool:
+    return all(entry.name in START_FILES for entry in path.iterdir()) and not any(
+        (path / "journal").iterdir() if (path / "journal").is_dir() else []
+    )
+
+
+def _git_refs(path: Path) -> bool:
+    """Whether the repository at ``path`` holds any ref (a repository that cannot be read counts as holding some)."""
+    try:
+        return bool(git.Repo(path).git.for_each_ref())
+    except (git.InvalidGitRepositoryError, git.GitCommandError, OSError):
+        return True
+
+
+def _clear_unstarted(path: Path) -> None:
+    """Remove what an interrupted start wrote (``RunDirectory.started`` is False), so the folder starts afresh."""
+    shutil.rmtree(path / ".git")
+    (path / SETTINGS_FILE).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        (path / "journal").rmdir()
