@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from metaharness.errors import InputError, MetaharnessError
 from metaharness.tasks.protocol import Example
-from metaharness.tasks.text.splits import cache_dir
+from metaharness.tasks.text.splits import NO_DATA, cache_dir, check_text, no_rows
 
 if TYPE_CHECKING:  # datasets is heavy: imported on first use
     from datasets import Dataset
@@ -45,6 +45,7 @@ SPLITS = ("train", "val", "test")
 SPLIT_ALIASES = {"train": ("train",), "val": ("val", "valid", "validation", "dev"), "test": ("test",)}
 HUB_SPLIT_ALIASES = {"train": ("train",), "val": ("validation", "val", "valid", "dev"), "test": ("test",)}
 BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".arrow": "arrow"}
+TEXT_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv")  # checked to be UTF-8 and not empty before datasets reads them
 INPUT_COLUMNS = ("input", "question", "prompt", "text", "problem", "query", "sentence")
 TARGET_COLUMNS = ("target", "answer", "label", "output", "solution", "completion")
 HUB_PREFIX = "hf:"
@@ -118,7 +119,11 @@ def _read_files(files: list[Path], split: str) -> Table:
         )
     suffix = suffixes.pop()
     options = {"delimiter": "\t"} if suffix == ".tsv" else {}
+    if suffix in TEXT_SUFFIXES:
+        for path in files:
+            check_text(path, split)
     datasets.disable_progress_bars()
+    named = ", ".join(map(str, files))
     try:
         dataset = datasets.load_dataset(
             BUILDERS[suffix],
@@ -128,9 +133,14 @@ def _read_files(files: list[Path], split: str) -> Table:
             keep_in_memory=True,
             **options,
         )
+        table = _table(dataset)
     except Exception as exc:  # datasets raises many types for a malformed file
-        raise DataError(f"Reading the {split} split from {', '.join(map(str, files))} failed: {exc}") from exc
-    return _table(dataset)
+        if NO_DATA in str(exc):
+            raise no_rows(named, split) from None
+        raise DataError(f"Reading the {split} split from {named} failed: {str(exc) or type(exc).__name__}") from exc
+    if not table.rows:
+        raise no_rows(named, split)
+    return table
 
 
 def file_tables(folder: Path, data: dict[str, Any]) -> dict[str, Table]:

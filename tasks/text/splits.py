@@ -17,6 +17,7 @@ The rows are parsed by the ``datasets`` library.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 from pathlib import Path
@@ -139,14 +140,59 @@ def locate(relpath: str, data_dir: str | os.PathLike | None = None) -> Path:
     return path
 
 
+def check_text(path: Path, split: str) -> None:
+    """Raise ``DataError`` (one line naming the file and the reason) when ``path``, a text file of the ``split``
+    split, is empty (or blank) or is not UTF-8 (read in chunks: a file of any size costs little memory)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = lines = 0
+    blank = True
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                # exc.object is the chunk after the bytes of a character the previous chunk began (no newline)
+                where = lines + exc.object.count(b"\n", 0, exc.start) + 1
+                at = offset - (len(exc.object) - len(chunk)) + exc.start
+                byte = f"byte 0x{exc.object[exc.start]:02x} at line {where} (byte {at})"
+                raise DataError(
+                    f"{path} is not UTF-8 text: {byte} cannot be decoded; save the {split} split as UTF-8."
+                ) from None
+            offset, lines = offset + len(chunk), lines + chunk.count(b"\n")
+            blank = blank and not chunk.strip()
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise DataError(f"{path} is not UTF-8 text: it ends inside a character; save it as UTF-8.") from None
+    if blank:
+        raise DataError(f"{path} is empty: the {split} split needs at least one example.")
+
+
+# What datasets says of a file that holds no row (a CSV with its header only, JSON lines that are all blank).
+NO_DATA = "corresponds to no data"
+
+
+def no_rows(path: str, split: str) -> DataError:
+    """The one-line failure of a split that holds no example."""
+    return DataError(f"{path} holds no example: the {split} split needs at least one.")
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Parse a JSONL split with the ``datasets`` library (its Arrow cache lives in our cache folder)."""
+    """Parse a JSONL split with the ``datasets`` library (its Arrow cache lives in our cache folder); an empty
+    file, bytes that are no UTF-8 or a file without a row is ``DataError`` naming the file and the reason."""
     # datasets is heavy: loaded on first use.
     import datasets
 
+    split = path.stem
+    check_text(path, split)
     datasets.disable_progress_bars()
     try:
         table = datasets.Dataset.from_json(str(path), cache_dir=str(cache_dir() / "datasets"), keep_in_memory=True)
+        rows = table.to_list()
     except Exception as exc:  # datasets raises several types for malformed JSON
-        raise DataError(f"{path} is not valid JSONL: {exc}") from exc
-    return table.to_list()
+        if NO_DATA in str(exc):
+            raise no_rows(str(path), split) from None
+        raise DataError(f"{path} is not valid JSONL: {str(exc) or type(exc).__name__}") from exc
+    if not rows:
+        raise no_rows(str(path), split)
+    return rows
