@@ -40,11 +40,11 @@ def instance(seed: int, arms: int) -> tuple[list[Arm], Budget]:
 def _exact(seed: int, arms: int, queue: multiprocessing.Queue) -> None:
     problem, budget = instance(seed, arms)
     plan = allocate(problem, budget, solver="exact")
-    queue.put((plan.seconds, plan.value, plan.nodes))
+    queue.put((plan.seconds, plan.net, plan.nodes))
 
 
 def exact_within(seed: int, arms: int, limit: float) -> tuple[float, float, int] | None:
-    """``exact``'s (seconds, value, nodes) on the instance, None when it did not finish within ``limit`` seconds."""
+    """``exact``'s (seconds, net value, nodes) on the instance, None when it did not finish within ``limit`` seconds."""
     queue: multiprocessing.Queue = multiprocessing.Queue()
     child = multiprocessing.Process(target=_exact, args=(seed, arms, queue))
     child.start()
@@ -73,10 +73,11 @@ def main() -> None:
         seconds.append(time.perf_counter() - started)
         cpu.append(time.process_time() - started_cpu)
         plans.append(plan)
+        gap = "none" if plan.gap is None else f"{plan.gap:.5f}"
         print(
-            f"  instance {k}: auto {seconds[-1]:.3f} s ({cpu[-1]:.3f} s CPU), {plan.status}, value "
-            f"{plan.value:.5f}, bound {plan.bound if plan.bound is None else round(plan.bound, 5)}, "
-            f"{len(plan.targets)} arms chosen, "
+            f"  instance {k}: auto {seconds[-1]:.3f} s ({cpu[-1]:.3f} s CPU), {plan.status}"
+            f"{' (search cut at its node limit)' if plan.truncated else ''}, value {plan.value:.5f}, net "
+            f"{plan.net:.5f}, gap to the bound {gap}, {plan.nodes} nodes, {len(plan.targets)} arms chosen, "
             f"{plan.cost.evals:g} evals, budget {budget}"
         )
     print(f"auto: median {statistics.median(seconds):.3f} s, worst {max(seconds):.3f} s (wall clock)")
@@ -87,8 +88,8 @@ def main() -> None:
         if result is None:
             print(f"exact, instance {k}: did not finish within {args.exact_limit:g} s")
         else:
-            gap = result[1] - plans[k].value
-            print(f"exact, instance {k}: {result[0]:.3f} s, {result[2]} nodes, value above auto's by {gap:.2e}")
+            gap = result[1] - plans[k].net
+            print(f"exact, instance {k}: {result[0]:.3f} s, {result[2]} nodes, net value above auto's by {gap:.2e}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     python benchmarks/staged_evaluation_study.py                      # 200 seeds, 30 per sweep row
     python benchmarks/staged_evaluation_study.py --quick              # 40 seeds, 10 per sweep row
     python benchmarks/staged_evaluation_study.py --seeds 400 --out reports/staged-evaluation
+    python benchmarks/staged_evaluation_study.py --point              # every seed on the point fit
 
 Why a simulation: a real run measures each policy once, on one landscape, with a few seeds; here every policy
 meets the same proposals (common random numbers per seed, iteration and proposal) hundreds of times, and the
@@ -27,8 +28,16 @@ What is real: the decisions. Candidates are ``Candidate`` objects with
   no example-evaluation is charged on its parent's examples); otherwise every example costs one example-evaluation
   and its tokens.
 
-The landscape is fitted to the committed runs (``fit``; every value says where it came from). The sweep moves
-one family of parameters at a time.
+- Outputs: a candidate's output on an example is its behaviour's (an identical revision keeps its parent's
+  behaviour, any other revision has its own), so the loop's `Standing` can merge candidates that behave alike.
+
+The landscape is fitted to the committed runs (``fit``; every value says where it came from). Its parameters are
+*bootstrapped*, not point-fitted: each seed draws the fitted runs' revisions with replacement (within each run) and
+fits its own landscape from them (``bootstrap``), so the paired intervals over seeds carry the uncertainty of the fit
+(the probe error sd, a difference of two nearly equal moments, ranges over [0.000, 0.048] in the bootstrap) as well
+as the simulation's noise; ``--point`` runs every seed on the point fit instead. The sweep moves one family of
+parameters at a time, on each seed's landscape. Predictions cost nothing here (the replay of recorded runs,
+benchmarks/replay_study.py, charges them).
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ import multiprocessing
 import statistics
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +60,8 @@ from metaharness import frontier
 from metaharness.budget import Budget, Spend
 from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction, candidate_id
 from metaharness.search.staging import ExampleOrder, Policy, Standing, decide
+
+Transform = Callable[["Landscape"], "Landscape"]  # a sweep row's change of a seed's landscape (`Move`)
 
 ROOT = Path(__file__).resolve().parents[1]
 # Runs whose summary.jsonl records every candidate with its prediction (offline-grid keeps only run-level results).
@@ -62,8 +73,8 @@ SOURCES = (
     "reports/offline-search/uspto-val25/summary.jsonl",
 )
 CLEAN_CACHE = SOURCES[0]  # the only run made on an empty response cache: its cached calls are the revisions' own
-ARMS: tuple[Policy, ...] = ("planner", "greedy", "best-of-n", "halving", "gate")
-BASELINES: tuple[Policy, ...] = ("halving", "greedy", "best-of-n", "gate")
+ARMS: tuple[Policy, ...] = ("planner", "greedy", "threshold", "thompson", "best-of-n", "halving", "gate")
+BASELINES: tuple[Policy, ...] = ("halving", "greedy", "threshold", "thompson", "best-of-n", "gate")
 # The files whose code the study runs (a run with local changes to them says so beside its commit).
 USED = (
     "metaharness/search/staging.py",
@@ -145,7 +156,31 @@ def fit(root: Path = ROOT) -> tuple[Landscape, dict[str, str]]:
     """The landscape fitted to the committed runs (method of moments; the measurement noise of a gain, the
     per-example flip rate over its examples, is subtracted from the spread of measured gains), and where each
     value came from."""
-    runs = {source: _revisions(root / source) for source in SOURCES}
+    return fit_rows({source: _revisions(root / source) for source in SOURCES})
+
+
+def bootstrap(seed: int, root: Path = ROOT) -> Landscape:
+    """A landscape fitted to a bootstrap sample of the committed runs' revisions (drawn with replacement within
+    each run, with ``seed``): one draw of the fit's uncertainty."""
+    rng = np.random.default_rng([seed, 7919])
+    runs = {}
+    for source, rows in _sources(root).items():
+        picks = rng.integers(0, len(rows), len(rows)) if rows else []
+        runs[source] = [rows[int(k)] for k in picks]
+    return fit_rows(runs)[0]
+
+
+_SOURCE_CACHE: dict[Path, dict[str, list[dict[str, float | bool]]]] = {}
+
+
+def _sources(root: Path) -> dict[str, list[dict[str, float | bool]]]:
+    if root not in _SOURCE_CACHE:
+        _SOURCE_CACHE[root] = {source: _revisions(root / source) for source in SOURCES}
+    return _SOURCE_CACHE[root]
+
+
+def fit_rows(runs: dict[str, list[dict[str, float | bool]]]) -> tuple[Landscape, dict[str, str]]:
+    """The landscape of the revisions ``runs`` holds (source -> rows of `_revisions`); see `fit`."""
     revs = [r for rows in runs.values() for r in rows]
     loud = [r for r in revs if not r["same"]]
     same = [r for r in revs if r["same"]]
@@ -160,7 +195,7 @@ def fit(root: Path = ROOT) -> tuple[Landscape, dict[str, str]]:
         return statistics.fmean(values), math.sqrt(max(0.0, statistics.pvariance(values) - noise(rows)))
 
     loud_mean, loud_sd = moments([float(r["gain"]) for r in loud], loud)
-    quiet_mean, quiet_sd = moments([float(r["gain"]) for r in quiet], quiet)
+    quiet_mean, quiet_sd = moments([float(r["gain"]) for r in quiet], quiet) if len(quiet) > 1 else (0.0, 0.0)
     errors = [float(r["error"]) for r in loud]
     bias, probe_sd = moments(errors, loud)
     # churn: a child's flip rate is (1 - churn) |gain| + churn * 2 s (1 - s) near a score s (uniform latents)
@@ -174,7 +209,7 @@ def fit(root: Path = ROOT) -> tuple[Landscape, dict[str, str]]:
         quiet=len(quiet) / len(revs),
         quiet_mean=quiet_mean,
         quiet_sd=quiet_sd,
-        quiet_std=statistics.fmean(float(r["std"]) for r in same),
+        quiet_std=statistics.fmean(float(r["std"]) for r in same) if same else Landscape.quiet_std,
         loud_mean=loud_mean,
         loud_sd=loud_sd,
         loud_gains=tuple(sorted(float(r["gain"]) for r in loud)),
@@ -182,7 +217,7 @@ def fit(root: Path = ROOT) -> tuple[Landscape, dict[str, str]]:
         probe_bias=-bias,
         loud_std=statistics.fmean(float(r["std"]) for r in loud),
         churn=churn,
-        free_share=statistics.fmean(float(r["cached"]) for r in clean),
+        free_share=statistics.fmean(float(r["cached"]) for r in clean) if clean else 0.0,
         token_log_sd=statistics.pstdev(ratios),
     )
     n_runs = f"{len(revs)} revisions of the {len(SOURCES)} runs"
@@ -243,6 +278,7 @@ class _Truth:
     latent: np.ndarray
     tokens: float
     free: bool
+    behaviour: str = ""
 
 
 class World:
@@ -257,7 +293,8 @@ class World:
         self.truth: dict[str, _Truth] = {}
         self.spent = Spend()
         rng = np.random.default_rng([seed, 0])
-        self._add(None, 0, None, _Truth(landscape.seed_score, rng.random(landscape.share), landscape.tokens, False))
+        seed_truth = _Truth(landscape.seed_score, rng.random(landscape.share), landscape.tokens, False, "c001")
+        self._add(None, 0, None, seed_truth)
         self._rounds(0, [self.candidates[0].id], "all", Budget())
 
     def _add(self, parent: str | None, iteration: int, prediction: dict | None, truth: _Truth) -> str:
@@ -300,17 +337,21 @@ class World:
                 "usd_per_example": 0.0,
                 "repeat": 1.0 if u_free < land.free_share else 0.0,
             }
-            fresh.append(
-                self._add(parent.id, iteration, prediction, _Truth(score, latent, tokens, u_free < land.free_share))
-            )
+            same = u_kind < land.identical  # behaves as its parent: its outputs are its parent's
+            truth = _Truth(score, latent, tokens, u_free < land.free_share, mother.behaviour if same else "")
+            cid = self._add(parent.id, iteration, prediction, truth)
+            truth.behaviour = truth.behaviour or cid
+            fresh.append(cid)
         self._rounds(iteration, fresh, self.policy, Budget(evals=float(land.evals_per_iter * land.share)))
 
     def _rounds(self, iteration: int, proposals: list[str], policy: Policy, limit: Budget) -> None:
         """``Optimizer._evaluate``: decide, take every step, again, until a round has no steps."""
         this = Spend()
         while True:
-            standing = Standing(self.candidates, self.order, limit.left(this), iteration, proposals)
-            decision = decide(standing, policy)
+            standing = Standing(
+                self.candidates, self.order, limit.left(this), iteration, proposals, outputs=self._outputs()
+            )
+            decision = decide(standing, policy, compare=False)
             if not decision.steps:
                 return
             progressed = False
@@ -320,6 +361,18 @@ class World:
                     this, progressed = this + spend, True
             if not progressed:
                 return
+
+    def _outputs(self) -> dict[str, dict[str, str]]:
+        """What each scored candidate output on its examples: its behaviour's answer (alike behaviours agree)."""
+        out = {}
+        for c in self.candidates:
+            if c.evaluation is not None:
+                truth = self.truth[c.id]
+                out[c.id] = {
+                    i: f"{truth.behaviour}:{truth.latent[self.position[i]] < truth.score}"
+                    for i in c.evaluation.example_ids
+                }
+        return out
 
     def _score(self, cid: str, target: int, iteration: int, ids: list[str] | None) -> Spend | None:
         """``Optimizer._score`` with the simulated evaluator; the spend charged, None when nothing was scored."""
@@ -362,8 +415,14 @@ class World:
         return self.truth[best.id].score
 
 
-def simulate(landscape: Landscape, seed: int, policy: Policy, iterations: int) -> list[tuple[float, float, float]]:
-    """Per iteration 1..``iterations``: (true score returned, example-evaluations spent so far, tokens so far)."""
+def simulate(
+    landscape: Landscape | Transform, seed: int, policy: Policy, iterations: int, point: bool = False
+) -> list[tuple[float, float, float]]:
+    """Per iteration 1..``iterations``: (true score returned, example-evaluations spent so far, tokens so far).
+    ``landscape``: a landscape, or a transform of the seed's landscape (its bootstrap draw, or with ``point`` the
+    point fit)."""
+    if not isinstance(landscape, Landscape):
+        landscape = landscape(fit()[0] if point else bootstrap(seed))
     world = World(landscape, seed, policy)
     out = []
     for iteration in range(1, iterations + 1):
@@ -381,10 +440,10 @@ def interval(values: Sequence[float]) -> tuple[float, float, float]:
 
 
 def study(
-    landscape: Landscape, seeds: int, iterations: int, jobs: int = 1
+    landscape: Landscape | Transform, seeds: int, iterations: int, jobs: int = 1, point: bool = False
 ) -> dict[str, list[list[tuple[float, float, float]]]]:
     """Every arm on the same seeds (in ``jobs`` processes; the results do not depend on how many)."""
-    tasks = [(landscape, s, arm, iterations) for arm in ARMS for s in range(seeds)]
+    tasks = [(landscape, s, arm, iterations, point) for arm in ARMS for s in range(seeds)]
     if jobs > 1:
         with multiprocessing.Pool(jobs) as pool:
             done = pool.starmap(simulate, tasks, chunksize=4)
@@ -436,36 +495,53 @@ def _reach(true: Sequence[float], evals: Sequence[float], goal: float) -> float 
     return None
 
 
-def sweep(fitted: Landscape) -> dict[str, Landscape]:
+@dataclass(frozen=True)
+class Move:
+    """One row of the sweep: what changes in a seed's landscape (every field None or False: nothing)."""
+
+    free_share: float | None = None
+    error: float | None = None  # the probe error (sd and bias) and the loud std reported, times this
+    calibrated_std: bool = False  # the loud std reported is the probe error itself, the quiet std their spread
+    same: float | None = None  # the share of revisions the same on the probe (identical and quiet, in proportion)
+    loud_spread: float | None = None  # the loud gains' sd times this
+
+    def __call__(self, land: Landscape) -> Landscape:
+        if self.free_share is not None:
+            land = dataclasses.replace(land, free_share=self.free_share)
+        if self.error is not None:
+            land = dataclasses.replace(
+                land,
+                probe_sd=land.probe_sd * self.error,
+                probe_bias=land.probe_bias * self.error,
+                loud_std=land.loud_std * self.error,
+            )
+        if self.calibrated_std:
+            land = dataclasses.replace(
+                land, loud_std=math.hypot(land.probe_sd, land.probe_bias), quiet_std=land.quiet_sd
+            )
+        if self.same is not None:
+            total = land.identical + land.quiet
+            share = (lambda part: self.same * part / total) if total > 0 else (lambda part: 0.0)
+            land = dataclasses.replace(land, identical=share(land.identical), quiet=share(land.quiet))
+        if self.loud_spread is not None:
+            land = dataclasses.replace(land, loud_sd=land.loud_sd * self.loud_spread)
+        return land
+
+
+def sweep() -> dict[str, Move]:
     """The fitted landscape, then one family of parameters moved at a time. With the fitted cache share almost
     every revision is free to evaluate and the budget seldom binds, so the other families are moved with every
     example charged (``charged``), where it does."""
-    charged = dataclasses.replace(fitted, free_share=0.0)
-    same = fitted.identical + fitted.quiet
-    calibrated = math.hypot(fitted.probe_sd, fitted.probe_bias)
-
-    def error(factor: float) -> Landscape:
-        return dataclasses.replace(
-            charged,
-            probe_sd=fitted.probe_sd * factor,
-            probe_bias=fitted.probe_bias * factor,
-            loud_std=fitted.loud_std * factor,
-        )
-
     return {
-        "fitted": fitted,
-        "half cached (free share 0.5)": dataclasses.replace(fitted, free_share=0.5),
-        "charged (every example charged)": charged,
-        "charged, std calibrated (= the probe error)": dataclasses.replace(
-            charged, loud_std=calibrated, quiet_std=fitted.quiet_sd
-        ),
-        "charged, error small (probe error and std x0.5)": error(0.5),
-        "charged, error large (x2)": error(2.0),
-        "charged, effects sparse (80% same on probe)": dataclasses.replace(
-            charged, identical=0.8 * fitted.identical / same, quiet=0.8 * fitted.quiet / same
-        ),
-        "charged, effects dense (every revision loud)": dataclasses.replace(charged, identical=0.0, quiet=0.0),
-        "charged, effects wide (loud spread x2)": dataclasses.replace(charged, loud_sd=fitted.loud_sd * 2),
+        "fitted": Move(),
+        "half cached (free share 0.5)": Move(free_share=0.5),
+        "charged (every example charged)": Move(free_share=0.0),
+        "charged, std calibrated (= the probe error)": Move(free_share=0.0, calibrated_std=True),
+        "charged, error small (probe error and std x0.5)": Move(free_share=0.0, error=0.5),
+        "charged, error large (x2)": Move(free_share=0.0, error=2.0),
+        "charged, effects sparse (80% same on probe)": Move(free_share=0.0, same=0.8),
+        "charged, effects dense (every revision loud)": Move(free_share=0.0, same=0.0),
+        "charged, effects wide (loud spread x2)": Move(free_share=0.0, loud_spread=2.0),
     }
 
 
@@ -484,9 +560,20 @@ def _commit() -> str:
     return out.stdout.strip() + (" (with local changes to the modules it runs)" if dirty.stdout.strip() else "")
 
 
+def _spread_of_fits(seeds: int) -> dict[str, list[float]]:
+    """The 2.5% and 97.5% quantiles of each scalar parameter over the seeds' bootstrap fits."""
+    fits = [bootstrap(s) for s in range(seeds)]
+    out = {}
+    for f in dataclasses.fields(Landscape):
+        values = [getattr(x, f.name) for x in fits]
+        if isinstance(values[0], float) and len(set(values)) > 1:
+            out[f.name] = [round(float(v), 4) for v in np.quantile(values, [0.025, 0.975])]
+    return out
+
+
 def _row(name: str, result: dict, at: Sequence[int]) -> str:
     cells = [name]
-    for base in ("halving", "greedy", "best-of-n", "gate"):
+    for base in BASELINES:
         for t in at:
             m, lo, hi = result["paired"][base][str(t)]
             cells.append(f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}]")
@@ -502,6 +589,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="40 seeds, 10 per sweep row")
     parser.add_argument("--no-sweep", action="store_true", help="the fitted landscape only")
     parser.add_argument("--out", type=Path, default=None, help="write results.json and results.md here")
+    parser.add_argument("--point", action="store_true", help="every seed on the point fit (no bootstrap)")
     args = parser.parse_args()
     seeds = 40 if args.quick else args.seeds
     sweep_seeds = 10 if args.quick else args.sweep_seeds
@@ -513,27 +601,29 @@ def main() -> None:
         "seeds": seeds,
         "sweep_seeds": sweep_seeds,
         "iterations": args.iterations,
+        "parameters": "point fit" if args.point else "bootstrapped per seed",
         "landscape": {k: _rounded(v) for k, v in dataclasses.asdict(landscape).items()},
         "where": where,
     }
-    print(f"commit {results['commit']}; fitted landscape:")
+    if not args.point:
+        results["bootstrap"] = _spread_of_fits(seeds)
+    print(f"commit {results['commit']}; fitted landscape ({results['parameters']}):")
     for key, value in results["landscape"].items():  # type: ignore[union-attr]
-        print(f"  {key} = {value}  ({where[key]})")
+        ranges = results.get("bootstrap", {}).get(key)  # type: ignore[union-attr]
+        print(f"  {key} = {value}{f' (bootstrap 95%: {ranges})' if ranges else ''}  ({where[key]})")
     rows = {}
-    for name, land in sweep(landscape).items():
+    for name, move in sweep().items():
         if name != "fitted" and args.no_sweep:
             continue
         n = seeds if name == "fitted" else sweep_seeds
         t0 = time.perf_counter()
-        rows[name] = {"seeds": n, **summarise(study(land, n, args.iterations, args.jobs), at)}
+        rows[name] = {"seeds": n, **summarise(study(move, n, args.iterations, args.jobs, args.point), at)}
         print(f"\n{name}: {n} seeds, {time.perf_counter() - t0:.0f} s")
         _print(rows[name], at)
     results["rows"] = rows
     results["seconds"] = round(time.perf_counter() - started, 1)
-    header = "| landscape | " + " | ".join(
-        f"- {b} @{t}" for b in ("halving", "greedy", "best-of-n", "gate") for t in at
-    )
-    table = [header + " |", "|" + " --- |" * (1 + 4 * len(at))]
+    header = "| landscape | " + " | ".join(f"- {b} @{t}" for b in BASELINES for t in at)
+    table = [header + " |", "|" + " --- |" * (1 + len(BASELINES) * len(at))]
     table += [_row(f"{name} ({row['seeds']})", row, at) for name, row in rows.items()]
     print("\nplanner - baseline, true score of the returned candidate, mean [95% interval], paired by seed:")
     print("\n".join(table))
@@ -545,11 +635,11 @@ def main() -> None:
 
 
 def _print(result: dict, at: Sequence[int]) -> None:
-    print("  arm        true score by iteration                      evals spent by iteration")
+    print("  arm         true score by iteration                      evals spent by iteration")
     for arm, curve in result["curves"].items():
         true = " ".join(f"{x:.3f}" for x in curve["true"])
         evals = " ".join(f"{x:.0f}" for x in curve["evals"])
-        print(f"  {arm:10s} {true}   {evals}")
+        print(f"  {arm:11s} {true}   {evals}")
     for base in BASELINES:
         parts = []
         for t in at:

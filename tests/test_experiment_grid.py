@@ -450,7 +450,7 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
         (["--jobs", "0"], "--jobs takes a number of cells >= 1"),
         (["-P", "seed=4"], "'seed' is set per cell"),
         (["--proposer-model", "anthropic:claude-sonnet-4-5"], "needs an Anthropic API key"),
-        (["--arms", "planner,magic"], "Unknown arm(s) magic: use planner, greedy, best-of-n, halving, gate."),
+        (["--arms", "planner,magic"], "Unknown arm(s) magic: use planner, greedy, best-of-n, halving, gate, threshold, thompson."),
         (["--holdout", "-1"], "holdout is a number of validation examples >= 0, got -1."),
     ],
     ids=[

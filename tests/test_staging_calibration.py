@@ -1,59 +1,119 @@
-"""The run's calibration of its proposer's stds (metaharness.search.staging.Calibration, prior_of).
+"""The run's calibration of its proposer's predictions from paired evidence (metaharness.search.staging.Calibration,
+prior_of).
 
-A proposer's reported stds can be far off (the offline proposer's were about 9 times too wide in the committed
-runs). Once enough predictions are verified, the run's own measure of the misses rescales the reported stds.
+A prediction is a gain over its base; what a candidate measured is its mean paired difference over that base on the
+examples both were scored on, with the paired sampling variance of that mean. The calibration is a posterior (scale
+of the reported stds, slope of the predicted gains), so it rescales stds that were far too wide or too narrow, and it
+cannot collapse to 0 on a few predictions that happened to land.
 """
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from metaharness.candidate import Candidate, Evaluation, Prediction
-from metaharness.search.staging import CALIBRATION_PAIRS, MIN_PRIOR_SD, Calibration, prior_of
+from metaharness.search.staging import MIN_PRIOR_SD, Calibration, prior_of
+
+SHARE = 40
 
 
-def _scored(cid: str, score: float, predicted: float, std: float, examples: int = 400) -> Candidate:
-    evaluation = Evaluation("val", {"primary": score}, examples=examples, share=examples)
-    return Candidate(cid, "c000", 1, "", prediction=Prediction(score=predicted, std=std), evaluation=evaluation)
+def _evaluated(cid: str, parent: str | None, outcomes: list[float], prediction: Prediction | None = None) -> Candidate:
+    ids = [f"v{i:02d}" for i in range(len(outcomes))]
+    evaluation = Evaluation(
+        "val",
+        {"primary": sum(outcomes) / len(outcomes)},
+        examples=len(outcomes),
+        example_ids=ids,
+        example_scores=outcomes,
+        share=SHARE,
+    )
+    return Candidate(cid, parent, 1, "", prediction=prediction, evaluation=evaluation)
 
 
-def _fresh(std: float) -> Candidate:
-    return Candidate("c100", "c000", 2, "", status="implemented", prediction=Prediction(score=0.5, std=std))
+def _base() -> Candidate:
+    return _evaluated("c001", None, [float(i % 2) for i in range(SHARE)])  # 0.5
 
 
-def test_too_wide_stds_are_narrowed_once_enough_predictions_are_verified() -> None:
-    # Misses of +-0.05 on 400 examples: about 0.044 beyond sampling noise, against a reported std of 0.15.
-    verified = [_scored(f"c{i:03d}", 0.5 + (0.05 if i % 2 else -0.05), 0.5, 0.15) for i in range(1, 9)]
-    calibration = Calibration.of(verified)
-    assert calibration.std_scale is not None and 0.2 < calibration.std_scale < 0.4
-    mean, sd = prior_of(_fresh(0.15), {}, calibration)
-    assert mean == 0.5
-    assert sd == pytest.approx(calibration.std_scale * 0.15)
-    assert sd < 0.05
+def _child(cid: str, gain_examples: int, predicted: float, std: float | None, examples: int = SHARE) -> Candidate:
+    """A revision of c001 that flips ``gain_examples`` of the base's failures to successes (negative: successes to
+    failures), predicted to score ``predicted``."""
+    outcomes = [float(i % 2) for i in range(SHARE)]
+    flips = [i for i in range(SHARE) if outcomes[i] == (0.0 if gain_examples > 0 else 1.0)][: abs(gain_examples)]
+    for i in flips:
+        outcomes[i] = 1.0 - outcomes[i]
+    return _evaluated(cid, "c001", outcomes[:examples], Prediction(score=predicted, std=std, base="c001"))
+
+
+def _fresh(std: float | None, predicted: float = 0.55) -> Candidate:
+    return Candidate(
+        "c100", "c001", 2, "", status="implemented", prediction=Prediction(score=predicted, std=std, base="c001")
+    )
+
+
+def test_without_evidence_the_reported_stds_are_taken_at_their_word() -> None:
+    calibration = Calibration.of([_base()])
+    assert calibration.pairs == 0 and calibration.std_scale == 1.0 and calibration.slope == 1.0
+    by_id = {"c001": _base()}
+    mean, sd = prior_of(_fresh(0.05), by_id, calibration)
+    assert mean == pytest.approx(0.55)
+    assert sd == pytest.approx((0.05**2 + (0.5 * 0.05) ** 2) ** 0.5)  # the slope's prior sd widens it a little
+
+
+def test_too_wide_stds_are_narrowed() -> None:
+    # twelve revisions predicted +0.05 (std 0.15, as the old proposer reported) that realised +0.05 +- 0.025
+    children = [_child(f"c{k + 2:03d}", 2 + (k % 3 - 1), 0.55, 0.15) for k in range(12)]
+    calibration = Calibration.of([_base(), *children])
+    assert calibration.pairs == 12
+    assert calibration.std_scale < 0.5
+    by_id = {c.id: c for c in [_base(), *children]}
+    _, sd = prior_of(_fresh(0.15), by_id, calibration)
+    assert sd < 0.08
 
 
 def test_too_narrow_stds_are_widened() -> None:
-    verified = [_scored(f"c{i:03d}", 0.5 + (0.1 if i % 2 else -0.1), 0.5, 0.01) for i in range(1, 9)]
-    _, sd = prior_of(_fresh(0.01), {}, Calibration.of(verified))
-    assert sd > 0.08
+    # predicted +0.05 with std 0.005; realised anywhere between -0.15 and +0.2
+    rng = random.Random(1)
+    children = [_child(f"c{k + 2:03d}", rng.randint(-6, 8), 0.55, 0.005) for k in range(12)]
+    calibration = Calibration.of([_base(), *children])
+    assert calibration.std_scale > 5
+    by_id = {c.id: c for c in [_base(), *children]}
+    assert prior_of(_fresh(0.005), by_id, calibration)[1] > 0.05
 
 
-def test_before_enough_verified_predictions_the_reported_std_is_a_floor() -> None:
-    verified = [_scored(f"c{i:03d}", 0.5, 0.5, 0.15) for i in range(1, CALIBRATION_PAIRS)]
-    calibration = Calibration.of(verified)
-    assert calibration.std_scale is None
-    assert prior_of(_fresh(0.15), {}, calibration)[1] == 0.15
+def test_a_few_exact_predictions_do_not_collapse_the_scale() -> None:
+    """Two predictions that landed exactly: the scale shrinks, but stays well above 0 (the old moment estimator
+    gave 0.000 here, putting every prior on its floor)."""
+    exact = [_child("c002", 2, 0.55, 0.05), _child("c003", -2, 0.45, 0.05)]
+    calibration = Calibration.of([_base(), *exact])
+    assert 0.2 < calibration.std_scale < 1.0
+    by_id = {c.id: c for c in [_base(), *exact]}
+    assert prior_of(_fresh(0.05), by_id, calibration)[1] > MIN_PRIOR_SD
 
 
-def test_exact_predictions_never_give_a_prior_below_the_floor() -> None:
-    verified = [_scored(f"c{i:03d}", 0.5, 0.5, 0.15) for i in range(1, 9)]
-    calibration = Calibration.of(verified)
-    assert calibration.std_scale == 0.0
-    assert prior_of(_fresh(0.15), {}, calibration)[1] == MIN_PRIOR_SD
+def test_predicted_gains_that_are_only_half_realised_give_a_slope_below_one() -> None:
+    children = [_child(f"c{k + 2:03d}", 4, 0.7, 0.02) for k in range(10)]  # predicted +0.2, realised +0.1
+    calibration = Calibration.of([_base(), *children])
+    assert 0.35 < calibration.slope < 0.65
+    by_id = {c.id: c for c in [_base(), *children]}
+    mean, _ = prior_of(_fresh(0.02, predicted=0.7), by_id, calibration)
+    assert 0.56 < mean < 0.64
 
 
-def test_a_prediction_without_a_std_does_not_stop_the_others_calibrating() -> None:
-    verified = [_scored(f"c{i:03d}", 0.5 + (0.05 if i % 2 else -0.05), 0.5, 0.15) for i in range(1, 9)]
-    no_std = Candidate("c050", "c000", 1, "", prediction=Prediction(score=0.5), evaluation=verified[0].evaluation)
-    calibration = Calibration.of([*verified, no_std])
-    assert calibration.std_scale is not None and 0.2 < calibration.std_scale < 0.4
+def test_partly_scored_candidates_count_with_their_wider_sampling_variance() -> None:
+    """A candidate scored on 4 examples is evidence too (stopping early on what was seen does not bias a
+    likelihood), weighted by its paired sampling variance."""
+    few = [_child(f"c{k + 2:03d}", 1, 0.55, 0.15, examples=4) for k in range(6)]
+    calibration = Calibration.of([_base(), *few])
+    assert calibration.pairs == 6
+    many = Calibration.of([_base(), *[_child(f"c{k + 2:03d}", 2, 0.55, 0.15) for k in range(6)]])
+    assert many.std_scale < calibration.std_scale  # full evaluations say more about how far off 0.15 is
+
+
+def test_a_prediction_without_a_std_calibrates_the_spread() -> None:
+    children = [_child(f"c{k + 2:03d}", 2, 0.55, None) for k in range(10)]
+    calibration = Calibration.of([_base(), *children])
+    assert calibration.spread < 0.06 and calibration.std_scale == 1.0
+    record = calibration.to_json()
+    assert set(record) == {"spread", "gain_spread", "pairs", "std_scale", "slope", "slope_sd"}

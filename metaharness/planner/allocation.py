@@ -1,34 +1,45 @@
 """Staged evaluation as a planning problem: which candidates get how many more validation examples.
 
-Every candidate (an ``Arm``) has a posterior on its *gain* over the reference candidate (the best candidate
-whose score is supported: scored on every example of the search's share), a Normal with ``mean`` and
-``variance``, built from its prediction (the prior) and its paired evidence: on each example both scored, the
-candidate's score minus the reference's (``posterior``). Scoring ``k`` more examples, in the run's fixed
-example order, narrows it: before the examples are seen, the posterior mean after them is Normal around today's
-mean with variance ``variance - variance_after`` (its *preposterior*; ``spread``).
+Every candidate (an `Arm`) has a posterior on its *gain* over the reference candidate (the best candidate whose
+score is supported: scored on every example of the search's share), a Normal with `mean` and `variance`, built
+from its prediction (the prior) and its paired evidence: on each example both scored, the candidate's score minus
+the reference's (`posterior`). An allocation gives each arm a target: its examples now, or a larger stage of the
+ladder (`stages`). Its cost is the sum of the arms' predicted costs for the examples they add (`Option.cost`:
+example-evaluations, task-model tokens, dollars; what will not be cached), and it must leave a *reserve*: enough
+to complete any arm it leaves partly scored, because only a supported candidate can be returned.
 
-An allocation gives each arm a target: its examples now, or a larger stage of the ladder (``stages``). Its
-cost is the sum of the arms' predicted costs for the examples they add (``Option.cost``: example-evaluations,
-task-model tokens, dollars; what will not be cached), and it must leave a *reserve*: enough to complete any arm it
-leaves partly scored, because the candidate a run returns must be supported (the loop completes the leader).
-Within the budget it maximises the expected gain of the candidate the run will return, the one with the highest
-posterior mean among the candidates with evidence (the reference counts as gain 0):
+**The objective is the return rule's.** The run returns the supported candidate with the highest *raw* score
+(`metaharness.frontier.best`), not the one the posterior likes best, so the solver maximises the expected true gain
+of the candidate that rule will return (the reference counts as 0). Each (arm, target) gives two numbers once its
+examples are seen: its *rank*, what the rule will compare (the raw paired gain over the whole share: measured when
+the target is the share, else its expected value given the evidence, the certainty equivalent of the examples not
+yet seen), and its *value*, the posterior mean of its true gain. Both are linear in the examples' paired sum, so
+before they are seen the rank is Normal (its *preposterior*) and the value is ``alpha + beta * rank``
+(`Arm.outcome`). A candidate left partly scored is completed afterwards (the reserve pays for it) only when its
+posterior mean is above the reference, so an intermediate target counts as returnable only where its value is
+positive; a target at the share is returned whenever its raw score is the highest, lucky or not. With `W` the
+candidate of highest rank among the reference, the arms that stay and the arms given a target:
 
-    value(targets) = E[max(0, max over arms of their posterior mean after their target)]
+    value(targets) = E[value of W]
+                   = v* P(no target's rank beats r*) + sum_i integral_{x > r*} (alpha_i + beta_i x) f_i(x)
+                     prod_{j != i} F_j(x) dx
 
-where an arm kept at its examples contributes its current mean when it has evidence and nothing when it has none,
-minus ``price`` per example-evaluation (by default a full evaluation must buy 0.001 of expected score), so the
-budget is never filled with evaluations that cannot change the outcome: evaluating nothing is a valid answer.
-Arms are independent, so the expectation is a one-dimensional integral, ``c0 + integral over t > c0 of
-(1 - prod CDF_i(t)) dt``, computed by quadrature on a fixed grid: deterministic, with no sampling noise to blur
-near-ties.
+where `(r*, v*)` is the rank and value of the best of the reference and the arms that stay, `f_i`, `F_i` an
+arm's rank density and distribution (its mass below the completion threshold removed). Each integral is taken by
+Gauss-Legendre quadrature on the arm's own quantile scale (`_Objective`): deterministic, with no sampling noise to
+blur near-ties. Because `beta < 1` when a prior carries weight, a candidate with a poor prior can now *lower* the
+value when it is completed: its raw score may win by luck (the winner's curse; Smith and Winkler, "The
+Optimizer's Curse", Management Science 2006). The planner weighs that; a max of posterior means could not. A price
+per example-evaluation (`price`, by default a full evaluation must buy 0.001 of expected score) is deducted, so
+the budget is never filled with evaluations that cannot change the outcome: evaluating nothing is a valid answer.
 
-Solvers (``allocate``): ``exact`` (branch and bound over each arm's target, proving optimality; the bounds are
-in ``_branch_and_bound``), ``auto`` (the same from a strong heuristic plan, stopped after
-``AUTO_NODE_LIMIT`` nodes with the best plan and the bound), and two baselines that use no solver: ``greedy``
-(the best predicted candidates fully evaluated while they fit) and ``halving`` (successive halving without
-predictions: every arm of the iteration to the first stage, then the better half by its measured paired score to
-the next, ...).
+Solvers (`allocate`): `exact` (branch and bound over each arm's target, proving optimality) and `auto` (the same
+from a strong heuristic plan, stopped after `AUTO_NODE_LIMIT` nodes). The bound of a node is the expected maximum
+of the posterior means reachable from it (the winner's value never exceeds the largest value, so it bounds this
+objective too), relaxed to knapsacks (`_branch_and_bound`). Every answer says how far from optimal it may be:
+`Allocation.bound` is an upper bound of the net objective over every feasible plan, `gap` the distance to it (0
+when proved optimal), and `truncated` says the search stopped at its node limit. The baselines that use no solver
+(greedy, halving, ...) are policies of `metaharness.search.staging`.
 
 >>> sure = Arm("sure", mean=0.01, variance=0.005**2, noise=0.2, examples=0, share=50,
 ...            options=stage_options(0, 50, Spend(1, 300, 0)))
@@ -36,34 +47,38 @@ the next, ...).
 ...              options=stage_options(0, 50, Spend(1, 300, 0)))
 >>> allocate([sure, unsure], Budget(evals=60)).targets  # "sure" could not be completed as well
 {'unsure': 50}
->>> plan = allocate([sure, unsure], Budget(evals=120))
->>> plan.status, plan.targets, plan.cost.evals  # 54 spent, 46 kept to complete "sure" if it leads
-('optimal', {'sure': 4, 'unsure': 50}, 54.0)
+>>> plan = allocate([sure, unsure], Budget(evals=120), solver="exact")
+>>> plan.status, plan.targets, plan.gap
+('optimal', {'sure': 4, 'unsure': 50}, 0.0)
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import numpy as np
-from scipy.special import ndtr
+from scipy.special import ndtr, ndtri
 
 from metaharness.budget import TOLERANCE, Budget, Spend
 from metaharness.errors import InputError
 
-AllocationSolver = Literal["auto", "exact", "greedy", "halving"]
+AllocationSolver = Literal["auto", "exact"]
 ALLOCATION_SOLVERS: tuple[AllocationSolver, ...] = get_args(AllocationSolver)
-GRID_POINTS = 256  # quadrature points over the range the gains can reach
+GRID_POINTS = 256  # quadrature points of the bounds' grid over the range the posterior means can reach
 THRESHOLDS = 16  # thresholds u of the branch-and-bound's bounds (every 16th grid point)
 BOUND_SLACK = 1e-7  # added to every bound: the quadrature of a bound and of a value may differ by rounding
-SPREAD_SDS = 8.0  # the grid reaches this many preposterior sds above the highest mean
-AUTO_NODE_LIMIT = 24  # branch-and-bound nodes before ``auto`` returns the best plan found with its bound
+SPREAD_SDS = 8.0  # the bounds' grid reaches this many preposterior sds above the highest mean
+NODES = 32  # Gauss-Legendre nodes per arm of the objective's integrals
+AUTO_NODE_LIMIT = 48  # branch-and-bound nodes before ``auto`` returns the best plan found with its bound
 MIN_NOISE = 0.01  # a per-example variance of paired differences below this is not believed (a few examples)
 DEFAULT_PRICE_PER_SHARE = 1e-3  # a full evaluation must raise the expected best score by at least this much
+
+_LEGENDRE_T, _LEGENDRE_W = np.polynomial.legendre.leggauss(NODES)
+_LEGENDRE_T, _LEGENDRE_W = (_LEGENDRE_T + 1.0) / 2.0, _LEGENDRE_W / 2.0  # on (0, 1)
 
 
 @dataclass(frozen=True)
@@ -75,15 +90,28 @@ class Option:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """What an arm's target will show, seen from now: its rank (the raw paired gain the return rule compares)
+    is Normal(``rank_mean``, ``rank_sd``), its value (posterior mean of its true gain) is ``alpha + beta * rank``,
+    and it can be returned only when its rank is above ``returnable_from`` (-inf at the share)."""
+
+    rank_mean: float
+    rank_sd: float
+    alpha: float
+    beta: float
+    returnable_from: float
+
+
+@dataclass(frozen=True)
 class Arm:
     """A candidate in the allocation.
 
     ``mean``/``variance``: posterior of its gain over the reference; ``noise``: the per-example variance of its
     paired differences; ``examples``: how many it has scored (0: no evidence, so it cannot be returned as it is);
     ``share``: the examples that make its score supported; ``options``: the larger targets it may be given, in
-    increasing order; ``predicted``: its prior predicted score (what ``greedy`` ranks by); ``paired``: its paired
-    differences so far, in the example order (what ``halving`` ranks by); ``fresh``: proposed this iteration
-    (``halving`` races these).
+    increasing order; ``predicted``: its prior predicted score (what the greedy baselines rank by); ``paired``:
+    its paired differences so far, in the example order (their sum is what its raw score adds up to);
+    ``fresh``: proposed this iteration.
     """
 
     id: str
@@ -101,13 +129,48 @@ class Arm:
         """The sd of its posterior mean after ``target`` examples, seen from now (0 for its current examples)."""
         return spread(self.variance, self.noise, max(0, target - self.examples))
 
+    @property
+    def total(self) -> float:
+        """The sum of its paired differences over its ``examples`` (any not in ``paired`` counted at its mean)."""
+        return float(sum(self.paired)) + max(0, self.examples - len(self.paired)) * self.mean
+
+    @property
+    def rank(self) -> float:
+        """Its raw paired gain over the whole share as expected now (what the return rule would compare)."""
+        n = max(self.share, self.examples, 1)
+        return (self.total + (n - self.examples) * self.mean) / n
+
+    @property
+    def returnable(self) -> bool:
+        """Left as it is, it would be completed and could be returned: it has evidence and a positive mean."""
+        return self.examples > 0 and self.mean > 0
+
+    def outcome(self, target: int) -> Outcome:
+        """Its `Outcome` at ``target`` examples (module docstring): with ``more`` new examples of paired sum S,
+        the posterior mean is ``A + B S`` and the rank ``(total + S + (n - target) (A + B S)) / n``."""
+        n, more = max(self.share, 1), target - self.examples
+        if more <= 0:
+            return Outcome(self.rank, 0.0, self.mean, 0.0, -math.inf if self.returnable else math.inf)
+        precision = 1.0 / self.variance + more / self.noise
+        a, b = (self.mean / self.variance) / precision, (1.0 / self.noise) / precision
+        slope = (1.0 + (n - target) * b) / n  # d rank / d S
+        offset = (self.total + (n - target) * a) / n
+        sum_sd = math.sqrt(more * more * self.variance + more * self.noise)
+        beta = b / slope
+        alpha = a - beta * offset
+        threshold = -math.inf if target >= n else -alpha / beta
+        return Outcome(offset + slope * more * self.mean, slope * sum_sd, alpha, beta, threshold)
+
 
 @dataclass
 class Allocation:
     """A solver's answer: ``targets`` (arm id -> examples it should reach; arms left as they are are absent),
-    ``value`` (expected gain of the returned candidate over the reference, price not deducted), ``cost``,
-    ``status`` ("optimal": proved; "feasible": the best found, ``bound`` above it; the baselines say "feasible"),
-    ``solver``, ``seconds``, ``nodes`` (branch-and-bound nodes)."""
+    ``value`` (expected true gain over the reference of the candidate the run will return, price not deducted),
+    ``net`` (what the solver maximised: the value's rise over leaving every arm as it is, less the price of the
+    example-evaluations), ``cost``, ``status`` ("optimal": proved; "feasible": the best found), ``solver``,
+    ``seconds``, ``bound`` (an upper bound of ``net`` over every feasible plan), ``gap`` (``bound - net``: how far
+    from optimal the answer may be; 0 when proved), ``truncated`` (the search stopped at its node limit) and
+    ``nodes`` (branch-and-bound nodes)."""
 
     targets: dict[str, int]
     value: float
@@ -117,16 +180,27 @@ class Allocation:
     seconds: float = 0.0
     bound: float | None = None
     nodes: int = 0
+    net: float = 0.0
+    truncated: bool = False
+
+    @property
+    def gap(self) -> float | None:
+        """How far below the best feasible plan this one may be (``bound - net``; None without a bound)."""
+        return None if self.bound is None else max(0.0, self.bound - self.net)
 
     def to_json(self) -> dict[str, object]:
+        gap = self.gap
         return {
             "targets": dict(self.targets),
             "value": round(self.value, 6),
+            "net": round(self.net, 6),
             "cost": self.cost.to_json(),
             "status": self.status,
             "solver": self.solver,
             "seconds": round(self.seconds, 6),
             "bound": None if self.bound is None else round(self.bound, 6),
+            "gap": None if gap is None else round(gap, 6),
+            "truncated": self.truncated,
             "nodes": self.nodes,
         }
 
@@ -149,16 +223,22 @@ def posterior(
         raise InputError(f"A prior variance must be > 0, got {prior_variance!r}.")
     n = len(paired)
     total = float(sum(paired))
-    if n:
-        mean_d = total / n
-        squares = float(sum((d - mean_d) ** 2 for d in paired))
-        noise = (squares + noise_weight * noise_prior) / (n - 1 + noise_weight) if n > 1 else noise_prior
-    else:
-        noise = noise_prior
+    noise = shrunk_variance(paired, noise_prior, noise_weight) if n > 1 else noise_prior
     noise = max(MIN_NOISE, noise)
     precision = 1.0 / prior_variance + n / noise
     mean = (prior_mean / prior_variance + total / noise) / precision
     return mean, 1.0 / precision, noise
+
+
+def shrunk_variance(values: Sequence[float], prior: float, weight: float) -> float:
+    """The sample variance of ``values`` shrunk towards ``prior`` with the weight of ``weight`` observations (the
+    posterior mean of a variance under a scaled inverse-chi-square prior, to first order)."""
+    n = len(values)
+    if n == 0:
+        return prior
+    mean = float(sum(values)) / n
+    squares = float(sum((v - mean) ** 2 for v in values))
+    return (squares + weight * prior) / (n - 1 + weight)
 
 
 def spread(variance: float, noise: float, more: int) -> float:
@@ -172,8 +252,8 @@ def spread(variance: float, noise: float, more: int) -> float:
 def stages(share: int, first: int | None = None) -> list[int]:
     """The evaluation ladder of a share of ``share`` examples: doubling from the first stage up to the share.
 
-    >>> stages(50), stages(25), stages(10)
-    ([4, 8, 16, 32, 50], [3, 6, 12, 25], [3, 6, 10])
+    >>> stages(50), stages(25), stages(10), stages(50, first=5)
+    ([4, 8, 16, 32, 50], [3, 6, 12, 25], [3, 6, 10], [5, 10, 20, 40, 50])
     """
     if share < 1:
         raise InputError(f"The search share must hold at least one example, got {share}.")
@@ -193,9 +273,119 @@ def stage_options(examples: int, share: int, per_example: Spend, *, first: int |
 
 
 # --- the objective ----------------------------------------------------------------------------------------------
-class _Quadrature:
-    """The objective of any allocation of ``arms``: the preposterior CDF of every (arm, option) pair tabulated on
-    one grid, and trapezoid weights for integrals from any lower limit."""
+class _Objective:
+    """The return rule's expected value (module docstring) of any choice of options over ``arms``: every
+    (arm, option) pair's `Outcome` as arrays, and the reference and the arms that stay as the floor."""
+
+    def __init__(self, arms: Sequence[Arm]) -> None:
+        self.arms = list(arms)
+        self.pairs = [(a, o) for a, arm in enumerate(self.arms) for o in range(len(arm.options))]
+        self.index = {pair: k for k, pair in enumerate(self.pairs)}
+        outcomes = [self.arms[a].outcome(self.arms[a].options[o].target) for a, o in self.pairs]
+        self.mu = np.asarray([x.rank_mean for x in outcomes], dtype=float)
+        self.sd = np.asarray([max(x.rank_sd, 1e-12) for x in outcomes], dtype=float)
+        self.alpha = np.asarray([x.alpha for x in outcomes], dtype=float)
+        self.beta = np.asarray([x.beta for x in outcomes], dtype=float)
+        self.low = np.asarray([x.returnable_from for x in outcomes], dtype=float)
+        self.owner = np.asarray([a for a, _ in self.pairs], dtype=int)
+        # the arms that can stay and be returned: (rank, value); -inf rank for the others
+        self.stay_rank = np.asarray([arm.rank if arm.returnable else -np.inf for arm in self.arms], dtype=float)
+        self.stay_value = np.asarray([arm.mean for arm in self.arms], dtype=float)
+        self._cache: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray, dict, dict]] = {}
+
+    def floor(self, chosen: Mapping[int, int]) -> tuple[float, float, int | None]:
+        """(rank, value, arm) of the best of the reference (rank 0, value 0, arm None) and the arms that stay."""
+        ranks = self.stay_rank.copy()
+        ranks[list(chosen)] = -np.inf
+        if not len(ranks):
+            return 0.0, 0.0, None
+        a = int(np.argmax(ranks))
+        if ranks[a] > 0.0:
+            return float(ranks[a]), float(self.stay_value[a]), a
+        return 0.0, 0.0, None
+
+    def cdf(self, ks: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """P(rank of pair ``ks[i]``, or -inf where it cannot be returned, <= ``x[i, ...]``), element by element."""
+        ks = np.asarray(ks, dtype=int)
+        shape = (len(ks),) + (1,) * (x.ndim - 1)
+        lifted = np.maximum(x, self.low[ks].reshape(shape))
+        return ndtr((lifted - self.mu[ks].reshape(shape)) / self.sd[ks].reshape(shape))
+
+    def _nodes(self, r: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per pair, Gauss-Legendre nodes and weights of E[g(rank) 1{rank > max(r, returnable_from)}] on its
+        upper-tail quantile scale (the tail mass q is cut into nodes q t_j), and P(rank <= r) with that floor
+        (``[pairs, NODES]``, ``[pairs, NODES]``, ``[pairs]``; cached per floor rank)."""
+        if r not in self._cache:
+            every = np.arange(len(self.pairs))
+            z = (np.maximum(r, self.low) - self.mu) / self.sd
+            mass = ndtr(-z)
+            q = mass[:, None] * _LEGENDRE_T[None, :]
+            x = self.mu[:, None] - self.sd[:, None] * ndtri(np.where(q > 0, q, 0.5))
+            w = mass[:, None] * _LEGENDRE_W[None, :]
+            self._cache[r] = (x, w, self.cdf(every, np.full(len(every), r)), {}, {})
+        x, w, at_floor, _, _ = self._cache[r]
+        return x, w, at_floor
+
+    def _column(self, j: int, r: float) -> np.ndarray:
+        """P(rank of each pair <= each node of pair ``j``) at floor ``r``: ``[pairs, NODES]`` (cached)."""
+        x, _, _ = self._nodes(r)
+        columns = self._cache[r][3]
+        if j not in columns:
+            columns[j] = self.cdf(np.arange(len(self.pairs)), np.broadcast_to(x[j], x.shape))
+        return columns[j]
+
+    def _factor(self, j: int, r: float) -> np.ndarray:
+        """P(rank of pair ``j`` <= each node of each pair) at floor ``r``: ``[pairs, NODES]`` (cached)."""
+        x, _, _ = self._nodes(r)
+        factors = self._cache[r][4]
+        if j not in factors:
+            factors[j] = self.cdf(np.full(len(self.pairs), j), x)
+        return factors[j]
+
+    def _terms(self, ks: Sequence[int], r: float) -> np.ndarray:
+        """Per chosen pair, each node's weighted value times the chance that no other chosen pair ranks higher
+        (``[len(ks), NODES]``)."""
+        x, w, _ = self._nodes(r)
+        k = np.asarray(ks, dtype=int)
+        below = np.stack([self._column(i, r)[k] for i in ks])  # [i, j, node]: P(rank of j <= node of i)
+        below[np.arange(len(k)), np.arange(len(k)), :] = 1.0
+        return w[k] * (self.alpha[k, None] + self.beta[k, None] * x[k]) * np.prod(below, axis=1)
+
+    def value(self, chosen: Mapping[int, int]) -> float:
+        """E[value of the returned candidate] when each arm in ``chosen`` (arm index -> option index) reaches its
+        option's target and the others stay."""
+        r, v, _ = self.floor(chosen)
+        ks = [self.index[pair] for pair in chosen.items()]
+        if not ks:
+            return v
+        _, _, at_floor = self._nodes(r)
+        return v * float(np.prod(at_floor[ks])) + float(self._terms(ks, r).sum())
+
+    def gains(self, chosen: Mapping[int, int]) -> np.ndarray:
+        """Each pair's marginal gain in ``value`` at ``chosen`` (``nan`` for pairs of chosen arms)."""
+        r, v, floor_arm = self.floor(chosen)
+        ks = [self.index[pair] for pair in chosen.items()]
+        x, w, at_floor = self._nodes(r)
+        current = self.value(chosen)
+        out = v * float(np.prod(at_floor[ks])) * at_floor
+        product = np.ones_like(x)
+        if ks:
+            for i, term in zip(ks, self._terms(ks, r), strict=True):
+                out = out + self._column(i, r) @ term
+                product = product * self._factor(i, r)
+        out = out + (w * (self.alpha[:, None] + self.beta[:, None] * x) * product).sum(axis=1) - current
+        out[np.isin(self.owner, list(chosen))] = np.nan
+        if floor_arm is not None:  # choosing the arm that sets the floor moves the floor
+            for o in range(len(self.arms[floor_arm].options)):
+                out[self.index[(floor_arm, o)]] = self.value({**chosen, floor_arm: o}) - current
+        return out
+
+
+class _MaxOfMeans:
+    """The bounds' objective: E[max(0, the posterior means after the chosen options, the means of the arms with
+    evidence that stay)] tabulated on one grid (each option's preposterior CDF), with trapezoid weights for
+    integrals from any lower limit. It is never below the return rule's value (the returned candidate's value is
+    one of these means, or the reference's 0), so what bounds it bounds the objective."""
 
     def __init__(self, arms: Sequence[Arm]) -> None:
         self.arms = list(arms)
@@ -210,15 +400,10 @@ class _Quadrature:
         z = (self.grid[None, :] - means[:, None]) / safe[:, None]
         self.cdf = np.where(sds[:, None] > 0, ndtr(z), (self.grid[None, :] >= means[:, None]).astype(float))
         self.tail = 1.0 - self.cdf  # P(posterior mean after the option > t), per pair and grid point
-        # the means of the arms that can stay and still be returned (they have evidence); -inf for the others
         self.stay_means = np.asarray([arm.mean if arm.examples > 0 else -np.inf for arm in self.arms], dtype=float)
 
-    def weights(self, low: float, high: float | None = None) -> np.ndarray:
-        """Trapezoid weights of the integral over [low, high] (default: to the grid's end), the partial end cells
-        interpolated linearly."""
-        return self._from(low) - (self._from(high) if high is not None else 0.0)
-
-    def _from(self, low: float) -> np.ndarray:
+    def weights(self, low: float) -> np.ndarray:
+        """Trapezoid weights of the integral over [low, the grid's end], the partial end cell interpolated."""
         w = np.zeros(GRID_POINTS)
         if low >= self.grid[-1]:
             return w
@@ -232,12 +417,10 @@ class _Quadrature:
         w[GRID_POINTS - 1] += self.h / 2
         return w
 
-    def floor(self, chosen: Mapping[int, int], staying: Iterable[int] | None = None) -> float:
-        """The best of 0 (the reference) and the means of the arms with evidence that stay as they are (all not in
-        ``chosen``, or only those in ``staying``)."""
-        mask = np.ones(len(self.arms), dtype=bool) if staying is None else np.zeros(len(self.arms), dtype=bool)
-        if staying is not None:
-            mask[list(staying)] = True
+    def floor(self, chosen: Mapping[int, int], staying: np.ndarray) -> float:
+        """The best of 0 and the means of the arms with evidence in ``staying`` (arm indices) not in ``chosen``."""
+        mask = np.zeros(len(self.arms), dtype=bool)
+        mask[staying] = True
         mask[list(chosen)] = False
         return max(0.0, float(np.max(self.stay_means[mask], initial=0.0)))
 
@@ -249,26 +432,13 @@ class _Quadrature:
         return out
 
     def value(self, chosen: Mapping[int, int]) -> float:
-        """E[max(0, stayers' means, chosen arms' posterior means)] for ``chosen`` (arm index -> option index)."""
-        c0 = self.floor(chosen)
+        """E[max(0, stayers' means, chosen arms' posterior means)] for ``chosen`` (every other arm stays)."""
+        c0 = self.floor(chosen, np.arange(len(self.arms)))
         return c0 + float(self.weights(c0) @ (1.0 - self.product(chosen)))
 
     def excess(self, chosen: Mapping[int, int], low: float) -> np.ndarray:
         """Per pair, E[(its posterior mean - Z)^+] where Z = max(``low``, the chosen arms' posterior means)."""
         return self.tail @ (self.weights(low) * self.product(chosen))
-
-    def gains(self, chosen: Mapping[int, int]) -> np.ndarray:
-        """Each pair's marginal gain in ``value`` at ``chosen`` (meaningless for pairs of chosen arms): its
-        ``excess`` over the current maximum, except for a stayer that sets the floor, whose choice moves it."""
-        c0 = self.floor(chosen)
-        out = self.excess(chosen, c0)
-        current: float | None = None
-        for a, arm in enumerate(self.arms):
-            if arm.examples > 0 and a not in chosen and arm.mean >= c0 and arm.options:
-                current = self.value(chosen) if current is None else current
-                for o in range(len(arm.options)):
-                    out[self.index[(a, o)]] = self.value({**chosen, a: o}) - current
-        return out
 
     def integral(self, f: np.ndarray, points: np.ndarray) -> np.ndarray:
         """The integral of ``f`` (tabulated on the grid) from 0 to each of ``points``: its cumulative trapezoid sum,
@@ -285,9 +455,9 @@ def _cost(arms: Sequence[Arm], chosen: Mapping[int, int]) -> Spend:
 
 
 def value(arms: Sequence[Arm], targets: Mapping[str, int]) -> float:
-    """The objective (expected gain of the returned candidate, price not deducted) of giving each arm its target
-    in ``targets`` (absent arms stay as they are)."""
-    return _Quadrature(arms).value(_chosen(arms, targets))
+    """The objective (expected true gain over the reference of the candidate the return rule will return, price
+    not deducted) of giving each arm its target in ``targets`` (absent arms stay as they are)."""
+    return _Objective(arms).value(_chosen(arms, targets))
 
 
 def _chosen(arms: Sequence[Arm], targets: Mapping[str, int]) -> dict[int, int]:
@@ -305,13 +475,6 @@ def _chosen(arms: Sequence[Arm], targets: Mapping[str, int]) -> dict[int, int]:
             raise InputError(f"Arm {cid!r} cannot be continued to {target} examples (its options: {known}).")
         chosen[arm] = options[0]
     return chosen
-
-
-def _allocation(
-    arms: Sequence[Arm], q: _Quadrature, chosen: Mapping[int, int], status: str, solver: str, **extra: object
-) -> Allocation:
-    targets = {arms[a].id: arms[a].options[o].target for a, o in sorted(chosen.items())}
-    return Allocation(targets, q.value(chosen), _cost(arms, chosen), status, solver, **extra)  # type: ignore[arg-type]
 
 
 # --- solvers ----------------------------------------------------------------------------------------------------
@@ -339,109 +502,57 @@ def allocate(
     lam = DEFAULT_PRICE_PER_SHARE / share if price is None else float(price)
     if lam < 0 or math.isnan(lam):
         raise InputError(f"price must be >= 0, got {price!r}.")
-    q = _Quadrature(arms)
-    if solver == "greedy":
-        result = _greedy_full(arms, q, budget)
-    elif solver == "halving":
-        result = _halving(arms, q, budget)
-    else:
-        limit = None if solver == "exact" else (node_limit or AUTO_NODE_LIMIT)
-        result = _branch_and_bound(arms, q, budget, lam, limit)
+    limit = None if solver == "exact" else (node_limit or AUTO_NODE_LIMIT)
+    result = _branch_and_bound(arms, budget, lam, limit, solver)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _greedy_full(arms: Sequence[Arm], q: _Quadrature, budget: Budget) -> Allocation:
-    """The best predicted first, each to its whole share, while it fits (arms without a full option skipped)."""
-    chosen: dict[int, int] = {}
-    spent = Spend()
-    for a in sorted(range(len(arms)), key=lambda a: (-arms[a].predicted, a)):
-        full = [o for o, option in enumerate(arms[a].options) if option.target >= arms[a].share]
-        if not full or arms[a].examples >= arms[a].share:
-            continue
-        total = spent + arms[a].options[full[0]].cost
-        if budget.allows(total):
-            chosen[a], spent = full[0], total
-    return _allocation(arms, q, chosen, "feasible", "greedy")
-
-
-def _halving(arms: Sequence[Arm], q: _Quadrature, budget: Budget) -> Allocation:
-    """One round of successive halving over the fresh arms, from their measured paired scores alone.
-
-    Survivors are recomputed from the evidence: all fresh arms race at the first stage; once every survivor has
-    reached a stage, the better half (by mean paired difference over that stage's examples; ties: earlier arm)
-    goes on to the next. The round gives the survivors that have not reached the current stage that stage, in
-    rank order while they fit; the last survivor is taken to its whole share."""
-    fresh = [a for a, arm in enumerate(arms) if arm.fresh]
-    if not fresh:
-        return _allocation(arms, q, {}, "feasible", "halving")
-    share = max(arms[a].share for a in fresh)
-    ladder = stages(share)
-    survivors = list(fresh)
-    for level, size in enumerate(ladder):
-        behind = [a for a in survivors if arms[a].examples < size]
-        if behind:
-            chosen: dict[int, int] = {}
-            spent = Spend()
-            for a in behind:
-                options = [o for o, option in enumerate(arms[a].options) if option.target == min(size, arms[a].share)]
-                if not options:
-                    continue
-                total = spent + arms[a].options[options[0]].cost
-                if budget.allows(total):
-                    chosen[a], spent = options[0], total
-            return _allocation(arms, q, chosen, "feasible", "halving")
-        if len(survivors) > 1 and level < len(ladder) - 1:
-            ranked = sorted(survivors, key=lambda a: (-_prefix_mean(arms[a].paired, size), survivors.index(a)))
-            survivors = ranked[: math.ceil(len(ranked) / 2)]
-    return _allocation(arms, q, {}, "feasible", "halving")
-
-
-def _prefix_mean(paired: Sequence[float], size: int) -> float:
-    head = paired[:size]
-    return float(sum(head)) / len(head) if head else 0.0
-
-
 def _branch_and_bound(
-    arms: Sequence[Arm], q: _Quadrature, budget: Budget, lam: float, node_limit: int | None
+    arms: Sequence[Arm], budget: Budget, lam: float, node_limit: int | None, solver: str
 ) -> Allocation:
-    """Depth-first over the arms, most promising first; a node fixes one arm's target (best net gain first) or
-    leaves it as it is; the greedy plan is the first incumbent.
+    """Depth-first over the arms, most promising first; a node fixes one arm's target (best net value first) or
+    leaves it as it is; the heuristic plan is the first incumbent.
 
-    Bounds on what a node's completions can add. With Z = max(0, the means of the arms decided to stay, the chosen
-    arms' posterior means) and V_a an undecided arm's posterior mean after its choice (its mean when it stays with
-    evidence, nothing without), max(Z, V...) <= u + (Z - u)^+ + sum_a (V_a - u)^+ for every threshold u, and
+    Bounds on what a node's completions can reach, from the expected maximum of posterior means (`_MaxOfMeans`,
+    never below the objective). With Z = max(0, the means of the arms decided to stay, the chosen arms' posterior
+    means) and V_a an undecided arm's posterior mean after its choice (its mean when it stays with evidence,
+    nothing without), max(Z, V...) <= u + (Z - u)^+ + sum_a (V_a - u)^+ for every threshold u, and
     <= Z + sum_a (V_a - Z)^+; each gives a knapsack over the undecided arms (value: the expected excess of each
-    choice, minus its price; cost: each capped budget entry), whose relaxation (``_knapsack_bound``) bounds the
+    choice, minus its price; cost: each capped budget entry), whose relaxation (`_knapsack_bound`) bounds the
     net value. So does every undecided arm at its largest target at once (replacing a mean by a spread around it
-    only raises the expected maximum). A pair whose expected excess over 0 does not pay its price is dropped first:
-    it never gains more than that."""
-    solver = "exact" if node_limit is None else "auto"
+    only raises the expected maximum). A pair whose expected excess over 0 does not pay its price can only lower
+    that maximum net of its price, so the knapsacks leave it out; the search still branches on it (under the
+    return rule, evaluating a candidate can also keep a lucky weaker one from being returned)."""
+    objective = _Objective(arms)
+    q = _MaxOfMeans(arms)
     n_pairs = len(q.pairs)
     limit = np.asarray(budget.vector())
     slack = limit + TOLERANCE * np.maximum(1.0, np.where(np.isfinite(limit), limit, 1.0))
     cost = np.asarray([arms[a].options[o].cost.vector() for a, o in q.pairs], dtype=float).reshape(n_pairs, 3)
-    owner = np.asarray([a for a, _ in q.pairs], dtype=int)
+    owner = objective.owner
     evals = cost[:, 0]
-    completion = _completion(arms, q, cost)
-    base = q.value({})
+    completion = _completion(arms, q.pairs, cost)
+    base = objective.value({})
     thresholds = q.grid[:: max(1, GRID_POINTS // THRESHOLDS)]
     over = np.stack([q.weights(u) for u in thresholds], axis=1)  # [grid, thresholds]
     pair_excess = q.tail @ over  # E[(V_p - u)^+] per pair and threshold
-    useful = (pair_excess[:, 0] - lam * evals > 1e-12) & np.all(cost + completion <= slack, axis=1)
+    fits_alone = np.all(cost + completion <= slack, axis=1) if n_pairs else np.zeros(0, dtype=bool)
+    useful = (pair_excess[:, 0] - lam * evals > 1e-12) & fits_alone
     means = np.asarray([arm.mean for arm in arms])
     evidenced = np.asarray([arm.examples > 0 for arm in arms], dtype=bool)
-    net_root = np.where(useful, q.gains({}) - lam * evals, -np.inf)
-    candidates = sorted({int(a) for a in owner[useful]})
+    net_root = np.where(fits_alone, objective.gains({}) - lam * evals, -np.inf)
+    candidates = sorted({int(a) for a in owner[fits_alone]})
     order = sorted(candidates, key=lambda a: (-float(np.max(net_root[owner == a])), a))
     depth_of = np.full(len(arms), -1)
     depth_of[order] = np.arange(len(order))
     capped = [e for e in range(3) if math.isfinite(limit[e])]
 
     def net_value(chosen: Mapping[int, int]) -> float:
-        return q.value(chosen) - base - lam * float(sum(arms[a].options[o].cost.evals for a, o in chosen.items()))
+        spent = float(sum(arms[a].options[o].cost.evals for a, o in chosen.items()))
+        return objective.value(chosen) - base - lam * spent
 
-    best_chosen = _heuristic(arms, q, cost, completion, slack, lam, useful)
+    best_chosen = _heuristic(objective, cost, completion, slack, lam, fits_alone)
     best = net_value(best_chosen)
     if best <= 0.0:
         best, best_chosen = 0.0, {}
@@ -450,15 +561,17 @@ def _branch_and_bound(
     exhausted = False
 
     def bound(chosen: Mapping[int, int], depth: int, spent: np.ndarray) -> float:
+        """An upper bound of the net value of every completion of ``chosen``."""
         free_arm = depth_of >= depth
         low = q.floor(chosen, np.flatnonzero(~free_arm))
         px = q.product(chosen)
         value_now = q.value(chosen)
+        ceiling = value_now - base - lam * float(spent[0])  # the max of means now, net of what is chosen
         fits = useful & free_arm[owner] & np.all(spent + cost + completion <= slack, axis=1)
         ks = np.flatnonzero(fits)
         stayers = free_arm & evidenced
         if not len(ks):
-            return 0.0
+            return ceiling + BOUND_SLACK
         # every undecided arm at its largest target at once
         widest = {int(owner[k]): q.pairs[k][1] for k in ks}
         result = q.value({**chosen, **widest}) - value_now
@@ -479,7 +592,7 @@ def _branch_and_bound(
         values = (q.excess(chosen, low)[ks] - lam * evals[ks])[:, None]
         ez = low + total - above
         sums = _knapsack_bound(values, zs[:, None], sub_cost, sub_owner, capped, capacity)
-        return min(result, ez + float(sums[0]) - value_now) + BOUND_SLACK
+        return ceiling + max(0.0, min(result, ez + float(sums[0]) - value_now)) + BOUND_SLACK
 
     def search(depth: int, chosen: dict[int, int], spent: np.ndarray, reserve: np.ndarray, current: float) -> None:
         nonlocal nodes, root_bound, exhausted, best, best_chosen
@@ -493,14 +606,14 @@ def _branch_and_bound(
             return
         ub = bound(chosen, depth, spent)
         if depth == 0:
-            root_bound = current + ub
-        if current + ub <= best + 1e-12:
+            root_bound = max(ub, current)
+        if ub <= best + 1e-12:
             return
         a = order[depth]
         children = []
         for o in range(len(arms[a].options)):
             k = q.index[(a, o)]
-            if useful[k] and np.all(spent + cost[k] + np.maximum(reserve, completion[k]) <= slack):
+            if np.all(spent + cost[k] + np.maximum(reserve, completion[k]) <= slack):
                 child = {**chosen, a: o}
                 children.append((net_value(child), o, k))
         for child_value, o, k in sorted(children, key=lambda c: (-c[0], c[1])):
@@ -512,9 +625,12 @@ def _branch_and_bound(
         search(depth + 1, chosen, spent, reserve, current)
 
     search(0, {}, np.zeros(3), np.zeros(3), 0.0)
+    targets = {arms[a].id: arms[a].options[o].target for a, o in sorted(best_chosen.items())}
+    plan = Allocation(targets, objective.value(best_chosen), _cost(arms, best_chosen), "optimal", solver, nodes=nodes)
+    plan.net, plan.bound = best, best
     if exhausted:
-        return _allocation(arms, q, best_chosen, "feasible", solver, nodes=nodes, bound=base + root_bound)
-    return _allocation(arms, q, best_chosen, "optimal", solver, nodes=nodes)
+        plan.status, plan.bound, plan.truncated = "feasible", max(best, root_bound), True
+    return plan
 
 
 def _knapsack_bound(
@@ -558,53 +674,52 @@ def _knapsack_bound(
     return np.min(np.stack(bounds), axis=0)
 
 
-def _completion(arms: Sequence[Arm], q: _Quadrature, cost: np.ndarray) -> np.ndarray:
+def _completion(arms: Sequence[Arm], pairs: Sequence[tuple[int, int]], cost: np.ndarray) -> np.ndarray:
     """Per pair, what completing its arm from the pair's target to the whole share costs (0 at the share)."""
     full = {a: np.asarray(arm.options[-1].cost.vector()) for a, arm in enumerate(arms) if arm.options}
-    return np.asarray([full[a] - cost[k] for k, (a, _) in enumerate(q.pairs)], dtype=float).reshape(cost.shape)
+    return np.asarray([full[a] - cost[k] for k, (a, _) in enumerate(pairs)], dtype=float).reshape(cost.shape)
 
 
 def _heuristic(
-    arms: Sequence[Arm],
-    q: _Quadrature,
+    objective: _Objective,
     cost: np.ndarray,
     completion: np.ndarray,
     slack: np.ndarray,
     lam: float,
-    useful: np.ndarray,
+    allowed: np.ndarray,
 ) -> dict[int, int]:
     """A good plan fast: the better of two greedy plans (best net gain per share of the tightest budget entry, and
     best net gain), then local search (add an arm, change or drop one, or swap one for another) while a move helps.
     Every plan keeps the reserve to complete any chosen arm."""
-    owner = np.asarray([a for a, _ in q.pairs], dtype=int)
     finite = np.isfinite(slack) & (slack > 0)
     limit = np.where(finite, slack, 1.0)
-    share = np.max(np.where(finite, cost / limit, 0.0), axis=1)
+    share = np.max(np.where(finite, cost / limit, 0.0), axis=1) if len(cost) else np.zeros(0)
 
     def totals(chosen: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray]:
-        ks = [q.index[pair] for pair in chosen.items()]
+        ks = [objective.index[pair] for pair in chosen.items()]
         return cost[ks].sum(axis=0), (completion[ks].max(axis=0) if ks else np.zeros(3))
 
     def net(chosen: Mapping[int, int]) -> float:
-        return q.value(chosen) - lam * float(sum(cost[q.index[pair], 0] for pair in chosen.items()))
+        return objective.value(chosen) - lam * float(sum(cost[objective.index[pair], 0] for pair in chosen.items()))
 
-    def additions(chosen: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    def additions(chosen: Mapping[int, int]) -> np.ndarray:
         """Net gain of adding each pair to ``chosen`` (-inf where it does not fit or its arm is chosen)."""
         spent, reserve = totals(chosen)
         fits = np.all(spent + cost + np.maximum(reserve, completion) <= slack, axis=1)
-        taken = np.isin(owner, list(chosen))
-        gain = q.gains(chosen) - lam * cost[:, 0]
-        return np.where(useful & fits & ~taken & (gain > 1e-12), gain, -np.inf), gain
+        gain = np.nan_to_num(objective.gains(chosen), nan=-np.inf) - lam * cost[:, 0]
+        return np.where(allowed & fits & (gain > 1e-12), gain, -np.inf)
 
+    if not len(objective.pairs):
+        return {}
     plans = []
     for by_ratio in (True, False):
         chosen: dict[int, int] = {}
         while True:
-            gain, _ = additions(chosen)
+            gain = additions(chosen)
             if not np.isfinite(gain).any():
                 break
             k = int(np.argmax(gain / np.maximum(share, 1e-9) if by_ratio else gain))
-            chosen[q.pairs[k][0]] = q.pairs[k][1]
+            chosen[objective.pairs[k][0]] = objective.pairs[k][1]
         plans.append(chosen)
     chosen = max(plans, key=net)
     current = net(chosen)
@@ -612,17 +727,14 @@ def _heuristic(
         best_move, best_value = None, current + 1e-12
         for removed in [None, *chosen]:
             rest = {a: o for a, o in chosen.items() if a != removed}
-            gain, _ = additions(rest)
-            if removed is not None:
-                rest_value = net(rest)
-                if rest_value > best_value:
-                    best_move, best_value = rest, rest_value
-            else:
-                rest_value = current
+            rest_value = current if removed is None else net(rest)
+            if removed is not None and rest_value > best_value:
+                best_move, best_value = rest, rest_value
+            gain = additions(rest)
             if np.isfinite(gain).any():
                 k = int(np.argmax(gain))
                 if rest_value + gain[k] > best_value:
-                    best_move, best_value = {**rest, q.pairs[k][0]: q.pairs[k][1]}, rest_value + gain[k]
+                    best_move, best_value = {**rest, objective.pairs[k][0]: objective.pairs[k][1]}, rest_value + gain[k]
         if best_move is None:
             return chosen
         chosen, current = best_move, net(best_move)
