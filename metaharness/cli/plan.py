@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -12,10 +13,45 @@ import typer
 from metaharness.errors import InputError
 from metaharness.models import connect
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
-from metaharness.planner.graph import PlanGraph
+from metaharness.planner.graph import MAX_FILE_BYTES, PlanGraph, parse_json
+from metaharness.planner.path.bounds import TABLE_STEPS_CAP
+from metaharness.planner.path.problem import implied_horizon
 from metaharness.planner.solve import solve
 
 CLI_SOLVERS = ("exact", "ilp", "auto")
+
+
+def machine_memory() -> int:
+    """Bytes of memory this machine has (physical pages times their size)."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def solver_bytes(graph: PlanGraph) -> tuple[int, int]:
+    """About how many bytes the path solvers' tables take for ``graph``, and the steps they span (the horizon, or
+    the walk length the budget implies when there is none): discount powers per step, the least-cost rows (nodes x
+    steps x (limits + 2)) and the Lagrangian tables, in 8-byte floats."""
+    budget = graph.validate()
+    steps = graph.horizon if graph.horizon is not None else implied_horizon(graph, budget)
+    nodes, columns = len(graph.nodes), len(budget) + 2
+    rows = nodes * (min(steps, nodes) + 1) * columns
+    tables = columns * (min(steps, TABLE_STEPS_CAP) + 1) * nodes
+    return 8 * (steps + 1 + rows + tables), steps
+
+
+def refuse_oversized(graph: PlanGraph) -> None:
+    """``InputError`` (one line, before anything is allocated) when solving ``graph`` would take more than half of
+    this machine's memory."""
+    if graph.problem == "selection":
+        return  # a program graph: one node per program, solved as a selection (no tables over steps)
+    (need, steps), have = solver_bytes(graph), machine_memory()
+    if need > have // 2:
+        allowed = "a horizon of" if graph.horizon is not None else "the walks its budget allows, up to"
+        span = f"{allowed} {steps:,} steps"
+        raise InputError(
+            f"This plan graph is too large to solve here: {len(graph.nodes):,} nodes and {span} need about "
+            f"{need / 2**30:,.1f} GiB, more than half of this machine's {have / 2**30:.1f} GiB. Lower the horizon "
+            "(or the budget, which bounds the walk), or split the graph."
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -46,15 +82,13 @@ def register(app: typer.Typer) -> None:
         if solver not in CLI_SOLVERS:
             raise InputError(f"Unknown solver {solver!r}; use one of {', '.join(CLI_SOLVERS)}.")
         if file == "-":
-            try:
-                data = json.loads(sys.stdin.read())
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"stdin is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})."
-                ) from None
-            graph = PlanGraph.from_json(data)
+            text = sys.stdin.read(MAX_FILE_BYTES + 1)
+            if len(text) > MAX_FILE_BYTES:
+                raise InputError(f"stdin holds more than the {MAX_FILE_BYTES:,} characters a plan graph may.")
+            graph = PlanGraph.from_json(parse_json(text, "stdin"))
         else:
             graph = PlanGraph.load(Path(file))
+        refuse_oversized(graph)
         result = solve(graph, solver=solver, time_limit=time_limit)  # type: ignore[arg-type]
         typer.echo(json.dumps(result.to_json(), indent=2))
 

@@ -33,6 +33,8 @@ BUDGET_TOLERANCE = 1e-9
 
 # The fields of the JSON format (docs/plan-graphs.md); anything else is refused.
 GRAPH_FIELDS = ("start", "budget", "nodes", "edges", "horizon", "discount", "limits", "problem")
+# The largest plan graph file ``PlanGraph.load`` reads (a graph this size already needs gigabytes to solve).
+MAX_FILE_BYTES = 256 << 20
 NODE_FIELDS = ("id", "reward", "goal", "dead_end", "state", "key", "score", "std", "cost", "status", "data")
 EDGE_FIELDS = ("id", "source", "target", "action", "cost", "data")
 
@@ -501,17 +503,35 @@ class PlanGraph:
 
     @classmethod
     def load(cls, path: str | Path) -> PlanGraph:
-        """Read a plan graph JSON file; unreadable or malformed files raise ``InputError``."""
+        """Read a plan graph JSON file; unreadable, malformed or oversized files (more than ``MAX_FILE_BYTES``)
+        raise ``InputError``."""
         path = Path(path)
         try:
-            text = path.read_text()
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise InputError(
+                    f"{path} holds {size:,} bytes, more than the {MAX_FILE_BYTES:,} a plan graph file may: split the "
+                    "problem, or drop the nodes and edges no walk within the budget can reach."
+                )
+            text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise InputError(f"Cannot read plan graph file {path}: {exc.strerror or exc}.") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).") from None
-        return cls.from_json(data)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}).") from None
+        return cls.from_json(parse_json(text, str(path)))
+
+
+def parse_json(text: str, where: str) -> object:
+    """The JSON value of ``text`` (read from ``where``); ``InputError`` (one line) when it is not JSON or nests
+    deeper than Python's parser can follow."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).") from None
+    except RecursionError:
+        raise InputError(f"{where} nests JSON arrays or objects too deeply to be a plan graph.") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise InputError(f"{where} holds a value that cannot be read as a number ({exc}).") from None
 
 
 def _number(value: object, what: str) -> float:
