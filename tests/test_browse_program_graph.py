@@ -57,7 +57,7 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def test_history_marks_implemented_candidates(run_dir):
-    out = _cli("history", str(run_dir))
+    out = _cli("history", "--run-dir", str(run_dir))
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if "c002" in line)
     assert "implemented" in row and "0.350" in row  # not evaluated, its prediction shown
@@ -66,7 +66,7 @@ def test_history_marks_implemented_candidates(run_dir):
 
 
 def test_history_predicted_lists_the_unchosen_predictions_apart(run_dir):
-    out = _cli("history", str(run_dir), "--predicted")
+    out = _cli("history", "--run-dir", str(run_dir), "--predicted")
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "predicted programs not yet chosen (2, best predicted first)" in text

@@ -50,11 +50,12 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def test_history_lists_candidates_with_scores_and_the_git_graph(run_dir):
-    out = _cli("history", str(run_dir), "--graph")
+    out = _cli("history", "--run-dir", str(run_dir), "--graph")
     assert out.returncode == 0, out.stderr
     assert "c002 *" in out.stdout and "0.5000" in out.stdout and "failed" in out.stdout
     assert "c002 [0.500] add the label list" in out.stdout  # the git graph part
     assert "SyntaxError" in out.stdout
+    assert "partly scored" not in out.stdout and "implemented:" not in out.stdout  # the legend says what is there
 
 
 def test_history_defaults_to_the_latest_run_under_runs(run_dir, tmp_path):
@@ -63,14 +64,17 @@ def test_history_defaults_to_the_latest_run_under_runs(run_dir, tmp_path):
     assert out.returncode == 0 and "c003" in out.stdout
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "toy").symlink_to(run_dir)
-    for args in ((), ("toy",)):  # the latest run under runs/, and a run named by its folder there
+    for args in ((), ("--run-dir", "toy")):  # the latest run under runs/, and a run named by its folder there
         out = _cli("history", *args, cwd=tmp_path)
         assert out.returncode == 0 and "c002 *" in out.stdout and "runs/toy" in out.stdout, out.stderr
 
 
 def test_show_prints_metadata_note_and_program(run_dir):
-    out = _cli("show", "c002", "--run", str(run_dir))
+    out = _cli("show", "c002", "--run-dir", str(run_dir))
     assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("c002  val 0.5000  (best)  (evaluated; iteration 1, parent c001)\n")
+    assert "scored on 3 val examples, 0 with errors" in out.stdout and "predicted val 0.4000" in out.stdout
+    assert "{" not in out.stdout.split("class Harness")[0]  # no raw JSON before the program
     for text in (
         "parent c001",
         "add the label list",
@@ -80,13 +84,13 @@ def test_show_prints_metadata_note_and_program(run_dir):
         "traces/c002.val.jsonl",
     ):
         assert text in out.stdout
-    best = _cli("show", "best", "--run", str(run_dir), "--no-source")
-    assert best.returncode == 0 and best.stdout.startswith("c002  commit ")
+    best = _cli("show", "best", "--run-dir", str(run_dir), "--no-source")
+    assert best.returncode == 0 and best.stdout.startswith("c002  val 0.5000  (best)")
     assert "add the label list" in best.stdout and "# label list" not in best.stdout  # no program
 
 
 def test_show_unknown_candidate_is_a_clear_error(run_dir):
-    out = _cli("show", "c099", "--run", str(run_dir))
+    out = _cli("show", "c099", "--run-dir", str(run_dir))
     assert_fails_cleanly(out, "No candidate 'c099'")
     assert "c001, c002, c003" in out.stderr
 
@@ -95,35 +99,56 @@ def test_show_unknown_candidate_is_a_clear_error(run_dir):
     ("args", "message"),
     [
         (["diff", "c001", "c099"], "No candidate 'c099'"),
-        (["show", "c001", "--run", "nowhere"], "No run at nowhere (nor runs/nowhere)"),
-        (["diff", "c001", "c002", "--run", "nowhere"], "No run at nowhere"),
-        (["report", "nowhere"], "No run at nowhere"),
-        (["history", "nowhere"], "No run at nowhere"),
+        (["show", "c001", "--run-dir", "nowhere"], "No run at nowhere (nor runs/nowhere)"),
+        (["show", "c001", "--run-dir", "/no/where"], "No run at /no/where; list runs with"),
+        (["diff", "c001", "c002", "--run-dir", "nowhere"], "No run at nowhere"),
+        (["report", "--run-dir", "nowhere"], "No run at nowhere"),
+        (["history", "--run-dir", "nowhere"], "No run at nowhere"),
     ],
-    ids=["diff unknown candidate", "show in a missing run", "diff in a missing run", "report", "history"],
+    ids=[
+        "diff unknown candidate",
+        "show in a missing run",
+        "an absolute path",
+        "diff in a missing run",
+        "report",
+        "history",
+    ],
 )
 def test_browsing_what_is_not_there_fails_in_one_line(run_dir, tmp_path, args, message):
-    run = ["--run", str(run_dir)] if args[0] == "diff" and "--run" not in args else []
+    run = ["--run-dir", str(run_dir)] if args[0] == "diff" and "--run-dir" not in args else []
     assert_fails_cleanly(_cli(*args, *run, cwd=tmp_path), message)
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_diff_shows_the_change_and_both_scores(run_dir):
-    out = _cli("diff", "c001", "c002", "--run", str(run_dir))
+    out = _cli("diff", "c001", "c002", "--run-dir", str(run_dir))
     assert out.returncode == 0, out.stderr
     assert "c001 val 0.2500  ->  c002 val 0.5000  (+0.2500)" in out.stdout
     assert "+    # label list" in out.stdout
-    failed = _cli("diff", "c002", "c003", "--run", str(run_dir))  # a failed candidate has no score to compare
+    failed = _cli("diff", "c002", "c003", "--run-dir", str(run_dir))  # a failed candidate has no score to compare
     assert failed.returncode == 0 and "c002 val 0.5000  ->  c003 val failed\n" in failed.stdout
     assert "+oops(" in failed.stdout
 
 
 def test_report_writes_the_html_page(run_dir, tmp_path):
-    out = _cli("report", str(run_dir), "--out", str(tmp_path / "r.html"))
+    out = _cli("report", "--run-dir", str(run_dir), "--out", str(tmp_path / "r.html"))
     assert out.returncode == 0, out.stderr
     assert f"wrote {tmp_path / 'r.html'}" in out.stdout
     page = (tmp_path / "r.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "c002" in page
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["history", "{run}"], ["report", "{run}", "--out", "{tmp}/r.html"], ["show", "c001", "--run", "{run}"]],
+    ids=["history RUN", "report RUN", "show --run"],
+)
+def test_the_older_ways_to_name_the_run_still_work_and_say_so(run_dir, tmp_path, args):
+    out = _cli(*(a.format(run=run_dir, tmp=tmp_path) for a in args))
+    assert out.returncode == 0, out.stderr
+    assert f"is deprecated; every subcommand takes --run-dir {run_dir}" in out.stderr
+    both = _cli(*(a.format(run=run_dir, tmp=tmp_path) for a in args), "--run-dir", str(tmp_path))
+    assert_fails_cleanly(both, "Name the run once")
 
 
 def test_defaults_without_a_key_are_the_embedded_model_and_the_offline_proposer(monkeypatch):
@@ -139,3 +164,10 @@ def test_defaults_without_a_key_are_the_embedded_model_and_the_offline_proposer(
     task_model, proposer, proposer_model, notice = default_models(None, None, None)
     assert (proposer, proposer_model) == ("tps", "anthropic:claude-sonnet-4-5") and notice is None
     assert default_models("openai:m@http://127.0.0.1:1/v1", "offline", None)[1:] == ("offline", None, None)
+
+
+def test_help_shows_no_type_beside_a_plain_flag():
+    for command in (["optimize"], ["history"], ["bench", "harness"], []):
+        out = _cli(*command, "--help")
+        assert out.returncode == 0 and "<bool>" not in out.stdout, out.stdout
+    assert "--run-dir" in _cli("show", "--help").stdout and "--seed-harnesses" in _cli("optimize", "--help").stdout

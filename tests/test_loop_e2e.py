@@ -26,7 +26,7 @@ def _optimize(tmp_path: Path, data: Path, iters: int, crash_at: str | None = Non
         env=env,
         data_dir=data,
         val_limit=1,
-        seeds="retrieval",
+        seed_harnesses="retrieval",
         proposer_option=["probe_size=1", "plans=1"],
         **more,
     )

@@ -295,15 +295,22 @@ def test_optimize_starts_from_seed_files_given_on_the_command_line(tmp_path):
     folder = folder_task(tmp_path)
     (tmp_path / "mine.py").write_text(CONSTANT)
     assert_fails_cleanly(
-        run_metaharness("optimize", cwd=tmp_path, dataset=folder, seeds="mine.py,zero_shot"),
-        "--seeds takes the names of the task's seeds or .py files, not both.",
+        run_metaharness("optimize", cwd=tmp_path, dataset=folder, seed_harnesses="mine.py,zero_shot"),
+        "--seed-harnesses takes the names of the task's seeds or .py files, not both.",
     )
     args: dict[str, Any] = {"dataset": folder, "iters": 0, "val_limit": 2, "task_model": FAKE_MODEL, "run_dir": "run"}
-    done = run_metaharness("optimize", "--no-test", cwd=tmp_path, seeds="mine.py", **args)
+    done = run_metaharness("optimize", "--no-test", cwd=tmp_path, seed_harnesses="mine.py", **args)
     assert done.returncode == 0, done.stderr[-2000:]
     assert seed_summaries(tmp_path / "run") == ["seed: mine"]  # a constant answer: no model call
     assert stored(tmp_path / "run")["seed_files"] == [str(tmp_path / "mine.py")]
     assert "note: the val split has 8 examples: too few to rank candidates" in done.stdout
+    assert "aim for 100 or more" in done.stdout  # as docs/own-task.md advises
+    # the old name of the flag still works and says so; a resume with nothing left to run says so
+    again = run_metaharness("optimize", "--no-test", "--resume", cwd=tmp_path, seeds="mine.py", iters=0, run_dir="run")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "--seeds is deprecated (bench harness --seeds are random seeds); it is --seed-harnesses" in again.stdout
+    assert "has finished 0 iterations and --iters 0 asks for no more, so no iteration runs" in again.stdout
+    assert seed_summaries(tmp_path / "run") == ["seed: mine"]
 
 
 def test_the_ray_flag_says_how_to_install_ray_when_it_is_missing(tmp_path):

@@ -17,8 +17,10 @@ from __future__ import annotations
 import sys
 
 import typer
+import typer.main
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
 from metaharness import __version__
 from metaharness.cli import bench, browse, evaluate, init_task, plan, search
@@ -52,6 +54,20 @@ for _group in (init_task, search, browse, evaluate, plan, bench):
     _group.register(app)
 
 
+def plain_flags(command: TyperCommand | TyperGroup) -> TyperCommand | TyperGroup:
+    """``command`` (and its subcommands) with no type shown beside a flag in its help: typer writes ``<bool>``
+    beside ``--resume`` or ``--help``, which take no value (a flag's metavar is never used otherwise)."""
+    helper = command.get_help_option(typer.Context(command))
+    for param in [*command.params, *([helper] if helper is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    if isinstance(command, TyperGroup):
+        for sub in command.commands.values():
+            if isinstance(sub, (TyperCommand, TyperGroup)):
+                plain_flags(sub)
+    return command
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user-facing errors become one clear message and an exit code, never a traceback.
 
@@ -60,7 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     """
     err = Console(stderr=True, soft_wrap=True)  # one message, one line, even when stderr is a pipe
     try:
-        app(args=argv, prog_name="metaharness")
+        command = typer.main.get_command(app)
+        assert isinstance(command, TyperGroup)  # the app has subcommands
+        plain_flags(command)(args=argv, prog_name="metaharness")
     except MetaharnessError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)  # the message is text, not markup
         sys.exit(exc.exit_code)

@@ -1,24 +1,27 @@
 """``history``, ``show``, ``diff`` and ``report``: a run's candidates with their scores.
 
 Thin layers over the run's git repository (``docs/run-directory.md``); everything they print can also be had with
-plain git, and each command says how.
+plain git, and each command says how. Every command names its run with ``--run-dir`` (as ``optimize`` does); the
+older forms (``history RUN``, ``report RUN``, ``show --run RUN``) still work and say so.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
-from metaharness.candidate import Candidate
 from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.errors import InputError
-from metaharness.store import NOTES_REF, GitStore, RunDirectory
-from metaharness.store.git_store import readable_note
+from metaharness.store import GitStore, RunDirectory
+from metaharness.store.git_store import METADATA_FILE, readable_note, result_ref
 
 RUNS_ROOT = Path("runs")
+RUN_DIR_HELP = "Run directory, or a run's name under runs/ (default: this directory if it is a run, else the latest)."
+# What plain git shows of the search: every candidate's commit and every result commit (results/cNNN), with scores.
+GIT_TREE = ("log", "--graph", "--oneline", "--branches", "--tags", "--decorate")
 
 
 def console() -> Console:
@@ -29,10 +32,12 @@ def resolve_run(run: str | None) -> Path:
     """A run directory from a path or a name under ``runs/``; by default the current directory when it is a run,
     else the most recently changed run under ``runs/``."""
     if run:
-        for path in (Path(run), RUNS_ROOT / run):
+        places = list(dict.fromkeys([Path(run), RUNS_ROOT / run]))
+        for path in places:
             if GitStore.exists(path):
                 return path
-        raise InputError(f"No run at {run} (nor {RUNS_ROOT / run}); list runs with: ls {RUNS_ROOT}")
+        tried = f"{places[0]}" + (f" (nor {places[1]})" if len(places) > 1 else "")
+        raise InputError(f"No run at {tried}; list runs with: ls {RUNS_ROOT}")
     if GitStore.exists(Path(".")):
         return Path(".")
     runs = [p for p in RUNS_ROOT.glob("*") if GitStore.exists(p)] if RUNS_ROOT.is_dir() else []
@@ -41,16 +46,26 @@ def resolve_run(run: str | None) -> Path:
     return max(runs, key=lambda p: (p / "summary.jsonl").stat().st_mtime if (p / "summary.jsonl").exists() else 0)
 
 
-def _score_text(candidate: Candidate) -> str:
-    """``0.4000``; a partly scored candidate also says on how many of its share (``0.5000 (8/25)``)."""
-    if candidate.failed or candidate.implemented or candidate.evaluation is None:
-        return "failed" if candidate.failed else "implemented"
-    ev = candidate.evaluation
-    return f"{candidate.score:.4f}" + (f" ({ev.examples}/{ev.share})" if not ev.supported else "")
+def run_dir_option() -> Any:
+    """``--run-dir DIR``: the one way every subcommand names its run."""
+    return typer.Option(None, "--run-dir", metavar="DIR", help=RUN_DIR_HELP)
+
+
+def named_run(run_dir: str | None, old: str | None, old_form: str) -> Path:
+    """The run a browsing command was given: ``--run-dir``, or the older form (``old_form``) with a note."""
+    if old is not None:
+        if run_dir is not None and run_dir != old:
+            raise InputError(f"Name the run once: --run-dir {run_dir} or {old_form} {old}, not both.")
+        Console(stderr=True, highlight=False).print(
+            f"[yellow]note: {old_form} RUN is deprecated; every subcommand takes --run-dir {old}[/]"
+        )
+        run_dir = old
+    return resolve_run(run_dir)
 
 
 def history(
-    run: str | None = typer.Argument(None, help="Run directory or name under runs/ (default: the latest)."),
+    old_run: str | None = typer.Argument(None, hidden=True, metavar="RUN"),
+    run_dir: str | None = run_dir_option(),
     graph: bool = typer.Option(False, "--graph", help="Also draw the search tree with git log --graph."),
     predicted: bool = typer.Option(
         False, "--predicted", help="Also list the predicted programs of the run's program graph not yet chosen."
@@ -63,15 +78,12 @@ def history(
     from metaharness.report import RunView
     from metaharness.report.view import PREDICTED_HEADERS
 
-    path = resolve_run(run)
+    path = named_run(run_dir, old_run, "history")
     rd = RunDirectory.browse(path)
     view = RunView.load(rd)
     out = console()
     if graph:
-        out.print(
-            rd.store.repo.git.log("--graph", "--oneline", "--branches", "--tags", f"--notes={NOTES_REF}", "--decorate"),
-            markup=False,
-        )
+        out.print(rd.store.repo.git.execute(["git", *GIT_TREE]), markup=False)
     best = view.best
     table = Table(title=f"{path} ({view.config.get('dataset')}, task model {view.config.get('task_model')})")
     for col in ("id", "iter", "parent", "val", "test", "pred", "ctx tok", "USD", "summary / error"):
@@ -82,7 +94,7 @@ def history(
             r.id + (" *" if best and r.id == best.id else ""),
             str(r.iteration),
             r.parent or "root",
-            _score_text(r),
+            r.result(4),
             f"{view.test[r.id].primary:.4f}" if r.id in view.test else "",
             f"{pred:.3f}" if isinstance(pred, (int, float)) else "",
             f"{r.evaluation.cost.get('context_tokens', 0):.0f}" if r.evaluation else "",
@@ -108,10 +120,15 @@ def history(
         )
     if not predicted and view.predicted_nodes():
         out.print(f"{len(view.predicted_nodes())} predicted programs not yet chosen (--predicted lists them)")
-    out.print(
-        "* best (chosen among candidates scored on every search example); implemented: checked, not scored yet; "
-        f"0.5000 (8/25): partly scored, on 8 of 25. Plain git: git -C {path} log --graph --all --notes=metaharness"
-    )
+    legend = ["* best (chosen among the candidates with a result: scored on every search example)"]
+    partly = next((r for r in view.records if r.partial and r.evaluation is not None), None)
+    if partly is not None and partly.evaluation is not None:
+        ev = partly.evaluation
+        legend.append(f"{partly.result(4)}: partly scored, on {ev.examples} of {ev.share} so far (no result yet)")
+    if any(r.implemented for r in view.records):
+        legend.append("implemented: checked, not scored")
+    legend.append(f"plain git: git -C {path} {' '.join(GIT_TREE[:-1])}")
+    out.print("; ".join(legend))
 
 
 def _print_code(out: Console, text: str, lexer: str) -> None:
@@ -125,62 +142,78 @@ def _print_code(out: Console, text: str, lexer: str) -> None:
         out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
+def _deprecated_run_option() -> Any:
+    return typer.Option(None, "--run", hidden=True)
+
+
 def show(
     candidate: str = typer.Argument(..., help="Candidate id, e.g. c004, or 'best'."),
-    run: str | None = typer.Option(None, "--run", help="Run directory or name under runs/ (default: the latest)."),
+    run_dir: str | None = run_dir_option(),
     source: bool = typer.Option(True, "--source/--no-source", help="Print the harness program."),
+    old_run: str | None = _deprecated_run_option(),
 ) -> None:
-    """One candidate: where it came from, its scores and cost, its traces, and its program."""
-    path = resolve_run(run)
+    """One candidate: its result, where it came from, its prediction and cost, its traces, and its program."""
+    path = named_run(run_dir, old_run, "--run")
     rd = RunDirectory.browse(path)
     best = rd.store.best()
-    cid = best.id if candidate == "best" and best is not None else candidate
-    stored = rd.store.get(cid)
+    if candidate == "best" and best is None:
+        raise InputError(
+            f"No candidate of {path} has a result yet, so there is no best (list them: metaharness history)"
+        )
+    stored = rd.store.get(best.id if candidate == "best" and best is not None else candidate)
     r = stored.candidate
     out = console()
+    state = "partly scored, no result yet" if r.partial else "implemented, not scored" if r.implemented else r.status
+    mark = "  (best)" if best is not None and best.id == r.id else ""
     out.print(
-        f"[bold]{r.id}[/]  commit {stored.commit[:10]}  iteration {r.iteration}  parent {r.parent or 'root'}  "
-        f"{r.status}"
+        f"[bold]{r.id}[/]  val {r.result(4)}{mark}  ({state}; iteration {r.iteration}, parent {r.parent or 'root'})"
     )
     out.print(f"summary: {r.summary}")
     if r.hypothesis:
         out.print(f"hypothesis: {r.hypothesis}")
-    if r.prediction is not None and r.prediction.to_json():
-        out.print(f"prediction: {json.dumps(r.prediction.to_json(), sort_keys=True)}", markup=False)
     out.print(readable_note(stored.note).rstrip(), markup=False)
     if r.trace:
         out.print(f"trace: {path / r.trace}")
     if source:
         _print_code(out, r.source, "python")
-    out.print(f"plain git: git -C {path} show {r.id}:{HARNESS_FILE}")
+    out.print(
+        f"its commit: {stored.commit[:10]} (git -C {path} show {r.id}:{HARNESS_FILE}; its whole prediction: "
+        f"git -C {path} show {r.id}:{METADATA_FILE})",
+        markup=False,
+    )
+    if stored.result is not None:
+        branch = result_ref(r.id).removeprefix("refs/heads/")
+        out.print(f"its result: {stored.result[:10]} on {branch} (git -C {path} log -1 {branch})", markup=False)
 
 
 def diff(
     a: str = typer.Argument(..., help="Candidate id (e.g. the parent)."),
     b: str = typer.Argument(..., help="Candidate id (e.g. the revision)."),
-    run: str | None = typer.Option(None, "--run", help="Run directory or name under runs/ (default: the latest)."),
+    run_dir: str | None = run_dir_option(),
+    old_run: str | None = _deprecated_run_option(),
 ) -> None:
-    """The change between two candidates' programs, with both scores."""
-    path = resolve_run(run)
+    """The change between two candidates' programs, with both results."""
+    path = named_run(run_dir, old_run, "--run")
     rd = RunDirectory.browse(path)
     ra, rb = rd.store.get(a).candidate, rd.store.get(b).candidate
     out = console()
-    delta = f"  ({rb.score - ra.score:+.4f})" if ra.evaluated and rb.evaluated else ""
-    out.print(f"{ra.id} val {_score_text(ra)}  ->  {rb.id} val {_score_text(rb)}{delta}")
+    delta = f"  ({rb.score - ra.score:+.4f})" if ra.supported and rb.supported else ""
+    out.print(f"{ra.id} val {ra.result(4)}  ->  {rb.id} val {rb.result(4)}{delta}")
     out.print(f"{rb.id}: {rb.summary}")
     text = rd.store.repo.git.diff(a, b, "--", HARNESS_FILE)
     _print_code(out, text, "diff") if text else out.print("(the programs are identical)")
 
 
 def report(
-    run: str | None = typer.Argument(None, help="Run directory or name under runs/ (default: the latest)."),
+    old_run: str | None = typer.Argument(None, hidden=True, metavar="RUN"),
+    run_dir: str | None = run_dir_option(),
     out: Path | None = typer.Option(None, "--out", help="Where to write the page (default RUN/report.html)."),
 ) -> None:
-    """Write a self-contained HTML page with the run's plots and tables (opens offline in any browser)."""
+    """Write a self-contained HTML page with the run's story, plots and tables (opens offline in any browser)."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from metaharness.report import write_report
 
-    path = write_report(RunDirectory.browse(resolve_run(run)), out)
+    path = write_report(RunDirectory.browse(named_run(run_dir, old_run, "report")), out)
     console().print(f"wrote {path}")
 
 

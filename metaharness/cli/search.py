@@ -103,11 +103,13 @@ def optimize(
     test: bool = typer.Option(
         True, "--test/--no-test", help="Evaluate the best and the frontier on the test split at the end."
     ),
-    seeds: str | None = typer.Option(
+    seed_harnesses: str | None = typer.Option(
         None,
-        "--seeds",
+        "--seed-harnesses",
+        metavar="NAMES|FILES",
         help="Comma-separated seed harnesses to start from: names of the task's (default: all) or .py files.",
     ),
+    old_seeds: str | None = typer.Option(None, "--seeds", hidden=True),
     proposer_option: list[str] = proposer_option_option(
         "KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
     ),
@@ -124,6 +126,14 @@ def optimize(
     from metaharness.search.optimize import optimize as run_search
 
     out = console()
+    if old_seeds is not None:
+        if seed_harnesses is not None:
+            raise InputError("--seeds is the old name of --seed-harnesses: give one of them.")
+        out.print(
+            "[yellow]note: --seeds is deprecated (bench harness --seeds are random seeds); it is --seed-harnesses "
+            f"{old_seeds}[/]"
+        )
+        seed_harnesses = old_seeds
     if dataset is None and task_setting:
         raise InputError("-T sets up the task given with --dataset: add --dataset (a resumed run keeps its task's).")
     if resume and run_dir is None:
@@ -164,7 +174,7 @@ def optimize(
         "iteration_budget": Budget.parse(iter_budget, option="--iter-budget").capped() if iter_budget else None,
         "max_proposer_failures": max_proposer_failures,
         "proposer_options": parse_options(proposer_option) or None,
-        **seed_settings(seeds),
+        **seed_settings(seed_harnesses),
     }
     if stored is None:
         given.update(task_model=models.task_model, proposer=models.proposer, proposer_model=models.proposer_model)
@@ -173,6 +183,13 @@ def optimize(
         for note in task.notes if isinstance(task, CustomTask) else []:  # a small val split, test leaked, ...
             out.print(f"[yellow]note: {note}[/]")
     settings = RunSettings.resolve(given, stored, raise_caps=raise_caps)
+    if stored is not None:
+        done = max(RunDirectory.browse(run_dir).completed_iterations(), default=None)
+        if done is not None and done >= iters:
+            out.print(
+                f"[yellow]note: {run_dir} has finished {done} iterations and --iters {iters} asks for no more, so no "
+                f"iteration runs (--iters {done + 1} runs one more; --iters is the run's total)[/]"
+            )
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
     with StopOnCtrlC(stop, out), cluster(dask_scheduler, ray_address), ProgressEvents(out, settings) as events:
@@ -194,11 +211,12 @@ def optimize(
 
 
 def seed_settings(seeds: str | None) -> dict[str, tuple[str, ...] | None]:
-    """``--seeds``: the seed names to keep, or seed harness files (absolute paths, so a resume finds them)."""
+    """``--seed-harnesses``: the seed names to keep, or seed harness files (absolute paths, so a resume finds
+    them)."""
     entries = [entry.strip() for entry in (seeds or "").split(",") if entry.strip()]
     files = [entry for entry in entries if entry.endswith(".py")]
     if files and len(files) != len(entries):
-        raise InputError("--seeds takes the names of the task's seeds or .py files, not both.")
+        raise InputError("--seed-harnesses takes the names of the task's seeds or .py files, not both.")
     if files:
         return {"seed_names": None, "seed_files": tuple(str(Path(f).expanduser().resolve()) for f in files)}
     return {"seed_names": tuple(entries) or None, "seed_files": None}
