@@ -102,7 +102,7 @@ def _checks(task: CustomTask) -> list[str]:
     if len(val) < SMALL_VAL:
         notes.append(
             f"the val split has {len(val)} examples: too few to rank candidates (one example moves the score by "
-            f"{1 / max(len(val), 1):.2f}); aim for 50 or more"
+            f"{1 / max(len(val), 1):.2f}); aim for 100 or more (docs/own-task.md, Pitfalls)"
         )
     seen = {e.input.strip() for split in ("train", "val") for e in task.examples.get(split, [])}
     leaked = [e.id for e in task.examples.get("test", []) if e.input.strip() in seen]
