@@ -1,0 +1,560 @@
+"""Staged evaluation replayed on recorded runs: every policy at equal total task-model spend, on real outcomes.
+
+    python benchmarks/replay_study.py RUN_DIR [RUN_DIR ...] --out reports/replay/NAME
+    python benchmarks/replay_study.py RUN_DIR ... --replicates 40 --judge 0.33 --evals-per-iter 3 --jobs 2
+
+What a recorded run is: a run directory in which every candidate was scored once on every validation example (made
+with ``metaharness optimize --evaluation all --holdout 0 ...``), with its traces (each example's output and every
+task-model call: messages, options, tokens, dollars) and, when its proposer predicted, what the predictions cost
+(the ``"phase"`` lines of ``summary.jsonl`` with ``"phase": "predict"``, one iteration's spend each). ``load``
+reads it through `metaharness.store` and refuses a run whose candidates do not cover every example.
+
+What is replayed: for each *replicate* (a seed), the validation examples are shuffled and split into a search share
+and judge examples (``--judge``, a fraction; the search never sees them), as a run's ``ExampleOrder`` does with
+``--holdout``. Each policy then runs the loop's staged evaluation on the recorded proposals, iteration after
+iteration: the recorded candidates of the iteration are committed unscored, scored for free first wherever every
+call they make on their nearest scored ancestor's examples is one the replayed run already made (as
+`metaharness.search.loop` does with its replay), then the policy decides round after round through the real
+`Standing` and `decide()` (as ``Optimizer._evaluate`` does); a step's examples are scored with the recorded scores,
+and cost what their calls cost *in the replay*: a call is charged the first time the replayed run makes it (by its
+request key: messages and options), an example-evaluation when one of its calls is charged.
+
+Equal total spend: every policy has the same budget per iteration (``--evals-per-iter`` full evaluations'
+worth of example-evaluations). A policy that reads predictions pays for them out of it, as recorded; one that reads
+none (`metaharness.search.staging.PREDICTION_FREE`) pays nothing. The proposals are the recorded ones for every
+policy (a proposer serving a prediction-free policy would have made its own without probes): the replay compares
+how policies *spend*, on the same candidates.
+
+Metric: the *judged* score (mean recorded score on the judge examples) of the candidate the return rule returns
+(`metaharness.frontier.best`) after each iteration; and the example-evaluations (predictions included) a policy
+spent to reach greedy's final judged score. Intervals (95%) are given per unit, and say which:
+
+- ``replicates``: over orders and splits of one run, conditional on its recorded proposals (the replicates share
+  every proposal, so this is how sure the comparison is *for those proposals*);
+- ``runs``: a two-stage bootstrap over the recorded runs, then their replicates (needs >= 2 runs);
+- ``iterations`` (``--episodes``): every recorded iteration replayed alone from the recorded state before it (every
+  earlier candidate scored on the whole search share), its judged gain, bootstrapped over the recorded iterations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import multiprocessing
+import statistics
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from metaharness import frontier
+from metaharness.budget import Budget, Spend
+from metaharness.candidate import EVALUATED, FAILED, IMPLEMENTED, Candidate, Evaluation, Increment
+from metaharness.errors import InputError
+from metaharness.proposers.probe import request_key
+from metaharness.search.staging import PREDICTION_FREE, ExampleOrder, Policy, Standing, decide
+from metaharness.store import RunDirectory
+from metaharness.store.files import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+ARMS: tuple[Policy, ...] = ("planner", "greedy", "threshold", "thompson", "best-of-n", "halving", "gate")
+USED = (
+    "metaharness/search/staging.py",
+    "metaharness/planner/allocation.py",
+    "metaharness/frontier.py",
+    "benchmarks/replay_study.py",
+)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One recorded task-model call: its request key and what it costs when charged."""
+
+    key: str
+    tokens: float
+    usd: float
+
+
+@dataclass
+class Recorded:
+    """One recorded run: its candidates as committed (no evaluation), every validation example, each candidate's
+    score, output and calls per example, and what each iteration's predictions cost."""
+
+    name: str
+    candidates: list[Candidate]
+    examples: list[str]
+    scores: dict[str, dict[str, float]]
+    outputs: dict[str, dict[str, str]]
+    calls: dict[str, dict[str, tuple[Call, ...]]]
+    predicting: dict[int, Spend]
+
+    @property
+    def iterations(self) -> int:
+        return max((c.iteration for c in self.candidates), default=0)
+
+
+def load(path: Path) -> Recorded:
+    """The recorded run in ``path`` (module docstring); InputError naming what is missing."""
+    run = RunDirectory.browse(path)
+    stored = run.candidates()
+    if not stored:
+        raise InputError(f"{path} holds no candidate: record a run first (metaharness optimize --evaluation all).")
+    scored = [c for c in stored if not c.failed]
+    examples = sorted({i for c in scored if c.evaluation for i in c.evaluation.example_ids})
+    scores, outputs, calls = {}, {}, {}
+    for c in scored:
+        ev = c.evaluation
+        if ev is None or set(ev.example_ids) != set(examples):
+            have = 0 if ev is None else len(set(ev.example_ids))
+            raise InputError(
+                f"{path}: candidate {c.id} was scored on {have} of the {len(examples)} validation examples; the replay "
+                "needs every candidate scored on every example (record with --evaluation all --holdout 0)."
+            )
+        scores[c.id] = dict(zip(ev.example_ids, ev.example_scores, strict=True))
+        trace = path / c.trace if c.trace else path / "traces" / f"{c.id}.val.jsonl"
+        outputs[c.id], calls[c.id] = _trace(trace, examples)
+    bare = [dataclasses.replace(c, status=FAILED if c.failed else IMPLEMENTED, evaluation=None) for c in stored]
+    return Recorded(
+        path.name,
+        bare,
+        examples,
+        scores,
+        outputs,
+        calls,
+        _predicting(run.log_records("phase")),
+    )
+
+
+def _trace(path: Path, examples: Sequence[str]) -> tuple[dict[str, str], dict[str, tuple[Call, ...]]]:
+    """Each example's output and calls from a candidate's trace (an example missing from it: no output, no call)."""
+    outputs, calls = {}, {}
+    for record in read_jsonl(path):
+        eid = record.get("id")
+        if not isinstance(eid, str):
+            continue
+        error = record.get("error")
+        outputs[eid] = f"error: {error}" if error else json.dumps(record.get("prediction"))
+        calls[eid] = tuple(
+            Call(
+                request_key(call),  # type: ignore[arg-type]
+                float(call.get("input_tokens") or 0) + float(call.get("output_tokens") or 0),
+                float(call.get("usd") or 0.0),
+            )
+            for call in record.get("calls") or []
+            if isinstance(call, dict)
+        )
+    return outputs, {i: calls.get(i, ()) for i in examples}
+
+
+def _predicting(lines: Iterable[Mapping[str, object]]) -> dict[int, Spend]:
+    """Each iteration's prediction spend (the ``"predict"`` phase lines, summed)."""
+    out: dict[int, Spend] = {}
+    for line in lines:
+        at, spend = line.get("iteration"), line.get("spend")
+        if line.get("phase") == "predict" and isinstance(at, int) and isinstance(spend, dict):
+            out[at] = out.get(at, Spend()) + Spend.from_json(spend)
+    return out
+
+
+# --- the replay -------------------------------------------------------------------------------------------------
+class Replay:
+    """One policy on one recorded run, with one example order and judge split (module docstring)."""
+
+    def __init__(self, run: Recorded, policy: Policy, order: ExampleOrder, evals_per_iter: float) -> None:
+        self.run, self.policy, self.order = run, policy, order
+        self.limit = evals_per_iter * order.share
+        self.candidates: list[Candidate] = []
+        self.made: set[str] = set()  # request keys the replayed run has made (its response cache)
+        self.spent = Spend()  # iterations >= 1, predictions included for a policy that reads them
+        self.predicted = Spend()  # of which predictions
+
+    def add(self, iteration: int, *, scored: bool = False) -> list[str]:
+        """Commit the recorded candidates of ``iteration`` (scored on the whole share when ``scored``: the state
+        an episode starts from), then score each for free where its calls were all made. Returns their ids."""
+        fresh = [c for c in self.run.candidates if c.iteration == iteration]
+        self.candidates += [dataclasses.replace(c) for c in fresh]
+        ids = [c.id for c in fresh if not c.failed]
+        for cid in ids:
+            if scored:
+                self._score(cid, list(self.order.search), iteration, charge=False)
+            else:
+                self._replay(cid, iteration)
+        return ids
+
+    def _replay(self, cid: str, iteration: int) -> None:
+        """Free evidence: the examples of its nearest scored ancestor where every call it makes was made."""
+        by_id = {c.id: c for c in self.candidates}
+        candidate = by_id[cid]
+        base_id = candidate.prediction.base if candidate.prediction is not None else None
+        cid_up = base_id if base_id in by_id else candidate.parent
+        seen: set[str] = set()
+        while cid_up is not None and cid_up in by_id and cid_up not in seen:
+            seen.add(cid_up)
+            if by_id[cid_up].evaluated:
+                break
+            cid_up = by_id[cid_up].parent
+        base = by_id.get(cid_up) if cid_up is not None else None
+        if base is None or base.evaluation is None:
+            return
+        search = set(self.order.search)
+        calls = self.run.calls[cid]
+        free = [
+            i for i in base.evaluation.example_ids if i in search and all(call.key in self.made for call in calls[i])
+        ]
+        if free:
+            self._score(cid, free, iteration, charge=False)
+
+    def iterate(self, iteration: int) -> None:
+        """Iteration 0: every seed to its whole share; later: the recorded proposals, then the policy's rounds."""
+        proposals = self.add(iteration)
+        if iteration == 0:
+            for cid in proposals:
+                self._score(cid, self._rest(cid), 0)
+            return
+        self.evaluate(iteration, proposals)
+
+    def evaluate(self, iteration: int, proposals: list[str]) -> None:
+        """The policy's rounds within what the iteration may spend (less its predictions, when it reads them)."""
+        predicting = Spend() if self.policy in PREDICTION_FREE else self.run.predicting.get(iteration, Spend())
+        self.spent, self.predicted = self.spent + predicting, self.predicted + predicting
+        budget = Budget(evals=max(0.0, self.limit - predicting.evals))
+        this = Spend()
+        for _ in range(10_000):
+            standing = Standing(
+                self.candidates, self.order, budget.left(this), iteration, proposals, outputs=self._outputs()
+            )
+            decision = decide(standing, self.policy, compare=False)
+            progressed = False
+            for cid in sorted(decision.steps):
+                scored = self._examples(cid)
+                ids = decision.ids.get(cid) or self.order.next_ids(scored, decision.steps[cid] - len(scored))
+                if ids:
+                    this, progressed = this + self._score(cid, ids, iteration), True
+            if not progressed:
+                return
+        raise RuntimeError(f"the {self.policy} policy did not stop")
+
+    def _examples(self, cid: str) -> list[str]:
+        ev = self._by_id(cid).evaluation
+        return list(ev.example_ids) if ev else []
+
+    def _rest(self, cid: str) -> list[str]:
+        return self.order.next_ids(self._examples(cid), self.order.share)
+
+    def _by_id(self, cid: str) -> Candidate:
+        return next(c for c in self.candidates if c.id == cid)
+
+    def _score(self, cid: str, ids: list[str], iteration: int, *, charge: bool = True) -> Spend:
+        """Record ``ids`` for ``cid`` with the recorded scores, charging each call the replayed run has not made."""
+        charged_examples, charged_tokens, usd, tokens = 0.0, 0.0, 0.0, 0.0
+        for i in ids:
+            new = [call for call in self.run.calls[cid][i] if call.key not in self.made]
+            tokens += sum(call.tokens for call in self.run.calls[cid][i])
+            if charge and new:
+                charged_examples += 1
+                charged_tokens += sum(call.tokens for call in new)
+                usd += sum(call.usd for call in new)
+            self.made.update(call.key for call in self.run.calls[cid][i])
+        spend = Spend(charged_examples, charged_tokens, usd)
+        scores = [self.run.scores[cid][i] for i in ids]
+        more = Evaluation(
+            "val",
+            {"primary": sum(scores) / len(scores)},
+            {
+                "input_tokens": tokens,
+                "output_tokens": 0.0,
+                "usd": usd,
+                "charged_examples": charged_examples,
+                "charged_tokens": charged_tokens,
+            },
+            examples=len(ids),
+            example_ids=list(ids),
+            example_scores=scores,
+            share=self.order.share,
+            increments=[Increment(iteration, len(ids), spend)],
+        )
+        index = next(k for k, c in enumerate(self.candidates) if c.id == cid)
+        candidate = self.candidates[index]
+        evaluation = candidate.evaluation.merge(more) if candidate.evaluation else more
+        self.candidates[index] = dataclasses.replace(candidate, status=EVALUATED, evaluation=evaluation)
+        if iteration > 0:
+            self.spent = self.spent + spend
+        return spend
+
+    def _outputs(self) -> dict[str, dict[str, str]]:
+        return {
+            c.id: {i: self.run.outputs[c.id].get(i, "") for i in c.evaluation.example_ids}
+            for c in self.candidates
+            if c.evaluation is not None
+        }
+
+    def judged(self) -> float:
+        """The judged score of the candidate the run would return now (0 when none is supported)."""
+        best = frontier.best(self.candidates)
+        if best is None or not self.order.holdout:
+            return 0.0
+        return statistics.fmean(self.run.scores[best.id][i] for i in self.order.holdout)
+
+
+def _order(run: Recorded, replicate: int, judge: float) -> ExampleOrder:
+    holdout = min(len(run.examples) - 1, max(1, round(judge * len(run.examples))))
+    return ExampleOrder.of(run.examples, seed=replicate, holdout=holdout)
+
+
+def sequential(
+    run: Recorded, policy: Policy, replicate: int, judge: float, evals_per_iter: float
+) -> list[tuple[float, float, float]]:
+    """Per iteration 1..: (judged score returned, example-evaluations spent so far, tokens so far)."""
+    replay = Replay(run, policy, _order(run, replicate, judge), evals_per_iter)
+    replay.iterate(0)
+    out = []
+    for iteration in range(1, run.iterations + 1):
+        replay.iterate(iteration)
+        out.append((replay.judged(), replay.spent.evals, replay.spent.tokens))
+    return out
+
+
+def episode(
+    run: Recorded, policy: Policy, replicate: int, judge: float, evals_per_iter: float, iteration: int
+) -> tuple[float, float]:
+    """Recorded iteration ``iteration`` alone, from every earlier candidate scored on the whole share: (judged gain
+    of what is returned over what was returned before, example-evaluations spent)."""
+    replay = Replay(run, policy, _order(run, replicate, judge), evals_per_iter)
+    for earlier in range(iteration):
+        replay.add(earlier, scored=True)
+    before = replay.judged()
+    replay.spent = Spend()
+    replay.evaluate(iteration, replay.add(iteration))
+    return replay.judged() - before, replay.spent.evals
+
+
+# --- the summary ------------------------------------------------------------------------------------------------
+def interval(values: Sequence[float]) -> list[float]:
+    """Mean and its 95% interval (normal approximation) over ``values``."""
+    mean = statistics.fmean(values)
+    half = 1.96 * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    return [round(mean, 4), round(mean - half, 4), round(mean + half, 4)]
+
+
+def bootstrap(groups: Sequence[Sequence[float]], *, draws: int = 4000, seed: int = 0) -> list[float]:
+    """Mean and the 95% percentile interval of a two-stage bootstrap: groups drawn with replacement, then values
+    within each drawn group (a one-level bootstrap over values when there is one group)."""
+    rng = np.random.default_rng(seed)
+    arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    means = np.empty(draws)
+    for d in range(draws):
+        picked = rng.integers(0, len(arrays), len(arrays))
+        means[d] = np.mean([rng.choice(arrays[k], len(arrays[k])).mean() for k in picked])
+    mean = float(np.mean([a.mean() for a in arrays]))
+    low, high = np.quantile(means, [0.025, 0.975])
+    return [round(mean, 4), round(float(low), 4), round(float(high), 4)]
+
+
+def reach(judged: Sequence[float], evals: Sequence[float], goal: float) -> float | None:
+    """Example-evaluations at which a mean judged curve first reaches ``goal`` (linear between iterations)."""
+    before_t, before_e = None, 0.0
+    for t, e in zip(judged, evals, strict=True):
+        if t >= goal - 1e-12:
+            if before_t is None or t == before_t:
+                return round(e, 1)
+            return round(before_e + (e - before_e) * (goal - before_t) / (t - before_t), 1)
+        before_t, before_e = t, e
+    return None
+
+
+def summarise(curves: Mapping[str, Mapping[str, list[list[tuple[float, float, float]]]]]) -> dict[str, object]:
+    """``curves[run][policy]``: per replicate, the per-iteration (judged, evals, tokens). Mean curves per run and
+    policy, planner minus each baseline at the last iteration (per run over replicates; over runs by the two-stage
+    bootstrap), and the example-evaluations each policy needs to reach greedy's final judged score."""
+    out: dict[str, object] = {"runs": {}}
+    diffs: dict[str, list[list[float]]] = {}
+    for name, by_policy in curves.items():
+        means = {
+            policy: {
+                "judged": [round(statistics.fmean(r[t][0] for r in rows), 4) for t in range(len(rows[0]))],
+                "evals": [round(statistics.fmean(r[t][1] for r in rows), 1) for t in range(len(rows[0]))],
+                "tokens": [round(statistics.fmean(r[t][2] for r in rows)) for t in range(len(rows[0]))],
+            }
+            for policy, rows in by_policy.items()
+            if rows and rows[0]
+        }
+        paired = {}
+        for base in by_policy:
+            if base == "planner" or "planner" not in by_policy:
+                continue
+            values = [p[-1][0] - b[-1][0] for p, b in zip(by_policy["planner"], by_policy[base], strict=True)]
+            paired[base] = interval(values)
+            diffs.setdefault(base, []).append(values)
+        goal = means["greedy"]["judged"][-1] if "greedy" in means else None
+        reaches = {
+            policy: reach(curve["judged"], curve["evals"], goal) if goal is not None else None
+            for policy, curve in means.items()
+        }
+        out["runs"][name] = {"curves": means, "planner_minus": paired, "goal": goal, "reach": reaches}  # type: ignore[index]
+    out["over_runs"] = {base: bootstrap(groups) for base, groups in diffs.items()} if len(curves) > 1 else None
+    return out
+
+
+def summarise_episodes(gains: Mapping[tuple[str, int], Mapping[str, list[tuple[float, float]]]]) -> dict[str, object]:
+    """``gains[(run, iteration)][policy]``: per replicate, (judged gain, evals). Planner minus each baseline,
+    bootstrapped over the recorded iterations (each the mean over its replicates)."""
+    policies = sorted({p for by_policy in gains.values() for p in by_policy})
+    out: dict[str, object] = {"episodes": len(gains)}
+    means = {
+        p: round(statistics.fmean(statistics.fmean(g for g, _ in by[p]) for by in gains.values() if p in by), 4)
+        for p in policies
+    }
+    out["mean_gain"] = means
+    paired = {}
+    for base in policies:
+        if base == "planner":
+            continue
+        per_episode = [
+            statistics.fmean(p[0] - b[0] for p, b in zip(by["planner"], by[base], strict=True)) for by in gains.values()
+        ]
+        paired[base] = bootstrap([per_episode])
+    out["planner_minus"] = paired
+    return out
+
+
+# --- the command ------------------------------------------------------------------------------------------------
+def _sequential_task(args: tuple[Recorded, Policy, int, float, float]) -> list[tuple[float, float, float]]:
+    return sequential(*args)
+
+
+def _episode_task(args: tuple[Recorded, Policy, int, float, float, int]) -> tuple[float, float]:
+    return episode(*args)
+
+
+def _map(function, tasks: list, jobs: int) -> list:  # type: ignore[no-untyped-def]
+    if jobs > 1:
+        with multiprocessing.Pool(jobs) as pool:
+            return pool.map(function, tasks, chunksize=2)
+    return [function(task) for task in tasks]
+
+
+def _describe(run: Recorded) -> dict[str, object]:
+    return {
+        "examples": len(run.examples),
+        "iterations": run.iterations,
+        "candidates": len(run.candidates),
+        "predicting": {str(t): spend.to_json() for t, spend in sorted(run.predicting.items())},
+    }
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", *USED], cwd=ROOT, capture_output=True, text=True)
+    return out.stdout.strip() + (" (with local changes to the modules it runs)" if dirty.stdout.strip() else "")
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, object]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="recorded run directories")
+    parser.add_argument("--replicates", type=int, default=100, help="example orders and judge splits (default 100)")
+    parser.add_argument("--judge", type=float, default=1 / 3, help="share of examples held out to judge (1/3)")
+    parser.add_argument("--evals-per-iter", type=float, default=3.0, help="full evaluations' worth per iteration")
+    parser.add_argument("--policies", default=",".join(ARMS), help="comma-separated (default: every arm)")
+    parser.add_argument("--episodes", action="store_true", help="also replay every recorded iteration alone")
+    parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    parser.add_argument("--out", type=Path, default=None, help="write results.json and results.md here")
+    args = parser.parse_args(argv)
+    policies: list[Policy] = [p for p in args.policies.split(",") if p]  # type: ignore[misc]
+    unknown = [p for p in policies if p not in ARMS]
+    if unknown:
+        raise SystemExit(f"unknown policies {', '.join(unknown)}: use {', '.join(ARMS)}")
+    started = time.perf_counter()
+    runs = [load(path) for path in args.runs]
+    results: dict[str, object] = {
+        "commit": _commit(),
+        "runs": {run.name: _describe(run) for run in runs},
+        "replicates": args.replicates,
+        "judge": args.judge,
+        "evals_per_iter": args.evals_per_iter,
+        "policies": policies,
+    }
+    replicates = range(args.replicates)
+    tasks = [(run, p, k, args.judge, args.evals_per_iter) for run in runs for p in policies for k in replicates]
+    done = iter(_map(_sequential_task, tasks, args.jobs))
+    curves = {run.name: {p: [next(done) for _ in replicates] for p in policies} for run in runs}
+    results["sequential"] = summarise(curves)
+    if args.episodes:
+        episodes = [(run, t) for run in runs for t in range(1, run.iterations + 1)]
+        etasks = [
+            (run, p, k, args.judge, args.evals_per_iter, t) for run, t in episodes for p in policies for k in replicates
+        ]
+        edone = iter(_map(_episode_task, etasks, args.jobs))
+        gains = {(run.name, t): {p: [next(edone) for _ in replicates] for p in policies} for run, t in episodes}
+        results["episodes"] = summarise_episodes(gains)
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    text = report(results)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+        (args.out / "results.md").write_text(text + "\n")
+    return results
+
+
+def report(results: Mapping[str, object]) -> str:
+    """The results as Markdown tables."""
+    judge = float(results["judge"])  # type: ignore[arg-type]
+    lines = [
+        f"Replay at {results['commit']}: {results['replicates']} replicates (orders and judge splits) per run, "
+        f"{results['evals_per_iter']:g} full evaluations' worth per iteration, judge share {judge:.2f}; "
+        f"{results['seconds']} s.",
+        "",
+    ]
+    sequential = results["sequential"]
+    assert isinstance(sequential, dict)
+    for name, run in sequential["runs"].items():
+        lines += [
+            f"## {name}",
+            "",
+            "| policy | judged by iteration | example-evaluations by iteration (predictions included) | reaches "
+            "greedy's final judged score at |",
+            "| --- | --- | --- | --- |",
+        ]
+        for policy, curve in run["curves"].items():
+            judged = " ".join(f"{x:.3f}" for x in curve["judged"])
+            evals = " ".join(f"{x:.0f}" for x in curve["evals"])
+            lines.append(f"| {policy} | {judged} | {evals} | {run['reach'].get(policy)} |")
+        lines += [
+            "",
+            "Planner minus baseline, judged score after the last iteration, mean [95% interval over replicates: "
+            "orders and splits of this run, conditional on its proposals]:",
+            "",
+        ]
+        lines += [f"- {base}: {m:+.4f} [{lo:+.4f}, {hi:+.4f}]" for base, (m, lo, hi) in run["planner_minus"].items()]
+        lines.append("")
+    if sequential.get("over_runs"):
+        lines += [
+            "## Over the recorded runs",
+            "",
+            "Planner minus baseline, mean [95% two-stage bootstrap interval: runs, then replicates]:",
+            "",
+        ]
+        lines += [f"- {b}: {m:+.4f} [{lo:+.4f}, {hi:+.4f}]" for b, (m, lo, hi) in sequential["over_runs"].items()]
+        lines.append("")
+    episodes = results.get("episodes")
+    if isinstance(episodes, dict):
+        gains = ", ".join(f"{p} {g:+.4f}" for p, g in episodes["mean_gain"].items())
+        lines += [
+            f"## Iterations alone ({episodes['episodes']} recorded iterations)",
+            "",
+            f"Mean judged gain per iteration: {gains}.",
+            "",
+            "Planner minus baseline, mean [95% bootstrap interval over the recorded iterations]:",
+            "",
+        ]
+        lines += [f"- {b}: {m:+.4f} [{lo:+.4f}, {hi:+.4f}]" for b, (m, lo, hi) in episodes["planner_minus"].items()]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

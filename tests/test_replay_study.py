@@ -1,0 +1,198 @@
+"""The replay of recorded runs (benchmarks/replay_study.py) on small run directories written through the real store.
+
+A recorded run here is what ``metaharness optimize --evaluation all --holdout 0`` leaves: every candidate committed
+and scored on every validation example, its trace holding each example's output and task-model calls, and each
+iteration's prediction spend in a ``"phase"`` line. Outcomes are fixed per (program, example); a *post-processing*
+revision asks its parent's prompts (its calls repeat its parent's), a *copy* behaves as its parent on every example.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from studies import load_study
+
+from metaharness.budget import Spend
+from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction
+from metaharness.errors import InputError
+from metaharness.store import RunDirectory
+from metaharness.store.files import append_jsonl
+
+EXAMPLES = [f"e{i:02d}" for i in range(15)]
+CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": len(EXAMPLES), "proposer": "scripted"}
+
+
+def _solved(salt: str, rate: float, example: str) -> float:
+    digest = hashlib.sha256(f"{salt}/{example}".encode()).digest()
+    return float(digest[0] / 256 < rate)
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    prompt: str  # what its calls ask (a post-processing revision keeps its parent's)
+    salt: str  # its behaviour (a copy keeps its parent's)
+    rate: float
+
+
+def _record(run: RunDirectory, cid: str, parent: str | None, iteration: int, program: Program, predicted: float | None):
+    prediction = None if predicted is None else Prediction(score=predicted, std=0.1, base=parent)
+    candidate = Candidate(cid, parent, iteration, f"{program}", IMPLEMENTED, summary=cid, prediction=prediction)
+    run.commit(candidate)
+    scores = [_solved(program.salt, program.rate, e) for e in EXAMPLES]
+    records = [
+        {
+            "id": e,
+            "input": e,
+            "target": "",
+            "prediction": f"{program.salt}:{e}:{s}",
+            "scores": {"primary": s},
+            "calls": [
+                {
+                    "messages": [{"role": "user", "content": f"{program.prompt} {e}"}],
+                    "options": {"temperature": 0},
+                    "input_tokens": 90,
+                    "output_tokens": 10,
+                    "usd": 0.0,
+                }
+            ],
+        }  # fmt: skip
+        for e, s in zip(EXAMPLES, scores, strict=True)
+    ]
+    trace = run.trace_path(cid, "val")
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    evaluation = Evaluation(
+        "val",
+        {"primary": sum(scores) / len(scores)},
+        {"input_tokens": 90.0 * len(scores), "output_tokens": 10.0 * len(scores)},
+        examples=len(scores),
+        example_ids=list(EXAMPLES),
+        example_scores=scores,
+        share=len(EXAMPLES),
+        increments=[Increment(iteration, len(scores), Spend(float(len(scores))))],
+    )
+    run.record_evaluation(
+        dataclasses.replace(candidate, status=EVALUATED, evaluation=evaluation, trace=run.relative(trace))
+    )
+    return Candidate(cid, parent, iteration, "", EVALUATED, evaluation=evaluation)
+
+
+def record_run(path: Path, seed: int, iterations: int = 3) -> Path:
+    """A recorded run: a seed, then 5 revisions of the best an iteration (two with new prompts, two that only
+    post-process, one copy), every one scored in full; 6 example-evaluations of predictions an iteration."""
+    run = RunDirectory.open(path, CONFIG)
+    try:
+        programs = {"c001": Program("p0", "s0", 0.4)}
+        best = _record(run, "c001", None, 0, programs["c001"], None)
+        number = 2
+        for iteration in range(1, iterations + 1):
+            parent = programs[best.id]
+            children = [
+                Program(f"p{seed}-{iteration}a", f"a{seed}{iteration}", parent.rate + 0.15),
+                Program(f"p{seed}-{iteration}b", f"b{seed}{iteration}", parent.rate - 0.1),
+                Program(parent.prompt, f"c{seed}{iteration}", parent.rate + 0.05),
+                Program(parent.prompt, f"d{seed}{iteration}", parent.rate - 0.05),
+                parent,
+            ]
+            scored = []
+            for child in children:
+                cid = f"c{number:03d}"
+                number += 1
+                programs[cid] = child
+                scored.append(_record(run, cid, best.id, iteration, child, predicted=child.rate))
+            best = max([best, *scored], key=lambda c: c.score)
+            append_jsonl(
+                run.summary_path,
+                {"type": "phase", "iteration": iteration, "phase": "predict", "spend": Spend(6, 600, 0).to_json()},
+            )
+    finally:
+        run.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("recorded")
+    return [record_run(root / f"run{k}", k) for k in range(2)]
+
+
+def test_a_recorded_run_loads_with_its_scores_outputs_calls_and_prediction_spend(runs: list[Path]) -> None:
+    study = load_study("replay_study")
+    run = study.load(runs[0])
+    assert run.examples == EXAMPLES and run.iterations == 3 and len(run.candidates) == 16
+    assert all(c.evaluation is None for c in run.candidates)
+    assert run.predicting == {t: Spend(6, 600, 0) for t in (1, 2, 3)}
+    copy, post = run.candidates[5], run.candidates[3]  # c006 copies c001; c004 post-processes it
+    assert run.outputs[copy.id] == run.outputs["c001"]
+    assert [c.key for c in run.calls[post.id]["e00"]] == [c.key for c in run.calls["c001"]["e00"]]
+
+
+def test_every_policy_keeps_its_budget_with_predictions_charged_only_to_the_policies_that_read_them(
+    runs: list[Path],
+) -> None:
+    study = load_study("replay_study")
+    run = study.load(runs[0])
+    for policy in study.ARMS:
+        order = study._order(run, 0, 1 / 3)
+        replay = study.Replay(run, policy, order, 2.0)
+        replay.iterate(0)
+        for iteration in (1, 2, 3):
+            before = replay.spent.evals
+            replay.iterate(iteration)
+            assert replay.spent.evals - before <= 2 * order.share + 1e-9, policy
+        reads = policy not in study.PREDICTION_FREE
+        assert replay.predicted == (Spend(18, 1800, 0) if reads else Spend()), policy
+        assert study.frontier.best(replay.candidates).supported
+
+
+def test_a_post_processing_revision_is_scored_free_on_its_parents_examples(runs: list[Path]) -> None:
+    study = load_study("replay_study")
+    run = study.load(runs[0])
+    replay = study.Replay(run, "best-of-n", study._order(run, 1, 1 / 3), 3.0)
+    replay.iterate(0)
+    replay.add(1)
+    by_id = {c.id: c for c in replay.candidates}
+    assert by_id["c004"].evaluation is not None and by_id["c004"].evaluation.supported  # post-processing: free
+    assert by_id["c006"].evaluation is not None and by_id["c006"].evaluation.supported  # the copy: free
+    assert by_id["c002"].evaluation is None  # new prompts: nothing recorded yet
+    assert replay.spent == Spend()
+
+
+def test_the_study_summarises_with_intervals_over_replicates_runs_and_iterations(runs: list[Path], tmp_path) -> None:
+    study = load_study("replay_study")
+    out = tmp_path / "out"
+    results = study.main([*map(str, runs), "--replicates", "3", "--episodes", "--out", str(out)])
+    sequential = results["sequential"]
+    assert set(sequential["runs"]) == {"run0", "run1"}
+    run0 = sequential["runs"]["run0"]
+    assert set(run0["planner_minus"]) == set(study.ARMS) - {"planner"}
+    assert all(len(v) == 3 for v in run0["planner_minus"].values())
+    assert set(sequential["over_runs"]) == set(study.ARMS) - {"planner"}
+    assert results["episodes"]["episodes"] == 6
+    assert (out / "results.json").exists() and "Over the recorded runs" in (out / "results.md").read_text()
+
+
+def test_a_run_not_scored_in_full_is_refused(tmp_path) -> None:
+    study = load_study("replay_study")
+    run = RunDirectory.open(tmp_path / "partial", CONFIG)
+    try:
+        _record(run, "c001", None, 0, Program("p", "s", 0.5), None)
+        candidate = Candidate("c002", "c001", 1, "x", IMPLEMENTED, summary="x")
+        run.commit(candidate)
+        part = Evaluation("val", {"primary": 1.0}, examples=1, example_ids=["e00"], example_scores=[1.0], share=15)
+        run.record_evaluation(dataclasses.replace(candidate, status=EVALUATED, evaluation=part))
+    finally:
+        run.close()
+    with pytest.raises(InputError, match="c002 was scored on 1 of the 15"):
+        study.load(tmp_path / "partial")
+
+
+def test_the_bootstrap_and_the_reach() -> None:
+    study = load_study("replay_study")
+    mean, low, high = study.bootstrap([[0.1, 0.2, 0.3], [0.0, 0.1, 0.2]])
+    assert mean == pytest.approx(0.15) and low < mean < high
+    assert study.reach([0.5, 0.6, 0.7], [10, 20, 30], 0.65) == 25.0
+    assert study.reach([0.5, 0.6], [10, 20], 0.9) is None
