@@ -4,13 +4,15 @@ Independent of tasks, proposers and git; any agent harness can use it.
 
 Plan graph (``metaharness.planner.graph``)
     ``PlanGraph(start, budget=None, *, horizon=None, discount=1.0, limits=None)`` on a networkx ``MultiDiGraph``
-    (``graph.nx``); ``add_node(id, reward=0, *, goal, dead_end, state, key)``, ``add_edge(id, source, target,
-    action, cost)``; ``PlanGraph.from_json(dict)`` / ``to_json()`` / ``PlanGraph.load(path)`` in the JSON format of
-    ``docs/plan-graph.md``; ``validate()`` raises ``metaharness.errors.InputError`` naming the problem.
+    (``graph.nx``); ``add_node(id, reward=0, *, goal, dead_end, state, key)``,
+    ``add_edge(id, source, target, action, cost)``; ``PlanGraph.from_json(dict)`` / ``to_json()`` /
+    ``PlanGraph.load(path)`` in the JSON format of ``docs/plan-graph.md``; ``validate()`` raises
+    ``metaharness.errors.InputError`` naming the problem.
 
 Solvers (``metaharness.planner.solve``)
-    ``solve(graph, budget=None, *, solver="exact"|"ilp"|"lm"|"auto", horizon=None, discount=None, model=None,
-    soft_targets=None, time_limit=None) -> PlanResult`` (``budget`` by limit name or in the graph's order) with
+    ``solve(graph, budget=None, *, solver="exact", ...) -> PlanResult`` (``solver`` one of ``exact``, ``ilp``,
+    ``lm``, ``auto``; the further keywords ``horizon``, ``discount``, ``model``, ``soft_targets``, ``time_limit``;
+    ``budget`` by limit name or in the graph's order) with
     ``status`` ("optimal"/"infeasible"; the lm baseline says "feasible"/"invalid"), ``path`` (edge ids), ``nodes``
     (v0..vk), ``value``, ``cost`` (by limit name, as every planner result gives costs), ``solver``, ``seconds``;
     ``PlanResult.to_json()`` is the output object of ``docs/plan-graph.md`` (costs as lists in the graph's order).
@@ -25,9 +27,10 @@ Program graphs and selection (``metaharness.planner.program``, ``metaharness.pla
     A program graph is a ``PlanGraph`` with ``problem="selection"``: candidate harnesses (status evaluated,
     implemented, predicted or failed; ``score``, ``std``, evaluation ``cost``) and revisions (implementation
     ``cost``); ``program_graph``, ``add_evaluated``, ``add_predicted``, ``add_revision``, ``chain``, ``depth``,
-    ``mark``, ``incumbent``, ``nodes_with``, ``cost_vector``, ``LIMITS`` build and read it. ``select(graph, budget,
-    *, solver="auto"|"exact"|"ilp"|"greedy"|"random"|"best_of_n", scenarios=64, correlation=0.5, seed=0,
-    time_limit=None) -> PlanResult`` chooses what to implement and evaluate (``evaluate``, ``nodes``, ``path``,
+    ``mark``, ``incumbent``, ``nodes_with``, ``cost_vector``, ``LIMITS`` build and read it.
+    ``select(graph, budget, *, solver="auto", ...) -> PlanResult`` (``solver`` one of ``auto``, ``exact``,
+    ``ilp``, ``greedy``, ``random``, ``best_of_n``; the further keywords ``scenarios=64``, ``correlation=0.5``,
+    ``seed=0``, ``time_limit=None``) chooses what to implement and evaluate (``evaluate``, ``nodes``, ``path``,
     ``value`` = expected best score); ``solve`` dispatches program graphs to it.
 
 Subagents (``metaharness.planner.subagents``)
@@ -37,12 +40,12 @@ Subagents (``metaharness.planner.subagents``)
     ``ModelPlanSampler``, ``ModelStateSimulator``, ``KeyJudgeMerger``, ``ModelRewardLabeler``.
 
 Planning call (``metaharness.planner.tps``)
-    ``plan(history, goal, budget, *, model, plans=4, horizon=None, sampler=None, simulator=None, merger=None,
-    labeler=None, solver="exact", start_key=None, max_tokens=512, tools=None) -> RouteResult`` with ``status``
-    ("route"/"no_route"), ``route`` (steps: ``action``, ``expected_state`` and ``key``, ``cost`` by limit name, and
-    ``call`` in a tool plan), ``cost`` (the route's, by limit name),
-    ``graph``, ``solution``, ``stages`` (every stage's input, output and model exchanges; JSON) and
-    ``guidance()``; ``replay(record)`` rebuilds it. With ``tools`` (the harness's tools: names, descriptions,
+    ``plan(history, goal, budget, *, model, plans=4, ...) -> RouteResult`` (the further keywords ``horizon``,
+    ``sampler``, ``simulator``, ``merger``, ``labeler``, ``solver="exact"``, ``start_key``, ``max_tokens=512``,
+    ``tools``) with ``status`` ("route"/"no_route"), ``route`` (steps: ``action``, ``expected_state`` and ``key``,
+    ``cost`` by limit name, and ``call`` in a tool plan), ``cost`` (the route's, by limit name), ``graph``,
+    ``solution``, ``stages`` (every stage's input, output and model exchanges; JSON) and ``guidance()``;
+    ``replay(record)`` rebuilds it. With ``tools`` (the harness's tools: names, descriptions,
     JSON schemas; ``ToolSpec``) every step is a tool call ``{"tool", "arguments"}`` validated with
     jsonschema.
 

@@ -10,10 +10,10 @@ The agent keeps its own loop; the session keeps the route, the budget and the ch
 
 The contract (``docs/planning-session.md``):
 
-- ``PlanningSession(goal, budget, *, model, ...)``: ``budget`` maps each limit's name to its amount (``{"steps": 12,
-  "usd": 0.5}``); the other options are those of ``metaharness.planner.tps.plan`` (``plans``, ``horizon``,
-  ``solver``, ``tools``, ``max_tokens``, and the four stages to override the model's), fixed for the session.
-  ``horizon`` may also be a function of the remaining budget (a dict) returning the horizon of each call.
+- ``PlanningSession(goal, budget, *, model, ...)``: ``budget`` maps each limit's name to its amount
+  (``{"steps": 12, "usd": 0.5}``); the other options are those of ``metaharness.planner.tps.plan`` (``plans``,
+  ``horizon``, ``solver``, ``tools``, ``max_tokens``, and the four stages to override the model's), fixed for the
+  session. ``horizon`` may also be a function of the remaining budget (a dict) returning the horizon of each call.
 - ``plan(history, *, key=None)``: a planning call from the current state (the last history entry; ``key`` is its
   canonical form when the domain has one) with what is left of the budget. The new route replaces the old one;
   ``step`` is the step to carry out next, or None when no route was found (``result.reason`` says why).

@@ -13,8 +13,8 @@ Layout of the repository (the run directory is its working tree):
   ``cNNN [0.500] summary`` (``[0.667 (3/4)]`` while partly scored, ``[failed]``) and the result as trailers
   (``Score``, ``Examples``, ``Supported``, ...). A revision's commit hangs off its parent's newest commit (its
   latest result commit, else its own), so ``git log`` of any candidate shows its ancestors with their scores.
-- ``refs/notes/metaharness``: a git note on each candidate's own commit with its scores, so ``git log
-  --notes=metaharness`` shows them, as readable lines and as one ``evaluation-json:`` line that
+- ``refs/notes/metaharness``: a git note on each candidate's own commit with its scores, so
+  ``git log --notes=metaharness`` shows them, as readable lines and as one ``evaluation-json:`` line that
   ``GitStore.candidates`` reads back; the test-split result is added to it at the end of a run.
 - ``refs/heads/best``: the newest commit of the best supported candidate (scored on every example of the search's
   share): its result commit, so ``git log -1 best`` shows its score; ``HEAD`` points at it, so the working tree

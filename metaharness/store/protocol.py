@@ -41,9 +41,9 @@ class CandidateStore(Protocol):
       ``save_program_graph(graph) -> None`` writes it atomically. ``commit`` and ``record_*`` keep the saved graph
       in step with the candidates.
     - ``split_result(id, split) -> Evaluation | None``: a candidate's saved result on ``split`` (``"holdout"``:
-      validation examples kept out of the search), ``None`` before it is saved; ``save_split_result(id, split,
-      evaluation) -> None`` saves it with a line of type ``split``. ``test_result(id)`` and
-      ``save_test_result(id, evaluation)`` do the same for the test split, whose result also goes into the
+      validation examples kept out of the search), ``None`` before it is saved;
+      ``save_split_result(id, split, evaluation) -> None`` saves it with a line of type ``split``. ``test_result(id)``
+      and ``save_test_result(id, evaluation)`` do the same for the test split, whose result also goes into the
       candidate's git note. Each result is saved at most once per candidate and split.
 
     Errors: what a user can act on (a saved result or file damaged by hand) raises
@@ -92,9 +92,9 @@ class RunJournal(Protocol):
       finished iteration that has none (so ``completed_iterations()`` holds every finished iteration); returns one
       line per action, for the user.
     - ``save_plan(iteration, plan) -> None``: journals an iteration's ``PlanEntry``
-      list (every parent before its children) before any of its candidates is evaluated; ``plan(iteration) ->
-      list[PlanEntry] | None`` returns it as saved (``None`` when none is open); ``drop_plan(iteration) -> None``
-      once the iteration is logged.
+      list (every parent before its children) before any of its candidates is evaluated;
+      ``plan(iteration) -> list[PlanEntry] | None`` returns it as saved (``None`` when none is open);
+      ``drop_plan(iteration) -> None`` once the iteration is logged.
     - ``log(line) -> None``: appends one ``LogLine`` to the machine-readable record,
       durably; ``log_records(kind) -> list[dict]``: the lines logged so far (of type ``kind``, or all), in order,
       as JSON objects (a line torn by a kill is skipped; lines of older versions read as written);

@@ -27,9 +27,9 @@ SCORE_BOUNDS = (0.0, 1.0)  # validation scores are means of 0/1 example scores
 class SelectionProblem:
     """A validated selection problem in indexed form: candidates ``0..n-1`` in topological order.
 
-    ``ins[i]`` lists the usable revisions into candidate i as ``(edge id, source candidate or -1 for an evaluated
-    or implemented program, cost)`` (none for an implemented candidate); ``samples[s, i]`` is candidate i's true score
-    in scenario s.
+    ``ins[i]`` lists the usable revisions into candidate i as ``(edge id, source, cost)`` triples, ``source`` the
+    source candidate or -1 for an evaluated or implemented program (none for an implemented candidate);
+    ``samples[s, i]`` is candidate i's true score in scenario s.
     """
 
     graph: PlanGraph

@@ -58,9 +58,9 @@ class ToolSpec:
 
     @classmethod
     def of(cls, tool: object) -> ToolSpec:
-        """A tool in any accepted form: a ToolSpec or metaharness ``Tool``, OpenAI's ``{"type": "function",
-        "function": {...}}``, Anthropic's ``{"name", "description", "input_schema"}``, or ``{"name",
-        "description", "parameters"}``. Raises ``InputError`` naming what is wrong."""
+        """A tool in any accepted form: a ToolSpec or metaharness ``Tool``, OpenAI's
+        ``{"type": "function", "function": {...}}``, Anthropic's ``{"name", "description", "input_schema"}``, or
+        ``{"name", "description", "parameters"}``. Raises ``InputError`` naming what is wrong."""
         if isinstance(tool, ToolSpec):
             return tool
         if not isinstance(tool, Mapping):
