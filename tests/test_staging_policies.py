@@ -19,6 +19,7 @@ from metaharness.search.staging import (
     ExampleOrder,
     Round,
     Standing,
+    _better_half,
     _halving_schedule,
     decide,
 )
@@ -207,3 +208,15 @@ def test_the_planner_takes_its_leader_on_and_its_rounds_record_the_solver_gap() 
     record = decide(standing, "planner").to_json()
     allocation = record["allocation"]
     assert isinstance(allocation, dict) and {"gap", "truncated", "bound", "net"} <= set(allocation)
+
+
+def test_candidates_scored_on_examples_that_are_not_a_prefix_of_the_order() -> None:
+    """A candidate replayed for free holds its parent's examples, anywhere in the order: it is continued on the
+    next examples of the order it lacks, and halving compares survivors on the examples they all have."""
+    seed = _seed()
+    middle = IDS[8:14]
+    good = _evaluate(_proposal("c002", 0.5), middle, dict.fromkeys(IDS, 1.0), 1)
+    poor = _evaluate(_proposal("c003", 0.5), middle, dict.fromkeys(IDS, 0.0), 1)
+    standing = Standing([seed, good, poor], ORDER, Budget(evals=100), 1, ["c002", "c003"])
+    assert standing.cost_to("c002", 10).evals == 4  # v00-v03, the first four it lacks
+    assert [a.id for a in _better_half(standing, standing.arms, 4)] == ["c002"]

@@ -664,7 +664,7 @@ def _halving(standing: Standing, _solver: str) -> Round:
     The schedule (`_halving_schedule`) is fixed by the iteration's budget in example-evaluations (what is left plus
     what the iteration's stages spent; a budget capped in tokens or dollars only is converted at the arms' mean
     predicted cost per example). Survivors are recomputed from the evidence: all arms race to the first count; the
-    better half by mean paired difference over that many examples (ties: the earlier written) go on to the next;
+    better half by mean paired difference on the examples they all have (`_better_half`) go on to the next;
     the last survivor is completed. A round gives the survivors behind their count that count in rank order while
     they fit; when none fits, the round is over with what they have (never waiting for what it cannot afford)."""
     fresh = [a for cid in standing.proposals for a in standing.arms if a.id == cid and a.options]
@@ -686,12 +686,9 @@ def _halving(standing: Standing, _solver: str) -> Round:
         if steps:
             return Round(steps, "halving", spent)
         if len(survivors) > 1 and level < len(schedule) - 1:
-            seen = min(count, min(a.examples for a in survivors))
-            ranked = sorted(survivors, key=lambda a: (-_prefix_mean(a.paired, seen), survivors.index(a)))
-            survivors = ranked[: math.ceil(len(ranked) / 2)]
+            survivors = _better_half(standing, survivors, count)
     if len(survivors) > 1:  # the last round kept two or more: the better by its evidence is completed
-        seen = min(a.examples for a in survivors)
-        survivors = sorted(survivors, key=lambda a: (-_prefix_mean(a.paired, seen), survivors.index(a)))[:1]
+        survivors = _better_half(standing, survivors, share)[:1]
     (last,) = survivors
     cost = standing.cost_to(last.id, share)
     if last.examples < share and standing.budget.allows(cost):
@@ -712,9 +709,21 @@ def _examples_affordable(standing: Standing, arms: Sequence[Arm]) -> float:
     return min(ratios, default=math.inf)
 
 
-def _prefix_mean(paired: Sequence[float], size: int) -> float:
-    head = paired[:size]
-    return float(sum(head)) / len(head) if head else 0.0
+def _better_half(standing: Standing, survivors: Sequence[Arm], count: int) -> list[Arm]:
+    """The better half of ``survivors`` (rounded up) by their mean paired difference over the reference on the
+    examples every one of them was scored on (at most ``count`` of them, first in the order; a survivor's own
+    examples when they share none), ties to the earlier written. Scored examples need not be a prefix of the order
+    (a candidate replayed for free holds its parent's examples)."""
+    scores = [_scores(standing.by_id[a.id]) for a in survivors]
+    ref = _scores(standing.reference) if standing.reference is not None else {}
+    common = [i for i in standing.order.search if all(i in mine for mine in scores)][:count]
+
+    def mean(k: int) -> float:
+        ids = common or list(scores[k])
+        return sum(scores[k][i] - ref.get(i, 0.0) for i in ids) / len(ids) if ids else 0.0
+
+    ranked = sorted(range(len(survivors)), key=lambda k: (-mean(k), k))
+    return [survivors[k] for k in ranked[: math.ceil(len(survivors) / 2)]]
 
 
 def _gate(standing: Standing, _solver: str) -> Round:
