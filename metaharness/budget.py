@@ -4,10 +4,15 @@ One typed object goes from the command line to the solver. ``Spend`` is an amoun
 plan is predicted to spend); ``Budget`` is a limit per entry, ``math.inf`` where nothing is capped;
 ``SearchBudget`` holds the two limits of a run:
 
-- ``per_iteration``: what one iteration's validation evaluations may spend (task-model calls only);
-- ``per_run``: what the whole run may spend over every session: ``evals`` counts validation
-  example-evaluations, ``tokens`` and ``usd`` count every model call of the run (task model on validation,
-  the proposer's probes, the proposer model), as ``--max-tokens`` and ``--max-cost`` always have.
+- ``per_iteration``: what one iteration's task-model calls may spend, whatever they are for: the proposer's
+  predictions (probes on training examples), the checks of new candidates and the staged evaluation on validation
+  examples are spent from this one budget (`Meter` keeps what the predictions may still spend);
+- ``per_run``: what the whole run may spend over every session: ``evals`` counts task-model example-evaluations
+  (validation, probes, checks), ``tokens`` and ``usd`` count every model call of the run (the proposer model's
+  too), as ``--max-tokens`` and ``--max-cost`` always have.
+
+An example-evaluation is one harness run on one example (a validation example, a probe's training example, or the
+instantiation a check makes) that cost something; its calls' tokens and dollars count in ``tokens`` and ``usd``.
 
 Spend is counted per run: a model call costs its tokens and dollars the first time this run makes it, and an
 example-evaluation counts when at least one of its calls cost something. A call the run already made (the response
@@ -175,6 +180,33 @@ class Budget:
     def __str__(self) -> str:
         capped = self.capped()
         return ",".join(f"{k}={v:g}" for k, v in capped.items()) if capped else "unlimited"
+
+
+@dataclass
+class Meter:
+    """What one part of an iteration may spend (``allowance``) and has spent so far: the proposer's predictions
+    read it from ``RunState.predicting`` before each probe (`affords`) and `charge` what the probe cost; the loop
+    takes ``spent`` out of the iteration's budget before it evaluates.
+
+    >>> meter = Meter(Budget(evals=10))
+    >>> meter.affords(Spend(evals=8)), meter.charge(Spend(evals=8)), meter.affords(Spend(evals=3))
+    (True, None, False)
+    >>> meter.left()
+    Budget(evals=2.0, tokens=inf, usd=inf)
+    """
+
+    allowance: Budget = Budget()
+    spent: Spend = Spend()
+
+    def left(self) -> Budget:
+        return self.allowance.left(self.spent)
+
+    def affords(self, cost: Spend) -> bool:
+        """Whether ``cost`` more stays within the allowance."""
+        return self.allowance.allows(self.spent + cost)
+
+    def charge(self, cost: Spend) -> None:
+        self.spent = self.spent + cost
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@
 ``get_proposer(name, options, ...)`` builds one by name (see ``PROPOSER_NAMES``); every proposer implements
 ``metaharness.search.protocol.Proposer``. Names:
 
-- ``offline``: no hosted model; operator-library revisions, predicted by probing on held-out training examples,
-  returned in the order they were made (``.offline``); the loop allots their evaluations. ``offline-greedy``,
+- ``offline``: no hosted model; operator-library revisions, predicted from recorded calls where they only
+  post-process answers, else from what their operator family gained in the run (or, with ``probe_size`` > 0, by
+  probing held-out training examples), returned in the order they were made (``.offline``); the loop allots their
+  evaluations. ``offline-greedy``,
   ``offline-random``, ``offline-best-of-n``: the same proposer under those names (the selection rule they named
   is the loop's now).
 - ``base``: the Meta-Harness coding agent (``.coding``); needs a proposer model with tool calling.
@@ -22,11 +24,10 @@ The options are typed (``OfflineOptions``, ``CodingOptions``, ``TPSOptions``; co
 the check, ``proposer_options`` builds them from ``-P KEY=VALUE`` settings):
 
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
-  examples per probe; offline 8, tps 6, base 4), ``plans`` (offline: the least number of new candidates per
-  iteration, default 12; tps: revisions sampled per iteration, default 4),
-  ``operators`` (offline: restrict the operator library to these names), ``probe_tokens`` / ``frontier`` /
-  ``extend`` (offline: a cap on new probe tokens per iteration, default scaled to the proposals wanted; parents
-  revised at a time; candidates extended per level),
+  examples per probe; offline 0: no probe, tps 6, base 4; a probe's calls are spent from the iteration's budget),
+  ``plans`` (offline: the least number of new candidates per iteration, default 12; tps: revisions sampled per
+  iteration, default 4), ``operators`` (offline: restrict the operator library to these names), ``frontier`` /
+  ``extend`` (offline: parents revised at a time; candidates extended per level),
   ``depth`` (offline and tps: longest revision chain from an implemented candidate, default 3), ``max_steps`` /
   ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``context_tokens`` (base/tps: the
   proposer model's context window, which the agent's transcript is compacted to fit; default the client's, else
@@ -115,10 +116,9 @@ class ProposerOptions:
 class OfflineOptions(ProposerOptions):
     """The ``offline`` proposer's (see the module docstring)."""
 
-    probe_size: int = _integer(8)
+    probe_size: int = _integer(0, 0)
     plans: int = _integer(12)
     operators: tuple[str, ...] | None = None
-    probe_tokens: float | None = _amount("a number > 0")
     frontier: int = _integer(2)
     extend: int = _integer(2, 0)
     depth: int = _integer(3)
@@ -289,7 +289,6 @@ def get_proposer(
             frontier=checked.frontier,
             probe_size=checked.probe_size,
             operators=list(checked.operators) if checked.operators else None,
-            probe_tokens=checked.probe_tokens,
             seed=seed,
             workers=workers,
         )

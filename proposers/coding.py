@@ -363,6 +363,8 @@ class CodingProposer:
         k = state.proposals
         if k < 1 or not state.candidates:
             return []
+        if self.prober is not None:
+            self.prober.meter = state.predicting  # its runs on training examples are spent from the iteration's budget
         workspace = self.workspace(state)
         best = frontier.best(state.candidates)
         brief = (

@@ -36,7 +36,7 @@ from metaharness.json_types import JSONObject
 from metaharness.models.prices import FREE
 from metaharness.models.protocol import ModelClient, Usage
 from metaharness.planner.asking import Attempt, ask_json
-from metaharness.planner.graph import NodeId, PlanGraph
+from metaharness.planner.graph import Node, NodeId, PlanGraph
 from metaharness.planner.program import PREDICTED, depth, nodes_with
 from metaharness.planner.result import PlanResult, PlanResultJSON
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
@@ -44,7 +44,7 @@ from metaharness.planner.subagents.stage_io import StageRecord
 from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
 from metaharness.proposers.evidence import failed_attempts, records_within, sources_within, trace_excerpts
 from metaharness.proposers.offline import task_model_price
-from metaharness.proposers.probe import ProbeResult
+from metaharness.proposers.probe import PredictionBudgetSpent, ProbeResult
 from metaharness.proposers.program_search import (
     MIN_STD,
     GainCalibration,
@@ -191,6 +191,10 @@ class TPSProposer(CodingProposer):
     def propose(self, state: RunState) -> list[Proposal]:
         if state.proposals < 1 or not state.candidates:
             return []
+        if not state.predictions:  # the evaluation policy reads no prediction: write as the base agent does
+            return super().propose(state)
+        if self.prober is not None:
+            self.prober.meter = state.predicting
         result, record = self.planning(state)
         workspace = self.workspace(state)
         path = workspace.root.parent / "planning.json"
@@ -328,6 +332,16 @@ class BehaviourSimulator:
         if prober is None or base is None:
             return []
         examples = prober.held_out.probe
+        try:
+            return self._simulate(start, base, examples, plan)
+        except PredictionBudgetSpent:  # the iteration's predictions spent what they may: no more simulation
+            return []
+
+    def _simulate(
+        self, start: Node, base: Candidate, examples: list[Example], plan: CandidatePlan
+    ) -> list[SimulatedStep]:
+        prober = self.proposer.prober
+        assert prober is not None
         base_probe = prober.run(base.source)
         if start.status == PREDICTED:  # not written yet: its base's program, the revisions so far in words
             shown, probe = base, base_probe

@@ -10,6 +10,10 @@ on every probe example can be merged (TPS's merging stage) and a revision's *fli
 or wrong) can be read off against its parent, and each model call's request, so the share of a revision's calls
 that repeat its parent's (``ProbeResult.repeat``) says what evaluating it would cost beyond the parent.
 
+A probe's task-model calls are predictions, spent from the iteration's one budget: the prober charges what each
+probe cost to its ``meter`` (the proposer sets it to ``RunState.predicting`` every iteration) and refuses a probe
+the meter cannot afford (`PredictionBudgetSpent`), so no proposer predicts beyond what the loop allows.
+
 What a probe can resolve: a probe of 8 examples that sees no flip does not show that a revision changes nothing,
 only that it rarely changes an outcome. ``estimate_change`` is what the probe's per-example differences say
 about the revision's true change of score (mean, uncertainty, per-example variance of paired differences), with a
@@ -28,10 +32,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from metaharness.budget import Meter, Spend
 from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.evaluation.records import CallRecord, ExampleRecord
 from metaharness.models.protocol import ModelClient
 from metaharness.tasks.protocol import Example, Task
+
+
+class PredictionBudgetSpent(Exception):
+    """A probe would spend more than what the iteration's predictions may still spend (``RunState.predicting``)."""
 
 
 class HeldOutTask:
@@ -249,6 +258,9 @@ class Prober:
         self._memo: dict[str, ProbeResult] = {}
         self._requests: set[str] = set()  # every call request this prober made (see ProbeResult.new_tokens)
         self.runs = 0  # sources actually evaluated (not memoised)
+        # What the probes may spend and have spent (the proposer sets the iteration's: RunState.predicting).
+        self.meter = Meter()
+        self._tokens_per_example = 0.0  # charged tokens per probe example so far (to estimate the next probe)
 
     @property
     def size(self) -> int:
@@ -258,17 +270,40 @@ class Prober:
         """Whether ``source`` was probed already (a further ``run`` is free)."""
         return hashlib.sha256(source.encode()).hexdigest() in self._memo
 
+    def estimate(self) -> Spend:
+        """What probing a new source is expected to cost: every probe example, at the charged tokens per example
+        the probes have cost so far."""
+        return Spend(float(self.size), self.size * self._tokens_per_example, 0.0)
+
+    def affords(self, source: str) -> bool:
+        """Whether ``source`` can be probed now: it was probed before (free), or the meter affords a new probe."""
+        return self.known(source) or self.meter.affords(self.estimate())
+
     def run(self, source: str) -> ProbeResult:
+        """``source`` on the probe examples (memoised); `PredictionBudgetSpent` when the meter cannot afford it."""
         # Here: `python -m metaharness.proposers.agent_sandbox` imports this package, and must not load the evaluator.
         from metaharness.evaluation import evaluate
 
         key = hashlib.sha256(source.encode()).hexdigest()
         if key not in self._memo:
+            if not self.meter.affords(self.estimate()):
+                raise PredictionBudgetSpent(
+                    f"a probe of {self.size} training examples would pass what this iteration's predictions may "
+                    f"still spend ({self.meter.left()})"
+                )
             path = self.folder / key[:16] / HARNESS_FILE
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(source, encoding="utf-8")
             report = evaluate(path, self.held_out, "probe", model=self.model, workers=self.workers)
             self.runs += 1
+            charged = Spend(
+                float(report.cost.get("charged_examples", 0)),
+                float(report.cost.get("charged_tokens", 0)),
+                float(report.cost.get("usd", 0.0)),
+            )
+            self.meter.charge(charged)
+            if charged.evals:
+                self._tokens_per_example = max(self._tokens_per_example, charged.tokens / charged.evals)
             new_tokens = 0.0
             for call in (call for record in report.records for call in record.calls):
                 request = request_key(call)

@@ -46,7 +46,7 @@ from metaharness.candidates.protocol import CONTRACT, HARNESS_FILE
 from metaharness.evaluation.records import ExampleRecord
 from metaharness.models.protocol import Tool
 from metaharness.proposers.evidence import failed_attempts, failing_order, load_records, render_record, status
-from metaharness.proposers.probe import ProbeResult
+from metaharness.proposers.probe import PredictionBudgetSpent, ProbeResult
 from metaharness.search.protocol import RunState
 
 READ_CHARS = 6000  # per read_file call
@@ -280,7 +280,10 @@ class Workspace:
         file = self.root / "new" / str(name) / HARNESS_FILE
         if not file.is_file():
             return f"new/{name}/{HARNESS_FILE} does not exist"
-        result = self._probe(file.read_text(encoding="utf-8"))
+        try:
+            result = self._probe(file.read_text(encoding="utf-8"))
+        except PredictionBudgetSpent as exc:
+            return f"not run: {exc}"
         lines = [f"score {result.score:.2f} on {len(result.correct)} held-out training examples"]
         for key, prediction in result.predictions.items():
             status = (

@@ -85,8 +85,8 @@ def test_optimize_refuses_what_it_cannot_run_in_one_line(tmp_path, options, mess
         ({"max_cost": "inf"}, "got 'inf'"),
         (
             {"proposer_option": ["prob_size=4"]},
-            "Unknown proposer option 'prob_size'; known: seed, workers, probe_size, plans, operators, probe_tokens, "
-            "frontier, extend, depth (did you mean probe_size?).",
+            "Unknown proposer option 'prob_size'; known: seed, workers, probe_size, plans, operators, frontier, "
+            "extend, depth (did you mean probe_size?).",
         ),
         ({"proposer_option": ["task=uspto"]}, "Unknown proposer option 'task'; known: seed, workers"),
         ({"iter_budget": "tokens=lots"}, "--iter-budget takes KEY=NUMBER entries separated by commas"),
@@ -96,7 +96,7 @@ def test_optimize_refuses_what_it_cannot_run_in_one_line(tmp_path, options, mess
         ({"budget": "usd=2", "max_cost": 3}, "--budget usd= and --max-cost disagree: give one of them."),
         ({"evaluation": "magic"}, "Unknown --evaluation 'magic'; use one of planner, greedy, best-of-n, halving"),
         ({"proposer_option": ["max_steps=3"]}, "Proposer option 'max_steps' does not apply to the offline proposer"),
-        ({"proposer_option": ["probe_size=0"]}, "Proposer option probe_size must be an integer >= 1, got 0."),
+        ({"proposer_option": ["probe_size=-1"]}, "Proposer option probe_size must be an integer >= 0, got -1."),
         ({"proposer_option": ["plans=many"]}, "Proposer option plans must be an integer >= 1, got 'many'."),
         ({"proposer_option": ["operators=snap_to_labels,foo"]}, "Unknown operator(s) foo: use one of snap_to_labels,"),
         ({"task_model": "gpt-4"}, "Model spec 'gpt-4' is not PROVIDER:MODEL"),

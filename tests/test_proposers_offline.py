@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fakes import ScriptedModel, seed_candidate
 
+from metaharness.budget import Budget, Meter
 from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
@@ -112,7 +113,7 @@ def test_offline_proposer_makes_many_proposals_and_returns_the_first_in_generati
     proposals = proposer.propose(state)
     record = json.loads((tmp_path / "proposer" / "planning" / "iteration-001.json").read_text())
     made = [n for n in record["made"] if n not in record["dead_ends"]]
-    assert len(made) >= 6 and record["want"] == 6 and record["probe_tokens"]["revisions_skipped"] == 0
+    assert len(made) >= 6 and record["want"] == 6 and record["predicting"]["probes_not_afforded"] == 0
     assert [p.node for p in proposals] == record["proposed"] == made[:2]
     assert [prediction(p)["rank"] for p in proposals] == [0, 1]
     known = {c.source for c in state.candidates}
@@ -180,16 +181,23 @@ def test_the_change_prior_and_the_spread_come_from_the_run() -> None:
     assert Spread.fit([(0.0, 0.1, 0.0)] * 20).scale == 0.5  # never narrower than half
 
 
-def test_a_probe_budget_scaled_to_the_base_prompt_probes_every_wanted_revision(task) -> None:
-    """With a few-shot-sized base prompt (2,750 tokens an example) the default budget still probes every wanted
-    revision; the old fixed 40,000 tokens would have probed one."""
+def test_probes_are_spent_from_the_iteration_budget_and_the_rest_is_predicted_by_the_prior(task) -> None:
+    """A probe costs its examples from what the iteration's predictions may spend (``RunState.predicting``); once
+    that is spent, revisions are predicted by what their operator family gained in the run, and none is lost."""
     operators = ["answer_format", "answer_format_short", "retrieve_k2", "retrieve_k3", "retrieve_k4"]
-    proposals = offline(task, probe_size=4, plans=5, operators=operators).propose(_run_state(5, context_tokens=2750.0))
-    assert len(proposals) == 5
-    assert prediction(proposals[0])["probe_tokens"]["revisions_skipped"] == 0
-    assert prediction(proposals[0])["probe_tokens"]["budget"] == 5 * 4 * 2750
-    capped = offline(task, probe_size=4, plans=5, operators=operators, probe_tokens=40_000.0)
-    assert prediction(capped.propose(_run_state(5, context_tokens=10_000.0))[0])["probe_tokens"]["revisions_skipped"]
+    state = _run_state(5, context_tokens=2750.0)
+    state.predicting = Meter(Budget(evals=16))  # both seeds' probes and two revisions', 4 examples each
+    proposals = offline(task, probe_size=4, plans=5, operators=operators).propose(state)
+    assert len(proposals) == 5 and state.predicting.spent.evals == 16
+    how = [prediction(p)["predicted_by"] for p in proposals]
+    assert how.count("probe") == 2 and how.count("prior") == 3
+    assert prediction(proposals[0])["predicting"]["probes_not_afforded"] >= 3
+    # A policy that reads no prediction: no probe at all, however large the probe size.
+    model = keyword_model()
+    free = _run_state(5)
+    free.predictions, free.predicting = False, Meter(Budget(0, 0, 0))
+    none = get_proposer("offline", task=task, task_model=model, probe_size=4, plans=5, operators=operators)
+    assert len(none.propose(free)) == 5 and not model.requests
 
 
 HASH_SEED_RUN = """
@@ -247,14 +255,13 @@ def test_the_frontier_moves_down_the_ranking_once_the_best_candidates_revisions_
 
 
 def starved_proposer(task, **options: object) -> Proposer:
-    """The offline proposer with a probe budget (1 token) too small to predict any revision of ``more_retrieved``."""
-    return offline(task, probe_size=4, plans=2, probe_tokens=1, operators=["more_retrieved"], **options)
+    """The offline proposer restricted to an operator that revises no symptom2disease harness (a molecule
+    operator): it can make nothing new, so it proposes what earlier iterations predicted."""
+    return offline(task, probe_size=4, plans=2, operators=["canonical_smiles"], **options)
 
 
-def test_a_probe_budget_too_small_for_any_revision_still_gives_a_proposal(task) -> None:
-    proposals = starved_proposer(task).propose(_state())
-    assert len(proposals) == 1 and "K 8 -> 16" in proposals[0].summary
-    assert prediction(proposals[0])["probe_tokens"]["spent"] > 1
+def test_a_proposer_that_can_make_nothing_new_proposes_nothing_from_an_empty_graph(task) -> None:
+    assert starved_proposer(task).propose(_state()) == []
 
 
 def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
@@ -309,3 +316,68 @@ def test_calibration_learns_how_far_predictions_held() -> None:
     )
     cal = calibrate(burnt)
     assert cal.pairs == 3 and 0.2 < cal.slope < 0.6 and cal.residual > 0
+
+
+def test_a_post_processing_revision_is_predicted_exactly_from_recorded_calls(shared_data_dir, task, tmp_path) -> None:
+    """With the run's replay, a snapping revision of an evaluated seed is scored on the seed's examples through the
+    calls the seed made (no new call): its prediction is what evaluating it gives. A prompt change cannot be
+    replayed: its prior is the seed's score (no family measured yet)."""
+    from metaharness.evaluation.task_evaluator import TaskEvaluator
+    from metaharness.models.cache import ResponseCache
+    from metaharness.models.client import Client
+    from metaharness.models.ledger import Ledger
+    from metaharness.models.replaying import ReplayingClient
+    from metaharness.search.replay import Replayer
+
+    real = get_task("symptom2disease", data_dir=shared_data_dir)
+    model = keyword_model()
+    client = Client("openai:keywords", model, cache=ResponseCache(tmp_path / "cache.sqlite"), ledger=Ledger())
+    evaluator = TaskEvaluator(real, client, val_limit=6, workers=2)
+    seed = tmp_path / "work" / "harness.py"
+    seed.parent.mkdir()
+    seed.write_text((SEEDS / "symptom2disease" / "zero_shot.py").read_text())
+    scored = evaluator.evaluate(seed, "val", trace_path=tmp_path / "c0.val.jsonl")
+    base = Candidate(
+        id="c0", parent=None, iteration=0, source=seed.read_text(), evaluation=scored, trace="c0.val.jsonl"
+    )
+    replaying = ReplayingClient.of(client)
+    assert replaying is not None
+    replayer = Replayer(TaskEvaluator(real, replaying, workers=2), tmp_path / "replays")
+    state = RunState(task="symptom2disease", iteration=1, candidates=[base], proposals=2, run_dir=tmp_path)
+    state.replay = replayer
+    asked = len(model.requests)
+    proposer = offline(task, plans=2, operators=["snap_to_labels", "answer_format"])
+    proposals = proposer.propose(state)
+    assert len(model.requests) == asked  # predicting made no call
+    by_op = {prediction(p)["chain_ops"][-1]: p for p in proposals}
+    snapped = prediction(by_op["snap_to_labels"])
+    assert snapped["predicted_by"] == "replay" and snapped["repeat"] == 1.0 and snapped["replay"]["missed"] == 0
+    path = tmp_path / "snapped" / "harness.py"
+    path.parent.mkdir()
+    path.write_text(by_op["snap_to_labels"].source)
+    actual = evaluator.evaluate(path, "val", trace_path=tmp_path / "snapped.jsonl", examples=scored.example_ids)
+    assert snapped["score"] == pytest.approx(actual.primary, abs=1e-4) and snapped["std"] == 0.0
+    assert actual.spend().evals == 0  # every call was the seed's
+    changed = prediction(by_op["answer_format"])
+    assert changed["predicted_by"] == "prior" and changed["repeat"] == 0.0
+    assert changed["score"] == pytest.approx(scored.primary, abs=1e-4)
+
+
+def test_family_gains_are_measured_paired_and_shrunk_towards_no_gain() -> None:
+    from metaharness.proposers.simulation import DEFAULT_GAIN_SD, FAMILY_WEIGHT, FamilyGains
+
+    def scored(cid: str, scores: list[float], ops: list[str] | None = None) -> Candidate:
+        ids = [f"v{i}" for i in range(len(scores))]
+        evaluation = Evaluation("val", {"primary": sum(scores) / len(scores)}, example_ids=ids, example_scores=scores)
+        evaluation.examples = len(scores)
+        prediction = Prediction(base="s", extra={"chain_ops": ops}) if ops else None
+        return Candidate(id=cid, parent="s", source="", iteration=1, evaluation=evaluation, prediction=prediction)
+
+    base = scored("s", [0.0, 0.0, 1.0, 1.0])
+    assert FamilyGains.fit([base]).prior("snap_to_labels") == (0.0, DEFAULT_GAIN_SD)
+    snapped = [scored(f"a{i}", [1.0, 0.0, 1.0, 1.0], ["snap_to_labels"]) for i in range(3)]  # +0.25 each, paired
+    worse = scored("b", [0.0, 0.0, 0.0, 1.0], ["answer_format"])  # -0.25
+    gains = FamilyGains.fit([base, *snapped, worse])
+    mean, sd = gains.prior("snap_to_labels")
+    assert mean == pytest.approx(0.75 / (3 + FAMILY_WEIGHT)) and sd == pytest.approx(0.25)
+    assert gains.prior("answer_format")[0] < 0 and gains.prior("retrieve_k2")[0] == 0.0 and gains.revisions == 4

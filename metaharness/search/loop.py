@@ -13,6 +13,18 @@ in an order that makes a kill at any moment harmless:
    scores, what the stage cost);
 4. the iteration's line in ``summary.jsonl`` is written after its last round.
 
+One budget covers every task-model call of an iteration (``metaharness.budget``): the proposer's predictions
+(probes, charged to ``RunState.predicting``, at most ``PREDICTING_SHARE`` of what the iteration may spend, and
+nothing under a policy that reads no prediction), the checks (a harness whose ``__init__`` calls the model), and
+the staged evaluation, which gets what the first two left. Each phase's spend is logged as it ends (a ``"phase"``
+line) and the iteration's line says what went where (``spend``).
+
+Free evidence comes first: a newly committed candidate is replayed (``metaharness.search.replay``) on the examples
+its nearest evaluated ancestor was scored on, through a model that answers only calls the run already made, and
+the examples whose every call was recorded become its first evaluation stage, at no cost (``replayed`` in the
+iteration's line). A revision that only post-processes answers is then scored on its parent's whole share before
+any policy decides, and no policy pays for it.
+
 A rerun finds the journal and continues: it records journaled evaluations, finishes an open iteration (the policy
 decides again from the evidence recorded, so a stage already recorded is never run twice), then starts the next
 one. A ``StopRequest`` (Ctrl-C in the CLI) lets the stage under way finish and be recorded, then stops.
@@ -39,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metaharness import frontier
-from metaharness.budget import Budget, SearchBudget, Spend
+from metaharness.budget import Budget, Meter, SearchBudget, Spend
 from metaharness.candidate import (
     EVALUATED,
     FAILED,
@@ -54,7 +66,7 @@ from metaharness.candidate import (
 )
 from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.protocol import CandidateEvaluator, CandidateFailed
-from metaharness.search.protocol import Proposal, Proposer, RunState
+from metaharness.search.protocol import Proposal, Proposer, ReplayFunction, RunState
 from metaharness.search.settings import RunSettings
 from metaharness.search.staging import ExampleOrder, Policy, Standing, alternatives, decide
 from metaharness.store.crash import crash_point
@@ -62,12 +74,18 @@ from metaharness.store.files import atomic_write_text
 from metaharness.store.log import (
     IterationFacts,
     IterationLine,
+    PhaseSpendLine,
     ProposerFailureLine,
     Staging,
     StopLine,
     TestSkippedLine,
 )
 from metaharness.store.protocol import RunStore
+
+# The share of what an iteration may spend that the proposer's predictions may take (the rest is for measuring).
+PREDICTING_SHARE = 0.25
+# Policies that read no prediction (their proposer makes none that costs): the baselines of staged evaluation.
+PREDICTION_FREE: frozenset[Policy] = frozenset({"halving", "best-of-n", "gate", "all"})
 
 
 class LoopEvents:
@@ -205,7 +223,9 @@ class Optimizer:
 
     ``budget()`` gives the caps left for the proposer, e.g. ``{"usd": 1.2}``; ``spent()`` the cost so far
     (``{"usd": ..., "tokens": ...}``), written into the candidate; ``write_summary()``, when given, refreshes the run's
-    human-readable summary after every iteration and when the run stops.
+    human-readable summary after every iteration and when the run stops; ``replay``, when given, scores a program
+    on recorded calls (``metaharness.search.replay.Replayer``): the proposer reads it, and the loop records what it
+    measured as a new candidate's free first stage.
     """
 
     def __init__(
@@ -221,8 +241,11 @@ class Optimizer:
         budget: Callable[[], dict[str, float]] = dict,
         spent: Callable[[], dict[str, float]] = dict,
         write_summary: Callable[[], object] | None = None,
+        replay: ReplayFunction | None = None,
     ) -> None:
         self.store = store
+        self.replay = replay
+        self._replayed: dict[str, int] = {}  # candidate -> examples its replay scored (this session)
         self.settings = settings
         self.proposer = proposer
         self.evaluator = evaluator
@@ -338,23 +361,43 @@ class Optimizer:
     # -- staged evaluation -----------------------------------------------------------------------------------
 
     def _spent(self, iteration: int) -> tuple[Spend, Spend]:
-        """(what the run spent, what this iteration's evaluations spent): validation example-evaluations from the
-        candidates' recorded stages; tokens and dollars of the run from the ledger, of the iteration from its
-        stages."""
-        run = Spend()
-        this = Spend()
+        """(what the run spent, what this iteration spent of its budget): example-evaluations of the run from the
+        candidates' recorded stages and the logged predictions and checks, its tokens and dollars from the ledger;
+        this iteration's from its stages and its logged phases."""
+        run, this = Spend(), Spend()
         for candidate in self.store.candidates():
             for increment in candidate.evaluation.increments if candidate.evaluation else []:
                 run = run + Spend(increment.spend.evals)
                 if increment.iteration == iteration:
                     this = this + increment.spend
+        for _phase, at, spend in self._phase_spends():
+            run = run + Spend(spend.evals)
+            if at == iteration:
+                this = this + spend
         money = self.spent()
         return Spend(run.evals, float(money.get("tokens", 0)), float(money.get("usd", 0.0))), this
 
+    def _phase_spends(self) -> list[tuple[str, int, Spend]]:
+        """(phase, iteration, spend) of every logged prediction and check spend (``"phase"`` lines)."""
+        out = []
+        for line in self.store.log_records(PhaseSpendLine.kind):
+            at, phase, spend = line.get("iteration"), line.get("phase"), line.get("spend")
+            if isinstance(at, int) and isinstance(phase, str) and isinstance(spend, dict):
+                out.append((phase, at, Spend.from_json(spend)))
+        return out
+
+    def _phase_spend(self, iteration: int) -> dict[str, Spend]:
+        """What ``iteration`` spent on predicting and checking (the logged phases)."""
+        out: dict[str, Spend] = {}
+        for phase, at, spend in self._phase_spends():
+            if at == iteration:
+                out[phase] = out.get(phase, Spend()) + spend
+        return out
+
     def _budget(self, iteration: int) -> Budget:
-        """What this iteration's evaluations may still spend: the run's ``iteration_budget`` (its evals, when not
-        capped: ``evals_per_iter`` full evaluations) less what the iteration spent, within what the ``run_budget``
-        leaves (the seeds: only the run's limits bind)."""
+        """What this iteration may still spend: the run's ``iteration_budget`` (its evals, when not capped:
+        ``evals_per_iter`` full evaluations) less what the iteration spent (predictions, checks, evaluation), within
+        what the ``run_budget`` leaves (the seeds: only the run's limits bind)."""
         run, this = self._spent(iteration)
         settings = self.settings.run
         if iteration == 0:
@@ -407,7 +450,9 @@ class Optimizer:
             if not progressed:
                 self.events.note(f"iteration {iteration}: the {policy} policy chose nothing that could be scored")
                 break
-        _, realised = self._spent(iteration)
+        _, spent = self._spent(iteration)
+        phases = self._phase_spend(iteration)
+        realised = spent - phases.get("predict", Spend()) - phases.get("check", Spend())
         after = {c.id: c.evaluation.examples for c in self.store.candidates() if c.id in before and c.evaluation}
         assert first is not None
         return Staging(
@@ -421,6 +466,8 @@ class Optimizer:
             calibration=first.calibration.to_json(),
             alternatives=alternatives(first) if iteration > 0 and first.arms else {},
             rounds=rounds,
+            spend={**phases, "measure": realised},
+            replayed={cid: n for cid, n in sorted(self._replayed.items()) if cid in proposals},
         )
 
     def _score(self, candidate: Candidate, target: int, iteration: int, ids: list[str] | None) -> bool:
@@ -440,6 +487,13 @@ class Optimizer:
             self._record_failure(candidate, str(exc))
             return True
         crash_point("candidate:evaluated")
+        self._record(candidate, more, part, iteration)
+        return True
+
+    def _record(self, candidate: Candidate, more: Evaluation, part: Path, iteration: int) -> None:
+        """Record ``more`` (a stage's evaluation, its records in ``part``) as the candidate's next stage."""
+        scored = candidate.evaluation.example_ids if candidate.evaluation else []
+        trace = self.store.trace_path(candidate.id, "val")
         more.share = self.order.share
         more.increments = [Increment(iteration, len(more.example_ids), more.spend())]
         evaluation = candidate.evaluation.merge(more) if candidate.evaluation else more
@@ -448,7 +502,6 @@ class Optimizer:
             candidate, status=EVALUATED, evaluation=evaluation, trace=self.store.relative(trace)
         )
         self.events.candidate_finished(self.store.record_evaluation(updated))
-        return True
 
     def _record_failure(self, candidate: Candidate, error: str) -> None:
         """A candidate that passed its check but cannot run: recorded failed (its note says why)."""
@@ -515,6 +568,7 @@ class Optimizer:
                 self.events.note(f"iteration {iteration}: the proposer returned no candidates")
             if state.graph is not None:  # always set by state(); a proposer may not replace it by None
                 self.store.save_program_graph(state.graph)
+            self.store.log(PhaseSpendLine(iteration, "predict", state.predicting.spent))
         return plan_entries(proposals, id_number(self.store.next_id()), self._realised_nodes())
 
     def _realised_nodes(self) -> dict[str, str]:
@@ -528,7 +582,10 @@ class Optimizer:
         return realised
 
     def state(self, iteration: int) -> RunState:
-        """What the proposer sees: every committed candidate (failed ones with their errors) and the program graph."""
+        """What the proposer sees: every committed candidate (failed ones with their errors), the program graph,
+        what its predictions may spend (nothing under a policy that reads none) and the free replay."""
+        predictions = self.settings.run.evaluation not in PREDICTION_FREE
+        allowance = Budget(*(v * PREDICTING_SHARE for v in self._budget(iteration).vector()))
         return RunState(
             task=self.settings.run.dataset,
             iteration=iteration,
@@ -537,6 +594,9 @@ class Optimizer:
             budget=self._money_left(),
             run_dir=self.store.path,
             graph=self.store.program_graph(),
+            predicting=Meter(allowance if predictions else Budget(0, 0, 0)),
+            predictions=predictions,
+            replay=self.replay,
         )
 
     def _money_left(self) -> Budget:
@@ -563,11 +623,43 @@ class Optimizer:
             self._fail(candidate, f"parent '{unknown}' is not a candidate of this run (known: {self._known_ids()})")
             return
         harness = self.store.work_file(candidate.id, candidate.source)
+        before = self.spent()
         error = self.evaluator.check(harness)
+        self._log_check_spend(iteration, before)
         if error:
             self._fail(candidate, error)
             return
         self._commit(candidate)
+        if entry.evaluate:
+            self._replay_evidence(candidate, iteration)
+
+    def _log_check_spend(self, iteration: int, before: dict[str, float]) -> None:
+        """Log what a check cost, when its harness called the model while loading (one example-evaluation)."""
+        after = self.spent()
+        tokens = float(after.get("tokens", 0)) - float(before.get("tokens", 0))
+        usd = float(after.get("usd", 0.0)) - float(before.get("usd", 0.0))
+        if tokens > 0 or usd > 0:
+            self.store.log(PhaseSpendLine(iteration, "check", Spend(1.0, tokens, usd)))
+
+    def _replay_evidence(self, candidate: Candidate, iteration: int) -> None:
+        """Record, at no cost, the candidate's scores on the search examples its nearest evaluated ancestor was
+        scored on wherever every call it makes there is one the run already made (the module docstring)."""
+        if self.replay is None or (candidate.prediction is not None and candidate.prediction.repeat == 0.0):
+            return  # (a proposer that predicts no call of it repeats its parent's: nothing to replay)
+        by_id = {c.id: c for c in self.store.candidates()}
+        base = _evaluated_ancestor(candidate, by_id)
+        if base is None or base.evaluation is None:
+            return
+        search = set(self.order.search)
+        ids = [i for i in base.evaluation.example_ids if i in search]
+        replay = self.replay(candidate.source, ids)
+        if replay.evaluation is None or replay.trace is None:
+            return
+        self.events.candidate_started(candidate.id, f"val +{replay.evaluation.examples} (replayed)", candidate.summary)
+        part = self.store.trace_path(candidate.id, "val").with_name(f"{candidate.id}.val.part.jsonl")
+        atomic_write_text(part, replay.trace.read_text(encoding="utf-8"))
+        self._record(candidate, dataclasses.replace(replay.evaluation), part, iteration)
+        self._replayed[candidate.id] = replay.evaluation.examples
 
     def _commit(self, candidate: Candidate) -> None:
         self.store.commit(candidate)
@@ -615,6 +707,19 @@ class Optimizer:
     def _write_summary(self) -> None:
         if self.write_summary is not None:
             self.write_summary()
+
+
+def _evaluated_ancestor(candidate: Candidate, by_id: dict[str, Candidate]) -> Candidate | None:
+    """The nearest ancestor of ``candidate`` scored on validation examples (its prediction's base first)."""
+    seen: set[str] = set()
+    base = candidate.prediction.base if candidate.prediction is not None else None
+    cid = base if base in by_id else candidate.parent
+    while cid is not None and cid in by_id and cid not in seen:
+        seen.add(cid)
+        if by_id[cid].evaluated:
+            return by_id[cid]
+        cid = by_id[cid].parent
+    return None
 
 
 def merge_trace(trace: Path, part: Path, *, keep: list[str]) -> None:

@@ -37,6 +37,7 @@ from metaharness.models import connect
 from metaharness.models.ledger import Charge, Ledger
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.models.prices import PriceTable
+from metaharness.models.replaying import ReplayingClient
 from metaharness.proposers import check_proposer_model, connect_proposer, get_proposer
 from metaharness.proposers.engines import is_engine
 from metaharness.report import write_summary_markdown
@@ -48,6 +49,7 @@ from metaharness.search.loop import (
     Seed,
     StopRequest,
 )
+from metaharness.search.replay import Replayer
 from metaharness.search.settings import RunSettings
 from metaharness.search.staging import ExampleOrder
 from metaharness.store.log import StartLine
@@ -61,6 +63,8 @@ from metaharness.tasks.text import TextTask
 # Hosted proposer models used when the matching key is set and no proposer model is named.
 HOSTED_PROPOSERS = (("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"), ("OPENAI_API_KEY", "openai:gpt-4.1"))
 MODEL_PROPOSERS = ("base", "tps")
+# Examples in flight when a program is replayed on recorded calls: no model computes, only the sandboxes run.
+REPLAY_WORKERS = 2
 # How a run records a Task object of the caller's (no file to open it from): its class, after this prefix.
 PYTHON_SOURCE = "python:"
 
@@ -326,6 +330,12 @@ def optimize(
         task_client = connect(resolved.task_model, ledger=ledger)
         proposer_client = connect_proposer(resolved.proposer_model, ledger) if resolved.proposer_model else None
         evaluator = TaskEvaluator(task, task_client, val_limit=resolved.val_limit, workers=workers)
+        replaying = ReplayingClient.of(task_client)
+        replay = (
+            Replayer(TaskEvaluator(task, replaying, workers=REPLAY_WORKERS), run_dir / "proposer" / "replays")
+            if replaying is not None
+            else None
+        )
         proposer = get_proposer(
             resolved.proposer,
             options=resolved.proposer_options,
@@ -349,6 +359,7 @@ def optimize(
             budget=costs.budget,
             spent=costs.spent,
             write_summary=lambda: write_summary_markdown(run),
+            replay=replay,
         )
         return optimizer.run()
     finally:

@@ -21,21 +21,31 @@ returns new candidate programs. The whole contract of ``Proposer.propose``:
   candidate (implemented, import-checked, not evaluated), then C as B's child. Intermediates do not count against
   ``proposals``; an intermediate shared by two proposals (the same ``node``) is committed once, and one whose node
   another proposal of the iteration evaluates, or a committed candidate already realised, is that candidate.
-- It never evaluates on the validation or test split: the loop does, within budget. It may run candidates on a
-  few *training* examples (the offline proposer's probe) through the sandboxed evaluator.
+- It never evaluates on the validation or test split: the loop does, within budget. It may read what a program
+  would score on recorded calls (``state.replay``: on validation examples its base was scored on, through a model
+  that answers only calls the run already made; free, and the loop records it as the candidate's evidence when it
+  is committed). It may run candidates on a few *training* examples (a probe) through the sandboxed evaluator:
+  a probe's task-model calls are predictions, spent from the iteration's budget, so before each it asks
+  ``state.predicting.affords(cost)`` and afterwards ``charge`` s what the probe cost (``metaharness.budget.Meter``);
+  when ``state.predictions`` is False (the evaluation policy reads no prediction) it predicts nothing that costs.
 - A proposer that cannot produce anything this iteration returns an empty list. It raises only for systemic
   failures (a missing key, an unreachable model, a reached cost cap), which stop the run with a clear message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from metaharness.budget import Budget
+from metaharness.budget import Budget, Meter
 from metaharness.candidate import Candidate, Prediction
 from metaharness.planner.graph import PlanGraph
+from metaharness.search.replay import Replay
+
+# ``replay(source, example_ids)``: the program on those validation examples, through recorded calls only.
+ReplayFunction = Callable[[str, Sequence[str]], Replay]
 
 
 @dataclass
@@ -49,6 +59,12 @@ class RunState:
     # What the run may still spend, tokens and dollars of every model (a proposer's own spend included); math.inf
     # where nothing is capped. The evaluation budget is the loop's (metaharness.search.staging), not the proposer's.
     budget: Budget = field(default_factory=Budget)
+    # What this iteration's predictions (task-model calls made while proposing: probes) may spend, and have spent.
+    predicting: Meter = field(default_factory=Meter)
+    # Whether the run's evaluation policy reads predictions; when False the proposer makes none that costs anything.
+    predictions: bool = True
+    # Free evidence (see the module docstring); None outside a run, or when the task model keeps no response cache.
+    replay: ReplayFunction | None = None
     run_dir: Path | None = None
     # The run's lasting program graph, synced with ``candidates`` (see the module docstring); the loop always sets
     # it, ``None`` only in a state built by hand (build one with metaharness.store.program_graph.sync).

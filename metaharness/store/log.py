@@ -8,7 +8,7 @@ written (``metaharness.store.protocol.RunJournal.log_records``): a log holds lin
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 from metaharness import frontier
@@ -139,13 +139,31 @@ class IterationFacts:
         )
 
 
+# What an iteration's task-model calls were for: the proposer's predictions (probes), the checks of new
+# candidates, the evaluation on validation examples.
+PHASES = ("predict", "check", "measure")
+
+
+@dataclass(frozen=True)
+class PhaseSpendLine(_Line):
+    """What one phase of an iteration (``predict`` or ``check``; see `PHASES`) spent of the iteration's budget,
+    written as soon as it is known (several lines of one phase add up: a rerun after a stop writes its own)."""
+
+    kind: ClassVar[str] = "phase"
+    iteration: int
+    phase: str
+    spend: Spend
+
+
 @dataclass(frozen=True)
 class Staging:
     """What an iteration's staged evaluation did: the ``policy`` that decided, the candidates it ``considered``,
-    the examples each scored candidate had before and after (``allotted``), the summed predicted cost of the
-    stages it chose and what the iteration spent (``cost``: ``predicted``, ``realised``), the ``budget`` the
-    first decision had, its ``reference`` candidate and ``calibration``, what the baselines would have done
-    (``alternatives``), and each round's decision (``rounds``)."""
+    the examples each scored candidate had before and after (``allotted``), the examples each new candidate was
+    scored on for free from recorded calls (``replayed``), the summed predicted cost of the stages it chose and
+    what the iteration's evaluation spent (``cost``: ``predicted``, ``realised``), what the whole iteration spent
+    by phase (``spend``: ``predict``, ``check``, ``measure``; one budget covers them), the ``budget`` the first
+    decision had (what the predictions and checks left), its ``reference`` candidate and ``calibration``, what
+    the baselines would have done (``alternatives``), and each round's decision (``rounds``)."""
 
     policy: str
     considered: Sequence[str]
@@ -157,13 +175,17 @@ class Staging:
     calibration: Mapping[str, object]
     alternatives: Mapping[str, Mapping[str, int]]
     rounds: Sequence[Mapping[str, object]]
+    spend: Mapping[str, Spend] = field(default_factory=dict)
+    replayed: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {
             "policy": self.policy,
             "considered": list(self.considered),
             "allotted": {cid: list(examples) for cid, examples in self.allotted.items()},
+            "replayed": dict(self.replayed),
             "cost": {"predicted": self.predicted.to_json(), "realised": self.realised.to_json()},
+            "spend": {phase: self.spend.get(phase, Spend()).to_json() for phase in PHASES},
             "budget": self.budget.to_json(),
             "reference": self.reference,
             "calibration": dict(self.calibration),
@@ -246,6 +268,7 @@ LogLine = (
     | FailureLine
     | SplitLine
     | IterationLine
+    | PhaseSpendLine
     | RebuiltIterationLine
     | StopLine
     | ProposerFailureLine
