@@ -85,7 +85,8 @@ from metaharness.store.protocol import RunStore
 # The share of what an iteration may spend that the proposer's predictions may take (the rest is for measuring).
 PREDICTING_SHARE = 0.25
 # Policies that read no prediction (their proposer makes none that costs): the baselines of staged evaluation.
-PREDICTION_FREE: frozenset[Policy] = frozenset({"halving", "best-of-n", "gate", "all"})
+# ("all", which scores everything, is not one of them: a run that records every outcome records the predictions.)
+PREDICTION_FREE: frozenset[Policy] = frozenset({"halving", "best-of-n", "gate"})
 
 
 class LoopEvents:
