@@ -24,8 +24,13 @@ from fakes import ScriptedModel, ToyTask
 from metaharness.errors import ConfigurationError
 from metaharness.evaluation import SandboxLimits, evaluate
 from metaharness.evaluation import sandbox as sandbox_module
-from metaharness.evaluation.bounds import MAX_MESSAGE_BYTES, MAX_PREDICTION_CHARS
+from metaharness.evaluation.bounds import MAX_EXAMPLE_TRACE_CHARS, MAX_MESSAGE_BYTES, MAX_PREDICTION_CHARS
 from metaharness.evaluation.confine import GUARANTEES, Isolation, _missing
+from metaharness.evaluation.sandbox import LOAD_FAILED
+from metaharness.evaluation.task_evaluator import CHECK_TRACE, TaskEvaluator
+from metaharness.models.client import Client
+from metaharness.models.ledger import Ledger
+from metaharness.models.protocol import ModelClient
 
 SECRET = "sk-hostile-test-secret-0123456789"
 # What each test's harness saw: {test name: {attempt: outcome}} (benchmarks/hostile_harnesses.py prints it).
@@ -53,24 +58,51 @@ class Harness:
 """
 
 
-def attack(tmp_path: Path, body: str, limits: SandboxLimits | None = None):
-    """Run a harness whose ``predict`` is ``body`` on one example; return its record and the trace file's size."""
+def harness_source(body: str, init: str = "") -> str:
+    """A harness whose ``predict`` runs ``body`` and whose ``__init__`` runs ``init`` after keeping ``lm``."""
+    source = HEADER + textwrap.indent(textwrap.dedent(body).strip(), " " * 8) + "\n"
+    if init:
+        kept = "        self.lm = lm\n"
+        source = source.replace(kept, kept + textwrap.indent(textwrap.dedent(init).strip(), " " * 8) + "\n", 1)
+    return source
+
+
+def attack(
+    tmp_path: Path,
+    body: str,
+    limits: SandboxLimits | None = None,
+    *,
+    init: str = "",
+    model: ModelClient | None = None,
+    examples: int = 1,
+    workers: int | None = None,
+):
+    """Run a harness whose ``predict`` is ``body`` (and ``__init__`` also ``init``) on the first ``examples``
+    examples; return the first record and the trace file's size. What it met is kept in ``OBSERVED``."""
     path = tmp_path / "harness.py"
-    path.write_text(HEADER + textwrap.indent(textwrap.dedent(body).strip(), " " * 8) + "\n")
+    path.write_text(harness_source(body, init))
     trace = tmp_path / "records.jsonl"
-    model = ScriptedModel("[DIAGNOSIS]x[/DIAGNOSIS]")
-    report = evaluate(path, ToyTask(), "val", model=model, limit=1, limits=limits, trace_path=trace)
+    model = model or ScriptedModel("[DIAGNOSIS]x[/DIAGNOSIS]")
+    report = evaluate(
+        path, ToyTask(), "val", model=model, limit=examples, limits=limits, trace_path=trace, workers=workers
+    )
     record = report.records[0]
-    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
+    observe(record)
+    return record, trace.stat().st_size
+
+
+def observe(record, test: str | None = None) -> None:
+    """Keep what the harness of ``test`` (the test running) met: what it returned (its attempts, as JSON), or the
+    error its example ended with."""
+    test = test or os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
     try:
         OBSERVED[test] = json.loads(record.prediction or "")
     except ValueError:
         OBSERVED[test] = {"error": (record.error or "")[:300], "prediction": (record.prediction or "")[-100:]}
-    return record, trace.stat().st_size
 
 
-def outcomes(tmp_path: Path, body: str, limits: SandboxLimits | None = None) -> dict[str, str]:
-    record, _ = attack(tmp_path, body, limits)
+def outcomes(tmp_path: Path, body: str, limits: SandboxLimits | None = None, **options) -> dict[str, str]:
+    record, _ = attack(tmp_path, body, limits, **options)
     assert record.error is None, record.error
     return json.loads(record.prediction)
 
@@ -397,6 +429,324 @@ def test_secrets_stay_out_of_reach(tmp_path, shared_folder, monkeypatch):
     assert found["visible pids"] == "1 2"  # the sandbox's init and worker: nothing of the host
     assert "pytest" not in json.dumps(found)
     assert_refused({k: v for k, v in found.items() if k.startswith(("read", "signal"))})
+
+
+# ---------------------------------------------------------------- the protocol: a deadline in both directions
+
+# The worker's end of the protocol, reached around the worker (its LM's model call is the channel's method).
+CHANNEL = "ch = self.lm._call_model.__self__"
+FORGED_CALL = '(json.dumps({"type": "call", "request": {"messages": [{"role": "user", "content": "x"}]}}) + "\\n")'
+QUICK = SandboxLimits(wall_seconds=30, load_seconds=30)
+
+
+def test_forged_calls_written_without_reading_a_reply_kill_the_sandbox(tmp_path):
+    record, _ = attack(
+        tmp_path,
+        f"""
+        {CHANNEL}
+        line = {FORGED_CALL}.encode()
+        for _ in range(100_000):
+            ch._writer.write(line)
+            ch._writer.flush()
+        time.sleep(3600)
+        """,
+        QUICK,
+    )
+    assert "made more than 64 model calls while predicting (the limit is 32) (killed)" in record.error
+
+
+def test_a_harness_that_stops_reading_its_input_is_killed(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox_module, "SEND_SECONDS", 2.0)
+    long_answers = ScriptedModel("y" * 300_000)  # one answer fills the pipe: the worker must read it to take it
+    record, _ = attack(
+        tmp_path,
+        f"""
+        {CHANNEL}
+        ch._writer.write({FORGED_CALL}.encode())
+        ch._writer.flush()
+        time.sleep(3600)
+        """,
+        QUICK,
+        model=long_answers,
+    )
+    assert "stopped reading the sandbox protocol (its input stayed full for 2s) while predicting" in record.error
+
+
+@pytest.mark.parametrize(
+    ("statement", "met"),
+    [
+        ("os.close(ch._writer.fileno())", "closed the pipe it answers the parent on while predicting and kept running"),
+        (
+            "os.close(0)\ntry:\n    self.lm('are you there?')\nexcept BaseException:\n    pass",
+            "closed the pipe it reads the parent's messages from while predicting and kept running",
+        ),
+    ],
+    ids=["closes its answers", "closes its input"],
+)
+def test_a_harness_that_closes_a_protocol_pipe_and_stays_alive_is_killed(tmp_path, statement, met):
+    record, _ = attack(tmp_path, f"{CHANNEL}\n{statement}\ntime.sleep(3600)", QUICK)
+    assert met in record.error and record.error.endswith("(killed)"), record.error
+
+
+@pytest.mark.parametrize(
+    ("line", "met"),
+    [
+        ('b\'{"type": "ready"}\\n\'', "wrote its own message (type ready) to the sandbox protocol while predicting"),
+        ("b'not json\\n'", "wrote a line that is no protocol message"),
+        ("b'[' * 100_000 + b']' * 100_000 + b'\\n'", "wrote a line that is no protocol message"),
+    ],
+    ids=["a message the worker never sends", "not JSON", "JSON nested 100,000 deep"],
+)
+def test_a_line_the_worker_never_writes_kills_the_sandbox(tmp_path, line, met):
+    record, _ = attack(tmp_path, f"{CHANNEL}\nch._writer.write({line})\nch._writer.flush()\ntime.sleep(3600)", QUICK)
+    assert met in record.error and record.error.endswith("(killed)"), record.error
+
+
+@pytest.mark.parametrize(
+    ("init", "met"),
+    [
+        (
+            f"{CHANNEL}\nfor _ in range(100_000):\n    ch._writer.write({FORGED_CALL}.encode())\n"
+            "    ch._writer.flush()",
+            "made more than 64 model calls while loading the harness",
+        ),
+        (f"{CHANNEL}\nos.close(ch._writer.fileno())", "closed the pipe it answers the parent on while loading"),
+    ],
+    ids=["floods calls", "closes its answers"],
+)
+def test_the_same_misuse_in_init_fails_the_load_within_its_deadline(tmp_path, init, met):
+    record, _ = attack(tmp_path, "return 'loaded'", QUICK, init=f"{init}\ntime.sleep(3600)")
+    assert record.error.startswith(LOAD_FAILED) and met in record.error, record.error
+
+
+def test_a_flood_of_stderr_is_read_and_only_its_tail_kept(tmp_path):
+    record, trace_bytes = attack(
+        tmp_path,
+        """
+        chunk = "e" * (1 << 20)
+        for _ in range(200):
+            sys.stderr.write(chunk)
+        sys.stderr.write("THE END")
+        sys.stderr.flush()
+        os._exit(1)
+        """,
+        QUICK,
+    )
+    assert "exited with code 1 while predicting" in record.error and record.error.endswith("THE END")
+    assert len(record.error) < 3000 and trace_bytes < 10_000
+
+
+# ---------------------------------------------------------------- limits of the sandbox as a whole
+
+
+def test_processes_of_one_harness_share_one_memory_limit(tmp_path):
+    record, _ = attack(
+        tmp_path,
+        """
+        children = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                hoard = b"h" * (250 << 20)  # written, so resident: 4 x 250 MiB against 600 MiB for the sandbox
+                time.sleep(2)
+                os._exit(0)
+            children.append(pid)
+        ends = []
+        for pid in children:
+            _, status = os.waitpid(pid, 0)
+            ends.append(f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else "exited")
+        return json.dumps({"4 children of 250 MiB": ", ".join(ends)})
+        """,
+        SandboxLimits(memory_mb=600, wall_seconds=60),
+    )
+    if record.error is None:
+        assert (
+            "killed by signal 9"
+            in OBSERVED["test_processes_of_one_harness_share_one_memory_limit"]["4 children of 250 MiB"]
+        )
+    else:  # the kernel chose the worker itself
+        assert "passed the memory limit of 600 MiB of the sandbox as a whole" in record.error
+
+
+def test_memory_outside_the_address_space_counts_against_the_sandbox(tmp_path):
+    record, _ = attack(
+        tmp_path,
+        """
+        fd = os.memfd_create("hoard")  # a file in memory: none of it is in the address space
+        chunk = b"m" * (1 << 20)
+        for _ in range(800):
+            os.write(fd, chunk)
+        return "wrote 800 MiB"
+        """,
+        SandboxLimits(memory_mb=400, file_mb=2048, wall_seconds=60),
+    )
+    assert record.prediction is None
+    assert "passed the memory limit of 400 MiB of the sandbox as a whole" in record.error
+
+
+def test_one_harness_cannot_starve_another_sandbox_of_processes(tmp_path):
+    record, _ = attack(
+        tmp_path,
+        """
+        if "back" in x:  # the first example: take every process its sandbox may have, and hold them
+            forked = 0
+            try:
+                while True:
+                    if os.fork() == 0:
+                        time.sleep(8)
+                        os._exit(0)
+                    forked += 1
+            except OSError as exc:
+                refused = str(exc)
+            time.sleep(6)
+            return json.dumps({"forked": str(forked), "then": refused})
+        time.sleep(2)  # the other example, in another sandbox: start threads while the first holds its limit
+        import threading
+        started = 0
+        for _ in range(30):
+            threading.Thread(target=time.sleep, args=(1,)).start()
+            started += 1
+        return json.dumps({"threads started": str(started)})
+        """,
+        SandboxLimits(max_processes=40, wall_seconds=60),
+        examples=2,
+        workers=2,
+    )
+    report = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[1])
+    other = json.loads(report["prediction"])
+    OBSERVED["test_one_harness_cannot_starve_another_sandbox_of_processes"] = {
+        **OBSERVED["test_one_harness_cannot_starve_another_sandbox_of_processes"],
+        **other,
+    }
+    assert record.error is None and "Resource temporarily unavailable" in json.loads(record.prediction)["then"]
+    assert other == {"threads started": "30"}
+
+
+def test_the_scratch_folder_holds_limited_bytes_and_files(tmp_path):
+    found = outcomes(
+        tmp_path,
+        """
+        made = 0
+        try:
+            for made in range(200_000):
+                open(f"f{made}", "w").close()
+            files = "ALLOWED 200,000 files"
+        except OSError as exc:
+            files = f"{made:,} files, then {exc}"
+        for name in os.listdir("."):
+            if name.startswith("f"):
+                os.unlink(name)
+        written = 0
+        try:
+            with open("big", "wb") as handle:
+                for written in range(1024):
+                    handle.write(b"d" * (1 << 20))
+                    handle.flush()
+            size = "ALLOWED 1 GiB"
+        except OSError as exc:
+            size = f"{written} MiB, then {exc}"
+        return json.dumps({"200,000 files": files, "a file of 1 GiB": size})
+        """,
+        SandboxLimits(disk_mb=64, max_files=2000, file_mb=2048),
+    )
+    assert_refused(found)
+    assert all("No space left on device" in outcome for outcome in found.values()), found
+
+
+def test_cpu_used_by_child_processes_counts_against_the_example(tmp_path):
+    record, _ = attack(
+        tmp_path,
+        """
+        for _ in range(2):
+            if os.fork() == 0:
+                while True:
+                    pass
+        time.sleep(3600)
+        """,
+        SandboxLimits(cpu_seconds=2, wall_seconds=120),
+    )
+    assert "exceeded the CPU-time limit of 2s per example while predicting" in record.error
+
+
+# ---------------------------------------------------------------- the parent's resources
+
+
+def test_a_29_mb_prompt_costs_the_parent_no_model_call(tmp_path):
+    model = ScriptedModel("x")
+    record, _ = attack(tmp_path, 'return self.lm("p" * 29_000_000)', model=model)
+    assert f"more than {MAX_MESSAGE_BYTES >> 20} MiB" in record.error and model.requests == []
+
+
+class SmallContext(ScriptedModel):
+    """A model whose context holds 4,096 tokens: at most 16 characters a token, 65,536 characters."""
+
+    context_window = 4096
+
+
+def test_a_prompt_the_context_cannot_hold_is_refused_untokenised_and_charged(tmp_path):
+    backend = SmallContext("x")
+    ledger = Ledger()
+    client = Client("openai:scripted-test", backend, cache=None, ledger=ledger)
+    found = outcomes(
+        tmp_path,
+        """
+        first = attempt(lambda: self.lm("p" * 3_000_000))
+        return json.dumps({"3,000,000 characters": first, "the same again": attempt(lambda: self.lm("p" * 3_000_000))})
+        """,
+        model=client,
+    )
+    assert_refused(found)
+    assert "the prompt holds 3,000,000 characters, more than the 65,536" in found["3,000,000 characters"]
+    assert backend.requests == [] and ledger.tokens == 750_000  # charged once: 4 characters a token
+
+
+def test_requests_past_the_size_limits_are_refused(tmp_path):
+    found = outcomes(
+        tmp_path,
+        """
+        deep = level = {}
+        for _ in range(40):
+            level["a"] = level = {}
+        return json.dumps({
+            "300 messages": attempt(lambda: self.lm([{"role": "user", "content": "x"}] * 300)),
+            "a stop list of 1,000": attempt(lambda: self.lm("x", stop=["s"] * 1000)),
+            "a schema nested 40 deep": attempt(lambda: self.lm.json("x", {"type": "object", "properties": deep})),
+            "a schema of 100,000 characters": attempt(
+                lambda: self.lm.json("x", {"type": "object", "description": "d" * 100_000})
+            ),
+        })
+        """,
+    )
+    assert_refused(found)
+    assert all("bad lm() call" in outcome for outcome in found.values()), found
+
+
+def test_the_trace_of_one_example_stays_small_whatever_its_calls_hold(tmp_path):
+    record, trace_bytes = attack(
+        tmp_path,
+        """
+        for _ in range(32):
+            self.lm("q" * 150_000, max_tokens=4)
+        return "done"
+        """,
+    )
+    OBSERVED["test_the_trace_of_one_example_stays_small_whatever_its_calls_hold"] = {
+        "32 calls of 150,000 characters": f"{len(record.calls)} calls traced in {trace_bytes:,} bytes"
+    }
+    assert record.error is None and len(record.calls) == 32
+    assert trace_bytes < MAX_EXAMPLE_TRACE_CHARS * 1.3
+
+
+def test_calls_made_while_the_check_loads_a_harness_are_traced(tmp_path):
+    path = tmp_path / "harness.py"
+    path.write_text(harness_source("return 'x'", init="self.first = self.lm('hello from __init__')"))
+    model = ScriptedModel("hi")
+    assert TaskEvaluator(ToyTask(), model).check(path) is None
+    calls = json.loads((tmp_path / CHECK_TRACE).read_text())["calls"]
+    OBSERVED["test_calls_made_while_the_check_loads_a_harness_are_traced"] = {
+        "a call in __init__ during the check": f"traced in {CHECK_TRACE}: {calls[0]['messages'][-1]['content']!r}"
+    }
+    assert [c["messages"][-1]["content"] for c in calls] == ["hello from __init__"] and len(model.requests) == 1
 
 
 # ---------------------------------------------------------------- machines without every guarantee

@@ -157,6 +157,18 @@ def test_a_torn_last_iteration_line_is_rebuilt_from_git_and_the_iteration_is_not
     assert commits(run_dir) == {**before, "c006": commits(run_dir)["c006"]}
 
 
+def test_a_deleted_last_iteration_line_is_rebuilt_from_git_and_the_iteration_is_not_run_again(run_dir):
+    summary = run_dir / "summary.jsonl"
+    lines = lines_of(summary)
+    last = max(i for i, line in enumerate(lines) if json.loads(line)["type"] == "iteration")
+    summary.write_text("".join(f"{line}\n" for i, line in enumerate(lines) if i != last))  # gone, not torn
+    assert RunDirectory.browse(run_dir).completed_iterations() == {0, 1}
+    before = commits(run_dir)
+    again = session(run_dir)
+    assert "(candidates: c005)" in note(again, "repaired the iteration 2 line from git")
+    assert_nothing_ran_again(run_dir, before, again)
+
+
 def test_a_garbled_iteration_line_before_the_last_is_rebuilt_since_a_later_iteration_began(run_dir):
     summary = run_dir / "summary.jsonl"
     lines = lines_of(summary)

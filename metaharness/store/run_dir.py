@@ -102,7 +102,7 @@ class RunDirectory:
             raise InputError(
                 f"No run at {path} to resume; start one with: metaharness optimize --dataset NAME --run-dir {path}"
             )
-        if not exists and path.is_dir() and any(path.iterdir()):
+        if not exists and path.is_dir() and not _only_start_files(path):  # a start that failed leaves its lock
             raise InputError(f"{path} exists and is not a metaharness run; choose an empty or new --run-dir.")
         with _disk(path):
             path.mkdir(parents=True, exist_ok=True)
@@ -189,8 +189,8 @@ class RunDirectory:
             return True
         try:
             store = GitStore.open(path)
-        except InputError:  # no root tag: a start killed in git init, unless the repository holds refs
-            return _git_refs(path)
+        except InputError:  # no root tag: a start stopped in git init (ours: it holds our lock), or no refs at all
+            return not (path / "run.lock").exists() and _git_refs(path)
         return bool(store.candidates())
 
     def close(self) -> None:

@@ -1,0 +1,318 @@
+"""The hostile battery at the scale of a run: a parent that dies, a second Ctrl-C, a full disk, a model freed too
+early, bad data files, plan graphs too large for the machine, a start that failed. None may hang, escape, lose
+spend or end in a traceback; none needs a dataset (the task folder shipped in tasks/custom/example, the toy task
+and the loop driver's fakes serve). ``python benchmarks/hostile_harnesses.py`` prints what each attempt met.
+
+The disk tests mount a tmpfs, so they need root (what CI runs as here); elsewhere they say so and skip."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from command_line import error_lines, run_metaharness
+from disk_driver import DiskRun, Evaluations, evaluations, small_disk, stop_and_resume
+from fakes import ScriptedModel, ToyTask
+from loop_driver import CONFIG
+from test_hostile_harnesses import processes_named
+
+from metaharness.errors import BudgetExceeded, StorageFailure
+from metaharness.evaluation import evaluate
+from metaharness.models.client import Client
+from metaharness.models.protocol import ChatRequest, ChatResult, Role
+from metaharness.search.optimize import run_ledger
+from metaharness.store import RunDirectory
+from metaharness.store.files import free_bytes
+
+TESTS = Path(__file__).resolve().parent
+EXAMPLE_TASK = TESTS.parent / "tasks" / "custom" / "example"
+# What each test's attempts met: {test: {attempt: outcome}} (benchmarks/hostile_harnesses.py prints it).
+OBSERVED: dict[str, dict[str, str]] = {}
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")
+
+
+def observed(attempt: str, outcome: str) -> None:
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
+    OBSERVED.setdefault(test, {})[attempt] = " ".join(outcome.split())[:300]
+
+
+def named_harness(folder: Path, name: str, body: str) -> Path:
+    """A harness whose ``predict`` names its process ``name`` (so the test can find it from outside) and runs
+    ``body``."""
+    path = folder / "hostile.py"
+    path.write_text(
+        textwrap.dedent(
+            f"""
+            import ctypes, time
+
+            class Harness:
+                def __init__(self, lm, train):
+                    self.lm = lm
+
+                def predict(self, x):
+                    ctypes.CDLL(None).prctl(15, {name!r}.encode(), 0, 0, 0)
+            """
+        )
+        + textwrap.indent(textwrap.dedent(body).strip(), " " * 8)
+        + "\n"
+    )
+    return path
+
+
+def wait_for(condition, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def assert_none_left(name: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while processes_named(name):
+        assert time.monotonic() < deadline, f"sandbox processes named {name} outlived their parent"
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- a sandbox dies with its parent
+
+
+EVALUATING = """
+import sys
+sys.path.insert(0, {tests!r})
+from fakes import ScriptedModel, ToyTask
+from metaharness.evaluation import SandboxLimits, evaluate
+evaluate({harness!r}, ToyTask(), "val", model=ScriptedModel("x"), limit=2, workers=2,
+         limits=SandboxLimits(cpu_seconds=600, wall_seconds=600))
+"""
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV], ids=lambda s: s.name)
+def test_a_sandbox_dies_with_its_parent_however_the_parent_dies(tmp_path, how):
+    name = f"mh{uuid.uuid4().hex[:12]}"
+    harness = named_harness(tmp_path, name, "while True:\n    pass")
+    parent = subprocess.Popen([sys.executable, "-c", EVALUATING.format(tests=str(TESTS), harness=str(harness))])
+    try:
+        wait_for(lambda: len(processes_named(name)) == 2)  # both examples spinning, each in its sandbox
+        parent.send_signal(how)
+        parent.wait(timeout=30)
+        assert_none_left(name)
+        observed(f"2 spinning sandboxes, parent killed by {how.name}", "no sandbox process left")
+    finally:
+        parent.kill()
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+
+def test_a_second_ctrl_c_stops_the_run_at_once_and_leaves_no_sandbox(tmp_path):
+    name = f"mh{uuid.uuid4().hex[:12]}"
+    harness = named_harness(tmp_path, name, "time.sleep(3600)")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    argv = [sys.executable, "-m", "metaharness", "optimize", "--dataset", str(EXAMPLE_TASK), "--seeds", str(harness)]
+    argv += ["--iters", "0", "--val-limit", "2", "--no-test", "--run-dir", str(tmp_path / "run")]
+    run = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(processes_named(name)) == 2, 120)
+        run.send_signal(signal.SIGINT)
+        time.sleep(1)
+        assert run.poll() is None  # the first Ctrl-C lets the stage under way finish
+        pressed = time.monotonic()
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=30)
+        seconds = time.monotonic() - pressed
+        assert_none_left(name)
+    finally:
+        run.kill()
+    observed(
+        "a hanging seed, Ctrl-C twice", f"exit code {run.returncode} {seconds:.1f}s after the second, no sandbox left"
+    )
+    assert run.returncode in (1, 130) and "Traceback" not in stderr, stderr
+    assert seconds < 10
+
+
+# ---------------------------------------------------------------- spend, disks and models freed at exit
+
+
+def test_an_evaluation_returns_only_once_no_call_is_in_flight(tmp_path):
+    """A systemic failure in one example (a reached cap) while another is inside a model call: the evaluation
+    raises only after that call returned, so nothing frees the model under it."""
+    finished = threading.Event()
+
+    class SlowThenCapped(ScriptedModel):
+        def complete(self, request: ChatRequest, *, role: Role = "task") -> ChatResult:
+            if "back" in str(request.messages):
+                time.sleep(2)
+                finished.set()
+                return super().complete(request, role=role)
+            time.sleep(0.5)
+            raise BudgetExceeded("Token cap reached")
+
+    harness = tmp_path / "harness.py"
+    harness.write_text(
+        "class Harness:\n    def __init__(self, lm, train):\n        self.lm = lm\n\n"
+        "    def predict(self, x):\n        return self.lm(x)\n"
+    )
+    with pytest.raises(BudgetExceeded):
+        evaluate(harness, ToyTask(), "val", model=SlowThenCapped("x"), limit=2, workers=2)
+    observed("a cap reached while another call runs", f"the call in flight had returned: {finished.is_set()}")
+    assert finished.is_set()
+
+
+@root_only
+def test_a_spend_line_the_full_disk_refuses_stops_the_run_and_is_kept(tmp_path):
+    with small_disk(tmp_path / "disk", 4) as disk:
+        run = RunDirectory.open(disk / "run", CONFIG)
+        try:
+            costs = run_ledger(run)
+            backend = ScriptedModel("[DIAGNOSIS]dengue[/DIAGNOSIS]")
+            client = Client("openai:fake-task", backend, cache=None, ledger=costs.ledger)
+            harness = tmp_path / "harness.py"
+            harness.write_text(
+                "class Harness:\n    def __init__(self, lm, train):\n        self.lm = lm\n\n"
+                "    def predict(self, x):\n        return self.lm(x)\n"
+            )
+            filler = disk / "filler"
+            with open(filler, "wb") as handle:  # the disk is full from here on
+                while free_bytes(disk):
+                    try:
+                        handle.write(b"f" * (1 << 16))
+                        handle.flush()
+                    except OSError:
+                        break
+            with pytest.raises(StorageFailure) as stopped:
+                evaluate(harness, ToyTask(), "val", model=client, limit=1, workers=1)
+            message = str(stopped.value)
+            observed("the disk full when a call's spend is journaled", message)
+            assert "journaled in spend.jsonl with the space kept in reserve" in message and "\n" not in message
+            assert len(backend.requests) == 1 and run.spent()["calls"] == 1  # the call made is on record
+        finally:
+            run.close()
+
+
+# Free space a run on the 30 MiB disk starts with (KiB): a few levels here, every one in benchmarks/low_disk.py.
+LEVELS = [(0, None), (1600, None), (2100, None), (300, 0), (600, 0), (900, 0)]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Evaluations:
+    """What the loop driver's run scores on a disk with room to spare."""
+    return stop_and_resume(tmp_path_factory.mktemp("reference"), 1 << 40).scores()
+
+
+@root_only
+@pytest.mark.parametrize(("kib", "min_free"), LEVELS, ids=[f"{k} KiB free, floor {m}" for k, m in LEVELS])
+def test_a_run_on_a_small_disk_stops_cleanly_and_resumes_with_nothing_lost(tmp_path, reference, kib, min_free):
+    result = stop_and_resume(tmp_path, kib << 10, min_free)
+    code, stderr = result.first
+    observed(f"{kib} KiB free (floor {'1 MiB' if min_free is None else min_free})", f"exit {code}: {stderr}")
+    assert_stopped_cleanly(result, reference)
+
+
+def assert_stopped_cleanly(result: DiskRun, reference: Evaluations) -> None:
+    """The first session finished or stopped with one line (exit 6); the second finished; git is sound; what the
+    first committed is unchanged; the run scored what an undisturbed one does; every call answered is journaled."""
+    code, stderr = result.first
+    assert code in (0, StorageFailure.exit_code)
+    assert code == 0 or (len(stderr.splitlines()) == 1 and stderr.startswith("error: ")), stderr
+    assert result.second == (0, ""), result.second
+    assert result.fsck[0] == 0 and not any(
+        word in result.fsck[1] for word in ("error", "missing", "broken", "corrupt")
+    ), result.fsck
+    for cid, entry in result.kept.items():
+        assert result.final[cid] == entry
+    assert result.scores() == reference
+    assert result.answered == result.journaled
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def write_task(folder: Path, **files: bytes) -> Path:
+    """A copy of the example task folder with some of its data files replaced."""
+    subprocess.run(["cp", "-a", str(EXAMPLE_TASK), str(folder)], check=True)
+    for name, data in files.items():
+        (folder / "data" / f"{name}.jsonl").write_bytes(data)
+    return folder
+
+
+def assert_one_line(run: subprocess.CompletedProcess, *parts: str, code: int = 2) -> str:
+    lines = error_lines(run)
+    assert run.returncode == code and len(lines) == 1 and lines[0].startswith("error: "), run.stderr[-3000:]
+    assert all(part in lines[0] for part in parts), lines[0]
+    observed(" ".join(run.args[3:6]), lines[0])
+    return lines[0]
+
+
+BAD_DATA = [
+    ({"train": b'{"review": "caf\\u00e9 \xff", "label": "positive"}\n'}, ("train.jsonl is not UTF-8", "byte 0xff")),
+    ({"val": b""}, ("val.jsonl is empty", "the val split needs at least one example")),
+    ({"val": b"\n\n"}, ("val.jsonl is empty",)),
+]
+
+
+@pytest.mark.parametrize(("files", "parts"), BAD_DATA, ids=["a byte that is no UTF-8", "an empty split", "blank"])
+def test_a_bad_data_file_is_refused_in_one_line_naming_it(tmp_path, files, parts):
+    task = write_task(tmp_path / "task", **files)
+    harness = TESTS.parent / "candidates" / "standard" / "zero_shot.py"
+    assert_one_line(run_metaharness("eval", harness, dataset=task, limit=1, timeout=300), *parts, code=1)
+
+
+def chain(nodes: int, horizon: int | None) -> dict[str, object]:
+    edges = [{"id": f"e{i}", "source": f"n{i}", "target": f"n{i + 1}", "cost": [1]} for i in range(nodes - 1)]
+    graph: dict[str, object] = {
+        "start": "n0",
+        "budget": [nodes],
+        "nodes": [{"id": f"n{i}"} for i in range(nodes - 1)] + [{"id": f"n{nodes - 1}", "reward": 1, "goal": True}],
+        "edges": edges,
+    }
+    if horizon is not None:
+        graph["horizon"] = horizon
+    return graph
+
+
+PLAN_GRAPHS = [
+    (lambda: json.dumps(chain(40_000, 40_000)), "too large to solve here: 40,000 nodes and a horizon of 40,000"),
+    (lambda: json.dumps(chain(3, 10**30)), "too large to solve here: 3 nodes and a horizon of"),
+    (lambda: json.dumps({**chain(3, None), "budget": [10**15]}), "the walks its budget allows, up to"),
+    (lambda: "[" * 100_000 + "]" * 100_000, "nests JSON arrays or objects too deeply"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), PLAN_GRAPHS, ids=["a long chain", "a huge horizon", "a huge budget", "deep nesting"]
+)
+def test_plan_solve_refuses_what_the_machine_cannot_hold_in_one_line(tmp_path, text, message):
+    path = tmp_path / "graph.json"
+    path.write_text(text())
+    assert_one_line(run_metaharness("plan", "solve", path, timeout=300), message)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [("openai:gpt-4.1-mini", "needs an OpenAI API key"), ("local:no-such-model", "Unknown local model")],
+    ids=["a hosted model without its key", "an unknown local model"],
+)
+def test_a_model_that_cannot_run_is_refused_before_the_run_directory_exists(tmp_path, model, message):
+    run = tmp_path / "run"
+    assert_one_line(run_metaharness("optimize", dataset=EXAMPLE_TASK, task_model=model, iters=0, run_dir=run), message)
+    assert not run.exists()
+
+
+def test_a_folder_left_by_an_interrupted_start_is_reused(tmp_path):
+    run = tmp_path / "run"
+    RunDirectory.open(run, {**CONFIG, "task_model": "openai:gone"}).close()  # made, then the start stopped
+    assert not RunDirectory.started(run)
+    reopened = RunDirectory.open(run, CONFIG)  # another model this time: the folder holds nothing of a run yet
+    reopened.close()
+    assert RunDirectory.browse(run).store.config()["task_model"] == CONFIG["task_model"]
+    observed("a run directory whose start stopped before the run began", "reused by the next start")
+    assert evaluations(run) == {}
