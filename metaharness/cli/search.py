@@ -57,7 +57,8 @@ def optimize(
         "--evaluation",
         help=(
             "How validation examples are allotted to candidates (planner: staged by the TPS planner, the default; "
-            "greedy, best-of-n, halving, gate: baselines)."
+            "greedy, best-of-n, halving, gate, threshold, thompson: baselines; all: every candidate in full, "
+            "which records every outcome for a study)."
         ),
     ),
     evals_per_iter: int | None = typer.Option(

@@ -150,9 +150,8 @@ class RunSettings:
         ]:
             if not _whole(value) or value < low:
                 raise InputError(f"--{name.replace('_', '-')} must be a whole number >= {low}, got {value!r}.")
-        if self.evaluation not in POLICIES or self.evaluation == "all":
-            choices = ", ".join(p for p in POLICIES if p != "all")
-            raise InputError(f"Unknown --evaluation {self.evaluation!r}; use one of {choices}.")
+        if self.evaluation not in POLICIES:
+            raise InputError(f"Unknown --evaluation {self.evaluation!r}; use one of {', '.join(POLICIES)}.")
 
         if self.solver not in ("auto", "exact"):
             raise InputError(f"--solver must be auto or exact, got {self.solver!r} (known: {ALLOCATION_SOLVERS}).")
