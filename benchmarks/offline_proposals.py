@@ -1,4 +1,4 @@
-"""What the offline proposer offered per iteration, what its probes cost, and how well its priors held.
+"""What the offline proposer offered per iteration, what its predictions cost, and how well they held.
 
     python benchmarks/offline_proposals.py RUN_DIR [RUN_DIR ...] [--json OUT.json]
 
@@ -6,13 +6,15 @@ Reads finished runs of ``metaharness optimize`` with the offline proposer (the p
 ``RUN/proposer/planning/`` and the committed candidates) and prints, per run:
 
 - per iteration: how many new candidates the proposer made (``made``: nodes added to the program graph; merged
-  revisions are not new nodes), how many of them are dead ends, how many revisions it probed, how many it skipped
-  for the probe budget, the probe tokens the iteration spent on calls the run had not made before (``new``) and
-  on all probe calls (``all``, cached ones included), and the budget;
-- the priors of the evaluated candidates against what validation measured: mean absolute error of the predicted
-  score, the share of actual scores within one and two predicted standard deviations (a calibrated normal prior
-  covers 68% and 95%), the root mean square of (actual - predicted) / std (1 when calibrated), and the same for the
-  candidates whose probe saw no flip ("quiet");
+  revisions are not new nodes), how many of them are dead ends, how many revisions it predicted (``simulated``),
+  how many of those a complete replay scored exactly (``replayed``), how many probes the iteration's budget could
+  not afford, and what its predictions spent (example-evaluations and tokens of the task model, against what they
+  were allowed); runs recorded before the one budget show their probe tokens instead;
+- the priors of the evaluated candidates against what validation measured, for all of them and by what predicted
+  them (``replay``, ``probe``, ``prior``; older runs: ``probe``): mean absolute error of the predicted score, the
+  share of actual scores within one and two predicted standard deviations (a calibrated normal prior covers 68% and
+  95%), the root mean square of (actual - predicted) / std (1 when calibrated), and the same for the candidates
+  whose probe saw no flip ("quiet");
 - the cost priors: predicted tokens per example (when its calls are new) against the measured input + output
   tokens per example, and ``repeat`` against the share of the candidate's validation calls whose request its base
   made too.
@@ -33,13 +35,35 @@ from metaharness.candidate import Candidate
 from metaharness.proposers.probe import request_key
 from metaharness.store.run_dir import RunDirectory
 
+HOW = ("replay", "probe", "prior")  # what predicted a candidate (the proposer's "predicted_by")
+
 
 def iterations(run: Path) -> list[dict[str, Any]]:
-    """Per iteration: the proposer's counts and probe tokens, from its planning records."""
+    """Per iteration: the proposer's counts and what its predictions spent, from its planning records."""
     rows = []
     for path in sorted((run / "proposer" / "planning").glob("iteration-*.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
-        tokens = record.get("probe_tokens", {})
+        predicting = record.get("predicting")
+        if predicting is not None:
+            spent, allowed = predicting.get("spent", {}), predicting.get("allowed", {})
+            spend = {
+                "simulated": predicting.get("simulated"),
+                "replayed": predicting.get("replayed"),
+                "skipped": predicting.get("probes_not_afforded"),
+                "evals": spent.get("evals"),
+                "new_tokens": spent.get("tokens"),
+                "allowed_evals": allowed.get("evals"),
+            }
+        else:  # a run recorded before the one budget: its probe-token counts
+            tokens = record.get("probe_tokens", {})
+            spend = {
+                "simulated": record.get("probes"),
+                "replayed": None,
+                "skipped": tokens.get("revisions_skipped"),
+                "evals": None,
+                "new_tokens": tokens.get("spent"),
+                "allowed_evals": None,
+            }
         rows.append(
             {
                 "iteration": record["iteration"],
@@ -48,11 +72,7 @@ def iterations(run: Path) -> list[dict[str, Any]]:
                 "live": len(record.get("made", [])) - len(record.get("dead_ends", [])),
                 "dead_ends": len(record.get("dead_ends", [])),
                 "proposed": len(record.get("proposed", [])),
-                "probes": record.get("probes"),
-                "skipped": tokens.get("revisions_skipped"),
-                "new_tokens": tokens.get("spent"),
-                "all_tokens": tokens.get("all"),
-                "budget": tokens.get("budget"),
+                **spend,
             }
         )
     return rows
@@ -75,22 +95,25 @@ def priors(run: Path) -> list[dict[str, Any]]:
     by_id = {c.id: c for c in candidates}
     rows = []
     for cand in candidates:
-        pred = cand.prediction or {}
-        if not cand.evaluated or "probe_std" not in pred or cand.evaluation is None:
+        pred = cand.prediction.to_json() if cand.prediction is not None else {}
+        how = pred.get("predicted_by", "probe" if "probe_std" in pred else None)
+        if not cand.evaluated or how is None or pred.get("score") is None or cand.evaluation is None:
             continue
         examples = max(1, cand.evaluation.examples)
         calls = _calls(run, cand)
         base = by_id.get(str(pred.get("base")))
         base_requests = {request_key(c) for c in _calls(run, base)} if base is not None else set()
-        flips = pred.get("flips", {})
+        flips = pred.get("flips") or {}
         rows.append(
             {
                 "id": cand.id,
                 "iteration": cand.iteration,
+                "predicted_by": how,
+                "supported": cand.supported,
                 "predicted": pred["score"],
                 "std": pred["std"],
                 "actual": cand.score,
-                "quiet": not flips.get("gained") and not flips.get("lost"),
+                "quiet": how == "probe" and not flips.get("gained") and not flips.get("lost"),
                 "tokens_per_example": pred.get("tokens_per_example"),
                 "measured_tokens_per_example": (
                     cand.cost.get("input_tokens", 0.0) + cand.cost.get("output_tokens", 0.0)
@@ -139,31 +162,33 @@ def main() -> None:
     for run in args.runs:
         its = iterations(run)
         rows = priors(run)
+        full = [r for r in rows if r["supported"]]
         summary = {
             "iterations": its,
             "made_min": min((r["live"] for r in its), default=0),
             "made_mean": round(statistics.fmean(r["live"] for r in its), 2) if its else 0,
-            "new_tokens_mean": round(statistics.fmean(r["new_tokens"] or 0 for r in its)) if its else 0,
-            "all_tokens_mean": round(statistics.fmean(r["all_tokens"] or 0 for r in its)) if its else 0,
-            "calibration": calibration(rows),
-            "calibration_quiet": calibration([r for r in rows if r["quiet"]]),
-            "calibration_flipped": calibration([r for r in rows if not r["quiet"]]),
+            "prediction_evals": sum(r["evals"] or 0 for r in its),
+            "prediction_tokens": sum(r["new_tokens"] or 0 for r in its),
+            "calibration": calibration(full),
+            **{f"calibration_{how}": calibration([r for r in full if r["predicted_by"] == how]) for how in HOW},
+            "calibration_quiet": calibration([r for r in full if r["quiet"]]),
             "costs": cost_fit(rows),
             "evaluated": rows,
         }
         out[str(run)] = summary
         print(f"== {run}")
-        print(" iter  want  made  live  dead  probes  skipped  new tokens  all tokens   budget")
+        print(" iter  want  made  live  dead  simulated  replayed  skipped  evals  new tokens  allowed evals")
         for r in its:
             print(
                 f" {r['iteration']:4d}  {r['want'] or 0:4d}  {r['made']:4d}  {r['live']:4d}  {r['dead_ends']:4d}"
-                f"  {r['probes'] or 0:6d}  {r['skipped'] or 0:7d}  {r['new_tokens'] or 0:10d}"
-                f"  {r['all_tokens'] or 0:10d}  {r['budget'] or 0:7d}"
+                f"  {r['simulated'] or 0:9d}  {r['replayed'] or 0:8d}  {r['skipped'] or 0:7d}  {r['evals'] or 0:5g}"
+                f"  {r['new_tokens'] or 0:10g}  {r['allowed_evals'] or 0:13g}"
             )
         print(f" new candidates per iteration: min {summary['made_min']}, mean {summary['made_mean']}")
-        print(f" probe tokens per iteration: new {summary['new_tokens_mean']}, all {summary['all_tokens_mean']}")
-        for name in ("calibration", "calibration_quiet", "calibration_flipped"):
-            print(f" {name}: {summary[name]}")
+        spent = f"{summary['prediction_evals']:g} example-evaluations, {summary['prediction_tokens']:g} tokens"
+        print(f" predictions spent: {spent}")
+        for name in ("calibration", *(f"calibration_{how}" for how in HOW), "calibration_quiet"):
+            print(f" {name} (supported candidates): {summary[name]}")
         print(f" costs: {summary['costs']}")
     if args.json is not None:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
