@@ -128,8 +128,10 @@ def _answer(request) -> dict:
         if "pick_up" in user:
             return {"steps": [{"state": "holding the key", "cost": [1]}, {"state": "door open", "cost": [1]}]}
         return {"steps": [{"state": "door locked", "cost": [1]}]}
-    if system.startswith("You are the plan sampler"):
-        return {"plans": [{"subplans": ["take key", "open door"]}, {"subplans": ["kick door"]}]}
+    if system.startswith("You are the plan sampler"):  # as a grammar would: no plan longer than the schema allows
+        longest = request.json_schema["properties"]["plans"]["items"]["properties"]["subplans"]["maxItems"]
+        plans = [{"subplans": ["take key", "open door"]}, {"subplans": ["kick door"]}]
+        return {"plans": [p for p in plans if len(p["subplans"]) <= longest]}
     if system.startswith("You are the state simulator"):
         if "kick door" in user:
             return {"steps": [{"state": "door broken", "cost": [3]}]}

@@ -244,3 +244,14 @@ def test_plan_with_a_model_that_never_answers_well_says_no_route():
     )
     result = plan("somewhere", "elsewhere", {"steps": 3}, model=client)
     assert result.status == "no_route" and result.reason == "the plan sampler produced no plan."
+
+
+def test_a_steps_budget_caps_how_long_a_sampled_plan_may_be():
+    """With each step costing exactly 1 step, a plan longer than the steps budget could never be followed, so the
+    model sampler is asked for no longer ones (the embedded model filled 8 calls for a 2-step budget and then
+    could not simulate them within its answer cap)."""
+    for budget, longest in (({"steps": 2}, 2), ({"steps": 2.5, "usd": 1}, 2), ({"usd": 1}, 8), ({"steps": 30}, 8)):
+        client = by_stage({"plan sampler": ["nope"]})
+        plan("at the door", "the door is open", budget, model=client)
+        schema = asked(client, "plan sampler")[0].json_schema
+        assert schema["properties"]["plans"]["items"]["properties"]["subplans"]["maxItems"] == longest, budget

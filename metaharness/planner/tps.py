@@ -25,7 +25,7 @@ from typing import Any, Literal, TypedDict
 
 from metaharness.errors import InputError
 from metaharness.models.protocol import ModelClient
-from metaharness.planner.graph import GraphJSON, NodeId, PlanGraph
+from metaharness.planner.graph import BUDGET_TOLERANCE, GraphJSON, NodeId, PlanGraph
 from metaharness.planner.result import PlanResult, PlanResultJSON
 from metaharness.planner.solve import SolverName, solve
 from metaharness.planner.subagents import (
@@ -48,6 +48,8 @@ from metaharness.planner.subagents import (
     ToolCallPlanSampler,
     check_call,
 )
+from metaharness.planner.subagents.model_stage import DEFAULT_MAX_STEPS
+from metaharness.planner.subagents.simulator import STEP_LIMIT
 from metaharness.planner.subagents.stage_io import StageRecord, TaskJSON, stage_record
 from metaharness.planner.subagents.tool_calls import ToolCallJSON, parse_call
 
@@ -180,7 +182,7 @@ def plan(
     task = PlanningTask.create(history, goal, budget, tools)
     if model is not None:
         default_sampler = ToolCallPlanSampler if task.tools else ModelPlanSampler
-        sampler = sampler or default_sampler(model, max_tokens=max_tokens)
+        sampler = sampler or default_sampler(model, max_tokens=max_tokens, max_steps=_longest_plan(task))
         simulator = simulator or ModelStateSimulator(model, max_tokens=max_tokens)
         labeler = labeler or ModelRewardLabeler(model, max_tokens=max_tokens)
     elif sampler is None or simulator is None or labeler is None:
@@ -251,6 +253,14 @@ def plan(
         cost = dict(zip(task.limits, edge.cost, strict=True))
         route.append(RouteStep(edge.action, target.state, cost, edge.id, edge.target, target.key, call))
     return RouteResult("route", task, route, graph, solution, stages)
+
+
+def _longest_plan(task: PlanningTask) -> int:
+    """The most steps the model sampler may propose: 8, or fewer when a ``steps`` budget allows fewer (each step
+    costs exactly 1 there, so a longer plan could never be followed)."""
+    budget = dict(zip(task.limits, task.budget, strict=True))
+    steps = budget.get(STEP_LIMIT)
+    return DEFAULT_MAX_STEPS if steps is None else max(1, min(DEFAULT_MAX_STEPS, math.floor(steps + BUDGET_TOLERANCE)))
 
 
 def _valid_plans(task: PlanningTask, sampled: list[CandidatePlan]) -> tuple[list[CandidatePlan], list[str]]:

@@ -9,6 +9,9 @@ from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ModelClient
 from metaharness.planner.asking import DEFAULT_ATTEMPTS, Attempt, ask_json
 
+# The longest plan a model sampler proposes (fewer when a steps budget allows fewer: see ``tps.plan``).
+DEFAULT_MAX_STEPS = 8
+
 
 class StageOptions(TypedDict, total=False):
     """The options of a model-backed stage that its subclasses pass on (``**options``)."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ModelClient
 from metaharness.planner.asking import members, strings
-from metaharness.planner.subagents.model_stage import ModelStage, StageOptions, plans_schema
+from metaharness.planner.subagents.model_stage import DEFAULT_MAX_STEPS, ModelStage, StageOptions, plans_schema
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
 
 if TYPE_CHECKING:
@@ -44,7 +44,9 @@ def sampler_schema(plans: int, max_steps: int) -> JSONObject:
 class ModelPlanSampler(ModelStage):
     """Asks the model for ``plans`` plans in one answer (as TAPE does); duplicates are dropped."""
 
-    def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Unpack[StageOptions]) -> None:
+    def __init__(
+        self, model: ModelClient, *, max_steps: int = DEFAULT_MAX_STEPS, **options: Unpack[StageOptions]
+    ) -> None:
         super().__init__(model, **options)
         self.max_steps = max_steps
 

@@ -24,7 +24,7 @@ from metaharness.errors import InputError
 from metaharness.json_types import JSONObject, JSONValue
 from metaharness.models.protocol import ModelClient
 from metaharness.planner.asking import members
-from metaharness.planner.subagents.model_stage import ModelStage, StageOptions, plans_schema
+from metaharness.planner.subagents.model_stage import DEFAULT_MAX_STEPS, ModelStage, StageOptions, plans_schema
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -160,7 +160,9 @@ class ToolCallPlanSampler(ModelStage):
     """Stage 1 for tool plans: ``plans`` plans of tool calls in one answer; invalid calls are re-asked, duplicates
     dropped. The subplans are the calls' ``call_text``."""
 
-    def __init__(self, model: ModelClient, *, max_steps: int = 8, **options: Unpack[StageOptions]) -> None:
+    def __init__(
+        self, model: ModelClient, *, max_steps: int = DEFAULT_MAX_STEPS, **options: Unpack[StageOptions]
+    ) -> None:
         super().__init__(model, **options)
         self.max_steps = max_steps
 
