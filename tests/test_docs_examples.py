@@ -3,7 +3,10 @@
 A page's fenced blocks run in order, in one temporary working directory per page, each ``python`` block in a fresh
 interpreter (so a block may read a file an earlier block of the page wrote). A ``python`` block whose first line
 is ``# needs: model`` uses the embedded model (``local:smollm2-135m``); those run only in the slow test, which
-runs every page again with them. In ``bash`` blocks the cheap lines run: ``metaharness plan solve FILE``.
+runs every page again with them. Such a block is followed by a ``text`` block showing what it prints on the embedded
+model (a page never leaves a reader with an example that shows nothing); the slow test checks that it prints that:
+something, starting and ending with the lines shown, compared by their first word (the model's own words may differ
+from one machine to another). In ``bash`` blocks the cheap lines run: ``metaharness plan solve FILE``.
 A ``json`` plan graph followed by a ``json`` result is solved and must give that result (``seconds`` aside).
 docs/own-task.md is checked by its own tests.
 
@@ -76,12 +79,31 @@ def blocks(page: str) -> list[Block]:
 PAGES = sorted(pages())
 
 
-def run_python(block: Block, cwd: Path, timeout: float) -> None:
+def run_python(block: Block, cwd: Path, timeout: float) -> str:
+    """Run the block; returns what it printed."""
     script = cwd / f"example_{block.line}.py"
     script.write_text(block.text)
     env = {**os.environ, "METAHARNESS_CACHE_DIR": str(cwd / ".cache")}
     done = subprocess.run([PYTHON, script.name], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"{block.where} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+def shown_output(page_blocks: list[Block], block: Block) -> str | None:
+    """The ``text`` block right after ``block`` on its page: what the page says it prints."""
+    following = page_blocks[page_blocks.index(block) + 1 :]
+    return following[0].text if following and following[0].language == "text" else None
+
+
+def first_words(text: str) -> list[str]:
+    return [line.split()[0] for line in text.strip().splitlines() if line.strip()]
+
+
+def check_printed(block: Block, printed: str, shown: str) -> None:
+    """The block printed something, beginning and ending as the page shows (first words of the lines)."""
+    got, expected = first_words(printed), first_words(shown)
+    assert got, f"{block.where} printed nothing; the page shows:\n{shown}"
+    assert (got[0], got[-1]) == (expected[0], expected[-1]), f"{block.where} printed:\n{printed}\npage shows:\n{shown}"
 
 
 def run_bash(block: Block, cwd: Path) -> int:
@@ -133,7 +155,10 @@ def run_page(page: str, cwd: Path, *, with_model: bool) -> None:
     check_json(page_blocks)
     for block in page_blocks:
         if block.language == "python" and (with_model or not block.needs_model):
-            run_python(block, cwd, timeout=1800 if block.needs_model else 120)
+            printed = run_python(block, cwd, timeout=1800 if block.needs_model else 120)
+            shown = shown_output(page_blocks, block)
+            if block.needs_model and shown is not None:
+                check_printed(block, printed, shown)
         elif block.language == "bash":
             run_bash(block, cwd)
 
@@ -151,6 +176,10 @@ def test_the_pages_have_examples_of_every_kind() -> None:
     assert sum(CHEAP_COMMAND.match(line.strip()) is not None for b in every for line in b.text.splitlines()) >= 2
     agent_loops = [b for b in python if "while session.step is not None" in b.text]
     assert {b.needs_model for b in agent_loops} == {False, True}
+    for page in PAGES:  # every example that needs a model shows what it prints on the embedded model
+        page_blocks = blocks(page)
+        silent = [b.where for b in page_blocks if b.needs_model and shown_output(page_blocks, b) is None]
+        assert silent == [], f"no output shown after {silent}"
 
 
 @pytest.mark.slow
