@@ -7,6 +7,13 @@ without a traceback and exits with ``MetaharnessError.exit_code``.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+from collections.abc import Iterator
+
+# The errors of a write that found no space left (the device is full, or the user's quota is).
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
 
 class MetaharnessError(Exception):
     """A failure the user can act on; the message names the problem and the next step."""
@@ -46,3 +53,22 @@ class StorageFailure(MetaharnessError):
     disk) and rerun the same command to continue. Exit code 6."""
 
     exit_code = 6
+
+    @classmethod
+    def no_space(cls, path: object) -> StorageFailure:
+        """The one-line failure of a write to ``path`` that found no space left."""
+        return cls(
+            f"No space left to write {path}: the run stopped without losing what it recorded. Free space on that "
+            "disk, then rerun the same command to continue."
+        )
+
+
+@contextlib.contextmanager
+def space_for(path: object) -> Iterator[None]:
+    """Writes to ``path`` within: an ``OSError`` for want of space becomes ``StorageFailure.no_space(path)``."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            raise
+        raise StorageFailure.no_space(path) from None

@@ -22,10 +22,11 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import loop_driver
 
-from metaharness.errors import MetaharnessError
+from metaharness.errors import MetaharnessError, StorageFailure
 from metaharness.store import RunDirectory, run_dir
 from metaharness.store.files import free_bytes
 
@@ -91,19 +92,24 @@ def session(run: Path, calls: Path, min_free: int | None) -> subprocess.Complete
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
-Evaluations = dict[str, dict[str, object]]
+class Scored(NamedTuple):
+    """A committed candidate: its commit, and the score of each example its evaluation holds."""
+
+    commit: str
+    scores: dict[str, float]
+
+
+Evaluations = dict[str, Scored]
 
 
 def evaluations(run: Path) -> Evaluations:
     """Every committed candidate's commit and what its evaluation scored, example by example."""
-    return {
-        c.candidate.id: {
-            "commit": c.commit,
-            "scores": None if c.candidate.evaluation is None else c.candidate.evaluation.example_scores,
-            "examples": None if c.candidate.evaluation is None else c.candidate.evaluation.example_ids,
-        }
-        for c in RunDirectory.browse(run).store.candidates()
-    }
+    found = {}
+    for stored in RunDirectory.browse(run).store.candidates():
+        evaluation = stored.candidate.evaluation
+        pairs = zip(evaluation.example_ids, evaluation.example_scores, strict=True) if evaluation else ()
+        found[stored.candidate.id] = Scored(stored.commit, dict(pairs))
+    return found
 
 
 @dataclass
@@ -121,9 +127,38 @@ class DiskRun:
     answered: int
     journaled: int
 
-    def scores(self) -> Evaluations:
+    def scores(self) -> dict[str, dict[str, float]]:
         """``final`` without the commits (which differ from run to run by their times)."""
-        return {cid: {k: v for k, v in entry.items() if k != "commit"} for cid, entry in self.final.items()}
+        return {cid: entry.scores for cid, entry in self.final.items()}
+
+    def problems(self, reference: dict[str, dict[str, float]]) -> list[str]:
+        """What went wrong, if anything: the first session neither finished nor stopped with one line (exit 6), the
+        second did not finish, git is not sound, what the first committed changed, the run did not score what an
+        undisturbed one (``reference``) does, or a call answered is missing from ``spend.jsonl``."""
+        code, stderr = self.first
+        found = []
+        if code not in (0, StorageFailure.exit_code) or (code and not one_line(stderr)):
+            found.append(f"the first session ended with exit {code}: {stderr[-500:]}")
+        if self.second != (0, ""):
+            found.append(f"the resumed session ended with exit {self.second[0]}: {self.second[1][-500:]}")
+        if self.fsck[0] or any(word in self.fsck[1] for word in ("error", "missing", "broken", "corrupt")):
+            found.append(f"git fsck: {self.fsck}")
+        found += [f"{cid} lost a scored example or its commit on resume" for cid in self.kept if not self._kept(cid)]
+        if self.scores() != reference:
+            found.append("the resumed run scored other examples than an undisturbed run")
+        if self.answered != self.journaled:
+            found.append(f"{self.answered} calls answered, {self.journaled} in spend.jsonl")
+        return found
+
+    def _kept(self, cid: str) -> bool:
+        """Whether candidate ``cid`` has the commit and every scored example the first session left it (a resumed
+        run may score more of its examples)."""
+        before, after = self.kept[cid], self.final.get(cid)
+        return after is not None and after.commit == before.commit and before.scores.items() <= after.scores.items()
+
+
+def one_line(stderr: str) -> bool:
+    return len(stderr.splitlines()) == 1 and stderr.startswith("error: ")
 
 
 def stop_and_resume(base: Path, left: int, min_free: int | None = None) -> DiskRun:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from command_line import error_lines, run_metaharness
-from disk_driver import DiskRun, Evaluations, evaluations, small_disk, stop_and_resume
+from disk_driver import evaluations, small_disk, stop_and_resume
 from fakes import ScriptedModel, ToyTask
 from loop_driver import CONFIG
 from test_hostile_harnesses import processes_named
@@ -199,11 +199,12 @@ def test_a_spend_line_the_full_disk_refuses_stops_the_run_and_is_kept(tmp_path):
 
 
 # Free space a run on the 30 MiB disk starts with (KiB): a few levels here, every one in benchmarks/low_disk.py.
-LEVELS = [(0, None), (1600, None), (2100, None), (300, 0), (600, 0), (900, 0)]
+# Without the floor (0): git init (328), the journal (352), summary.jsonl (404) and later writes meet the full disk.
+LEVELS = [(0, None), (1600, None), (2100, None), (328, 0), (352, 0), (404, 0), (600, 0), (900, 0)]
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Evaluations:
+def reference(tmp_path_factory) -> dict[str, dict[str, float]]:
     """What the loop driver's run scores on a disk with room to spare."""
     return stop_and_resume(tmp_path_factory.mktemp("reference"), 1 << 40).scores()
 
@@ -214,23 +215,7 @@ def test_a_run_on_a_small_disk_stops_cleanly_and_resumes_with_nothing_lost(tmp_p
     result = stop_and_resume(tmp_path, kib << 10, min_free)
     code, stderr = result.first
     observed(f"{kib} KiB free (floor {'1 MiB' if min_free is None else min_free})", f"exit {code}: {stderr}")
-    assert_stopped_cleanly(result, reference)
-
-
-def assert_stopped_cleanly(result: DiskRun, reference: Evaluations) -> None:
-    """The first session finished or stopped with one line (exit 6); the second finished; git is sound; what the
-    first committed is unchanged; the run scored what an undisturbed one does; every call answered is journaled."""
-    code, stderr = result.first
-    assert code in (0, StorageFailure.exit_code)
-    assert code == 0 or (len(stderr.splitlines()) == 1 and stderr.startswith("error: ")), stderr
-    assert result.second == (0, ""), result.second
-    assert result.fsck[0] == 0 and not any(
-        word in result.fsck[1] for word in ("error", "missing", "broken", "corrupt")
-    ), result.fsck
-    for cid, entry in result.kept.items():
-        assert result.final[cid] == entry
-    assert result.scores() == reference
-    assert result.answered == result.journaled
+    assert result.problems(reference) == []
 
 
 # ---------------------------------------------------------------- inputs

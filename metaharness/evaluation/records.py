@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TypedDict
 
 from metaharness.candidates.protocol import LMReply
+from metaharness.errors import space_for
 from metaharness.json_types import JSONObject, JSONValue
-from metaharness.store.files import NO_SPACE, no_space
 
 CallHandler = Callable[[JSONObject], LMReply]
 """Answers one ``lm()`` call of a harness: its payload (the JSON object the harness passed) to the reply."""
@@ -115,15 +115,11 @@ class EvalReport:
 def write_records(records: list[ExampleRecord], path: str | Path) -> Path:
     """Write ``records`` as JSON lines to ``path`` (replaced); a full disk is ``StorageFailure``."""
     path = Path(path)
-    try:
+    with space_for(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("wb") as handle:
             for record in records:
                 handle.write(_utf8(json.dumps(record.to_json(), ensure_ascii=False) + "\n"))
-    except OSError as exc:
-        if exc.errno in NO_SPACE:
-            raise no_space(path, exc) from None
-        raise
     return path
 
 

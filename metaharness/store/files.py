@@ -10,7 +10,6 @@ do), which stops the run; ``free_bytes`` tells how much is left.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import tempfile
@@ -18,17 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from metaharness.errors import StorageFailure
-
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-
-
-def no_space(path: Path, exc: OSError) -> StorageFailure:
-    """The one-line failure of a write to ``path`` that found no space left."""
-    return StorageFailure(
-        f"No space left to write {path} ({exc.strerror}): the run stopped without losing what it recorded. Free "
-        "space on that disk, then rerun the same command to continue."
-    )
+from metaharness.errors import space_for
 
 
 def free_bytes(folder: Path) -> int:
@@ -57,26 +46,20 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     space is left (the old file stays). The file gets the mode a plain ``open`` would give it (``0o666`` less the
     umask, so usually 0644), not the temporary file's private 0600."""
     path = Path(path)
-    try:
+    with space_for(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        if exc.errno in NO_SPACE:
-            raise no_space(path, exc) from None
-        raise
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), 0o666 & ~_umask())
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
-            raise no_space(path, exc) from None
-        raise
-    _fsync_dir(path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), 0o666 & ~_umask())
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_dir(path.parent)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -96,30 +79,24 @@ def append_jsonl(path: Path, record: Mapping[str, object]) -> None:
     fails is undone (the file is cut back to its old length) and raised: ``StorageFailure`` when no space is left."""
     path = Path(path)
     data = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
-    try:
+    with space_for(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    except OSError as exc:
-        if exc.errno in NO_SPACE:
-            raise no_space(path, exc) from None
-        raise
-    try:
-        end = os.fstat(fd).st_size
-        if end > 0 and os.pread(fd, 1, end - 1) != b"\n":
-            data = b"\n" + data
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, end)
-            if exc.errno in NO_SPACE:
-                raise no_space(path, exc) from None
-            raise
-    finally:
-        os.close(fd)
+            end = os.fstat(fd).st_size
+            if end > 0 and os.pread(fd, 1, end - 1) != b"\n":
+                data = b"\n" + data
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, end)
+                raise
+        finally:
+            os.close(fd)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -38,19 +38,17 @@ import git
 
 from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, PlanEntry, candidate_id, id_number
 from metaharness.candidates.protocol import HARNESS_FILE
-from metaharness.errors import InputError, StorageFailure
+from metaharness.errors import InputError, StorageFailure, space_for
 from metaharness.planner.graph import PlanGraph
 from metaharness.planner.program import PREDICTED
 from metaharness.store import program_graph as graph_file
 from metaharness.store.crash import crash_point
 from metaharness.store.files import (
-    NO_SPACE,
     append_jsonl,
     atomic_write_json,
     atomic_write_text,
     clean_temporaries,
     free_bytes,
-    no_space,
     read_json,
     read_jsonl,
 )
@@ -70,6 +68,8 @@ from metaharness.store.spend import RESERVE_FILE, SPEND_FILE, SpendJournal
 # A session stops (StorageFailure) before it writes to a run whose disk has less than this free: the space the
 # small writes of a step need (a commit, a journal file, a log line), so a full disk stops a run between steps.
 MIN_FREE_BYTES = 1 << 20
+# A git command that fails on a disk with less than this free failed for want of space.
+FULL_BYTES = 1 << 20
 
 # Settings that make scores comparable: a run directory keeps them for its whole life.
 FIXED_SETTINGS = ("dataset", "task_model", "val_limit")
@@ -559,18 +559,24 @@ def _require_space(path: Path) -> None:
 def _disk(path: Path) -> Iterator[None]:
     """Writes to the run at ``path`` (git's included): a full disk becomes ``StorageFailure``, one line."""
     try:
-        yield
+        with space_for(path):
+            yield
     except git.GitCommandError as exc:
-        if "No space left" not in str(exc):
+        # git does not always say why a write failed ("failed to write new configuration file"): a disk this full
+        # is the reason.
+        if "No space left" not in str(exc) and free_bytes(_existing(path)) >= FULL_BYTES:
             raise
         raise StorageFailure(
             f"No space left on the disk holding {path} for git: the run stopped without losing what it recorded "
             "(git's half-written objects are dropped on resume). Free space, then rerun the same command to continue."
         ) from None
-    except OSError as exc:
-        if exc.errno not in NO_SPACE:
-            raise
-        raise no_space(path, exc) from None
+
+
+def _existing(path: Path) -> Path:
+    """``path``, or the nearest folder above it that exists."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
 
 
 def _only_start_files(path: Path) -> bool:

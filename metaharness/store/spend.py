@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaharness.errors import InputError, StorageFailure
+from metaharness.errors import InputError, StorageFailure, space_for
 from metaharness.store.crash import crash_point
-from metaharness.store.files import NO_SPACE, append_jsonl, atomic_write_text, no_space
+from metaharness.store.files import append_jsonl, atomic_write_text
 
 SPEND_FILE = "spend.jsonl"
 RESERVE_FILE = "spend.reserve"
@@ -147,18 +147,16 @@ class SpendJournal:
         when that disk fills up. ``StorageFailure`` when there is not even that much space."""
         if self.reserve.exists() and self.reserve.stat().st_size >= RESERVE_BYTES:
             return
-        try:
+        with space_for(self.reserve):
             fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 os.posix_fallocate(fd, 0, RESERVE_BYTES)
                 os.fsync(fd)
+            except OSError:
+                self.reserve.unlink(missing_ok=True)
+                raise
             finally:
                 os.close(fd)
-        except OSError as exc:
-            self.reserve.unlink(missing_ok=True)
-            if exc.errno in NO_SPACE:
-                raise no_space(self.reserve, exc) from None
-            raise
 
     def exists(self) -> bool:
         return self.path.exists()
