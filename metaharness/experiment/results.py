@@ -12,7 +12,8 @@ The arithmetic (every figure a ``stat``: ``{"mean", "sd", "n"}``):
   validation example-evaluations the search spent (``evals``, every stage of every candidate), tokens and dollars as
   the total of ``spend.jsonl`` (every role, every session), the best-so-far per iteration as the ``best_score`` of
   the iteration's last ``summary.jsonl`` line, and the mean absolute error ``|actual - predicted|`` over the
-  evaluated candidates that carried ``prediction["score"]`` (``None`` without predictions);
+  candidates with a result (scored on every search example: a partly scored one has no actual score yet) that
+  carried ``prediction["score"]`` (``None`` without predictions);
 - per dataset and proposer: over the seeds' runs, the mean and the sample sd (n - 1; ``None`` for one value) of each
   figure; a run without the figure (no test score, no predictions) is left out of that figure only, ``n`` says how
   many runs it holds. The curve is, per iteration, the mean best-so-far over the runs that reached that iteration;
