@@ -343,9 +343,7 @@ class ProgressEvents(LoopEvents):
         elif c.implemented:
             line = f"{c.id} implemented, not evaluated ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
         else:
-            ev = c.evaluation
-            share = f" on {ev.examples}/{ev.share}" if ev is not None and c.partial else ""
-            line = f"{c.id} val [bold]{c.score:.3f}[/]{share} ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
+            line = f"{c.id} val [bold]{c.result()}[/] ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
         self.progress.console.print(line)
 
 
@@ -368,7 +366,7 @@ def final_table(console: Console, run_dir: Path, outcome: Outcome) -> None:
             c.id + (" (best)" if outcome.best and c.id == outcome.best.id else ""),
             str(c.iteration),
             c.parent or "root",
-            f"{c.score:.4f}",
+            c.result(4),
             f"{test.primary:.4f}" if test else "",
             f"{c.cost.get('context_tokens', 0):.0f}",
             f"{c.cost.get('usd', 0):.4f}",
@@ -380,7 +378,7 @@ def final_table(console: Console, run_dir: Path, outcome: Outcome) -> None:
         + (f"; stopped: {outcome.stopped}" if outcome.stopped else "")
     )
     console.print(f"summary: {run.summary_md}  record: {run.summary_path}")
-    console.print(f"browse: git -C {run.path} log --graph --all --oneline --notes=metaharness")
+    console.print(f"browse: git -C {run.path} log --graph --oneline --branches --tags  (the best: git log -1 best)")
 
 
 def register(app: typer.Typer) -> None:
