@@ -13,7 +13,9 @@ starts inherits it), and removes it when the sandbox ends. Three controllers are
 - **pids** (``pids.max``): processes and threads of the sandbox together; ``refused_tasks`` counts the forks
   refused;
 - **cpu** (v1 ``cpuacct.usage``, v2 ``cpu.stat``): the CPU time of every process of the sandbox, which the parent
-  reads to enforce the per-example CPU limit.
+  reads to enforce the per-example CPU limit;
+- **cpu share** (v1 ``cpu``, v2 ``cpu``): each sandbox's group has the default weight, so sandboxes busy at once
+  share the CPU equally, however many processes each runs.
 
 Each controller is looked up in ``/proc/self/mountinfo`` (v1 hierarchies, and the v2 one) and
 ``/proc/self/cgroup`` (this process's group in each), and used when this process may create a group beneath its
@@ -33,8 +35,9 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-CONTROLLERS = ("memory", "pids", "cpu")
-_V1_NAMES = {"memory": "memory", "pids": "pids", "cpu": "cpuacct"}
+CONTROLLERS = ("memory", "pids", "cpu", "cpu share")
+_V1_NAMES = {"memory": "memory", "pids": "pids", "cpu": "cpuacct", "cpu share": "cpu"}
+_V2_NAMES = {"memory": "memory", "pids": "pids", "cpu": "cpu", "cpu share": "cpu"}
 _PREFIX = "metaharness-sandbox-"
 _numbers = itertools.count(1)
 
@@ -116,9 +119,10 @@ def hierarchies() -> dict[str, _Hierarchy]:
             folder = os.path.normpath(point + own[""])
             if not _writable(folder):
                 continue
-            enabled = _v2_enabled(folder) | {"cpu"}  # cpu.stat's usage is counted in every v2 group
+            enabled = _v2_enabled(folder)
             for controller in CONTROLLERS:
-                if controller in enabled and controller not in found:
+                # cpu.stat's usage is counted in every v2 group; the rest needs its controller enabled for children
+                if (controller == "cpu" or _V2_NAMES[controller] in enabled) and controller not in found:
                     found[controller] = _Hierarchy(folder, v2=True)
     return found
 
