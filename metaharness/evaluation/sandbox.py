@@ -193,12 +193,14 @@ class Sandbox:
         self._cpu_start: float | None = None
         self._lock = threading.Lock()
         self.scratch = tempfile.mkdtemp(prefix="metaharness-sandbox-")
+        self.group = SandboxGroup()
         try:
             self.group = _group(limits)
+            self.process = _SPAWNER.submit(self._start).result()
         except BaseException:
+            self.group.remove()
             os.rmdir(self.scratch)
             raise
-        self.process = _SPAWNER.submit(self._start).result()
         # All three pipes exist: Popen was asked for them.
         assert self.process.stdin is not None and self.process.stdout is not None and self.process.stderr is not None
         self._requests, self._replies, self._errors = self.process.stdin, self.process.stdout, self.process.stderr
@@ -223,7 +225,7 @@ class Sandbox:
                     "context_window": context_window,
                 },
                 phase="loading the harness",
-                seconds=max(limits.load_seconds, SEND_SECONDS),
+                seconds=max(limits.load_seconds, SEND_SECONDS),  # the harness's train examples may be large
             )
             reply = self._wait_reply(("ready", "failed"), phase="loading the harness", seconds=limits.load_seconds)
         except SandboxFailure as failure:
@@ -302,8 +304,10 @@ class Sandbox:
         self.close()
         raise SandboxFailure(STOPPED if stopped else f"{what} (killed)", fatal=True)
 
-    def _send(self, message: Mapping[str, object], *, phase: str, seconds: float = SEND_SECONDS) -> None:
-        """Write one line to the worker within ``seconds`` (it reads each message at once)."""
+    def _send(self, message: Mapping[str, object], *, phase: str, seconds: float | None = None) -> None:
+        """Write one line to the worker within ``seconds`` (default ``SEND_SECONDS``: it reads each message at
+        once)."""
+        seconds = SEND_SECONDS if seconds is None else seconds
         data = memoryview(json.dumps(message).encode() + b"\n")
         fd = self._requests.fileno()
         deadline = time.monotonic() + seconds
@@ -325,7 +329,7 @@ class Sandbox:
             except BlockingIOError:
                 continue
             except OSError:  # the worker's input is closed: it exited, or the harness closed it
-                self._ended(f"while {phase}", closed="its input")
+                self._ended(f"while {phase}", closed="the pipe it reads the parent's messages from")
             data = data[written:]
 
     def _wait_reply(self, wanted: tuple[str, ...], *, phase: str, seconds: float) -> JSONObject:
@@ -379,7 +383,7 @@ class Sandbox:
             except BlockingIOError:
                 continue
             if not chunk:
-                self._ended(f"while {phase}", closed="its end of the protocol")
+                self._ended(f"while {phase}", closed="the pipe it answers the parent on")
             self._buffer += chunk
         line = bytes(self._buffer[:end])
         del self._buffer[: end + 1]
@@ -411,7 +415,7 @@ class Sandbox:
         try:
             self.process.wait(timeout=EXIT_SECONDS)
         except subprocess.TimeoutExpired:
-            self._fail(f"the harness closed {closed} of the sandbox protocol {when} and kept running")
+            self._fail(f"the harness closed {closed} {when} and kept running")
         stopped, message = self.stopped, self._death_message(when)
         self.close()
         raise SandboxFailure(STOPPED if stopped else message, fatal=True)
