@@ -11,6 +11,7 @@ from metaharness.store.log import (
     EvaluationLine,
     IterationFacts,
     IterationLine,
+    PhaseSpendLine,
     ProposerFailureLine,
     RebuiltIterationLine,
     SplitLine,
@@ -105,6 +106,12 @@ def test_log_lines_write_the_documented_json() -> None:
         "tokens": 10.0,
         "usd": 0.01,
     }
+    assert PhaseSpendLine(2, "predict", Spend(8.0, 1200.0)).to_json() == {
+        "type": "phase",
+        "iteration": 2,
+        "phase": "predict",
+        "spend": {"evals": 8.0, "tokens": 1200.0, "usd": 0.0},
+    }
     failure = ProposerFailureLine(3, "ValueError: x", "Traceback", spent).to_json()
     assert failure == {
         "type": "proposer_failure",
@@ -116,7 +123,18 @@ def test_log_lines_write_the_documented_json() -> None:
     counts = {"candidates": ["c002"], "evaluated": 1, "implemented": 0, "failed": 0, "best": "c002", "best_score": 0.5}
     facts = IterationFacts.of(1, [c, dataclasses.replace(c, id="c001", iteration=0, evaluation=None)])
     staging = Staging(
-        "planner", ["c002"], {"c002": (0, 4)}, Spend(4.0), Spend(4.0, 90.0), Budget(evals=8.0), None, {}, {}, []
+        "planner",
+        ["c002"],
+        {"c002": (0, 4)},
+        Spend(4.0),
+        Spend(4.0, 90.0),
+        Budget(evals=8.0),
+        None,
+        {},
+        {},
+        [],
+        spend={"predict": Spend(2.0, 30.0), "measure": Spend(4.0, 90.0)},
+        replayed={"c003": 4},
     )
     line = IterationLine(facts, None, spent, staging, 1.5).to_json()
     assert line == {
@@ -129,9 +147,15 @@ def test_log_lines_write_the_documented_json() -> None:
         "policy": "planner",
         "considered": ["c002"],
         "allotted": {"c002": [0, 4]},
+        "replayed": {"c003": 4},
         "cost": {
             "predicted": {"evals": 4.0, "tokens": 0.0, "usd": 0.0},
             "realised": {"evals": 4.0, "tokens": 90.0, "usd": 0.0},
+        },
+        "spend": {
+            "predict": {"evals": 2.0, "tokens": 30.0, "usd": 0.0},
+            "check": {"evals": 0.0, "tokens": 0.0, "usd": 0.0},
+            "measure": {"evals": 4.0, "tokens": 90.0, "usd": 0.0},
         },
         "budget": {"evals": 8.0, "tokens": None, "usd": None},
         "reference": None,

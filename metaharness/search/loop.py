@@ -68,7 +68,15 @@ from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailabl
 from metaharness.evaluation.protocol import CandidateEvaluator, CandidateFailed
 from metaharness.search.protocol import Proposal, Proposer, ReplayFunction, RunState
 from metaharness.search.settings import RunSettings
-from metaharness.search.staging import ExampleOrder, Policy, Standing, alternatives, decide
+from metaharness.search.staging import (
+    PREDICTION_FREE,
+    ExampleOrder,
+    Policy,
+    Standing,
+    alternatives,
+    decide,
+    trace_outputs,
+)
 from metaharness.store.crash import crash_point
 from metaharness.store.files import atomic_write_text
 from metaharness.store.log import (
@@ -84,9 +92,6 @@ from metaharness.store.protocol import RunStore
 
 # The share of what an iteration may spend that the proposer's predictions may take (the rest is for measuring).
 PREDICTING_SHARE = 0.25
-# Policies that read no prediction (their proposer makes none that costs): the baselines of staged evaluation.
-# ("all", which scores everything, is not one of them: a run that records every outcome records the predictions.)
-PREDICTION_FREE: frozenset[Policy] = frozenset({"halving", "best-of-n", "gate"})
 
 
 class LoopEvents:
@@ -411,13 +416,18 @@ class Optimizer:
 
     def standing(self, iteration: int, proposals: list[str]) -> Standing:
         """What the policy decides from now (see ``metaharness.search.staging``)."""
+        candidates = self.store.candidates()
+        outputs = {
+            c.id: trace_outputs(self.store.path / c.trace) for c in candidates if c.evaluated and c.trace is not None
+        }
         return Standing(
-            self.store.candidates(),
+            candidates,
             self.order,
             self._budget(iteration),
             iteration,
             proposals,
             self.settings.run.first_stage,
+            outputs=outputs,
         )
 
     def _evaluate(self, iteration: int, proposals: list[str]) -> Staging:
@@ -441,11 +451,7 @@ class Optimizer:
                 self._check_stop()
                 candidate = standing.by_id[cid]
                 before.setdefault(cid, candidate.evaluation.examples if candidate.evaluation else 0)
-                cost = (
-                    standing.cost_to(cid, decision.steps[cid])
-                    if decision.steps[cid] in [o.target for o in standing.arm(cid).options]
-                    else Spend()
-                )
+                cost = standing.cost_to(cid, decision.steps[cid])
                 if self._score(candidate, decision.steps[cid], iteration, decision.ids.get(cid)):
                     predicted, progressed = predicted + cost, True
             if not progressed:

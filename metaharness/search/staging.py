@@ -77,8 +77,9 @@ from metaharness.store.files import read_jsonl
 
 Policy = Literal["planner", "greedy", "best-of-n", "halving", "gate", "threshold", "thompson", "all"]
 POLICIES: tuple[Policy, ...] = get_args(Policy)
-# Policies that read no prediction (`Standing.blind`): a proposer serving them need predict nothing.
-PREDICTION_FREE: frozenset[Policy] = frozenset({"halving", "best-of-n", "gate", "all"})
+# Policies that read no prediction (`Standing.blind`): a proposer serving them need predict nothing. ("all" reads
+# none either, but it is no baseline: a run that records every outcome under it records the predictions too.)
+PREDICTION_FREE: frozenset[Policy] = frozenset({"halving", "best-of-n", "gate"})
 GATE_EXAMPLES = 3  # GEPA's default reflection minibatch
 DEFAULT_PRIOR_SD = 0.1  # the spread of a revision's gain when nothing better is known (no prediction, few data)
 MIN_PRIOR_SD = 0.02  # no prediction is believed to within less than 2 points of score
@@ -557,7 +558,7 @@ def decide(standing: Standing, policy: Policy, *, solver: str = "auto", compare:
     and halving would choose now (``Round.alternatives``)."""
     if policy not in POLICIES:
         raise InputError(f"Unknown evaluation policy {policy!r}; use one of {', '.join(POLICIES)}.")
-    view = standing.blind() if policy in PREDICTION_FREE else standing
+    view = standing.blind() if policy in PREDICTION_FREE or policy == "all" else standing
     decision = _POLICY[policy](view, solver)
     if compare and policy != "all" and standing.iteration > 0 and standing.arms:
         decision.alternatives = alternatives(standing)
