@@ -70,9 +70,30 @@ STDERR_KEPT = 64 << 10
 # Model calls past max_calls get an error; past this many times max_calls the harness is flooding: killed.
 CALL_FLOOD = 2
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-# Starts every sandbox process: a thread that lives as long as the process, so the worker's parent-death signal
-# (tied to the thread that forked it) fires only when the evaluating process itself ends.
-_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metaharness-sandbox-spawner")
+
+
+class _Spawner:
+    """Starts every sandbox process from one thread that lives as long as this process, so the worker's parent-death
+    signal (tied to the thread that forked it) fires only when the evaluating process itself ends. A child made by
+    ``fork`` gets a thread of its own (the parent's is not copied)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.lock = threading.Lock()
+        self.pool: ThreadPoolExecutor | None = None
+
+    def start(self, begin: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        with self.lock:
+            if self.pool is None:
+                self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metaharness-sandbox-spawner")
+            pool = self.pool
+        return pool.submit(begin).result()
+
+
+_SPAWNER = _Spawner()
+os.register_at_fork(after_in_child=_SPAWNER.reset)
 
 
 @dataclass(frozen=True)
@@ -196,7 +217,7 @@ class Sandbox:
         self.group = SandboxGroup()
         try:
             self.group = _group(limits)
-            self.process = _SPAWNER.submit(self._start).result()
+            self.process = _SPAWNER.start(self._start)
         except BaseException:
             self.group.remove()
             os.rmdir(self.scratch)
