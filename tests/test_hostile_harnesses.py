@@ -4,7 +4,11 @@ Each harness tries one family of attacks on the first example of a task held in 
 attempt gave (an exception's name and message, or ``ALLOWED``). The test owns every target: listeners on
 127.0.0.1 and on Unix sockets that must receive nothing, files outside the scratch folder that must stay
 untouched, secrets in the parent's environment and on disk that must not be read, and process names that must not
-survive the evaluation. ``python benchmarks/hostile_harnesses.py`` prints the same outcomes as a table.
+survive the evaluation. Others misuse the protocol pipe (a deadline must end each), take more than their share of
+the machine (memory, processes, disk, CPU: the sandbox's limits as a whole must hold) or ask the parent for more
+than it should give (the proxy must refuse before it pays); each must end in its example's error naming what it
+did, never a hang. tests/test_hostile_runs.py does the same at the scale of a run. ``python
+benchmarks/hostile_harnesses.py`` prints the outcomes of both as a table.
 """
 
 from __future__ import annotations
