@@ -5,6 +5,7 @@ contract."""
 
 from __future__ import annotations
 
+import html
 import re
 import subprocess
 import sys
@@ -57,6 +58,20 @@ def test_no_inline_code_is_broken_across_lines(site):
         if spans:
             broken[name] = spans
     assert broken == {}
+
+
+def test_signatures_in_running_text_are_short(site):
+    """A call written into a sentence (``plan(history, goal, budget, ...)``) stays short enough not to wrap inside
+    its code span; the full signatures are the API sections' own blocks."""
+    long = {}
+    for name, text in pages(site).items():
+        prose = re.sub(r"<pre.*?</pre>", "", text, flags=re.S)
+        spans = [html.unescape(re.sub(r"<[^>]+>", "", m.group(1))) for m in re.finditer(r"<code>(.*?)</code>", prose)]
+        calls = [s for s in spans if re.match(r"[\w.]+\(.*\)", s) and len(s) > 56]
+        if calls:
+            long[name] = calls
+    assert long == {}
+    assert all("css/extra.css" in text for name, text in pages(site).items() if name.startswith("reference/"))
 
 
 def test_every_contract_names_who_relies_on_it():

@@ -3,14 +3,14 @@
 Independent of tasks, proposers and git; any agent harness can use it.
 
 Plan graph (``metaharness.planner.graph``)
-    ``PlanGraph(start, budget=None, *, horizon=None, discount=1.0, limits=None)`` on a networkx ``MultiDiGraph``
-    (``graph.nx``); ``add_node(id, reward=0, *, goal, dead_end, state, key)``,
+    ``PlanGraph(start, budget, ...)`` (keywords ``horizon``, ``discount``, ``limits``) on a networkx
+    ``MultiDiGraph`` (``graph.nx``); ``add_node(id, reward, ...)`` (``goal``, ``dead_end``, ``state``, ``key``),
     ``add_edge(id, source, target, action, cost)``; ``PlanGraph.from_json(dict)`` / ``to_json()`` /
     ``PlanGraph.load(path)`` in the JSON format of ``docs/plan-graph.md``; ``validate()`` raises
     ``metaharness.errors.InputError`` naming the problem.
 
 Solvers (``metaharness.planner.solve``)
-    ``solve(graph, budget=None, *, solver="exact", ...) -> PlanResult`` (``solver`` one of ``exact``, ``ilp``,
+    ``solve(graph, budget, ...)`` returns a ``PlanResult`` (``solver`` one of ``exact`` (the default), ``ilp``,
     ``lm``, ``auto``; the further keywords ``horizon``, ``discount``, ``model``, ``soft_targets``, ``time_limit``;
     ``budget`` by limit name or in the graph's order) with
     ``status`` ("optimal"/"infeasible"; the lm baseline says "feasible"/"invalid"), ``path`` (edge ids), ``nodes``
@@ -28,7 +28,7 @@ Program graphs and selection (``metaharness.planner.program``, ``metaharness.pla
     implemented, predicted or failed; ``score``, ``std``, evaluation ``cost``) and revisions (implementation
     ``cost``); ``program_graph``, ``add_evaluated``, ``add_predicted``, ``add_revision``, ``chain``, ``depth``,
     ``mark``, ``incumbent``, ``nodes_with``, ``cost_vector``, ``LIMITS`` build and read it.
-    ``select(graph, budget, *, solver="auto", ...) -> PlanResult`` (``solver`` one of ``auto``, ``exact``,
+    ``select(graph, budget, ...)`` returns a ``PlanResult`` (``solver`` one of ``auto`` (the default), ``exact``,
     ``ilp``, ``greedy``, ``random``, ``best_of_n``; the further keywords ``scenarios=64``, ``correlation=0.5``,
     ``seed=0``, ``time_limit=None``) chooses what to implement and evaluate (``evaluate``, ``nodes``, ``path``,
     ``value`` = expected best score); ``solve`` dispatches program graphs to it.
@@ -40,7 +40,7 @@ Subagents (``metaharness.planner.subagents``)
     ``ModelPlanSampler``, ``ModelStateSimulator``, ``KeyJudgeMerger``, ``ModelRewardLabeler``.
 
 Planning call (``metaharness.planner.tps``)
-    ``plan(history, goal, budget, *, model, plans=4, ...) -> RouteResult`` (the further keywords ``horizon``,
+    ``plan(history, goal, budget, ...)`` returns a ``RouteResult`` (keywords ``model``, ``plans=4``, ``horizon``,
     ``sampler``, ``simulator``, ``merger``, ``labeler``, ``solver="exact"``, ``start_key``, ``max_tokens=512``,
     ``tools``) with ``status`` ("route"/"no_route"), ``route`` (steps: ``action``, ``expected_state`` and ``key``,
     ``cost`` by limit name, and ``call`` in a tool plan), ``cost`` (the route's, by limit name), ``graph``,
@@ -50,7 +50,7 @@ Planning call (``metaharness.planner.tps``)
     jsonschema.
 
 Session (``metaharness.planner.session``)
-    ``PlanningSession(goal, budget, *, model, plans, horizon, solver, tools, ...)`` for an agent loop: ``plan(history)``
+    ``PlanningSession(goal, budget, ...)`` (keywords as ``plan``'s) for an agent loop: ``plan(history)``
     returns the route (``session.step`` is the next step); ``observe(state, spent)`` checks the observed state and
     the step's cost against the prediction and answers an ``Observation`` ("continue", "done", or
     "replanned" with the new route); ``aplan`` / ``aobserve`` for asyncio servers.
