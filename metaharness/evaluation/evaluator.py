@@ -13,7 +13,10 @@ every call. The records are the same as a local run's.
 Failure rule (as in GEPA's adapter contract): one example's failure never raises. A harness that does not load,
 raises, hangs, exhausts its memory or CPU, or returns something other than a string scores 0 on the affected
 examples with the error in their records; the sandbox is restarted when it died. Only systemic failures raise:
-an unknown task or split, a missing harness file, a reached budget cap, a model that cannot be reached.
+an unknown task or split, a missing harness file, a reached budget cap, a model that cannot be reached, a record
+that cannot be written. When one does (or Ctrl-C interrupts), every sandbox of the evaluation is killed at once and
+no job starts; the evaluation raises only once no job is left inside a model call (after Ctrl-C, at most
+``INTERRUPTED_SECONDS``), so the process never exits, freeing the model, under a call.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ DEFAULT_WORKERS = 8
 DEFAULT_CONTEXT_WINDOW = 8192
 # Sandbox pools a process keeps: a remote worker never sees an evaluation end, so older pools are closed.
 MAX_POOLS = 4
+# After Ctrl-C, how long an evaluation waits for the model calls in flight before it lets the process go on.
+INTERRUPTED_SECONDS = 30.0
 
 ProgressCallback = Callable[[ExampleRecord, int, int], None]
 
@@ -145,10 +150,11 @@ class _Pool:
             sandbox.kill()
         self.close()
 
-    def wait(self) -> None:
-        """Return once no job of this evaluation is running (none is left inside a model call)."""
+    def wait(self, seconds: float | None = None) -> None:
+        """Return once no job of this evaluation is running (none is left inside a model call), or after
+        ``seconds``."""
         with self.lock:
-            self.lock.wait_for(lambda: self.running == 0)
+            self.lock.wait_for(lambda: self.running == 0, timeout=seconds)
 
     def close(self) -> None:
         with self.lock:
@@ -303,6 +309,7 @@ def evaluate(
     by_id: dict[str, ExampleRecord] = {}
     examples_by_id = {example.id: example for example in examples}
     pool = _pool_for(jobs[0], owned=True) if jobs else None
+    interrupted = False
     results = _parallel(Parallel, n_jobs)(delayed(_run_example)(job) for job in jobs)
     try:
         for done, record in zip(itertools.count(1), results):
@@ -313,15 +320,18 @@ def evaluate(
             by_id[record.id] = record
             if progress is not None:
                 progress(record, done, len(jobs))
-    except BaseException:  # a systemic failure, or Ctrl-C: stop every sandbox of this evaluation now
+    except BaseException as exc:  # a systemic failure, or Ctrl-C: stop every sandbox of this evaluation now
         if pool is not None:
             pool.stop()
+        interrupted = isinstance(exc, KeyboardInterrupt)
         raise
     finally:
         if isinstance(results, Generator):
             results.close()  # no job is started any more
         if pool is not None:
-            pool.wait()  # return (or let the process exit, freeing the model) only once no job is inside a call
+            # Return (or let the process exit, freeing the model) only once no job is inside a model call; after
+            # Ctrl-C, at most INTERRUPTED_SECONDS (a hosted model's call may be retrying for minutes).
+            pool.wait(INTERRUPTED_SECONDS if interrupted else None)
         _close_pool(pool_key)
         model_ref.close()
     records = [by_id[example.id] for example in examples]
