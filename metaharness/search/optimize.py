@@ -311,9 +311,11 @@ def optimize(
     resolved = RunSettings.resolve(given, stored, raise_caps=raise_caps)
     if resolved.proposer_model is not None:
         check_proposer_model(resolved.proposer, resolved.proposer_model)  # an engine: installed and logged in
+    priced = Ledger(max_dollars=_finite(resolved.run_budget.usd))
     for spec in (resolved.task_model, resolved.proposer_model):
         if spec and not is_engine(spec):
             connect(spec, cache=False)  # its key, its local model file, llama_cpp: before the run directory is made
+            priced.check(spec)  # and its price, under a dollar cap
     run_dir = Path(run_dir)
     if task is None:
         task = run_task(resolved, data_dir)
