@@ -282,13 +282,17 @@ def test_plan_solve_refuses_what_the_machine_cannot_hold_in_one_line(tmp_path, t
 
 
 @pytest.mark.parametrize(
-    ("model", "message"),
-    [("openai:gpt-4.1-mini", "needs an OpenAI API key"), ("local:no-such-model", "Unknown local model")],
-    ids=["a hosted model without its key", "an unknown local model"],
+    ("options", "message"),
+    [
+        ({"task_model": "openai:gpt-4.1-mini"}, "needs an OpenAI API key"),
+        ({"task_model": "local:no-such-model"}, "Unknown local model"),
+        ({"task_model": "openai:mystery", "max_cost": 1, "env": {"OPENAI_API_KEY": "sk-no"}}, "no price for"),
+    ],
+    ids=["a hosted model without its key", "an unknown local model", "a dollar cap on a model without a price"],
 )
-def test_a_model_that_cannot_run_is_refused_before_the_run_directory_exists(tmp_path, model, message):
+def test_a_model_that_cannot_run_is_refused_before_the_run_directory_exists(tmp_path, options, message):
     run = tmp_path / "run"
-    assert_one_line(run_metaharness("optimize", dataset=EXAMPLE_TASK, task_model=model, iters=0, run_dir=run), message)
+    assert_one_line(run_metaharness("optimize", dataset=EXAMPLE_TASK, iters=0, run_dir=run, **options), message)
     assert not run.exists()
 
 
