@@ -116,7 +116,7 @@ def assert_nothing_ran_again(run_dir: Path, before: dict[str, str], again: Sessi
 
 
 def assert_history_works(run_dir: Path) -> subprocess.CompletedProcess:
-    shown = cli("history", str(run_dir))
+    shown = cli("history", "--run-dir", str(run_dir))
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
     assert "c005 *" in shown.stdout
     return shown
@@ -230,7 +230,7 @@ def test_a_deleted_newest_tag_keeps_its_id_and_is_restored_from_its_commit(run_d
     browsed = RunDirectory.browse(run_dir)
     assert "c005" not in commits(run_dir)
     assert browsed.next_id() == "c006"  # git history, the log and the graph still hold c005
-    shown = cli("history", str(run_dir))
+    shown = cli("history", "--run-dir", str(run_dir))
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
     assert f"c005 is committed ({before['c005'][:10]}) but its tag is missing" in shown.stdout
     again = session(run_dir)
@@ -341,7 +341,7 @@ def test_a_spend_line_that_lost_its_cost_refuses_in_one_line_until_restored_or_a
 )
 def test_a_damaged_result_or_settings_file_is_one_clear_line(run_dir, name, content, message):
     (run_dir / name).write_text(content)
-    assert_fails_cleanly(cli("history", str(run_dir)), message)
+    assert_fails_cleanly(cli("history", "--run-dir", str(run_dir)), message)
     with pytest.raises(InputError, match=message):
         session(run_dir)
 
@@ -357,4 +357,4 @@ def test_the_accept_command_refuses_what_is_no_run_in_one_line(tmp_path):
 
 def test_history_of_a_directory_that_is_no_run_fails_in_one_line(tmp_path):
     (tmp_path / "run" / ".git").mkdir(parents=True)
-    assert_fails_cleanly(cli("history", str(tmp_path / "run")), "is not a metaharness run directory")
+    assert_fails_cleanly(cli("history", "--run-dir", str(tmp_path / "run")), "is not a metaharness run directory")
