@@ -93,8 +93,8 @@ h1{font-size:22px}h2{font-size:17px;margin-top:28px}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left}
 th{background:#f0f0f0;cursor:pointer}.note{color:#666;font-size:13px}.grid{display:flex;flex-wrap:wrap;gap:18px}
 .tree{overflow-x:auto;border:1px solid #eee}
-.story{display:flex;flex-wrap:wrap;gap:14px;margin:10px 0}.story>div{flex:1 1 320px;border:1px solid #ddd;
-padding:4px 12px 10px;background:#fafafa}.story h2{margin-top:6px}
+.story{display:flex;flex-wrap:wrap;gap:14px;margin:10px 0;align-items:flex-start}
+.story>div{flex:1 1 320px;border:1px solid #ddd;padding:4px 12px 10px;background:#fafafa}.story h2{margin-top:6px}
 """
 
 # Click a header to sort a table; marks the page as rendered (tests check it from a headless browser).

@@ -122,9 +122,10 @@ class RunView:
         ]
         waiting = len(self.predicted_nodes())
         return (
-            f"{len(r)} candidates: {seeds} seeds and {len(r) - seeds} revisions over {iterations} iterations; "
+            f"{_count(len(r), 'candidate')}: {_count(seeds, 'seed')} and {_count(len(r) - seeds, 'revision')} over "
+            f"{_count(iterations, 'iteration')}; "
             + ", ".join(f"{n} {what}" for n, what in counts if n)
-            + (f"; {waiting} more programs predicted and not chosen" if waiting else "")
+            + (f"; {_count(waiting, 'more program')} predicted and not chosen" if waiting else "")
             + "."
         )
 
@@ -327,6 +328,11 @@ def cost_cell(record: Candidate, key: str, form: str) -> str:
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 seed``, ``2 seeds``."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _summed(spends: list[Mapping[str, float] | None]) -> dict[str, float]:
