@@ -53,14 +53,15 @@ def run_dir_option() -> Any:
 
 def named_run(run_dir: str | None, old: str | None, old_form: str) -> Path:
     """The run a browsing command was given: ``--run-dir``, or the older form (``old_form``) with a note."""
-    if old is not None:
-        if run_dir is not None and run_dir != old:
-            raise InputError(f"Name the run once: --run-dir {run_dir} or {old_form} {old}, not both.")
-        Console(stderr=True, highlight=False).print(
-            f"[yellow]note: {old_form} RUN is deprecated; every subcommand takes --run-dir {old}[/]"
-        )
-        run_dir = old
-    return resolve_run(run_dir)
+    if old is None:
+        return resolve_run(run_dir)
+    if run_dir is not None and run_dir != old:
+        raise InputError(f"Name the run once: --run-dir {run_dir} or {old_form} {old}, not both.")
+    path = resolve_run(old)  # a run that is not there is one error line, without the note
+    Console(stderr=True, highlight=False).print(
+        f"[yellow]note: {old_form} RUN is deprecated; every subcommand takes --run-dir {old}[/]"
+    )
+    return path
 
 
 def history(
