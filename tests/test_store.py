@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from command_line import assert_fails_cleanly, run_metaharness
 from git.exc import GitCommandError
 
 from metaharness import frontier
@@ -135,6 +136,7 @@ def test_a_candidate_commit_whose_files_cannot_be_read_is_refused_in_one_line(ru
     message = str(caught.value)
     assert "c001" in message and "candidate.json" in message and "tag -f c001" in message
     assert "\n" not in message
+    assert_fails_cleanly(run_metaharness("history", "--run-dir", str(path)), "of c001 in")  # no traceback
 
 
 def test_best_moves_only_on_a_strictly_better_evaluated_candidate(run):
