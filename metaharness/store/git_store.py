@@ -321,11 +321,15 @@ class GitStore:
         return sha, (result_ref(candidate.id), sha, stored.result or ZERO_SHA)
 
     def _best_update(self, candidate: Candidate, sha: str) -> list[tuple[str, str, str]]:
-        """The move of ``best`` to ``sha`` when ``candidate`` is supported and beats the best (ties: the earlier)."""
+        """The move of ``best`` to ``sha`` when ``candidate`` is supported and beats the best (ties: the earlier), or
+        is the best and ``sha`` its newer commit."""
         best = self.best()
-        if not candidate.supported or (best is not None and (best.id == candidate.id or candidate.score <= best.score)):
+        current = self._resolve(BEST_REF)
+        if not candidate.supported or current == sha:
             return []
-        return [(BEST_REF, sha, self._resolve(BEST_REF) or ZERO_SHA)]
+        if best is not None and best.id != candidate.id and candidate.score <= best.score:
+            return []
+        return [(BEST_REF, sha, current or ZERO_SHA)]
 
     def annotate(self, cid: str, note: str) -> None:
         """Replace the note of candidate ``cid`` (e.g. to add its test-split result)."""
