@@ -49,17 +49,16 @@ def main() -> int:
     code = pytest.main(["-q", "-p", "no:cacheprovider", *(str(TESTS / f) for f in FILES)], plugins=[verdicts])
     seconds = time.monotonic() - started
     attempts = escapes = 0
-    for test, seen in {**harnesses.OBSERVED, **runs.OBSERVED}.items():
-        cases = [t for t in verdicts.outcomes if t == test or t.startswith(f"{test}[")]
-        verdict = ", ".join(sorted({verdicts.outcomes[t] for t in cases})) or "?"
-        print(f"\n{test} ({verdict})")
+    observed = {**harnesses.OBSERVED, **runs.OBSERVED}
+    for test, seen in observed.items():
+        print(f"\n{test} ({verdicts.outcomes.get(test, '?')})")
         for attempt, outcome in seen.items():
             if attempt.startswith(("/proc/", "environment")):
                 continue  # the secrets test's raw reads: summarised by its assertions
             attempts += 1
             escapes += str(outcome).startswith("ALLOWED")
             print(f"    {attempt:44} {' '.join(str(outcome).split())[:150]}")
-    silent = sorted(t for t in verdicts.outcomes if t.split("[")[0] not in {**harnesses.OBSERVED, **runs.OBSERVED})
+    silent = sorted(t for t in verdicts.outcomes if t not in observed)
     failed = sorted(t for t, outcome in verdicts.outcomes.items() if outcome == "failed")
     machine = probe()
     print(f"\ntests without a recorded attempt (their assertions are the record): {', '.join(silent) or 'none'}")

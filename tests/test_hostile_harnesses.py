@@ -95,14 +95,21 @@ def attack(
     return record, trace.stat().st_size
 
 
+def current_test() -> str:
+    """The running test's name with its parameters ("test_x[an id]"): pytest's variable ends in " (call)"."""
+    return os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].rsplit(" ", 1)[0]
+
+
 def observe(record, test: str | None = None) -> None:
     """Keep what the harness of ``test`` (the test running) met: what it returned (its attempts, as JSON), or the
     error its example ended with."""
-    test = test or os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
+    test = test or current_test()
     try:
         OBSERVED[test] = json.loads(record.prediction or "")
     except ValueError:
-        OBSERVED[test] = {"error": (record.error or "")[:300], "prediction": (record.prediction or "")[-100:]}
+        OBSERVED[test] = {"error": (record.error or "")[:300]}
+        if record.prediction:
+            OBSERVED[test]["prediction"] = record.prediction[-100:]
 
 
 def outcomes(tmp_path: Path, body: str, limits: SandboxLimits | None = None, **options) -> dict[str, str]:

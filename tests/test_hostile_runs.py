@@ -23,7 +23,7 @@ from command_line import error_lines, run_metaharness
 from disk_driver import evaluations, small_disk, stop_and_resume
 from fakes import ScriptedModel, ToyTask
 from loop_driver import CONFIG
-from test_hostile_harnesses import processes_named
+from test_hostile_harnesses import current_test, processes_named
 
 from metaharness.errors import BudgetExceeded, StorageFailure
 from metaharness.evaluation import evaluate
@@ -41,7 +41,7 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs 
 
 
 def observed(attempt: str, outcome: str) -> None:
-    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
+    test = current_test()
     OBSERVED.setdefault(test, {})[attempt] = " ".join(outcome.split())[:300]
 
 
