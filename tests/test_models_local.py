@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import threading
 
 import jsonschema
 import pytest
 from model_server import ADD_TOOL, ANSWER_SCHEMA
 
-from metaharness.errors import BudgetExceeded, ConfigurationError
+from metaharness.errors import BudgetExceeded, ConfigurationError, ModelUnavailable
 from metaharness.models import ChatRequest, Ledger, ModelClient, ResponseCache, connect
+from metaharness.models.local import DEFAULT_LOCAL_MODEL, EmbeddedModel, LocalBackend, gguf_path
+from metaharness.models.spec import parse_spec
 
 SPEC = "local:smollm2-135m"
 
@@ -104,3 +109,93 @@ def test_token_cap_stops_before_the_next_call(no_network):
 def test_unknown_local_model_is_a_configuration_error():
     with pytest.raises(ConfigurationError, match="Unknown local model"):
         connect("local:no-such-model", cache=False)
+
+
+# Two families of prompts with long shared prefixes, asked in turns, so that the previous call never holds the prefix
+# of the next one: only saved prefix states can serve them.
+SHARED = {
+    "doctor": "You are a careful physician. Read the patient's complaint and name the single most likely "
+    "diagnosis in a few words. Common diagnoses include: "
+    + ", ".join(f"condition {i} (with symptom {i} and sign {i + 1})" for i in range(20)),
+    "chemist": "You are an organic chemist. Given a product molecule, name the reactants that make it, written "
+    "as SMILES separated by dots. Typical reactions: "
+    + ", ".join(f"reaction {i} joins group {i} to group {i + 2}" for i in range(20)),
+}
+ASKED = {
+    "doctor": ["I have a headache and a fever.", "I cough at night and feel tired."],
+    "chemist": ["Product: CCO", "Product: c1ccccc1O"],
+}
+
+
+def interleaved(**fields) -> list[ChatRequest]:
+    return [
+        ChatRequest([{"role": "system", "content": SHARED[family]}, {"role": "user", "content": question}], **fields)
+        for pair in zip(ASKED["doctor"], ASKED["chemist"], strict=True)
+        for family, question in zip(SHARED, pair, strict=True)
+    ]
+
+
+def test_prefix_reuse_gives_the_same_answers_and_computes_less(no_network):
+    """With prefix reuse every answer and every token log-probability at temperature 0 equals those of the prompt
+    evaluated from its first token, while the later prompt of each family starts from its saved prefix."""
+    spec = parse_spec(SPEC)
+    reusing, fresh = LocalBackend(spec), LocalBackend(spec, reuse_prefixes=False)
+    for fields, asked in (({"max_tokens": 16}, [0, 1, 2, 3, 0]), ({"max_tokens": 4, "logprobs": 1}, [0, 1, 2])):
+        requests = [interleaved(**fields)[i] for i in asked]  # the first asked again is evaluated from a boundary too
+        with_reuse = [reusing.complete(request) for request in requests]
+        without = [fresh.complete(request) for request in requests]
+        assert [r.text for r in with_reuse] == [r.text for r in without]
+        if "logprobs" in fields:
+            assert [r.choices[0].logprobs for r in with_reuse] == [r.choices[0].logprobs for r in without]
+        assert all(r.usage.cached_tokens == 0 for r in without)
+        sent = sum(r.usage.input_tokens for r in with_reuse[2:])
+        reused = sum(r.usage.cached_tokens for r in with_reuse[2:])
+        assert all(r.usage.cached_tokens >= 256 for r in with_reuse[2:]), [r.usage for r in with_reuse]
+        assert reused > sent / 2
+
+
+def test_closing_waits_for_the_call_in_flight_and_refuses_later_calls():
+    model = EmbeddedModel(gguf_path(DEFAULT_LOCAL_MODEL))  # contexts of its own, not the process-wide ones
+    inside, answered = threading.Event(), []
+
+    def call():
+        with model.use(logits_all=False, n_ctx=512) as llama:
+            inside.set()
+            answered.append(
+                llama.create_chat_completion([{"role": "user", "content": "Count to twenty."}], max_tokens=48)
+            )
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    assert inside.wait(120)
+    assert model.close()
+    assert answered  # close returned only once the call had
+    with pytest.raises(ModelUnavailable, match="closed"), model.use(logits_all=False, n_ctx=512):
+        pass
+    thread.join()
+
+
+EXIT_DURING_A_CALL = """
+import sys, threading
+from metaharness.models.local import DEFAULT_LOCAL_MODEL, embedded_model, gguf_path
+
+model = embedded_model(gguf_path(DEFAULT_LOCAL_MODEL))
+inside = threading.Event()
+
+def call():
+    with model.use(logits_all=False, n_ctx=4096) as llama:
+        inside.set()
+        llama.create_chat_completion([{"role": "user", "content": "Tell a long story. " * 100}], max_tokens=32)
+
+threading.Thread(target=call, daemon=True).start()  # daemon: what joblib's evaluation threads are
+inside.wait()
+sys.exit(0)  # the interpreter exits while the call is in flight
+"""
+
+
+def test_the_process_exits_cleanly_while_a_call_is_in_flight():
+    """A run stopped mid-evaluation (a reached cap, Ctrl-C) exits while an evaluation thread is inside a call: the
+    model is freed only after that call returns, instead of under it (which crashed with a segfault)."""
+    done = subprocess.run([sys.executable, "-c", EXIT_DURING_A_CALL], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]

@@ -9,9 +9,13 @@ The default task model is SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0), shipped
 is located without importing the package. ``local:NAME`` accepts a name registered here or a path to any GGUF
 file, so a bigger local model can be used instead without code changes.
 
-One ``llama_cpp.Llama`` per process and model file is loaded on first use and kept; calls to it are serialised by
-a lock because a Llama context is not thread-safe. Token log-probabilities need ``logits_all=True``, which makes
-every call slower, so a second instance with it is loaded only when a request asks for log-probabilities.
+One llama.cpp context per process and model file (``EmbeddedModel``) is loaded on first use and kept; calls to it
+are serialised by a lock because a context is not thread-safe. Token log-probabilities need ``logits_all=True``,
+which makes every call slower, so a second context with it is loaded only when a request asks for log-probabilities.
+A context keeps the key/value states of recent prompts and starts each call from the longest prefix it holds,
+without changing any answer (``metaharness.models.prefix_states``); ``Usage.cached_tokens`` reports the prompt
+tokens a call reused. At interpreter exit the contexts are freed only once the call in flight has returned (freeing
+them under a running decode crashed the process), and calls after that raise ``ModelUnavailable``.
 
 Structured output is constrained by a grammar built from the JSON schema (``LlamaGrammar.from_json_schema``); a
 forced tool call is the same thing with the tool's argument schema, after a system note that describes the tool.
@@ -27,25 +31,32 @@ asks the task model, keeps 1.0: the fixed task model answers as it always has, a
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from metaharness.errors import ConfigurationError, InputError
+from metaharness.errors import ConfigurationError, InputError, ModelUnavailable
 from metaharness.json_types import JSONObject
 from metaharness.models.protocol import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
 from metaharness.models.spec import ModelSpec
 
 if TYPE_CHECKING:  # optional (the local extra) and heavy: imported on first use
     from llama_cpp import LlamaGrammar
+
+    from metaharness.models.prefix_states import PrefixReusingLlama
 from metaharness.models.structured import forced_tool_name, tool_call_from_text, tool_call_schema, tools_prompt
 
 DEFAULT_N_CTX = 4096
 REPEAT_PENALTY = 1.1  # llama_cpp.server's default; see the module docstring
+# How long exit waits for a call in flight before leaving its context allocated (a LawBench call on a loaded 2-core
+# machine takes well under a minute).
+CLOSE_WAIT_SECONDS = 300.0
 INSTALL_HINT = "pip install 'metaharness[local]'"
 
 DEFAULT_LOCAL_MODEL = "smollm2-135m"
@@ -102,32 +113,70 @@ def require_llama_cpp(spec: str) -> None:
         )
 
 
-_LOADED: dict[tuple[Path, bool, int], Any] = {}
-_LOCKS: dict[Path, threading.Lock] = {}
+class EmbeddedModel:
+    """One GGUF file's llama.cpp contexts in this process and the lock that serialises calls to them.
+
+    ``use`` lends a context for one call (loading it on first use); ``close`` frees the contexts once no call is in
+    flight, after which ``use`` raises ``ModelUnavailable``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._contexts: dict[tuple[bool, int], PrefixReusingLlama] = {}
+        self._closing = False
+
+    @contextlib.contextmanager
+    def use(self, *, logits_all: bool, n_ctx: int) -> Iterator[PrefixReusingLlama]:
+        with self._lock:
+            if self._closing:
+                raise ModelUnavailable(
+                    f"The embedded model {self.path.name} was closed because the process is exiting; "
+                    "no further calls run."
+                )
+            key = (logits_all, n_ctx)
+            if key not in self._contexts:
+                # Optional (the local extra) and heavy: loaded on first use.
+                from metaharness.models.prefix_states import PrefixReusingLlama
+
+                self._contexts[key] = PrefixReusingLlama(str(self.path), n_ctx=n_ctx, logits_all=logits_all)
+            yield self._contexts[key]
+
+    def close(self, timeout: float = CLOSE_WAIT_SECONDS) -> bool:
+        """Free the contexts once the call in flight (if any) has returned; calls not yet started raise
+        ``ModelUnavailable``. False when a call still runs after ``timeout`` seconds: its context is then left
+        allocated, since freeing it under a running decode crashes the process."""
+        self._closing = True
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        try:
+            for llama in self._contexts.values():
+                llama.close()
+            self._contexts.clear()
+        finally:
+            self._lock.release()
+        return True
+
+
+_MODELS: dict[Path, EmbeddedModel] = {}
 _REGISTRY = threading.Lock()
 
 
-def load_llama(path: Path, *, logits_all: bool, n_ctx: int = DEFAULT_N_CTX) -> tuple[Any, threading.Lock]:
-    """The process-wide Llama for a file (loaded once) and the lock that serialises calls to that file's models."""
-    # Optional (the local extra) and heavy: loaded on first use.
-    import llama_cpp
-
-    key = (path, logits_all, n_ctx)
+def embedded_model(path: Path) -> EmbeddedModel:
+    """The process-wide ``EmbeddedModel`` of a GGUF file."""
     with _REGISTRY:
-        lock = _LOCKS.setdefault(path, threading.Lock())
-        if key not in _LOADED:
-            _LOADED[key] = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, logits_all=logits_all, verbose=False)
-        return _LOADED[key], lock
+        return _MODELS.setdefault(path, EmbeddedModel(path))
 
 
 @atexit.register
-def _close_loaded() -> None:
-    """Free the models while llama_cpp is still importable: left to interpreter teardown, ``Llama.__del__`` runs
-    after the library's globals are gone and prints a TypeError traceback at every exit."""
+def _close_models() -> None:
+    """Free the models while llama_cpp is still importable (left to interpreter teardown, ``Llama.__del__`` runs
+    after the library's globals are gone and prints a TypeError traceback at every exit), but never under a call
+    that an evaluation thread still has in flight."""
     with _REGISTRY:
-        for llama in _LOADED.values():
-            llama.close()
-        _LOADED.clear()
+        models = list(_MODELS.values())
+    for model in models:
+        model.close()
 
 
 _GRAMMARS: dict[str, LlamaGrammar] = {}
@@ -182,44 +231,56 @@ def _as_call_dict(call: ToolCall | dict[str, Any]) -> JSONObject:
     return {"name": call.get("name"), "arguments": call.get("arguments")}
 
 
-class LocalBackend:
-    """``local:NAME``: the embedded GGUF model (see the module docstring)."""
+def chat_arguments(request: ChatRequest, index: int = 0) -> dict[str, Any]:
+    """The keyword arguments of ``Llama.create_chat_completion`` for the ``index``-th choice of ``request``."""
+    forced = forced_tool_name(request)
+    grammar = None
+    if request.json_schema is not None:
+        grammar = grammar_for(request.json_schema)
+    elif forced == "*":
+        grammar = grammar_for(tool_call_schema(request.tools or []))
+    elif forced is not None:
+        grammar = grammar_for(next(t.parameters for t in request.tools or [] if t.name == forced))
+    return {
+        "messages": _plain_messages(request),
+        "temperature": request.temperature,
+        "max_tokens": request.max_tokens,
+        "stop": request.stop or [],
+        "repeat_penalty": REPEAT_PENALTY if grammar is not None else 1.0,
+        "seed": None if request.seed is None else request.seed + index,
+        "grammar": grammar,
+        "logprobs": request.logprobs is not None,
+        "top_logprobs": request.logprobs,
+    }
 
-    def __init__(self, spec: ModelSpec, *, n_ctx: int = DEFAULT_N_CTX):
+
+class LocalBackend:
+    """``local:NAME``: the embedded GGUF model (see the module docstring).
+
+    ``reuse_prefixes`` False evaluates every prompt from its first token: the baseline the answers are compared to
+    (they are the same) and the prompt tokens computed are counted against (``benchmarks/prefix_reuse.py``).
+    """
+
+    def __init__(self, spec: ModelSpec, *, n_ctx: int = DEFAULT_N_CTX, reuse_prefixes: bool = True):
         require_llama_cpp(str(spec))
         self.spec = spec
         self.path = gguf_path(spec.model)
         self.n_ctx = n_ctx
+        self.reuse_prefixes = reuse_prefixes
 
     def complete(self, request: ChatRequest) -> ChatResult:
         start = time.perf_counter()
-        llama, lock = load_llama(self.path, logits_all=request.logprobs is not None, n_ctx=self.n_ctx)
-        messages = _plain_messages(request)
-        forced = forced_tool_name(request)
-        grammar = None
-        if request.json_schema is not None:
-            grammar = grammar_for(request.json_schema)
-        elif forced == "*":
-            grammar = grammar_for(tool_call_schema(request.tools or []))
-        elif forced is not None:
-            grammar = grammar_for(next(t.parameters for t in request.tools or [] if t.name == forced))
+        model = embedded_model(self.path)
         choices: list[Choice] = []
         usage = Usage()
         raw_id = None
         for index in range(request.n):
-            with lock:
+            arguments = chat_arguments(request, index)
+            with model.use(logits_all=request.logprobs is not None, n_ctx=self.n_ctx) as llama:
+                llama.reuse = self.reuse_prefixes
                 try:
-                    out = llama.create_chat_completion(
-                        messages=messages,
-                        temperature=request.temperature,
-                        max_tokens=request.max_tokens,
-                        stop=request.stop or [],
-                        repeat_penalty=REPEAT_PENALTY if grammar is not None else 1.0,
-                        seed=None if request.seed is None else request.seed + index,
-                        grammar=grammar,
-                        logprobs=request.logprobs is not None,
-                        top_logprobs=request.logprobs,
-                    )
+                    # a dict, since no stream is asked for
+                    out = cast("dict[str, Any]", llama.create_chat_completion(**arguments))
                 except ValueError as exc:
                     if "context window" in str(exc):
                         raise InputError(
@@ -227,8 +288,9 @@ class LocalBackend:
                             f"Shorten it, or connect with a larger n_ctx."
                         ) from exc
                     raise
+                reused = llama.remember()
             raw_id = raw_id or out["id"]
-            usage = usage + Usage(out["usage"]["prompt_tokens"], out["usage"]["completion_tokens"])
+            usage = usage + Usage(out["usage"]["prompt_tokens"], out["usage"]["completion_tokens"], reused)
             choices.append(self._choice(out["choices"][0], request))
         return ChatResult(
             choices=choices,
