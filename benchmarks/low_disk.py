@@ -35,17 +35,18 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="metaharness-low-disk-"))
     reference = stop_and_resume(base, 1 << 40).scores()
     print(f"a {DISK_MB} MiB tmpfs; the run undisturbed: {len(reference)} candidates")
-    print(f"{'floor':>6} {'free KiB':>8}  first session{'':47} resumed  fsck  kept/final  answered/journaled  ok")
+    print(f"{'floor':>6} {'free KiB':>8}  first session{'':63} resumed  fsck  kept/final  answered/journaled  ok")
     levels = [(kib, None) for kib in KEEPING_1_MIB] + [(kib, 0) for kib in KEEPING_NONE]
     clean, started = 0, time.monotonic()
     for kib, floor in levels:
         result = stop_and_resume(base, kib << 10, floor)
         code, stderr = result.first
-        said = "finished" if code == 0 else f"exit {code}: " + stderr.removeprefix("error: ")[:48]
+        where = stderr.removeprefix("error: ").replace(f"{base / 'disk'}/", "")  # the file, not the temporary path
+        said = "finished" if code == 0 else f"exit {code}: " + where[:64]
         problems = result.problems(reference)
         clean += not problems
         print(
-            f"{'1 MiB' if floor is None else floor:>6} {kib:>8}  {said:60} exit {result.second[0]:<3} "
+            f"{'1 MiB' if floor is None else floor:>6} {kib:>8}  {said:76} exit {result.second[0]:<3} "
             f"{'ok' if result.fsck[0] == 0 else 'BAD':4}  {len(result.kept)}/{len(result.final):<8} "
             f"{result.answered}/{result.journaled:<17} {'yes' if not problems else 'NO: ' + '; '.join(problems)}"
         )
