@@ -1,11 +1,13 @@
 """metaharness: optimise LLM harnesses with a proposer model, TPS plan graphs and a budgeted solver.
 
-``from metaharness import optimize, run_config``: a whole search from settings (``metaharness.search.optimize``,
+``from metaharness import optimize, run_config``: a whole search from settings (``metaharness.runner.optimize``,
 the library behind ``metaharness optimize``). Where things are (the README's "Architecture" section has the whole
 tree; each stage's seam is its ``protocol.py``):
 
-- ``metaharness.search``: the search loop (``loop``), ``optimize``, the evaluation policy (``staging``), the run's
-  settings and the proposer seam (``protocol``).
+- ``metaharness.runner``: a whole search built from settings (``optimize``; the run's settings, resolved once from
+  what the user gave; the task, the models, the proposer and the run's ledger wired together).
+- ``metaharness.search``: the search loop (``loop``), the evaluation policy (``staging``), the settings the loop
+  reads and the proposer seam (``protocol``).
 - ``metaharness.candidate``, ``metaharness.budget``, ``metaharness.frontier``, ``metaharness.errors``: the candidate
   record, the budget, the best candidate and the error base, which every layer (the planner and the store included)
   shares.
@@ -26,7 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from metaharness.search.optimize import optimize, run_config
+    from metaharness.runner.optimize import optimize, run_config
 
 try:
     __version__ = version("metaharness")
@@ -39,5 +41,5 @@ __all__ = ["__version__", "optimize", "run_config"]
 def __getattr__(name: str) -> Any:
     # Exported lazily: every sandbox process and every CLI call imports this package, and must start fast.
     if name in ("optimize", "run_config"):
-        return getattr(importlib.import_module("metaharness.search.optimize"), name)
+        return getattr(importlib.import_module("metaharness.runner.optimize"), name)
     raise AttributeError(f"module 'metaharness' has no attribute '{name}'")

@@ -1,15 +1,17 @@
 """What a search may spend, in what users pay: example-evaluations, model tokens and dollars.
 
-One typed object goes from the command line to the solver. ``Spend`` is an amount (what was spent, or what a
+One typed value goes from the command line to the solver. ``Spend`` is an amount (what was spent, or what a
 plan is predicted to spend); ``Budget`` is a limit per entry, ``math.inf`` where nothing is capped;
-``SearchBudget`` holds the two limits of a run:
+``SearchBudget`` is every limit of a run in one value, the one the loop, the run's ledger, the proposers and the
+solver read:
 
 - ``per_iteration``: what one iteration's task-model calls may spend, whatever they are for: the proposer's
   predictions (probes on training examples), the checks of new candidates and the staged evaluation on validation
-  examples are spent from this one budget (`Meter` keeps what the predictions may still spend);
+  examples are spent from this one budget (`Meter` keeps what the predictions may still spend); when its ``evals``
+  are not capped they are ``evals_per_iter`` full evaluations' worth (`SearchBudget.iteration_limit`);
 - ``per_run``: what the whole run may spend over every session: ``evals`` counts task-model example-evaluations
   (validation, probes, checks), ``tokens`` and ``usd`` count every model call of the run (the proposer model's
-  too), as ``--max-tokens`` and ``--max-cost`` always have.
+  too): they are the money caps (``--max-tokens``, ``--max-cost``) the run's ledger holds every call to.
 
 An example-evaluation is one harness run on one example (a validation example, a probe's training example, or the
 instantiation a check makes) that cost something; its calls' tokens and dollars count in ``tokens`` and ``usd``.
@@ -20,7 +22,8 @@ cache answers it) costs nothing, so a revision that leaves the prompts alone cos
 examples its parent was evaluated on. A call the cache answers because *another* run made it still counts, so a
 run's spend, and every choice that depends on it, is the same on a cold or a warm cache.
 
-Budgets are validated once, here (``Budget.parse``, ``Budget.checked``); everything downstream trusts them.
+Budgets are validated once, when they are made (``Budget`` and ``SearchBudget`` check their entries; ``Budget.parse``
+reads the command line's form); everything downstream trusts them.
 
 >>> b = Budget.parse("evals=150,usd=0.5")
 >>> b.evals, b.tokens, b.usd
@@ -31,17 +34,21 @@ Budgets are validated once, here (``Budget.parse``, ``Budget.checked``); everyth
 Budget(evals=50.0, tokens=inf, usd=0.3)
 >>> str(Budget(evals=150))
 'evals=150'
+>>> SearchBudget(per_run=Budget(usd=1.0)).iteration_limit(share=20)
+Budget(evals=60.0, tokens=inf, usd=inf)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from metaharness.errors import InputError
 
 ENTRIES = ("evals", "tokens", "usd")
+# Full evaluations' worth of example-evaluations an iteration may spend when its evals are not capped otherwise.
+DEFAULT_EVALS_PER_ITER = 3
 # Rounding slack when a total is compared with a limit (sums of floats, dollars to 1e-9).
 TOLERANCE = 1e-9
 
@@ -211,29 +218,27 @@ class Meter:
 
 @dataclass(frozen=True)
 class SearchBudget:
-    """The limits of a run: ``per_iteration`` (one iteration's validation evaluations) and ``per_run`` (the whole
-    run, every session; see the module docstring for what each entry counts)."""
+    """Every limit of a run (the module docstring says what each counts), checked when made: ``evals_per_iter`` a
+    whole number >= 1, ``per_iteration`` at least one example-evaluation where its ``evals`` are capped."""
 
+    evals_per_iter: int = DEFAULT_EVALS_PER_ITER
     per_iteration: Budget = Budget()
     per_run: Budget = Budget()
 
-    def for_iteration(self, run_spent: Spend, iteration_spent: Spend) -> Budget:
+    def __post_init__(self) -> None:
+        if isinstance(self.evals_per_iter, bool) or not isinstance(self.evals_per_iter, int) or self.evals_per_iter < 1:
+            raise InputError(f"--evals-per-iter must be a whole number >= 1, got {self.evals_per_iter!r}.")
+        if self.per_iteration.evals < 1:
+            raise InputError("The per-iteration budget's evals must be at least 1 example-evaluation.")
+
+    def iteration_limit(self, share: int) -> Budget:
+        """What one iteration may spend: ``per_iteration``, its ``evals`` ``evals_per_iter`` full evaluations of
+        ``share`` validation examples when they are not capped."""
+        if math.isfinite(self.per_iteration.evals):
+            return self.per_iteration
+        return replace(self.per_iteration, evals=float(self.evals_per_iter * share))
+
+    def for_iteration(self, run_spent: Spend, iteration_spent: Spend, *, share: int) -> Budget:
         """What the rest of an iteration may spend: the smaller of the iteration's limit minus what the iteration
         spent, and the run's limit minus what the run spent."""
-        return self.per_iteration.left(iteration_spent).tightest(self.per_run.left(run_spent))
-
-    def to_json(self) -> dict[str, dict[str, float | None]]:
-        return {"per_iteration": self.per_iteration.to_json(), "per_run": self.per_run.to_json()}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object] | None) -> SearchBudget:
-        data = data or {}
-        return cls(Budget.checked(_limits(data, "per_iteration")), Budget.checked(_limits(data, "per_run")))
-
-
-def _limits(data: Mapping[str, object], key: str) -> Mapping[str, object] | None:
-    """``data[key]``: a mapping of named limits, or absent."""
-    value = data.get(key)
-    if value is not None and not isinstance(value, Mapping):
-        raise InputError(f"The {key} budget must map limit names to numbers, got {value!r}.")
-    return value
+        return self.iteration_limit(share).left(iteration_spent).tightest(self.per_run.left(run_spent))

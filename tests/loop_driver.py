@@ -1,5 +1,5 @@
 """A whole run in its own process, for the kill tests: the real loop, store and spend journal (the wiring of
-``metaharness.search.optimize.run_ledger``), with the scripted proposer and evaluator of tests/fakes.py making
+``metaharness.runner.ledger.run_ledger``), with the scripted proposer and evaluator of tests/fakes.py making
 priced model calls through real clients on the run's ledger.
 
     python tests/loop_driver.py RUN_DIR [MAX_COST]
@@ -16,12 +16,14 @@ printed as one JSON line.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, program
 
+from metaharness.budget import Budget, SearchBudget
 from metaharness.candidate import Evaluation, Prediction
 from metaharness.models.client import Client
 from metaharness.models.ledger import Ledger
@@ -29,10 +31,10 @@ from metaharness.models.prices import Price, PriceTable
 from metaharness.models.protocol import ChatRequest, ChatResult, Role
 from metaharness.planner import program as programs
 from metaharness.report import write_summary_markdown
+from metaharness.runner.ledger import run_ledger
 from metaharness.search.loop import LoopSettings, Optimizer, Seed
-from metaharness.search.optimize import run_ledger
 from metaharness.search.protocol import Proposal, RunState
-from metaharness.search.settings import RunSettings
+from metaharness.search.settings import SearchSettings
 from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "openai:fake-task", "val_limit": 4, "proposer": "scripted"}
@@ -41,6 +43,8 @@ PRICES = PriceTable({TASK: Price(100.0, 0.0), PROPOSER: Price(100.0, 0.0)}, use_
 CALL_USD = 0.001
 ITERATIONS = 2
 EVALS_PER_ITER = 2
+# The loop's settings: every proposal evaluated in full, in order.
+BEST_OF_N = SearchSettings(evaluation="best-of-n", budget=SearchBudget(evals_per_iter=EVALS_PER_ITER))
 
 
 class CountedModel(ScriptedModel):
@@ -111,7 +115,7 @@ def main(argv: list[str]) -> None:
     calls = run_dir.parent / "calls.log"
     run = RunDirectory.open(run_dir, CONFIG)
     try:
-        costs = run_ledger(run, max_cost=max_cost, prices=PRICES)
+        costs = run_ledger(run, Budget(usd=math.inf if max_cost is None else max_cost), prices=PRICES)
         ledger: Ledger = costs.ledger
         task_model = Client(TASK, CountedModel(calls), cache=None, ledger=ledger)
         proposer_model = Client(PROPOSER, CountedModel(calls), cache=None, ledger=ledger)
@@ -119,14 +123,11 @@ def main(argv: list[str]) -> None:
         evaluator.test_available = True
         optimizer = Optimizer(
             run,
-            LoopSettings(
-                RunSettings("toy", TASK, "priced", evaluation="best-of-n", evals_per_iter=EVALS_PER_ITER), ITERATIONS
-            ),
+            LoopSettings("toy", BEST_OF_N, ITERATIONS),
             PricedProposer(proposer_model, task_model),
             evaluator,
             [Seed("zero", program(0.2)), Seed("few", program(0.3))],
-            budget=costs.budget,
-            spent=costs.spent,
+            spending=costs,
             write_summary=lambda: write_summary_markdown(run),
         )
         outcome = optimizer.run()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -237,6 +239,21 @@ def test_budget_parses_checks_and_subtracts() -> None:
 
 def test_search_budget_takes_the_tighter_of_iteration_and_run() -> None:
     search = SearchBudget(per_iteration=Budget(evals=75), per_run=Budget(evals=100, usd=1.0))
-    assert search.for_iteration(Spend(evals=90), Spend(evals=10)) == Budget(evals=10, usd=1.0)
-    assert search.for_iteration(Spend(evals=0), Spend(evals=10)) == Budget(evals=65, usd=1.0)
-    assert SearchBudget.from_json(search.to_json()) == search
+    assert search.for_iteration(Spend(evals=90), Spend(evals=10), share=20) == Budget(evals=10, usd=1.0)
+    assert search.for_iteration(Spend(evals=0), Spend(evals=10), share=20) == Budget(evals=65, usd=1.0)
+    # Evals not capped per iteration: evals_per_iter full evaluations of the share.
+    full = SearchBudget(evals_per_iter=2, per_run=Budget(usd=1.0))
+    assert full.for_iteration(Spend(), Spend(evals=5), share=20) == Budget(evals=35, usd=1.0)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"evals_per_iter": 0}, "--evals-per-iter must be a whole number >= 1, got 0."),
+        ({"evals_per_iter": True}, "--evals-per-iter must be a whole number >= 1, got True."),
+        ({"per_iteration": Budget(evals=0.5)}, "The per-iteration budget's evals must be at least 1"),
+    ],
+)
+def test_a_search_budget_is_checked_when_made(given: dict[str, Any], message: str) -> None:
+    with pytest.raises(InputError, match=re.escape(message)):
+        SearchBudget(**given)

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from fakes import FakeEvaluator, ScriptedProposer, program
 
+from metaharness.budget import SearchBudget
 from metaharness.errors import InputError
 from metaharness.search.loop import LoopSettings, Optimizer, Seed
-from metaharness.search.settings import RunSettings
+from metaharness.search.settings import SearchSettings
 from metaharness.store import RunDirectory
 from metaharness.store.archive import BUNDLE, archive, restore
 
@@ -18,8 +19,10 @@ CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "s
 
 def test_an_archived_run_restores_with_its_candidates_scores_refs_and_log(tmp_path: Path) -> None:
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    settings = RunSettings("toy", "fake", "scripted", evaluation="greedy", evals_per_iter=2)
-    Optimizer(run, LoopSettings(settings, 2), ScriptedProposer(), FakeEvaluator(), [Seed("zero", program(0.2))]).run()
+    settings = SearchSettings(evaluation="greedy", budget=SearchBudget(evals_per_iter=2))
+    Optimizer(
+        run, LoopSettings("toy", settings, 2), ScriptedProposer(), FakeEvaluator(), [Seed("zero", program(0.2))]
+    ).run()
     run.close()
     written = archive(tmp_path / "run", tmp_path / "kept")
     assert (tmp_path / "kept" / BUNDLE) in written and not (tmp_path / "kept" / ".git").exists()

@@ -253,10 +253,10 @@ def test_optimize_with_the_base_proposer_on_an_engine_commits_its_edits_and_keep
 
     from fakes import FakeEvaluator, program
 
-    from metaharness.search.optimize import optimize, run_config
+    from metaharness.runner.optimize import optimize, run_config
     from metaharness.store import RunDirectory
 
-    monkeypatch.setattr("metaharness.search.optimize.TaskEvaluator", lambda task, model, **kw: FakeEvaluator())
+    monkeypatch.setattr("metaharness.runner.optimize.TaskEvaluator", lambda task, model, **kw: FakeEvaluator())
     folder = tmp_path / "task"
     shutil.copytree(EXAMPLE, folder)
     (folder / "candidates").mkdir(exist_ok=True)

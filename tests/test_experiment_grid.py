@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from command_line import assert_fails_cleanly, run_metaharness
+from command_line import assert_fails_cleanly, assert_usage_error, run_metaharness
 
+from metaharness.budget import Budget
 from metaharness.errors import ConfigurationError, InputError
 from metaharness.experiment import Cell, estimate_cost, experiment_spec, plan_grid, read_cells, run_experiment
 from metaharness.experiment.grid import CELLS_FILE, LOCK_FILE, SPEC_FILE, CellRecord, ExperimentSpec
-from metaharness.search.settings import RunSettings
+from metaharness.runner.settings import SettingsChange
 
 SPEC = experiment_spec(["lawbench", "uspto"], ["offline", "offline-greedy"], [0, 1], iterations=2, val_limit=3)
 
@@ -68,7 +69,7 @@ def test_a_grid_runs_every_cell_once_and_a_rerun_skips_them(tmp_path):
 def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_cap(tmp_path, monkeypatch):
     import metaharness.experiment.grid
 
-    searches: list[tuple[Path, RunSettings, dict[str, Any]]] = []
+    searches: list[tuple[Path, SettingsChange, dict[str, Any]]] = []
     monkeypatch.setattr(
         metaharness.experiment.grid, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config, kw))
     )
@@ -84,16 +85,17 @@ def test_the_default_cell_is_optimize_with_the_cells_seed_and_its_share_of_the_c
         3,
         1,
     )
-    assert config.proposer_model is None and config.task_model == SPEC.task_model
-    assert config.proposer_options is not None and config.proposer_options.to_json() == {"probe_size": 2}
+    assert config.proposer_model is None and config.task_model == SPEC.template.task_model
+    assert config.proposer_options == {"probe_size": 2}
     assert config.evaluation == "best-of-n" and config.holdout == 0  # a spec without arms: the runs before arms
-    assert kw == {"iterations": 2, "test": False, "max_cost": 0.5, "data_dir": tmp_path / "data", "raise_caps": True}
+    assert config.per_run == Budget(usd=0.5)  # the cell's share of the cap
+    assert kw == {"iterations": 2, "test": False, "data_dir": tmp_path / "data", "raise_caps": True}
 
 
 def test_arms_are_cells_at_equal_spend_with_the_holdout(tmp_path, monkeypatch):
     import metaharness.experiment.grid
 
-    searches: list[tuple[Path, RunSettings]] = []
+    searches: list[tuple[Path, SettingsChange]] = []
     monkeypatch.setattr(
         metaharness.experiment.grid, "optimize", lambda run_dir, config, **kw: searches.append((run_dir, config))
     )
@@ -433,11 +435,12 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
         ["uspto"], ["tps"], [0, 1], iterations=12, task_model="openai:gpt-4.1-mini", proposer_model="anthropic:x"
     )
     assert estimate_cost(hosted).total is None  # an unpriced proposer model: unknown, not $0
-    priced = estimate_cost(replace(hosted, proposer_model="anthropic:claude-sonnet-4-5"))
-    task_only = estimate_cost(replace(hosted, proposers=("offline",), proposer_model=None))
-    assert priced.total is not None and task_only.total is not None and priced.total > task_only.total > 0
-    fewer = estimate_cost(replace(hosted, proposers=("offline",), proposer_model=None, val_limit=10))
-    assert fewer.total is not None and fewer.total < task_only.total  # 10 examples instead of the assumed 100
+    named = replace(hosted, template=replace(hosted.template, proposer_model="anthropic:claude-sonnet-4-5"))
+    task_only = replace(hosted, proposers=("offline",), template=replace(hosted.template, proposer_model=None))
+    priced, task_only_cost = estimate_cost(named), estimate_cost(task_only)
+    assert priced.total is not None and task_only_cost.total is not None and priced.total > task_only_cost.total > 0
+    fewer = estimate_cost(replace(task_only, template=replace(task_only.template, val_limit=10)))
+    assert fewer.total is not None and fewer.total < task_only_cost.total  # 10 examples instead of the assumed 100
 
 
 @pytest.mark.parametrize(
@@ -450,8 +453,11 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
         (["--jobs", "0"], "--jobs takes a number of cells >= 1"),
         (["-P", "seed=4"], "'seed' is set per cell"),
         (["--proposer-model", "anthropic:claude-sonnet-4-5"], "needs an Anthropic API key"),
-        (["--arms", "planner,magic"], "Unknown arm(s) magic: use planner, greedy, best-of-n, halving, gate, threshold, thompson."),
-        (["--holdout", "-1"], "holdout is a number of validation examples >= 0, got -1."),
+        (
+            ["--arms", "planner,magic"],
+            "Unknown arm(s) magic: use planner, greedy, best-of-n, halving, gate, threshold, thompson.",
+        ),
+        (["--val-limit", "3", "-P", "probe_size=-1"], "Proposer option probe_size must be an integer >= 0, got -1."),
     ],
     ids=[
         "seeds",
@@ -462,13 +468,28 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
         "seed option",
         "no key",
         "arm",
-        "holdout",
+        "proposer option",
     ],
 )
 def test_bench_harness_option_errors_exit_2_with_one_line(tmp_path, args, message):
     out = run_metaharness("bench", "harness", "--out", tmp_path / "exp", *args, cwd=tmp_path, timeout=60)
     assert_fails_cleanly(out, message)
     assert not (tmp_path / "exp").exists()  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--holdout", "-1"], "Invalid value for '--holdout'"),
+        (["--evals-per-iter", "0"], "Invalid value for '--evals-per-iter'"),
+        (["--val-limit", "0"], "Invalid value for '--val-limit'"),
+    ],
+    ids=["holdout", "evals per iteration", "val limit"],
+)
+def test_bench_harness_checks_the_run_options_as_optimize_does(tmp_path, args, message):
+    for command in (["bench", "harness", "--out", tmp_path / "exp"], ["optimize", "--dataset", "uspto"]):
+        assert_usage_error(run_metaharness(*command, *args, cwd=tmp_path, timeout=60), message)
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_bench_harness_refuses_other_settings_for_a_stored_experiment_before_starting(tmp_path):

@@ -153,7 +153,7 @@ def test_the_older_ways_to_name_the_run_still_work_and_say_so(run_dir, tmp_path,
 
 def test_defaults_without_a_key_are_the_embedded_model_and_the_offline_proposer(monkeypatch):
     from metaharness.models import DEFAULT_TASK_MODEL_SPEC
-    from metaharness.search.optimize import default_models
+    from metaharness.runner.models import default_models
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -29,7 +29,7 @@ from metaharness.errors import BudgetExceeded, StorageFailure
 from metaharness.evaluation import evaluate
 from metaharness.models.client import Client
 from metaharness.models.protocol import ChatRequest, ChatResult, Role
-from metaharness.search.optimize import run_ledger
+from metaharness.runner.ledger import run_ledger
 from metaharness.store import RunDirectory
 from metaharness.store.files import free_bytes
 

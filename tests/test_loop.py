@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeEvaluator, ScriptedProposer, program
 
+from metaharness.budget import Budget, SearchBudget
 from metaharness.candidate import Prediction
 from metaharness.errors import ConfigurationError, MetaharnessError
 from metaharness.models.protocol import StructuredOutputError
@@ -14,7 +15,7 @@ from metaharness.report import RunView, write_summary_markdown
 from metaharness.report.page import render_html
 from metaharness.search.loop import LoopEvents, LoopSettings, Optimizer, ProposerFailed, Seed, StopRequest
 from metaharness.search.protocol import Proposal
-from metaharness.search.settings import RunSettings
+from metaharness.search.settings import SearchSettings
 from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "scripted", "evals_per_iter": 2}
@@ -22,10 +23,10 @@ CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "s
 
 def make(tmp_path: Path, proposer, evaluator, iterations=2, stop=None, events=None, max_proposer_failures=3):
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    run_settings = RunSettings(
-        "toy", "fake", "scripted", evaluation="best-of-n", evals_per_iter=2, max_proposer_failures=max_proposer_failures
+    search = SearchSettings(
+        evaluation="best-of-n", budget=SearchBudget(evals_per_iter=2), max_proposer_failures=max_proposer_failures
     )
-    settings = LoopSettings(run_settings, iterations)
+    settings = LoopSettings("toy", search, iterations)
     seeds = [Seed("zero", program(0.2)), Seed("few", program(0.3))]
     return run, Optimizer(
         run,
@@ -64,18 +65,16 @@ def test_seeds_then_iterations_commit_every_candidate(tmp_path):
 def test_staged_evaluation_allots_examples_within_the_budget_and_the_line_records_it(tmp_path):
     """The planner policy scores candidates in stages within the iteration's example-evaluations; the iteration's
     line records what was considered, allotted, predicted and spent, and what the baselines would have done."""
-    from metaharness.budget import Budget
-
     proposals = [
         Proposal("c001", program(score), f"p{score}", prediction=Prediction(score=score, std=0.1))
         for score in (0.25, 0.5, 0.15, 0.35)
     ]
     proposer = ScriptedProposer({1: proposals[1:]})
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    run_settings = RunSettings(
-        "toy", "fake", "scripted", iteration_budget=Budget(evals=10), evaluation="planner", proposals=6, first_stage=1
+    search = SearchSettings(
+        budget=SearchBudget(per_iteration=Budget(evals=10)), evaluation="planner", proposals=6, first_stage=1
     )
-    settings = LoopSettings(run_settings, iterations=1)
+    settings = LoopSettings("toy", search, iterations=1)
     opt = Optimizer(run, settings, proposer, FakeEvaluator(), [Seed("zero", program(0.2))])
     outcome = opt.run()
     run.close()

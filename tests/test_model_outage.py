@@ -15,13 +15,14 @@ import pytest
 from fakes import ScriptedModel, ScriptedProposer, ServedModel, ToyTask
 from model_server import FaultProxy
 
+from metaharness.budget import SearchBudget
 from metaharness.errors import ModelUnavailable
 from metaharness.evaluation import evaluate
 from metaharness.evaluation.proxy import TOKEN_LINE, ModelRef
 from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.models import RetryPolicy, connect
 from metaharness.search.loop import LoopSettings, Optimizer, Seed
-from metaharness.search.settings import RunSettings
+from metaharness.search.settings import SearchSettings
 from metaharness.store import RunDirectory
 
 DENGUE = "[DIAGNOSIS]dengue[/DIAGNOSIS]"
@@ -66,7 +67,8 @@ def test_an_outage_reaches_a_remote_job_as_the_same_error(outage):
 
 def test_an_outage_stops_the_run_with_a_stop_line_and_the_same_command_continues(outage, tmp_path):
     def optimizer(run: RunDirectory) -> Optimizer:
-        settings = LoopSettings(RunSettings("toy", "outage", "scripted", evaluation="best-of-n", evals_per_iter=1), 0)
+        search = SearchSettings(evaluation="best-of-n", budget=SearchBudget(evals_per_iter=1))
+        settings = LoopSettings("toy", search, 0)
         evaluator = TaskEvaluator(ToyTask(), client_for(outage))
         return Optimizer(run, settings, ScriptedProposer(), evaluator, [Seed("ask", HARNESS)])
 

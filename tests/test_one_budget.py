@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, ToyTask, program
 
-from metaharness.budget import Budget, Meter, Spend
+from metaharness.budget import Budget, Meter, SearchBudget, Spend
 from metaharness.candidate import Evaluation, Prediction
 from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.models.cache import ResponseCache
@@ -24,7 +24,7 @@ from metaharness.proposers.probe import PredictionBudgetSpent, Prober
 from metaharness.search.loop import PREDICTING_SHARE, LoopSettings, Optimizer, Seed
 from metaharness.search.protocol import Proposal, RunState
 from metaharness.search.replay import Replay, Replayer
-from metaharness.search.settings import RunSettings
+from metaharness.search.settings import SearchSettings
 from metaharness.store import RunDirectory
 
 CONFIG = {"dataset": "toy", "task_model": "fake", "val_limit": 4, "proposer": "scripted", "evals_per_iter": 2}
@@ -135,9 +135,14 @@ class ProbingProposer(ScriptedProposer):
 
 def _run(tmp_path: Path, proposer, evaluation: str, replay=None, iterations: int = 1) -> RunDirectory:
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    settings = RunSettings("toy", "fake", "scripted", evaluation=evaluation, evals_per_iter=2)  # type: ignore[arg-type]
+    settings = SearchSettings(evaluation=evaluation, budget=SearchBudget(evals_per_iter=2))  # type: ignore[arg-type]
     Optimizer(
-        run, LoopSettings(settings, iterations), proposer, FakeEvaluator(), [Seed("zero", program(0.2))], replay=replay
+        run,
+        LoopSettings("toy", settings, iterations),
+        proposer,
+        FakeEvaluator(),
+        [Seed("zero", program(0.2))],
+        replay=replay,
     ).run()
     run.close()
     return run

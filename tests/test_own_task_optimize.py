@@ -18,8 +18,9 @@ from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, ServedModel, T
 
 from metaharness.candidate import Evaluation
 from metaharness.errors import InputError
-from metaharness.search.optimize import optimize, run_config, seeds_of, task_source
-from metaharness.search.settings import RunSettings
+from metaharness.runner.optimize import optimize, run_config
+from metaharness.runner.settings import RunSettings, SettingsChange
+from metaharness.runner.task import seeds_of, task_source
 from metaharness.store import RunDirectory
 from metaharness.tasks import Task, open_task
 from metaharness.tasks.custom.task import EXAMPLE
@@ -59,8 +60,8 @@ OPENED: list[tuple[Task, list[str]]] = []
 def fakes(monkeypatch):
     """optimize() builds the fake evaluator and the scripted proposer instead of the real ones."""
     OPENED.clear()
-    monkeypatch.setattr("metaharness.search.optimize.TaskEvaluator", TaskRecorder)
-    monkeypatch.setattr("metaharness.search.optimize.get_proposer", lambda name, **config: ScriptedProposer())
+    monkeypatch.setattr("metaharness.runner.optimize.TaskEvaluator", TaskRecorder)
+    monkeypatch.setattr("metaharness.runner.optimize.get_proposer", lambda name, **config: ScriptedProposer())
 
 
 def folder_task(root: Path, *, seeds: dict[str, float] | None = None, toml: str = NUMERIC) -> Path:
@@ -242,7 +243,7 @@ def test_the_recorded_source_of_each_kind_of_task(tmp_path):
         run_config("symptom2disease").task_source is None and run_config("Symptom2Disease").dataset == "symptom2disease"
     )
     with pytest.raises(InputError, match="This run was started on a paper dataset, not the task /x; a run keeps"):
-        RunSettings.resolve({"task_source": {"source": "/x", "settings": {}}}, run_config("uspto"))
+        RunSettings.resolve(SettingsChange(task_source={"source": "/x", "settings": {}}), run_config("uspto"))
     with pytest.raises(InputError, match="task_settings apply to a task folder or hf: dataset named by text"):
         run_config(ToyTask(), task_settings={"metric.name": "exact"})
     with pytest.raises(InputError, match="-T settings apply to a task folder or an hf: dataset"):

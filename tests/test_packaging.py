@@ -85,7 +85,7 @@ def _without_local(code: str, *args: str, cwd: Path | None = None) -> subprocess
 
 def test_core_modules_import_without_llama_cpp():
     code = (
-        "import metaharness.cli, metaharness.search.loop, metaharness.search.optimize, metaharness.models, "
+        "import metaharness.cli, metaharness.search.loop, metaharness.runner.optimize, metaharness.models, "
         "metaharness.planner.tool, "
         "metaharness.planner.session, metaharness.agents.puzzle_tape, metaharness.agents.puzzle_react_tps; "
         "from metaharness.planner import plan, solve, PlanningSession; "

@@ -16,14 +16,13 @@ import pytest
 from command_line import assert_fails_cleanly
 from command_line import run_metaharness as cli
 from fakes import program
-from loop_driver import CONFIG, EVALS_PER_ITER, PRICES, PROPOSER, TASK, CountedModel, PricedEvaluator, PricedProposer
+from loop_driver import BEST_OF_N, CONFIG, PRICES, PROPOSER, TASK, CountedModel, PricedEvaluator, PricedProposer
 
 from metaharness.errors import InputError
 from metaharness.models.client import Client
 from metaharness.report import write_summary_markdown
+from metaharness.runner.ledger import run_ledger
 from metaharness.search.loop import LoopEvents, LoopSettings, Optimizer, Seed
-from metaharness.search.optimize import run_ledger
-from metaharness.search.settings import RunSettings
 from metaharness.store import RunDirectory
 from metaharness.store.files import append_jsonl
 from metaharness.store.program_graph import GRAPH_FILE
@@ -62,15 +61,12 @@ def session(run_dir: Path, iterations: int = 2) -> Session:
         proposer = PricedProposer(Client(PROPOSER, CountedModel(calls), cache=None, ledger=costs.ledger), task_model)
         Optimizer(
             run,
-            LoopSettings(
-                RunSettings("toy", TASK, "priced", evaluation="best-of-n", evals_per_iter=EVALS_PER_ITER), iterations
-            ),
+            LoopSettings("toy", BEST_OF_N, iterations),
             proposer,
             evaluator,
             [Seed("zero", program(0.2)), Seed("few", program(0.3))],
             events=Notes(done),
-            budget=costs.budget,
-            spent=costs.spent,
+            spending=costs,
             write_summary=lambda: write_summary_markdown(run),
         ).run()
         done.calls = int(costs.ledger.totals()["calls"])

@@ -12,15 +12,15 @@ import pytest
 from fakes import FakeEvaluator, ScriptedProposer, program
 
 from metaharness.errors import InputError
-from metaharness.search.optimize import optimize, run_config
+from metaharness.runner.optimize import optimize, run_config
 
 FAKE_MODEL = "openai:fake@http://127.0.0.1:9/v1"  # never called: the fake evaluator makes no model call
 
 
 @pytest.fixture(autouse=True)
 def fakes(monkeypatch):
-    monkeypatch.setattr("metaharness.search.optimize.TaskEvaluator", lambda task, model, **kw: FakeEvaluator())
-    monkeypatch.setattr("metaharness.search.optimize.get_proposer", lambda name, **config: ScriptedProposer())
+    monkeypatch.setattr("metaharness.runner.optimize.TaskEvaluator", lambda task, model, **kw: FakeEvaluator())
+    monkeypatch.setattr("metaharness.runner.optimize.get_proposer", lambda name, **config: ScriptedProposer())
 
 
 def task_folder(root: Path) -> Path:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import threading
 
 import pytest
 from fakes import ScriptedModel
 
+from metaharness.budget import Budget
 from metaharness.errors import BudgetExceeded
 from metaharness.models.client import Client
 from metaharness.models.ledger import Charge, Ledger
 from metaharness.models.prices import Price, PriceTable
 from metaharness.models.protocol import ChatRequest, Usage
-from metaharness.search.optimize import run_ledger, spent_before
+from metaharness.runner.ledger import run_ledger
 from metaharness.store import RunDirectory
 from metaharness.store.files import append_jsonl
 
@@ -55,9 +57,9 @@ def test_every_call_is_journaled_before_it_returns_and_a_new_session_starts_from
     # No iteration or stop line was logged (as when a run is killed mid-iteration): the next session still knows.
     assert run.log_records() == []
     again = RunDirectory.open(tmp_path / "run", CONFIG)
-    resumed = run_ledger(again, max_cost=0.005, prices=PRICES)
+    resumed = run_ledger(again, Budget(usd=0.005), prices=PRICES)
     assert resumed.previous == {"usd": pytest.approx(0.003), "tokens": 45}
-    assert resumed.budget() == {"usd": pytest.approx(0.002)}
+    assert resumed.left().usd == pytest.approx(0.002) and resumed.left().tokens == math.inf
     second = client(resumed.ledger)
     second.complete(ASK)
     second.complete(ASK)
@@ -71,19 +73,19 @@ def test_every_call_is_journaled_before_it_returns_and_a_new_session_starts_from
 
 def test_a_token_cap_holds_over_sessions(tmp_path):
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    model = client(run_ledger(run, max_tokens=40, prices=PRICES).ledger)
+    model = client(run_ledger(run, Budget(tokens=40), prices=PRICES).ledger)
     model.complete(ASK)
     model.complete(ASK)
     run.close()
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    resumed = run_ledger(run, max_tokens=40, prices=PRICES)
-    assert resumed.ledger.max_tokens == 10 and resumed.budget() == {"tokens": 10}
+    resumed = run_ledger(run, Budget(tokens=40), prices=PRICES)
+    assert resumed.ledger.max_tokens == 10 and resumed.left() == Budget(tokens=10)
     backend = ScriptedModel("ok")
     model = client(resumed.ledger, backend)
     model.complete(ASK)  # 30 of 40: allowed, and it takes the run to 45
     with pytest.raises(BudgetExceeded, match="Token cap"):
         model.complete(ASK)
-    assert len(backend.requests) == 1 and spent_before(run)["tokens"] == 45
+    assert len(backend.requests) == 1 and run.spent()["tokens"] == 45
     run.close()
 
 

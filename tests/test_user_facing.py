@@ -17,7 +17,7 @@ from fakes import FakeEvaluator, ScriptedProposer, ToyTask, program
 
 from metaharness.candidate import IMPLEMENTED, Candidate, Evaluation
 from metaharness.report import write_summary_markdown
-from metaharness.search.optimize import optimize
+from metaharness.runner.optimize import optimize
 from metaharness.store import RunDirectory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,8 +40,8 @@ def small_run(tmp_path_factory) -> tuple[Path, Candidate, Candidate]:
     0.95 on 1 of its 4 examples, as a first stage of the staged evaluation leaves one: above the best, no result."""
     tmp = tmp_path_factory.mktemp("user-facing")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("metaharness.search.optimize.TaskEvaluator", ToyEvaluator)
-        patch.setattr("metaharness.search.optimize.get_proposer", lambda name, **config: ScriptedProposer())
+        patch.setattr("metaharness.runner.optimize.TaskEvaluator", ToyEvaluator)
+        patch.setattr("metaharness.runner.optimize.get_proposer", lambda name, **config: ScriptedProposer())
         seeds = []
         for name, score in (("low", 0.2), ("high", 0.4)):
             seeds.append(tmp / "seeds" / f"{name}.py")

@@ -23,10 +23,17 @@ from metaharness.agents.tool_bench import ToolAgentSettings, run_bench
 from metaharness.cli.browse import console
 from metaharness.cli.options import (
     dask_scheduler_option,
+    data_dir_option,
+    evals_per_iter_option,
+    holdout_option,
+    iters_option,
     max_cost_option,
-    parse_options,
+    proposer_model_option,
     proposer_option_option,
     ray_address_option,
+    settings_change,
+    task_model_option,
+    val_limit_option,
 )
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
@@ -170,27 +177,18 @@ def harness(
         help="Comma-separated evaluation policies compared at equal spend (default: planner,greedy,best-of-n,"
         "halving,gate): the planner's staged evaluation and its baselines.",
     ),
-    holdout: int | None = typer.Option(
-        None,
-        "--holdout",
-        help="Validation examples kept out of every search, to judge what each returns (default: a third of "
-        "--val-limit, else 0).",
-    ),
+    holdout: int | None = holdout_option("a third of --val-limit, else 0"),
     seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated proposer seeds (default: 0,1,2)."),
-    iters: int | None = typer.Option(None, "--iters", help="Iterations per run (default: 12)."),
-    evals_per_iter: int | None = typer.Option(
-        None, "--evals-per-iter", help="Candidate evaluations per iteration (default: 3)."
-    ),
-    val_limit: int | None = typer.Option(None, "--val-limit", help="Evaluate on the first N validation examples only."),
-    task_model: str | None = typer.Option(None, "--task-model", help="Task model spec (default: the embedded one)."),
-    proposer_model: str | None = typer.Option(
-        None, "--proposer-model", help="Proposer model spec (default: the hosted model of the API key set, if any)."
-    ),
+    iters: int | None = iters_option(None, "Iterations per run (default: 12)."),
+    evals_per_iter: int | None = evals_per_iter_option(),
+    val_limit: int | None = val_limit_option(),
+    task_model: str | None = task_model_option(),
+    proposer_model: str | None = proposer_model_option(),
     max_cost: float | None = max_cost_option(
         "Dollar cap of the whole experiment, split evenly over the cells; the estimate is shown first."
     ),
     jobs: int = typer.Option(1, "--jobs", help="Cells run at once (processes; mind the model endpoints' limits)."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the tasks' splits (else downloaded)."),
+    data_dir: Path | None = data_dir_option(),
     test: bool | None = typer.Option(
         None, "--test/--no-test", help="Score each run's best on the test split (default: test)."
     ),
@@ -202,55 +200,27 @@ def harness(
 ) -> None:
     """The harness-optimisation grid: one search per dataset x proposer x seed, then the tables over seeds."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
-    from metaharness.experiment import estimate_cost, run_experiment
-    from metaharness.experiment.grid import check_models, stored_spec
+    from metaharness.experiment import run_experiment
+    from metaharness.experiment.grid import check_models
     from metaharness.experiment.results import write_results
 
     show = console()
-    spec, notice = harness_spec(
-        out,
-        datasets=datasets,
-        proposers=proposers,
-        seeds=seeds,
-        iterations=iters,
-        evals_per_iter=evals_per_iter,
-        val_limit=val_limit,
+    template = settings_change(
         task_model=task_model,
         proposer_model=proposer_model,
-        test=test,
-        max_cost=max_cost,
-        options=parse_options(proposer_option),
-        arms=arms,
+        evals_per_iter=evals_per_iter,
+        val_limit=val_limit,
         holdout=holdout,
+        proposer_option=proposer_option,
     )
+    grid = {"datasets": datasets, "proposers": proposers, "arms": arms, "seeds": seeds, "iterations": iters}
+    spec, notice = harness_spec(out, **grid, test=test, max_cost=max_cost, template=template)
     if jobs < 1:
         raise InputError(f"--jobs takes a number of cells >= 1, got {jobs}.")
     check_models(spec)
     with cluster(dask_scheduler, ray_address):  # reachable (and installed) before any cell starts
         pass
-    before = (stored_spec(out) or {}).get("iterations")
-    if isinstance(before, int) and spec.iterations > before:
-        notice = f"{notice}\n" if notice else ""
-        notice += f"Extending {out} from {before} to {spec.iterations} iterations: every run continues."
-    if notice:
-        show.print(f"[yellow]{notice}[/]")
-    cells = len(spec.cells())
-    arm_text = f" x arms {', '.join(spec.arms)}" if spec.arms else ""
-    show.print(
-        f"Experiment {out}: {cells} runs ({', '.join(spec.datasets)} x {', '.join(spec.proposers)}{arm_text} "
-        f"x seeds {', '.join(map(str, spec.seeds))}), {spec.iterations} iterations x {spec.evals_per_iter} "
-        f"full evaluations' worth each, {spec.holdout} validation examples held out to judge, task "
-        f"model {spec.task_model}, proposer model {spec.proposer_model or 'none'}."
-    )
-    if spec.max_cost is not None:
-        estimate = estimate_cost(spec)
-        guess = "unknown (a model without a price)" if estimate.total is None else f"~${estimate.total:,.2f}"
-        show.print(
-            f"Estimated cost: {guess} (rough, within a factor of several); cap ${spec.max_cost:,.2f} "
-            f"(${spec.max_cost / cells:,.2f} per run)."
-        )
-        if estimate.total is not None and estimate.total > spec.max_cost:
-            show.print("[yellow]The estimate is above the cap: runs stop cleanly when they reach their share.[/]")
+    _show_plan(show, out, spec, notice)
     resume = f"metaharness bench harness --out {out}" + (f" --data-dir {data_dir}" if data_dir else "")
     resume += f" --dask-scheduler {dask_scheduler}" if dask_scheduler else ""
     resume += f" --ray-address {ray_address}" if ray_address else ""
@@ -270,7 +240,7 @@ def harness(
         show.print(f"[yellow]Stopped. Finished runs are kept and a started one continues: resume with {resume}[/]")
         raise typer.Exit(130) from None
     if not lines.started:
-        show.print(f"All {cells} runs were done already.")
+        show.print(f"All {len(spec.cells())} runs were done already.")
     failed = [r for r in records if r.status == "failed"]
     capped = [r for r in records if r.status == "capped"]
     show.print(f"Tables: {write_results(out)} (also results.json, results.html)")
@@ -285,8 +255,8 @@ def harness(
 
 
 def harness_spec(out: Path, **given: Any) -> tuple[ExperimentSpec, str | None]:
-    """The grid's spec from the options (``resolve``: a setting
-    not given is the stored experiment's, else the paper's), checked against the stored one before anything starts."""
+    """The grid's spec from the options (``ExperimentSpec.resolve``: a setting not given is the stored
+    experiment's, else the paper's), checked against the stored one before anything starts."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from metaharness.experiment.grid import ExperimentSpec, check_same_spec, stored_spec  # noqa: F811
 
@@ -299,6 +269,38 @@ def harness_spec(out: Path, **given: Any) -> tuple[ExperimentSpec, str | None]:
     spec, notice = ExperimentSpec.resolve(given, stored_spec(out))
     check_same_spec(out, spec)
     return spec, notice
+
+
+def _show_plan(show: Console, out: Path, spec: ExperimentSpec, notice: str | None) -> None:
+    """What the grid will run (and the notice about its settings), with the cost estimate under a cap."""
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
+    from metaharness.experiment import estimate_cost
+    from metaharness.experiment.grid import stored_spec
+
+    before = (stored_spec(out) or {}).get("iterations")
+    if isinstance(before, int) and spec.iterations > before:
+        notice = f"{notice}\n" if notice else ""
+        notice += f"Extending {out} from {before} to {spec.iterations} iterations: every run continues."
+    if notice:
+        show.print(f"[yellow]{notice}[/]")
+    cells = len(spec.cells())
+    arm_text = f" x arms {', '.join(spec.arms)}" if spec.arms else ""
+    run = spec.template
+    show.print(
+        f"Experiment {out}: {cells} runs ({', '.join(spec.datasets)} x {', '.join(spec.proposers)}{arm_text} "
+        f"x seeds {', '.join(map(str, spec.seeds))}), {spec.iterations} iterations x {run.evals_per_iter} "
+        f"full evaluations' worth each, {run.holdout} validation examples held out to judge, task "
+        f"model {run.task_model}, proposer model {run.proposer_model or 'none'}."
+    )
+    if spec.max_cost is not None:
+        estimate = estimate_cost(spec)
+        guess = "unknown (a model without a price)" if estimate.total is None else f"~${estimate.total:,.2f}"
+        show.print(
+            f"Estimated cost: {guess} (rough, within a factor of several); cap ${spec.max_cost:,.2f} "
+            f"(${spec.max_cost / cells:,.2f} per run)."
+        )
+        if estimate.total is not None and estimate.total > spec.max_cost:
+            show.print("[yellow]The estimate is above the cap: runs stop cleanly when they reach their share.[/]")
 
 
 class GridLines:

@@ -1,7 +1,8 @@
 """``metaharness optimize``: run or continue a search, with progress, Ctrl-C handling and the final table.
 
-The search itself is ``metaharness.search.optimize.optimize``; this module turns options into its settings (reusing
-a run's stored settings when it continues one), draws its events and prints where everything landed.
+The search itself is ``metaharness.runner.optimize.optimize``; this module turns options into what the run is given
+(``metaharness.cli.options.settings_change``; the run resolves it over its stored settings), draws its events and
+prints where everything landed.
 """
 
 from __future__ import annotations
@@ -12,27 +13,37 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from metaharness.budget import Budget
 from metaharness.candidate import Candidate
 from metaharness.cli.browse import RUNS_ROOT, console, resolve_run
 from metaharness.cli.options import (
     dask_scheduler_option,
+    data_dir_option,
+    evals_per_iter_option,
+    holdout_option,
+    iters_option,
     max_cost_option,
-    parse_options,
+    proposer_model_option,
     proposer_option_option,
     ray_address_option,
+    settings_change,
+    task_model_option,
+    val_limit_option,
 )
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
-from metaharness.search.loop import LoopEvents, Outcome, StopRequest
-from metaharness.search.settings import DEFAULT_EVALS_PER_ITER, RunSettings
+from metaharness.runner.events import RunEvents
+from metaharness.search.loop import Outcome, StopRequest
 from metaharness.store import RunDirectory
 from metaharness.tasks import CustomTask, open_task
 from metaharness.tasks.custom.spec import flat_settings
+
+if TYPE_CHECKING:  # a type only: the settings load the proposers, which `metaharness --help` does not need
+    from metaharness.runner.settings import RunSettings
 
 
 def optimize(
@@ -42,16 +53,12 @@ def optimize(
     task_setting: list[str] = typer.Option(
         [], "--task-setting", "-T", help="KEY=VALUE for a task folder or hf: dataset (e.g. -T data.config=main)."
     ),
-    iters: int = typer.Option(12, "--iters", min=0, help="Total iterations of the run (a rerun continues up to this)."),
+    iters: int = iters_option(12, "Total iterations of the run (a rerun continues up to this)."),
     proposer: str | None = typer.Option(
         None, "--proposer", help="offline (default without a key), base, tps, or a baseline."
     ),
-    proposer_model: str | None = typer.Option(
-        None, "--proposer-model", help="Model spec of the proposer, e.g. anthropic:claude-sonnet-4-5."
-    ),
-    task_model: str | None = typer.Option(
-        None, "--task-model", help="Model spec the harnesses call (default: the embedded local model)."
-    ),
+    proposer_model: str | None = proposer_model_option(),
+    task_model: str | None = task_model_option(),
     evaluation: str | None = typer.Option(
         None,
         "--evaluation",
@@ -61,23 +68,16 @@ def optimize(
             "which records every outcome for a study)."
         ),
     ),
-    evals_per_iter: int | None = typer.Option(
-        None,
-        "--evals-per-iter",
-        min=1,
-        help=f"Full evaluations' worth of examples per iteration (default {DEFAULT_EVALS_PER_ITER}).",
-    ),
+    evals_per_iter: int | None = evals_per_iter_option(),
     proposals: int | None = typer.Option(
         None, "--proposals", min=1, help="Proposals an iteration takes (default 12; best-of-n: --evals-per-iter)."
     ),
     seed: int | None = typer.Option(None, "--seed", help="Orders the validation examples and seeds the proposer."),
-    holdout: int | None = typer.Option(
-        None, "--holdout", min=0, help="Validation examples kept out of the search, to judge the best on."
-    ),
+    holdout: int | None = holdout_option("0"),
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (default runs/<dataset>-<proposer>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run (its settings are reused)."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the task's splits (else downloaded)."),
-    val_limit: int | None = typer.Option(None, "--val-limit", min=1, help="Use the first N validation examples only."),
+    data_dir: Path | None = data_dir_option(),
+    val_limit: int | None = val_limit_option(),
     max_cost: float | None = max_cost_option("Stop cleanly once this many USD are spent (whole run, every model)."),
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", min=0, help="Stop cleanly once this many tokens (input + output) are spent (whole run)."
@@ -123,18 +123,14 @@ def optimize(
     again must agree with them, and a cap may only be tightened unless --raise-caps. A run of a task folder or hf:
     dataset records where it came from, so --resume needs no --dataset."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
-    from metaharness.search.optimize import default_models, stored_settings, task_source
-    from metaharness.search.optimize import optimize as run_search
+    from metaharness.runner.models import default_models
+    from metaharness.runner.optimize import optimize as run_search
+    from metaharness.runner.optimize import stored_settings
+    from metaharness.runner.settings import SettingsChange
+    from metaharness.runner.task import task_source
 
     out = console()
-    if old_seeds is not None:
-        if seed_harnesses is not None:
-            raise InputError("--seeds is the old name of --seed-harnesses: give one of them.")
-        out.print(
-            "[yellow]note: --seeds is deprecated (bench harness --seeds are random seeds); it is --seed-harnesses "
-            f"{old_seeds}[/]"
-        )
-        seed_harnesses = old_seeds
+    seed_harnesses = _renamed_seeds(out, seed_harnesses, old_seeds)
     if dataset is None and task_setting:
         raise InputError("-T sets up the task given with --dataset: add --dataset (a resumed run keeps its task's).")
     if resume and run_dir is None:
@@ -153,50 +149,43 @@ def optimize(
         raise InputError(
             f"--resume: no run at {run_dir}; start one with: metaharness optimize --dataset NAME --run-dir {run_dir}"
         )
-    run_budget = Budget.parse(budget, option="--budget").capped() if budget else {}
-    for entry, flag, value in (("usd", "--max-cost", max_cost), ("tokens", "--max-tokens", max_tokens)):
-        if value is not None:
-            if entry in run_budget and run_budget[entry] != value:
-                raise InputError(f"--budget {entry}= and {flag} disagree: give one of them.")
-            run_budget[entry] = value
-    given = {
-        "dataset": task.name if task else None,
-        "task_source": task_source(task) if task else None,
-        "task_model": task_model,
-        "proposer": proposer,
-        "proposer_model": proposer_model,
-        "evaluation": evaluation,
-        "evals_per_iter": evals_per_iter,
-        "proposals": proposals,
-        "seed": seed,
-        "holdout": holdout,
-        "val_limit": val_limit,
-        "run_budget": run_budget or None,
-        "iteration_budget": Budget.parse(iter_budget, option="--iter-budget").capped() if iter_budget else None,
-        "max_proposer_failures": max_proposer_failures,
-        "proposer_options": parse_options(proposer_option) or None,
-        **seed_settings(seed_harnesses),
-    }
+    change = settings_change(
+        task_model=task_model,
+        proposer=proposer,
+        proposer_model=proposer_model,
+        evaluation=evaluation,
+        evals_per_iter=evals_per_iter,
+        proposals=proposals,
+        seed=seed,
+        holdout=holdout,
+        val_limit=val_limit,
+        max_cost=max_cost,
+        max_tokens=max_tokens,
+        budget=budget,
+        iter_budget=iter_budget,
+        max_proposer_failures=max_proposer_failures,
+        proposer_option=proposer_option,
+        seed_harnesses=seed_harnesses,
+    )
+    if task is not None:
+        change = SettingsChange(dataset=task.name, task_source=task_source(task)).over(change)
     if stored is None:
-        given.update(task_model=models.task_model, proposer=models.proposer, proposer_model=models.proposer_model)
+        models_given = SettingsChange(
+            task_model=models.task_model, proposer=models.proposer, proposer_model=models.proposer_model
+        )
+        change = models_given.over(change)
         if models.notice:
             out.print(f"[yellow]{models.notice}[/]")
         for note in task.notes if isinstance(task, CustomTask) else []:  # a small val split, test leaked, ...
             out.print(f"[yellow]note: {note}[/]")
-    settings = RunSettings.resolve(given, stored, raise_caps=raise_caps)
-    if stored is not None:
-        done = max(RunDirectory.browse(run_dir).completed_iterations(), default=None)
-        if done is not None and done >= iters:
-            out.print(
-                f"[yellow]note: {run_dir} has finished {done} iterations and --iters {iters} asks for no more, so no "
-                f"iteration runs (--iters {done + 1} runs one more; --iters is the run's total)[/]"
-            )
+    else:
+        _note_finished(out, run_dir, iters)
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
-    with StopOnCtrlC(stop, out), cluster(dask_scheduler, ray_address), ProgressEvents(out, settings) as events:
+    with StopOnCtrlC(stop, out), cluster(dask_scheduler, ray_address), ProgressEvents(out) as events:
         outcome = run_search(
             run_dir,
-            settings,
+            change,
             iterations=iters,
             task=task,
             data_dir=data_dir,
@@ -211,16 +200,27 @@ def optimize(
         raise typer.Exit(130)
 
 
-def seed_settings(seeds: str | None) -> dict[str, tuple[str, ...] | None]:
-    """``--seed-harnesses``: the seed names to keep, or seed harness files (absolute paths, so a resume finds
-    them)."""
-    entries = [entry.strip() for entry in (seeds or "").split(",") if entry.strip()]
-    files = [entry for entry in entries if entry.endswith(".py")]
-    if files and len(files) != len(entries):
-        raise InputError("--seed-harnesses takes the names of the task's seeds or .py files, not both.")
-    if files:
-        return {"seed_names": None, "seed_files": tuple(str(Path(f).expanduser().resolve()) for f in files)}
-    return {"seed_names": tuple(entries) or None, "seed_files": None}
+def _renamed_seeds(out: Console, seed_harnesses: str | None, old_seeds: str | None) -> str | None:
+    """``--seed-harnesses``, or its old name ``--seeds`` with a deprecation note."""
+    if old_seeds is None:
+        return seed_harnesses
+    if seed_harnesses is not None:
+        raise InputError("--seeds is the old name of --seed-harnesses: give one of them.")
+    out.print(
+        "[yellow]note: --seeds is deprecated (bench harness --seeds are random seeds); it is --seed-harnesses "
+        f"{old_seeds}[/]"
+    )
+    return old_seeds
+
+
+def _note_finished(out: Console, run_dir: Path, iters: int) -> None:
+    """Say so when the run has finished the iterations ``--iters`` asks for (no iteration will run)."""
+    done = max(RunDirectory.browse(run_dir).completed_iterations(), default=None)
+    if done is not None and done >= iters:
+        out.print(
+            f"[yellow]note: {run_dir} has finished {done} iterations and --iters {iters} asks for no more, so no "
+            f"iteration runs (--iters {done + 1} runs one more; --iters is the run's total)[/]"
+        )
 
 
 class StopOnCtrlC:
@@ -278,15 +278,16 @@ class StopOnCtrlC:
         signal.pthread_sigmask(signal.SIG_SETMASK, self.previous)
 
 
-class ProgressEvents(LoopEvents):
-    """Draws the loop's events: a rich progress line (iteration, candidate, examples done, running cost)."""
+class ProgressEvents(RunEvents):
+    """Draws the run's events: the settings it runs with, then a rich progress line (iteration, candidate, examples
+    done, running cost)."""
 
-    def __init__(self, console: Console, config: RunSettings) -> None:
+    def __init__(self, console: Console) -> None:
         # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.console = console
-        self.config = config
+        self.config: RunSettings | None = None
         self.spent: Callable[[], dict[str, float]] = dict
         self.iteration = ""
         self.progress = Progress(
@@ -311,12 +312,16 @@ class ProgressEvents(LoopEvents):
         spent = self.spent()
         return f"${spent.get('usd', 0):.4f}  {spent.get('tokens', 0):,} tok"
 
+    def settings_resolved(self, settings: RunSettings) -> None:
+        self.config = settings
+
     def run_started(self, path: Path, spent: Callable[[], dict[str, float]]) -> None:
         self.spent = spent
         cfg = self.config
+        assert cfg is not None  # optimize() resolves the settings before the loop starts
         self.progress.console.print(
             f"run directory [bold]{path}[/] (task {cfg.dataset}, task model {cfg.task_model}, proposer "
-            f"{cfg.proposer}, evaluation {cfg.evaluation})"
+            f"{cfg.proposer}, evaluation {cfg.search.evaluation})"
         )
 
     def note(self, text: str) -> None:

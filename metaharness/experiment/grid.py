@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from joblib import Parallel, delayed
 
 from metaharness import __version__
+from metaharness.budget import DEFAULT_EVALS_PER_ITER, Budget
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.models import connect
@@ -49,9 +50,11 @@ from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC, require_llama_cpp
 from metaharness.models.prices import PriceTable
 from metaharness.models.protocol import Usage
 from metaharness.models.spec import parse_spec
-from metaharness.proposers import check_proposer_model, needs_model
-from metaharness.search.optimize import default_models, optimize, run_config, seeds_of
-from metaharness.search.settings import DEFAULT_EVALS_PER_ITER, RunSettings
+from metaharness.proposers import ProposerOptions, check_proposer_model, needs_model
+from metaharness.runner.models import default_models
+from metaharness.runner.optimize import optimize
+from metaharness.runner.settings import RunSettings, SettingsChange
+from metaharness.runner.task import seeds_of
 from metaharness.search.staging import POLICIES
 from metaharness.store.files import append_jsonl, atomic_write_json, read_json, read_jsonl
 from metaharness.store.run_dir import RunDirectory
@@ -70,6 +73,15 @@ PAPER_ITERATIONS = 12
 ARMS = tuple(p for p in POLICIES if p != "all")
 # Keys of experiment.json that define the grid; ABOUT_KEYS only describe it.
 ABOUT_KEYS = ("created", "metaharness", "extended")
+# The keys of experiment.json that the grid's template holds, and their names there (``SettingsChange``'s).
+TEMPLATE_KEYS = {
+    "evals_per_iter": "evals_per_iter",
+    "val_limit": "val_limit",
+    "task_model": "task_model",
+    "proposer_model": "proposer_model",
+    "options": "proposer_options",
+    "holdout": "holdout",
+}
 SPEC_KEYS = (
     "datasets",
     "proposers",
@@ -179,27 +191,23 @@ def plan_grid(
 
 @dataclass(frozen=True)
 class ExperimentSpec:
-    """The grid's defining settings (``experiment.json``, ``SPEC_KEYS``), checked when constructed
-    (``InputError`` naming the first bad one); ``experiment_spec`` builds one from lists.
+    """The grid's defining settings (``experiment.json``, ``SPEC_KEYS``); ``experiment_spec`` builds one from lists.
 
-    ``max_cost`` is the dollar cap of the whole experiment, split evenly over the cells (``cell_cap``);
-    ``options`` (``-P`` settings) go to every cell's proposer, with ``"seed"`` set per cell; ``arms`` are the
-    evaluation policies compared (``ARMS``; None: the layout of an experiment from before arms); ``holdout``
-    validation examples are kept out of every search to judge what it returns."""
+    ``template`` is what every cell's run is given (a ``SettingsChange``: the models, the example limit, the
+    evaluations per iteration, the held-out examples, the proposer's ``-P`` options), to which each cell adds its
+    dataset, proposer, seed, arm and share of the cap (``cell_settings``); its settings are checked as a run checks
+    them (``check_cells``). ``max_cost`` is the dollar cap of the whole experiment, split evenly over the cells
+    (``cell_cap``); ``arms`` are the evaluation policies compared (``ARMS``; None: the layout of an experiment from
+    before arms). The grid's own settings are checked when constructed (``InputError`` naming the first bad one)."""
 
     datasets: tuple[str, ...]
     proposers: tuple[str, ...]
     seeds: tuple[int, ...]
     iterations: int = PAPER_ITERATIONS
-    evals_per_iter: int = DEFAULT_EVALS_PER_ITER
-    val_limit: int | None = None
-    task_model: str = DEFAULT_TASK_MODEL_SPEC
-    proposer_model: str | None = None
     test: bool = True
     max_cost: float | None = None
-    options: Mapping[str, object] = field(default_factory=dict)
     arms: tuple[str, ...] | None = None
-    holdout: int = 0
+    template: SettingsChange = field(default_factory=SettingsChange)
 
     def __post_init__(self) -> None:
         for key in ("datasets", "proposers", "seeds"):
@@ -210,14 +218,8 @@ class ExperimentSpec:
                 raise InputError(f"The experiment's {key} repeat a name: {', '.join(map(str, values))}.")
         if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
             raise InputError(f"Seeds are integers >= 0, got {', '.join(map(str, self.seeds))}.")
-        for key, value, least in (
-            ("iterations (--iters)", self.iterations, 0),
-            ("evals_per_iter", self.evals_per_iter, 1),
-        ):
-            if value < least:
-                raise InputError(f"{key} must be at least {least}, got {value}.")
-        if self.val_limit is not None and self.val_limit < 1:
-            raise InputError(f"val_limit must be at least 1, got {self.val_limit}.")
+        if self.iterations < 0:
+            raise InputError(f"iterations (--iters) must be at least 0, got {self.iterations}.")
         if self.max_cost is not None and self.max_cost < 0:
             raise InputError(f"max_cost must be at least 0 USD, got {self.max_cost}.")
         if "seed" in self.options:
@@ -228,8 +230,12 @@ class ExperimentSpec:
                 raise InputError(f"Unknown arm(s) {', '.join(unknown) or '(none given)'}: use {', '.join(ARMS)}.")
             if len(set(self.arms)) != len(self.arms):
                 raise InputError(f"The experiment's arms repeat a name: {', '.join(self.arms)}.")
-        if isinstance(self.holdout, bool) or not isinstance(self.holdout, int) or self.holdout < 0:
-            raise InputError(f"holdout is a number of validation examples >= 0, got {self.holdout!r}.")
+
+    @property
+    def options(self) -> Mapping[str, object]:
+        """The ``-P`` options every cell's proposer gets (``"seed"`` is set per cell)."""
+        options = self.template.proposer_options
+        return options.to_json() if isinstance(options, ProposerOptions) else dict(options or {})
 
     # -- the cells ------------------------------------------------------------------------------------------------
 
@@ -244,34 +250,32 @@ class ExperimentSpec:
         """Each cell's dollar cap: the experiment's ``max_cost`` over the number of cells (None: no cap)."""
         return None if self.max_cost is None else self.max_cost / len(self.cells())
 
-    def cell_settings(self, cell: Cell) -> dict[str, Any]:
-        """The run settings of ``cell`` (``RunSettings`` fields, its dataset aside):
-        the grid's, with the cell's proposer, seed and arm (none: best-of-n, as runs before arms evaluated)."""
-        return {
-            "proposer": cell.proposer,
-            "task_model": self.task_model,
-            "proposer_model": self.proposer_model,
-            "val_limit": self.val_limit,
-            "evals_per_iter": self.evals_per_iter,
-            "seed": cell.seed,
-            "evaluation": cell.arm or "best-of-n",
-            "holdout": self.holdout,
-            "proposer_options": dict(self.options),
-        }
+    def cell_settings(self, cell: Cell) -> SettingsChange:
+        """What the run of ``cell`` is given: the template, with the cell's dataset, proposer, seed and arm (none:
+        best-of-n, as runs before arms evaluated) and its share of the cap."""
+        cap = self.cell_cap()
+        return SettingsChange(
+            dataset=cell.dataset,
+            proposer=cell.proposer,
+            seed=cell.seed,
+            evaluation=cell.arm or "best-of-n",
+            per_run=None if cap is None else Budget(usd=cap),
+        ).over(self.template)
 
     def check_cells(self) -> ExperimentSpec:
         """Check, before any cell starts, every proposer's cell settings as a run checks them
-        (``resolve``: model specs, the proposer, its need for a proposer
-        model, its options) and the proposer model for each proposer (an engine: installed and logged in); the spec with
-        its options normalised (``operators`` as a list)."""
+        (``RunSettings.resolve``: model specs, the proposer, its need for a proposer model, its options, the
+        example limit, the evaluations per iteration, the held-out examples) and the proposer model for each
+        proposer (an engine: installed and logged in); the spec with its options normalised (``operators`` as a
+        list)."""
         options = dict(self.options)
         for cell in {c.proposer: c for c in reversed(self.cells())}.values():
-            settings = RunSettings.resolve({"dataset": cell.dataset, **self.cell_settings(cell)}, None)
-            if self.proposer_model is not None:
-                check_proposer_model(cell.proposer, self.proposer_model)
+            settings = RunSettings.resolve(self.cell_settings(cell), None)
+            if self.template.proposer_model is not None:
+                check_proposer_model(cell.proposer, self.template.proposer_model)
             typed = settings.proposer_options
             options = {k: list(v) if isinstance(v, tuple) else v for k in options for v in [getattr(typed, k)]}
-        return dataclasses.replace(self, options=options)
+        return dataclasses.replace(self, template=dataclasses.replace(self.template, proposer_options=options))
 
     # -- a session's spec -----------------------------------------------------------------------------------------
 
@@ -279,11 +283,14 @@ class ExperimentSpec:
     def resolve(
         cls, given: Mapping[str, Any], stored: Mapping[str, object] | None
     ) -> tuple[ExperimentSpec, str | None]:
-        """The spec of a session (``metaharness bench harness``): a setting ``given`` (``None``: not given) over
-        the ``stored`` experiment's (its JSON; None for a new folder, so ``--out EXP`` alone resumes), else the
+        """The spec of a session (``metaharness bench harness``): a setting ``given`` (``None``: not given; the
+        grid's own settings, and a ``"template"``, the ``SettingsChange`` of the run options given) over the
+        ``stored`` experiment's (its JSON; None for a new folder, so ``--out EXP`` alone resumes), else the
         paper's; with the line that says why, the offline proposer when neither a proposer model nor proposers are
-        named (as ``metaharness.search.optimize.default_models`` does for one run). Every cell's settings are
+        named (as ``metaharness.runner.models.default_models`` does for one run). Every cell's settings are
         checked (``check_cells``) and the spec against the stored one (``check_same_spec`` rules)."""
+        template = given.get("template") or SettingsChange()
+        given = {**given, **{key: getattr(template, name) for key, name in TEMPLATE_KEYS.items()}}
         old = {"arms": None, "holdout": 0, **stored} if stored else {}
         values: dict[str, Any] = {k: old.get(k) if given.get(k) is None else given[k] for k in SPEC_KEYS}
         values["datasets"] = values["datasets"] or list(PAPER_DATASETS)
@@ -318,8 +325,9 @@ class ExperimentSpec:
         spec = experiment_spec(**values)
         # The cells are checked with the proposer model named, also where no proposer needs it (an engine for
         # offline is refused).
-        checked = dataclasses.replace(spec, proposer_model=models.proposer_model).check_cells()
-        return dataclasses.replace(spec, options=checked.options), notice
+        named = dataclasses.replace(spec.template, proposer_model=models.proposer_model)
+        checked = dataclasses.replace(spec, template=named).check_cells().options
+        return dataclasses.replace(spec, template=dataclasses.replace(spec.template, proposer_options=checked)), notice
 
     # -- JSON -----------------------------------------------------------------------------------------------------
 
@@ -327,8 +335,13 @@ class ExperimentSpec:
         """experiment.json's defining keys (lists for the tuples)."""
         data: dict[str, object] = {}
         for key in SPEC_KEYS:
-            value = getattr(self, key)
-            data[key] = list(value) if isinstance(value, tuple) else dict(value) if key == "options" else value
+            if key == "options":
+                value: object = dict(self.options)
+            elif key in TEMPLATE_KEYS:
+                value = getattr(self.template, TEMPLATE_KEYS[key])
+            else:
+                value = getattr(self, key)
+            data[key] = list(value) if isinstance(value, tuple) else value
         return data
 
     @classmethod
@@ -362,22 +375,18 @@ def experiment_spec(
     arms: Sequence[str] | None = None,
     holdout: int = 0,
 ) -> ExperimentSpec:
-    """The grid's spec (``ExperimentSpec``) from lists; ``task_model`` None is the embedded model."""
-    return ExperimentSpec(
-        tuple(datasets),
-        tuple(proposers),
-        tuple(seeds),
-        iterations=iterations,
-        evals_per_iter=evals_per_iter,
-        val_limit=val_limit,
+    """The grid's spec (``ExperimentSpec``) from lists; ``task_model`` None is the embedded model. The run settings
+    (``evals_per_iter``, ``val_limit``, the models, ``options``, ``holdout``) make its template."""
+    template = SettingsChange(
         task_model=task_model or DEFAULT_TASK_MODEL_SPEC,
         proposer_model=proposer_model,
-        test=test,
-        max_cost=max_cost,
-        options=dict(options or {}),
-        arms=tuple(arms) if arms is not None else None,
+        val_limit=val_limit,
+        evals_per_iter=evals_per_iter,
         holdout=holdout,
+        proposer_options=dict(options or {}),
     )
+    arms = tuple(arms) if arms is not None else None
+    return ExperimentSpec(tuple(datasets), tuple(proposers), tuple(seeds), iterations, test, max_cost, arms, template)
 
 
 # The rough cost model of ``estimate_cost`` (tokens per model call / per iteration).
@@ -407,17 +416,18 @@ def estimate_cost(spec: ExperimentSpec) -> CostEstimate:
     magnitude, and keep a ``max_cost`` cap for the real bound. Local and self-hosted models cost $0.
     """
     prices = PriceTable()
-    task_price = prices.lookup(spec.task_model)
-    proposer_price = prices.lookup(spec.proposer_model) if spec.proposer_model else None
-    examples = spec.val_limit or ASSUMED_VAL_EXAMPLES
+    run = spec.template
+    task_price = prices.lookup(run.task_model or DEFAULT_TASK_MODEL_SPEC)
+    proposer_price = prices.lookup(run.proposer_model) if run.proposer_model else None
+    examples = run.val_limit or ASSUMED_VAL_EXAMPLES
     per_cell: dict[str, float | None] = {}
     for cell in spec.cells():
         seeds = seeds_of(cell.dataset)
         prompt = sum(len(s.source) for s in seeds) / len(seeds) / 4 + EXAMPLE_TOKENS
-        calls = (len(seeds) + spec.iterations * spec.evals_per_iter) * examples
+        calls = (len(seeds) + spec.iterations * (run.evals_per_iter or DEFAULT_EVALS_PER_ITER)) * examples
         task = Usage(input_tokens=int(prompt * calls), output_tokens=OUTPUT_TOKENS * calls)
         dollars = task_price.dollars(task) if task_price else None
-        if needs_model(cell.proposer) and spec.proposer_model:
+        if needs_model(cell.proposer) and run.proposer_model:
             agent = Usage(
                 input_tokens=PROPOSER_INPUT_TOKENS * spec.iterations,
                 output_tokens=PROPOSER_OUTPUT_TOKENS * spec.iterations,
@@ -437,19 +447,16 @@ def optimize_cell(
     dask_scheduler: str | None = None,
     ray_address: str | None = None,
 ) -> Outcome:
-    """The default cell: ``metaharness.search.optimize.optimize`` in ``run_dir`` (continued when it exists),
-    evaluating with the cell's arm, its examples on the cluster when one is named
-    (``cluster``, entered in the cell's own process); its
-    ``Outcome``. The cap is the spec's share, which a rerun may have raised
-    (``check_same_spec``), so the run takes it as given."""
-    config = run_config(cell.dataset, **spec.cell_settings(cell))
+    """The default cell: ``metaharness.runner.optimize.optimize`` in ``run_dir`` (continued when it exists), given
+    the cell's settings (``ExperimentSpec.cell_settings``), its examples on the cluster when one is named
+    (``cluster``, entered in the cell's own process); its ``Outcome``. The cap is the spec's share, which a rerun
+    may have raised (``check_same_spec``), so the run takes it as given."""
     with cluster(dask_scheduler, ray_address):
         return optimize(
             run_dir,
-            config,
+            spec.cell_settings(cell),
             iterations=spec.iterations,
             test=spec.test,
-            max_cost=spec.cell_cap(),
             data_dir=data_dir,
             raise_caps=True,
         )
@@ -459,7 +466,7 @@ def check_models(spec: ExperimentSpec) -> None:
     """Raise, before any cell starts, the error a cell would meet connecting to the grid's models: the embedded
     engine not installed, or a hosted model without its API key (``ConfigurationError``,
     checked without a request)."""
-    for model in filter(None, (spec.task_model, spec.proposer_model)):
+    for model in filter(None, (spec.template.task_model, spec.template.proposer_model)):
         if parse_spec(model).provider == "local":
             require_llama_cpp(model)
         else:
@@ -495,13 +502,15 @@ def run_experiment(
     (``InputError`` naming the differing keys), except a larger ``iterations``: then every run continues to it
     (``check_same_spec``). So is a folder another process is running. A worker process that dies (killed, out
     of memory) breaks the pool: the cells in flight run again one at a time, and one whose worker dies again is
-    recorded failed. With the default ``run_cell`` the models are checked first (``check_models``), so a missing
-    key stops the grid before any cell starts. Returns the last record of every cell that has one, in plan order.
+    recorded failed. With the default ``run_cell`` the cells' settings and models are checked first
+    (``check_cells``, ``check_models``), so a bad setting or a missing key stops the grid before any cell starts.
+    Returns the last record of every cell that has one, in plan order.
     """
     if jobs < 1:
         raise InputError(f"jobs must be at least 1, got {jobs}.")
     spec = spec if isinstance(spec, ExperimentSpec) else ExperimentSpec.from_json(spec)
     if run_cell is None:
+        spec.check_cells()
         check_models(spec)
     exp = Path(exp_dir)
     exp.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,13 @@
-"""The search: the optimisation loop and what drives it, from a run's settings to its best candidate.
+"""The search: the optimisation loop and what it decides with, from a run's search settings to its best candidate.
 
-- ``.optimize``: ``optimize``, a whole search from settings (``metaharness optimize``; also
-  ``from metaharness import optimize, run_config``);
-- ``.settings``: the run's settings, resolved once from the given, the stored and the defaults;
 - ``.loop``: the loop (propose -> check -> evaluate -> commit, crash-safe);
 - ``.staging``: the evaluation policy that decides which candidates run on which examples;
-- ``.protocol``: the proposer seam (``Proposer``, ``RunState``,
-  ``Proposal``), which every proposer in ``metaharness.proposers`` implements.
+- ``.settings``: what the loop reads of the run's settings (``SearchSettings``, with the run's ``SearchBudget``);
+- ``.replay``: free evidence, a program scored on the calls the run already made;
+- ``.protocol``: the proposer seam (``Proposer``, ``RunState``, ``Proposal``), which every proposer in
+  ``metaharness.proposers`` implements.
 
+The layer above (``metaharness.runner``) builds a search from settings: the task, the models, the proposer. This
+package imports nothing from it, nor from the proposers, the tasks' implementations, the report or the command line.
 This package imports nothing when it is imported, so a module of it can be reached without the rest.
 """

@@ -43,15 +43,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from metaharness import frontier
-from metaharness.budget import Budget, Meter, SearchBudget, Spend
+from metaharness.budget import Budget, Meter, Spend
 from metaharness.candidate import (
     EVALUATED,
     FAILED,
@@ -67,7 +67,7 @@ from metaharness.candidate import (
 from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.protocol import CandidateEvaluator, CandidateFailed
 from metaharness.search.protocol import Proposal, Proposer, ReplayFunction, RunState
-from metaharness.search.settings import RunSettings
+from metaharness.search.settings import SearchSettings
 from metaharness.search.staging import (
     PREDICTION_FREE,
     ExampleOrder,
@@ -130,15 +130,37 @@ class Seed:
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """One session of the loop: the run's settings (``RunSettings``, as resolved: each
-    iteration takes up to ``run.proposals_per_iteration()`` proposals and evaluates them with ``run.evaluation``
-    within ``run.iteration_budget`` and ``run.run_budget``), the ``iterations`` to reach after the seeds, and
-    whether to evaluate the best and the frontier on the test split at the end (``test``, when the split is
-    available)."""
+    """One session of the loop: the ``task``'s name, the run's ``search`` settings (as resolved: each iteration
+    takes up to ``search.proposals_per_iteration()`` proposals and evaluates them with ``search.evaluation``
+    within ``search.budget``), the ``iterations`` to reach after the seeds, and whether to evaluate the best and
+    the frontier on the test split at the end (``test``, when the split is available)."""
 
-    run: RunSettings
+    task: str
+    search: SearchSettings
     iterations: int
     test: bool = True
+
+
+class Spending(Protocol):
+    """What the run's ledger tells the loop (``metaharness.runner.ledger.RunLedger``)."""
+
+    def spent(self) -> dict[str, float]:
+        """What the whole run has spent so far: ``{"usd": ..., "tokens": ...}``, as the log's lines record it."""
+        ...
+
+    def left(self) -> Budget:
+        """The tokens and dollars the run's budget leaves, for every model (a proposer's own spend included)."""
+        ...
+
+
+class Unmetered:
+    """Spending of a loop without a ledger: nothing spent, nothing capped."""
+
+    def spent(self) -> dict[str, float]:
+        return {}
+
+    def left(self) -> Budget:
+        return Budget()
 
 
 def plan_entries(proposals: list[Proposal], first: int, realised: dict[str, str]) -> list[PlanEntry]:
@@ -227,8 +249,8 @@ class _ProposerError(Exception):
 class Optimizer:
     """Runs the loop over ``store`` (see the module docstring).
 
-    ``budget()`` gives the caps left for the proposer, e.g. ``{"usd": 1.2}``; ``spent()`` the cost so far
-    (``{"usd": ..., "tokens": ...}``), written into the candidate; ``write_summary()``, when given, refreshes the run's
+    ``spending`` is the run's ledger (``Spending``: what the run spent, written into the log's lines, and the
+    money its budget leaves, for the proposer); ``write_summary()``, when given, refreshes the run's
     human-readable summary after every iteration and when the run stops; ``replay``, when given, scores a program
     on recorded calls (``metaharness.search.replay.Replayer``): the proposer reads it, and the loop records what it
     measured as a new candidate's free first stage.
@@ -244,8 +266,7 @@ class Optimizer:
         *,
         events: LoopEvents | None = None,
         stop: StopRequest | None = None,
-        budget: Callable[[], dict[str, float]] = dict,
-        spent: Callable[[], dict[str, float]] = dict,
+        spending: Spending | None = None,
         write_summary: Callable[[], object] | None = None,
         replay: ReplayFunction | None = None,
     ) -> None:
@@ -258,8 +279,8 @@ class Optimizer:
         self.seeds = seeds
         self.events = events or LoopEvents()
         self.stop = stop or StopRequest()
-        self.budget = budget
-        self.spent = spent
+        self.spending: Spending = spending or Unmetered()
+        self.spent = self.spending.spent
         self.write_summary = write_summary
 
     # -- the run ---------------------------------------------------------------------------------------------
@@ -275,7 +296,7 @@ class Optimizer:
             self.events.note(action)
         try:
             self.order = ExampleOrder.of(
-                self.evaluator.examples("val"), seed=self.settings.run.seed, holdout=self.settings.run.holdout
+                self.evaluator.examples("val"), seed=self.settings.search.seed, holdout=self.settings.search.holdout
             )
             # Iteration 0 evaluates the seeds; a plan left open by an interrupted run is finished first.
             iteration, failures = 0, 0
@@ -288,7 +309,7 @@ class Optimizer:
                     iteration, failures = iteration + 1, 0
                     continue
                 failures += 1
-                if failures >= max(1, self.settings.run.max_proposer_failures):
+                if failures >= max(1, self.settings.search.max_proposer_failures):
                     raise ProposerFailed(
                         f"the proposer {self.proposer.name} failed {failures} times in a row in iteration {iteration}; "
                         f"last error: {self._last_proposer_error()[:500]}. Fix the cause (the errors are in "
@@ -401,18 +422,14 @@ class Optimizer:
         return out
 
     def _budget(self, iteration: int) -> Budget:
-        """What this iteration may still spend: the run's ``iteration_budget`` (its evals, when not capped:
-        ``evals_per_iter`` full evaluations) less what the iteration spent (predictions, checks, evaluation), within
-        what the ``run_budget`` leaves (the seeds: only the run's limits bind)."""
+        """What this iteration may still spend of the run's budget: its limit per iteration less what the iteration
+        spent (predictions, checks, evaluation), within what the run's limit leaves (the seeds: only the run's
+        limit binds)."""
         run, this = self._spent(iteration)
-        settings = self.settings.run
+        budget = self.settings.search.budget
         if iteration == 0:
-            return settings.run_budget.left(run)
-        iteration_budget = settings.iteration_budget
-        if iteration_budget.evals == math.inf:
-            full = float(settings.evals_per_iter * self.order.share)
-            iteration_budget = dataclasses.replace(iteration_budget, evals=full)
-        return SearchBudget(iteration_budget, settings.run_budget).for_iteration(run, this)
+            return budget.per_run.left(run)
+        return budget.for_iteration(run, this, share=self.order.share)
 
     def standing(self, iteration: int, proposals: list[str]) -> Standing:
         """What the policy decides from now (see ``metaharness.search.staging``)."""
@@ -426,14 +443,14 @@ class Optimizer:
             self._budget(iteration),
             iteration,
             proposals,
-            self.settings.run.first_stage,
+            self.settings.search.first_stage,
             outputs=outputs,
         )
 
     def _evaluate(self, iteration: int, proposals: list[str]) -> Staging:
         """The iteration's rounds of staged evaluation (iteration 0: every seed to its whole share); returns what
         the iteration's line records about them."""
-        policy: Policy = "all" if iteration == 0 else self.settings.run.evaluation
+        policy: Policy = "all" if iteration == 0 else self.settings.search.evaluation
         rounds: list[dict[str, object]] = []
         first: Standing | None = None
         predicted = Spend()
@@ -441,7 +458,7 @@ class Optimizer:
         while True:
             standing = self.standing(iteration, proposals)
             first = first or standing
-            decision = decide(standing, policy, solver=self.settings.run.solver)
+            decision = decide(standing, policy, solver=self.settings.search.solver)
             if not decision.steps:
                 break
             self._check_stop()
@@ -591,25 +608,20 @@ class Optimizer:
     def state(self, iteration: int) -> RunState:
         """What the proposer sees: every committed candidate (failed ones with their errors), the program graph,
         what its predictions may spend (nothing under a policy that reads none) and the free replay."""
-        predictions = self.settings.run.evaluation not in PREDICTION_FREE
+        predictions = self.settings.search.evaluation not in PREDICTION_FREE
         allowance = Budget(*(v * PREDICTING_SHARE for v in self._budget(iteration).vector()))
         return RunState(
-            task=self.settings.run.dataset,
+            task=self.settings.task,
             iteration=iteration,
             candidates=self.store.candidates(),
-            proposals=self.settings.run.proposals_per_iteration(),
-            budget=self._money_left(),
+            proposals=self.settings.search.proposals_per_iteration(),
+            budget=self.spending.left(),
             run_dir=self.store.path,
             graph=self.store.program_graph(),
             predicting=Meter(allowance if predictions else Budget(0, 0, 0)),
             predictions=predictions,
             replay=self.replay,
         )
-
-    def _money_left(self) -> Budget:
-        """The run's tokens and dollars left (what a proposer may still spend of its own)."""
-        left = self.budget()
-        return Budget(tokens=left.get("tokens", math.inf), usd=left.get("usd", math.inf))
 
     def _realise(self, entry: PlanEntry, iteration: int) -> None:
         """Check and commit one planned candidate: implemented (to be scored by the staged evaluation), or failed."""

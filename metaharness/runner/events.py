@@ -1,0 +1,17 @@
+"""What a whole run reports (``RunEvents``): the loop's events, and before them the settings the run resolved."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from metaharness.search.loop import LoopEvents
+
+if TYPE_CHECKING:  # a type only: the command line imports this module when it starts, the settings when it runs
+    from metaharness.runner.settings import RunSettings
+
+
+class RunEvents(LoopEvents):
+    """The loop's events (``metaharness.search.loop.LoopEvents``) and ``settings_resolved``, which ``optimize``
+    calls once the run's settings are resolved, before the run directory is touched. The defaults do nothing."""
+
+    def settings_resolved(self, settings: RunSettings) -> None: ...

@@ -1,0 +1,223 @@
+"""``optimize()``: a whole search from settings, the library entry point behind ``metaharness optimize``.
+
+It resolves the run's settings once (``RunSettings.resolve``: what was given over what the run holds) and wires
+the parts the way the command line does: the task and its seed harnesses (``metaharness.runner.task``), the task
+and proposer models (one cost ledger for both, ``metaharness.runner.ledger.run_ledger``: every call journaled in
+the run's ``spend.jsonl`` as it is counted, capped by the run's money caps over every session of the run), the
+sandboxed evaluator, the proposer, and the run directory (created, or reopened and repaired); then it runs the
+loop (``metaharness.search.loop.Optimizer``) and keeps ``SUMMARY.md`` current.
+
+>>> from metaharness import optimize, run_config
+>>> settings = run_config("symptom2disease", proposer="offline", val_limit=10)  # doctest: +SKIP
+>>> outcome = optimize("runs/s2d", settings, iterations=2)  # doctest: +SKIP
+>>> outcome.best.id, outcome.best.score  # doctest: +SKIP
+>>> optimize("runs/mine", run_config("mytask", val_limit=20), iterations=2)  # a task folder  # doctest: +SKIP
+>>> optimize("runs/obj", task=my_task, seeds=["seeds/a.py"], iterations=2)  # a Task object  # doctest: +SKIP
+>>> optimize("runs/mine", iterations=4)  # continue a run: its task and seeds are found again  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from metaharness.budget import Budget
+from metaharness.errors import InputError
+from metaharness.evaluation.task_evaluator import TaskEvaluator
+from metaharness.models import connect
+from metaharness.models.ledger import Ledger
+from metaharness.models.replaying import ReplayingClient
+from metaharness.proposers import check_proposer_model, connect_proposer, get_proposer
+from metaharness.proposers.engines import is_engine
+from metaharness.report import write_summary_markdown
+from metaharness.runner.events import RunEvents
+from metaharness.runner.ledger import run_ledger
+from metaharness.runner.settings import RunSettings, SettingsChange
+from metaharness.runner.task import run_task, seeds_of, task_source
+from metaharness.search.loop import LoopEvents, LoopSettings, Optimizer, Outcome, Seed, StopRequest
+from metaharness.search.replay import Replayer
+from metaharness.search.staging import ExampleOrder
+from metaharness.store.log import StartLine
+from metaharness.store.run_dir import RunDirectory
+from metaharness.tasks import open_task
+from metaharness.tasks.protocol import Task
+
+# Examples in flight when a program is replayed on recorded calls: no model computes, only the sandboxes run.
+REPLAY_WORKERS = 2
+
+
+def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None = None, **given: Any) -> RunSettings:
+    """The settings of a new run of ``dataset``, defaults filled in (``RunSettings``; keyword arguments are
+    ``SettingsChange``'s, e.g. ``proposer="offline", val_limit=10, evaluation="greedy"``).
+
+    ``dataset`` is a paper dataset's name, a task folder, ``hf:OWNER/NAME`` or a Task object; ``task_settings``
+    (``{"data.config": "main"}``, the ``-T`` keys) apply to a folder or ``hf:`` dataset, which is opened here to
+    record where it came from."""
+    if not isinstance(dataset, str) and task_settings:
+        raise InputError("task_settings apply to a task folder or hf: dataset named by text; open the task with them.")
+    task = open_task(dataset, settings=dict(task_settings or {})) if isinstance(dataset, str) else dataset
+    return RunSettings.resolve(SettingsChange(dataset=task.name, task_source=task_source(task), **given), None)
+
+
+def stored_settings(run_dir: str | Path) -> RunSettings | None:
+    """The settings a run directory holds (None when there is no run there yet)."""
+    path = Path(run_dir)
+    if not RunDirectory.exists(path) or not RunDirectory.started(path):  # a start interrupted: a new run reuses it
+        return None
+    return RunSettings.from_json(RunDirectory.browse(path).settings())
+
+
+def optimize(
+    run_dir: str | Path,
+    settings: RunSettings | SettingsChange | None = None,
+    *,
+    iterations: int,
+    task: Task | None = None,
+    seeds: Sequence[str | os.PathLike[str]] | None = None,
+    data_dir: str | Path | None = None,
+    workers: int | None = None,
+    test: bool = True,
+    events: RunEvents | None = None,
+    stop: StopRequest | None = None,
+    raise_caps: bool = False,
+    max_cost: float | None = None,
+    max_tokens: int | None = None,
+    options: Mapping[str, object] | None = None,
+    seed_names: Sequence[str] | None = None,
+    max_proposer_failures: int | None = None,
+) -> Outcome:
+    """Run (or continue) the search in ``run_dir`` up to ``iterations``.
+
+    ``settings`` are what was given for the run: a new run's settings (``run_config``) or a ``SettingsChange``;
+    for a run that exists they are checked against the stored ones (``RunSettings.resolve``: equal, or caps
+    tightened; ``raise_caps`` lets a cap grow), and ``None`` reuses them. ``task`` is the Task object to search
+    (else the one the settings name or the run recorded: ``metaharness.runner.task.run_task``); ``seeds`` are seed
+    harness files to start from instead of the task's own (recorded, so a resumed run finds them again).
+    ``max_cost``, ``max_tokens``, ``options`` (the proposer's), ``seed_names`` and ``max_proposer_failures`` are
+    shorthands for those settings, given over ``settings``. The caps hold over every session of the run (a reached
+    cap stops cleanly: ``Outcome.capped``); ``events`` receives progress; setting ``stop.requested`` stops at the
+    next safe point. After ``max_proposer_failures`` proposer failures in a row ``ProposerFailed`` is raised. Bad
+    settings raise ``InputError`` before the run directory is touched; so does another process running in
+    ``run_dir``.
+    """
+    given = settings if isinstance(settings, SettingsChange) else SettingsChange.of(settings) if settings else None
+    money = None
+    if max_cost is not None or max_tokens is not None:
+        money = Budget(usd=_or_inf(max_cost), tokens=_or_inf(max_tokens))
+    shorthands = SettingsChange(
+        per_run=money,
+        proposer_options=options,
+        seed_names=None if seed_names is None else tuple(seed_names),
+        max_proposer_failures=max_proposer_failures,
+        seed_files=None if seeds is None else tuple(str(Path(path).expanduser().resolve()) for path in seeds),
+    )
+    change = shorthands.over(given or SettingsChange())
+    if task is not None:
+        change = _with_task(change, task)
+    stored = stored_settings(run_dir)
+    if stored is None and given is None and task is None:
+        raise InputError(f"No run at {run_dir} to continue: pass the settings of a new run (run_config(dataset)).")
+    resolved = RunSettings.resolve(change, stored, raise_caps=raise_caps)
+    _check_models(resolved)
+    if events is not None:
+        events.settings_resolved(resolved)
+    if task is None:
+        task = run_task(resolved.dataset, resolved.task_source, data_dir)
+    names = list(resolved.seed_names) if resolved.seed_names else None
+    seeded = stored is not None and 0 in RunDirectory.browse(Path(run_dir)).completed_iterations()
+    starts = [] if seeded else seeds_of(task, names, files=resolved.seed_files)  # committed: files may be gone
+    val = [example.id for example in task.load("val")][: resolved.val_limit]
+    ExampleOrder.of(val, seed=resolved.search.seed, holdout=resolved.search.holdout)  # enough examples to search
+    session = LoopSettings(resolved.dataset, resolved.search, iterations, test=test)
+    return _run(Path(run_dir), resolved, task, starts, session, workers, data_dir, events, stop)
+
+
+def _with_task(change: SettingsChange, task: Task) -> SettingsChange:
+    """``change`` for the Task object ``task`` (its name and where it came from), refused when it names another."""
+    source = task_source(task)
+    if change.dataset is not None and (change.dataset, _plain(change.task_source)) != (task.name, _plain(source)):
+        raise InputError(
+            f"The settings are for the task {change.dataset}, not the task given ({task.name}): make them with "
+            "run_config(task)."
+        )
+    return SettingsChange(dataset=task.name, task_source=source).over(change)
+
+
+def _check_models(settings: RunSettings) -> None:
+    """Before the run directory is made: the proposer model fits the proposer (an engine: installed and logged
+    in), and each model connects (its key, its local model file, llama_cpp) and has a price under a dollar cap."""
+    if settings.proposer_model is not None:
+        check_proposer_model(settings.proposer, settings.proposer_model)
+    usd = settings.search.budget.per_run.usd
+    priced = Ledger(max_dollars=usd if math.isfinite(usd) else None)
+    for spec in (settings.task_model, settings.proposer_model):
+        if spec and not is_engine(spec):
+            connect(spec, cache=False)
+            priced.check(spec)
+
+
+def _run(
+    run_dir: Path,
+    settings: RunSettings,
+    task: Task,
+    starts: list[Seed],
+    session: LoopSettings,
+    workers: int | None,
+    data_dir: str | Path | None,
+    events: LoopEvents | None,
+    stop: StopRequest | None,
+) -> Outcome:
+    """Open the run directory, wire the models, the evaluator and the proposer of ``settings``, and run the loop."""
+    run = RunDirectory.open(run_dir, settings.to_json())
+    try:
+        run.save_settings(settings.to_json())
+        costs = run_ledger(run, settings.search.budget.per_run)
+        task_client = connect(settings.task_model, ledger=costs.ledger)
+        proposer_client = connect_proposer(settings.proposer_model, costs.ledger) if settings.proposer_model else None
+        evaluator = TaskEvaluator(task, task_client, val_limit=settings.val_limit, workers=workers)
+        replaying = ReplayingClient.of(task_client)
+        replay = (
+            Replayer(TaskEvaluator(task, replaying, workers=REPLAY_WORKERS), run_dir / "proposer" / "replays")
+            if replaying is not None
+            else None
+        )
+        proposer = get_proposer(
+            settings.proposer,
+            options=settings.proposer_options,
+            workers=workers,
+            seed=settings.search.seed,
+            task=task,
+            task_model=task_client,
+            model=proposer_client,
+            run_dir=run_dir,
+            data_dir=data_dir,
+        )
+        run.log(StartLine(settings.to_json(), session.iterations, costs.previous))
+        optimizer = Optimizer(
+            run,
+            session,
+            proposer,
+            evaluator,
+            starts,
+            events=events,
+            stop=stop,
+            spending=costs,
+            write_summary=lambda: write_summary_markdown(run),
+            replay=replay,
+        )
+        return optimizer.run()
+    finally:
+        run.close()
+
+
+def _plain(value: object) -> object:
+    """``value`` as the stored settings hold it (JSON: tuples as lists)."""
+    return json.loads(json.dumps(value))
+
+
+def _or_inf(value: float | None) -> float:
+    return math.inf if value is None else value
