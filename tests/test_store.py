@@ -177,6 +177,7 @@ def test_recover_cleans_stale_locks_and_worktree_and_commits_the_journal(run):
 def test_reopening_checks_settings_and_the_lock(run, tmp_path):
     with pytest.raises(InputError, match="Another metaharness process"):
         RunDirectory.open(run.path, CONFIG)
+    run.commit(record("c001", None, 0.4))  # a run that did something (one that did nothing is reused afresh)
     run.close()
     with pytest.raises(InputError, match="val_limit"):
         RunDirectory.open(run.path, {**CONFIG, "val_limit": 10})
