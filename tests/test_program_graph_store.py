@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from metaharness.candidate import Candidate, Evaluation, Prediction
+from metaharness.candidate import Candidate, Evaluation, PlanEntry, Prediction
 from metaharness.errors import InputError
 from metaharness.planner import program
 from metaharness.planner.graph import PlanGraph
@@ -45,6 +45,7 @@ def _candidate(cid, parent, score=None, *, status="evaluated", prediction=None, 
 @pytest.fixture
 def run(tmp_path):
     rd = RunDirectory.open(tmp_path / "run", CONFIG)
+    rd.save_plan(0, [PlanEntry("c001", None, "")])  # iteration 0 under way, as the loop leaves it (plan, then commit)
     rd.commit(_candidate("c001", None, 0.3, iteration=0))
     yield rd
     rd.close()
