@@ -5,21 +5,16 @@ here. Each of the paper's tasks has a folder holding ``zero_shot.py``, ``few_sho
 up to a context cap) and ``retrieval.py`` (the most similar training examples by BM25). ``standard/`` holds the
 same three for any task: ``standard_seeds`` writes the task's description and answer convention into them.
 
-Which seeds a search starts from (``seed_sources``): a task folder's own ``candidates/*.py`` when it has any,
-else the paper task's folder, else the standard seeds written for the task (for a ``Task`` object of your own,
-from its description); or the files given by path (``optimize(..., seeds=[...])``).
+Which of them a search starts from is the runner's choice (``metaharness.runner.task.seed_sources``). This package
+imports no task: the sandbox worker imports it for ``.protocol``.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from metaharness.errors import InputError
-
-if TYPE_CHECKING:  # the sandbox worker imports this package (for .protocol) and must not load every task
-    from metaharness.tasks.protocol import Task
 
 ROOT = Path(__file__).resolve().parent
 STANDARD = ROOT / "standard"
@@ -63,32 +58,3 @@ def standard_seeds(
         path.stem: _TASK_BLOCK.sub(lambda _: block, path.read_text(encoding="utf-8"), count=1)
         for path in sorted(STANDARD.glob("*.py"))
     }
-
-
-def _read(folder: Path) -> dict[str, str]:
-    return {path.stem: path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.py"))}
-
-
-def seed_sources(task: Task, names: list[str] | None = None) -> dict[str, str]:
-    """The seeds a search of ``task`` starts from, ``{name: source}`` in name order (the module docstring says
-    which); ``names`` keeps only those, in that order (InputError for an unknown one)."""
-    # Here: the sandbox worker imports this package (for .protocol) and must not load the tasks.
-    from metaharness.tasks.custom import CustomTask
-
-    if isinstance(task, CustomTask):
-        if task.seed_folder is not None:
-            available, where = _read(task.seed_folder), str(task.seed_folder)
-        else:
-            answer = task.answer
-            available = standard_seeds(task.description, answer.instruction, answer.template, answer.choices)
-            where = "the standard seeds"
-    elif (ROOT / task.name).is_dir():
-        available, where = _read(ROOT / task.name), str(ROOT / task.name)
-    else:  # a Task object of your own: its description is all the seeds can be told
-        available, where = standard_seeds(task.description, "", "{target}", ()), "the standard seeds"
-    if not available:
-        raise InputError(f"No seed harnesses for {task.name} in {where}.")
-    unknown = [n for n in names or [] if n not in available]
-    if unknown:
-        raise InputError(f"Unknown seed(s) {', '.join(unknown)} for {task.name}: choose from {', '.join(available)}.")
-    return {name: available[name] for name in names} if names else available

@@ -90,7 +90,7 @@ def test_check_says_what_to_install_or_set(standins, monkeypatch, tmp_path):
 
 
 def example_state(iteration: int = 1, proposals: int = 1) -> tuple[RunState, Task]:
-    from metaharness.candidates import seed_sources
+    from metaharness.runner.task import seed_sources
 
     task = open_task(str(EXAMPLE))
     seeds = seed_sources(task)

@@ -12,7 +12,8 @@ from browser import CHROMIUM, assert_renders_cleanly
 
 from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.errors import InputError
-from metaharness.experiment.results import experiment_table, run_figures, write_results
+from metaharness.experiment.page import write_results
+from metaharness.experiment.results import experiment_table, run_figures
 from metaharness.store import RunDirectory
 from metaharness.store.files import append_jsonl
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from metaharness.candidates import seed_sources
 from metaharness.errors import InputError, MetaharnessError
+from metaharness.runner.task import seed_sources
 from metaharness.tasks import CustomTask, Example, open_task, reopen_task, task_origin
 from metaharness.tasks.custom.data import carve
 from metaharness.tasks.custom.metrics import Answer, builtin_metric, chosen_option, last_number, normalize

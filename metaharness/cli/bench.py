@@ -202,7 +202,7 @@ def harness(
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from metaharness.experiment import run_experiment
     from metaharness.experiment.grid import check_models
-    from metaharness.experiment.results import write_results
+    from metaharness.experiment.page import write_results
 
     show = console()
     template = settings_change(

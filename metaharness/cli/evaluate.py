@@ -1,6 +1,6 @@
 """``metaharness eval``: score one harness (a file or a seed name) on a task split, with a table and a trace.
 
-A seed name is resolved among the task's seeds (``metaharness.candidates.seed_sources``: the paper task's
+A seed name is resolved among the task's seeds (``metaharness.runner.task.seed_sources``: the paper task's
 folder, a task folder's ``candidates/``, or the standard seeds written for the task); its source is saved as
 ``harness.py`` beside the results.
 """
@@ -13,10 +13,11 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from metaharness.candidates import seed_path, seed_sources
+from metaharness.candidates import seed_path
 from metaharness.errors import InputError
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.models.spec import parse_spec
+from metaharness.runner.task import seed_sources
 from metaharness.tasks import CustomTask, open_task
 from metaharness.tasks.custom.spec import flat_settings
 from metaharness.tasks.protocol import Task

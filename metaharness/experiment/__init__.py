@@ -3,7 +3,8 @@
 - ``.grid``: plan, run and resume the grid (``experiment.json``, ``cells.jsonl``, one run directory per cell),
   and the rough cost estimate shown before it starts;
 - ``.results``: the per-run figures and the tables over seeds and datasets, read back from the run directories
-  (``results.json``, ``RESULTS.md``), and ``.page`` the self-contained HTML page with the curves.
+  (``results.json``, ``RESULTS.md``), and ``.page`` the self-contained HTML page with the curves
+  (``write_results`` writes all three).
 """
 
 from metaharness.experiment.grid import (

@@ -1,4 +1,5 @@
-"""``results.html``: an experiment's results as a self-contained page (inline SVG, no external resources).
+"""``results.html``: an experiment's results as a self-contained page (inline SVG, no external resources); and
+``write_results``, which writes it beside ``results.json`` and ``RESULTS.md``.
 
 One best-so-far chart per dataset and one for the average over datasets (a line per proposer, the mean over seeds),
 then the tables of ``.results`` and the failed cells. Charts, tables, style and script are the run report's
@@ -9,21 +10,28 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
+from pathlib import Path
 
 from metaharness.experiment.results import (
     COLUMNS,
     JUDGED_NOTE,
     PAIRED_COLUMNS,
     PAIRED_NOTE,
+    RESULTS_HTML,
+    RESULTS_JSON,
+    RESULTS_MD,
     ExperimentTable,
     Group,
     capped_rows,
+    experiment_table,
     failed_rows,
     paired_rows,
+    render_markdown,
     table_rows,
 )
 from metaharness.report.page import PAGE_SCRIPT, PAGE_STYLE, html_table
 from metaharness.report.svg import Series, colour, svg_chart
+from metaharness.store.files import atomic_write_json, atomic_write_text
 
 
 def curve_chart(groups: Mapping[str, Group]) -> str:
@@ -84,3 +92,13 @@ def render_html(table: ExperimentTable) -> str:
         "</body></html>",
     ]
     return "".join(parts)
+
+
+def write_results(exp_dir: Path) -> Path:
+    """Write ``results.json``, ``RESULTS.md`` and ``results.html`` into the experiment folder; return RESULTS.md."""
+    exp_dir = Path(exp_dir)
+    table = experiment_table(exp_dir)
+    atomic_write_json(exp_dir / RESULTS_JSON, table)
+    atomic_write_text(exp_dir / RESULTS_HTML, render_html(table))
+    atomic_write_text(exp_dir / RESULTS_MD, render_markdown(table))
+    return exp_dir / RESULTS_MD

@@ -47,7 +47,7 @@ from metaharness.experiment.grid import SPEC_FILE, ExperimentSpec, read_cells
 from metaharness.json_types import JSONObject
 from metaharness.report.summary import markdown_cell, markdown_table
 from metaharness.report.view import RunView
-from metaharness.store.files import atomic_write_json, atomic_write_text, read_json
+from metaharness.store.files import read_json
 from metaharness.store.run_dir import RunDirectory
 
 RESULTS_JSON = "results.json"
@@ -487,14 +487,3 @@ def render_markdown(table: ExperimentTable) -> str:
         lines += ["", "## Failed cells", "", *markdown_table(["cell", "error"], failed_rows(table))]
     return "\n".join(lines) + "\n"
 
-
-def write_results(exp_dir: Path) -> Path:
-    """Write ``results.json``, ``RESULTS.md`` and ``results.html`` into the experiment folder; return RESULTS.md."""
-    from metaharness.experiment.page import render_html  # here: the page reads this module's rows
-
-    exp_dir = Path(exp_dir)
-    table = experiment_table(exp_dir)
-    atomic_write_json(exp_dir / RESULTS_JSON, table)
-    atomic_write_text(exp_dir / RESULTS_HTML, render_html(table))
-    atomic_write_text(exp_dir / RESULTS_MD, render_markdown(table))
-    return exp_dir / RESULTS_MD

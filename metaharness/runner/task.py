@@ -13,10 +13,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from metaharness.candidates import seed_sources
+from metaharness.candidates import ROOT as SEEDS
+from metaharness.candidates import standard_seeds
 from metaharness.errors import InputError
 from metaharness.search.loop import Seed
-from metaharness.tasks import get_task, open_task, reopen_task, task_origin
+from metaharness.tasks import CustomTask, get_task, open_task, reopen_task, task_origin
 from metaharness.tasks.custom.data import HUB_PREFIX
 from metaharness.tasks.custom.task import TaskSource, fingerprint
 from metaharness.tasks.protocol import Task
@@ -67,8 +68,8 @@ def seeds_of(
     task: str | Task, names: list[str] | None = None, *, files: Sequence[str | os.PathLike[str]] | None = None
 ) -> list[Seed]:
     """The seed harnesses a search of ``task`` (a Task, or a task's name or folder) starts from: ``files`` when
-    given, else the task's own (``metaharness.candidates.seed_sources``: a task folder's ``candidates/*.py``,
-    the paper task's, else the standard seeds written for the task); ``names`` keeps only those, in that order."""
+    given, else the task's own (``seed_sources``: a task folder's ``candidates/*.py``, the paper task's, else the
+    standard seeds written for the task); ``names`` keeps only those, in that order."""
     if not files:
         chosen = seed_sources(open_task(task) if isinstance(task, str) else task, names)
         return [Seed(name, source) for name, source in chosen.items()]
@@ -85,3 +86,31 @@ def seeds_of(
     if unknown:
         raise InputError(f"Unknown seed(s) {', '.join(unknown)}: the seed files are {', '.join(available)}.")
     return [Seed(name, available[name]) for name in names or available]
+
+
+def _read(folder: Path) -> dict[str, str]:
+    return {path.stem: path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.py"))}
+
+
+def seed_sources(task: Task, names: list[str] | None = None) -> dict[str, str]:
+    """The seeds a search of ``task`` starts from, ``{name: source}`` in name order: a task folder's own
+    ``candidates/*.py`` when it has any, else the paper task's folder (``metaharness.candidates``), else the
+    standard seeds written for the task (for a ``Task`` object of your own, from its description); ``names`` keeps
+    only those, in that order (InputError for an unknown one)."""
+    if isinstance(task, CustomTask):
+        if task.seed_folder is not None:
+            available, where = _read(task.seed_folder), str(task.seed_folder)
+        else:
+            answer = task.answer
+            available = standard_seeds(task.description, answer.instruction, answer.template, answer.choices)
+            where = "the standard seeds"
+    elif (SEEDS / task.name).is_dir():
+        available, where = _read(SEEDS / task.name), str(SEEDS / task.name)
+    else:  # a Task object of your own: its description is all the seeds can be told
+        available, where = standard_seeds(task.description, "", "{target}", ()), "the standard seeds"
+    if not available:
+        raise InputError(f"No seed harnesses for {task.name} in {where}.")
+    unknown = [n for n in names or [] if n not in available]
+    if unknown:
+        raise InputError(f"Unknown seed(s) {', '.join(unknown)} for {task.name}: choose from {', '.join(available)}.")
+    return {name: available[name] for name in names} if names else available

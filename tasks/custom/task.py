@@ -6,7 +6,7 @@ checked when the task is opened (a missing column, an unknown metric, a broken m
 ``InputError``), so a run never starts on a task it cannot score.
 
 A task folder may hold seed harnesses in ``candidates/*.py``; without them the search starts from the standard
-seeds written from the task's description and answer convention (``metaharness.candidates.seeds_for``).
+seeds written from the task's description and answer convention (``metaharness.candidates.standard_seeds``).
 
 ``CustomTask.origin`` is what a run directory records about where the task came from (the folder or dataset,
 the settings given on the command line, the val carve's seed and size, and a fingerprint of the train and val

@@ -9,7 +9,7 @@
    ``ScoreLabeler``, which labels by predicted score).
 
 With the harness's tools (``ToolSpec``, ``.tool_calls``), every subplan is one tool call and stage 1 is
-``ToolCallPlanSampler``.
+``ToolCallPlanSampler`` (``.sampler``).
 
 Each stage can be called alone, and each protocol can be implemented by something other than a model (a benchmark
 may plug in an oracle simulator or labeler that uses the true environment). Model-backed stages never raise for a
@@ -25,10 +25,10 @@ from metaharness.planner.subagents.labeler import (
     ScoreLabeler,
 )
 from metaharness.planner.subagents.merger import KeyJudgeMerger, StateMerger
-from metaharness.planner.subagents.sampler import DEFAULT_PLANS, ModelPlanSampler, PlanSampler
+from metaharness.planner.subagents.sampler import DEFAULT_PLANS, ModelPlanSampler, PlanSampler, ToolCallPlanSampler
 from metaharness.planner.subagents.simulator import ModelStateSimulator, StateSimulator
 from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask, PredictedState, SimulatedStep
-from metaharness.planner.subagents.tool_calls import ToolCallPlanSampler, ToolSpec, check_call, tool_specs
+from metaharness.planner.subagents.tool_calls import ToolSpec, check_call, tool_specs
 
 __all__ = [
     "DEAD_END",

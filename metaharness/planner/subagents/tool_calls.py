@@ -6,8 +6,9 @@ A step of a tool plan is the call ``{"tool": NAME, "arguments": {...}}``; as a s
 the graph see) it is that object as canonical JSON (``call_text``). ``check_call`` validates a call
 against its tool's schema with ``jsonschema``, so a route's calls can be executed as they are.
 
-``ToolCallPlanSampler`` is stage 1 for tool plans: the model is asked for ``plans`` plans under a JSON schema
-whose steps are exactly the tools' calls (one ``anyOf`` branch per tool, with the tool's own argument schema).
+``calls_schema`` is the JSON schema a stage-1 sampler asks tool plans under (``ToolCallPlanSampler`` in
+``.sampler``): its steps are exactly the tools' calls (one ``anyOf`` branch per tool, with the tool's own argument
+schema).
 """
 
 from __future__ import annotations
@@ -16,20 +17,13 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 import jsonschema
 
 from metaharness.errors import InputError
 from metaharness.json_types import JSONObject, JSONValue
-from metaharness.models.protocol import ModelClient
-from metaharness.planner.asking import members
-from metaharness.planner.subagents.model_stage import DEFAULT_MAX_STEPS, ModelStage, StageOptions, plans_schema
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-    from metaharness.planner.subagents.stage_io import CandidatePlan, PlanningTask
+from metaharness.planner.subagents.model_stage import plans_schema
 
 CALL_FORMAT = 'as JSON {"tool": NAME, "arguments": {...}} with arguments that match the tool\'s schema'
 _NAME = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
@@ -145,52 +139,3 @@ def calls_schema(tools: Sequence[ToolSpec], plans: int, max_steps: int) -> JSONO
         ]
     }
     return plans_schema(plans, "calls", call, max_steps)
-
-
-TOOL_SAMPLER_SYSTEM = (
-    "You are the plan sampler of a planning system for an agent with tools. Propose {plans} different plans that reach "
-    "the goal from the current state within the remaining budget. Each plan is the list of tool calls to make, in "
-    "order, at most {max_steps} per plan; each call names one of the tools listed below and gives arguments that "
-    "match its schema. Make the plans genuinely different (different tools, arguments or orders). Reply with JSON "
-    'only: {{"plans": [{{"calls": [{{"tool": "...", "arguments": {{...}}}}, ...]}}, ...]}}.'
-)
-
-
-class ToolCallPlanSampler(ModelStage):
-    """Stage 1 for tool plans: ``plans`` plans of tool calls in one answer; invalid calls are re-asked, duplicates
-    dropped. The subplans are the calls' ``call_text``."""
-
-    def __init__(
-        self, model: ModelClient, *, max_steps: int = DEFAULT_MAX_STEPS, **options: Unpack[StageOptions]
-    ) -> None:
-        super().__init__(model, **options)
-        self.max_steps = max_steps
-
-    def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
-        # Here: stage_io imports this module.
-        from metaharness.planner.subagents.stage_io import CandidatePlan
-
-        tools = task.tools
-        if not tools:
-            raise InputError("ToolCallPlanSampler needs a planning task with tools.")
-
-        def check(answer: JSONValue) -> str | None:
-            for i, item in enumerate(members(answer, "plans"), 1):
-                for j, call in enumerate(members(item, "calls"), 1):
-                    problem = check_call(call, tools)
-                    if problem:
-                        return f"plan {i}, call {j}: {problem}"
-            return None
-
-        answer = self.ask(
-            TOOL_SAMPLER_SYSTEM.format(plans=plans, max_steps=self.max_steps),
-            task.describe(),
-            calls_schema(tools, plans, self.max_steps),
-            check=check,
-        )
-        found: list[CandidatePlan] = []
-        for item in members(answer, "plans")[:plans]:
-            plan = CandidatePlan(tuple(call_text(c) for c in members(item, "calls")[: self.max_steps]))
-            if plan.subplans and plan not in found:
-                found.append(plan)
-        return found
