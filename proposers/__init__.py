@@ -9,8 +9,8 @@
   evaluations. ``offline-greedy``,
   ``offline-random``, ``offline-best-of-n``: the same proposer under those names (the selection rule they named
   is the loop's now).
-- ``base``: the Meta-Harness coding agent (``.coding``); needs a proposer model with tool calling.
-- ``tps``: the coding agent after TPS planning over program space (``.planned_coding``); ``tps-greedy``,
+- ``base``: the Meta-Harness coding agent (``.base``); needs a proposer model with tool calling.
+- ``tps``: the coding agent after TPS planning over program space (``.tps``); ``tps-greedy``,
   ``tps-random``, ``tps-best-of-n``: the same planning with a baseline selection rule.
 
 ``get_proposer(name, options, task=..., task_model=..., model=..., run_dir=...)``: ``task`` is a
@@ -49,7 +49,7 @@ from metaharness.models import connect
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ModelClient
 from metaharness.models.spec import parse_spec
-from metaharness.proposers.coding import MAX_STEPS, CodingProposer
+from metaharness.proposers.base import MAX_STEPS, CodingProposer
 from metaharness.proposers.engines import EngineClient, is_engine
 from metaharness.search.protocol import Proposer
 from metaharness.tasks import get_task
@@ -317,7 +317,7 @@ def get_proposer(
             context_tokens=checked.context_tokens,
         )
 
-    from metaharness.proposers.planned_coding import TPSProposer  # here, as OfflineProposer above
+    from metaharness.proposers.tps import TPSProposer  # here, as OfflineProposer above
 
     return TPSProposer(
         model,

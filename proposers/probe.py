@@ -109,10 +109,6 @@ class ProbeResult:
     def score(self) -> float:
         return sum(self.correct.values()) / len(self.correct) if self.correct else 0.0
 
-    @property
-    def error_rate(self) -> float:
-        return len(self.errors) / len(self.correct) if self.correct else 1.0
-
     def signature(self) -> str:
         """Equal signatures = the same behaviour on every probe example (the merge key)."""
         text = "\x1f".join(f"{k}={self.predictions[k]!r}" for k in sorted(self.predictions))
@@ -186,10 +182,6 @@ class Change:
     mean: float
     std: float
     pair_variance: float
-
-    def sampling_variance(self, examples: int) -> float:
-        """The variance a measurement of the change on ``examples`` paired examples adds to it."""
-        return self.pair_variance / examples if examples > 0 else 0.0
 
 
 def estimate_change(differences: list[float], prior: ChangePrior) -> Change:

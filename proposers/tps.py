@@ -41,7 +41,7 @@ from metaharness.planner.program import PREDICTED, depth, nodes_with
 from metaharness.planner.result import PlanResult, PlanResultJSON
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
 from metaharness.planner.subagents.stage_io import StageRecord
-from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
+from metaharness.proposers.base import CodingProposer, submitted, to_proposal
 from metaharness.proposers.evidence import failed_attempts, records_within, sources_within, trace_excerpts
 from metaharness.proposers.offline import task_model_price
 from metaharness.proposers.probe import PredictionBudgetSpent, ProbeResult

@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from puzzle_oracle import optimal_plan
 
 from metaharness.agents.environments.blocksworld import BlocksWorld, generate_problem, parse_stacks
-from metaharness.agents.environments.puzzle import optimal_plan, viable
+from metaharness.agents.environments.puzzle import viable
 from metaharness.agents.environments.puzzle_instances import generate_instances, load_instance_set, make_env
 from metaharness.errors import InputError
 

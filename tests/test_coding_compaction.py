@@ -22,7 +22,7 @@ from test_proposers_offline import _state
 from metaharness.errors import MetaharnessError
 from metaharness.models import RetryPolicy, connect
 from metaharness.proposers import get_proposer
-from metaharness.proposers.coding import CHARS_PER_TOKEN
+from metaharness.proposers.base import CHARS_PER_TOKEN
 from metaharness.tasks import get_task
 
 CONTEXT = 16384  # the server's window, in tokens as the server counts them (characters / CHARS_PER_TOKEN)

@@ -15,7 +15,7 @@ from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ChatRequest, StructuredOutputError, Usage
 from metaharness.proposers import check_proposer_model, get_proposer
-from metaharness.proposers.coding import CodingProposer, ProposerEngineFailed
+from metaharness.proposers.base import CodingProposer, ProposerEngineFailed
 from metaharness.proposers.engines import ENGINES, EngineClient, engine_of
 from metaharness.search.protocol import RunState
 from metaharness.tasks import Task, open_task

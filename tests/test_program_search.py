@@ -112,7 +112,7 @@ def test_an_offline_prediction_made_in_one_iteration_is_chosen_in_a_later_one(ta
 def test_tps_extends_a_predicted_node_and_merges_by_behaviour(task, tmp_path) -> None:
     """The tps sampler may set out from a predicted node; two revisions of one base predicted to behave the same
     share one node."""
-    from metaharness.proposers.planned_coding import TPSProposer
+    from metaharness.proposers.tps import TPSProposer
 
     answers = iter(
         [

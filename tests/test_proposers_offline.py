@@ -162,7 +162,6 @@ def test_a_quiet_probe_does_not_claim_a_small_uncertainty() -> None:
     assert estimate_change([0.0] * 200, prior).std < 0.03 < quiet.std
     flipped = estimate_change([1.0, 1.0] + [0.0] * 6, prior)
     assert flipped.std > 2 * quiet.std and flipped.mean == pytest.approx(2 / 12)
-    assert quiet.sampling_variance(10) == pytest.approx(quiet.pair_variance / 10)
 
 
 def test_the_change_prior_and_the_spread_come_from_the_run() -> None:

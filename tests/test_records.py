@@ -15,7 +15,7 @@ from metaharness.store.log import (
     ProposerFailureLine,
     RebuiltIterationLine,
     SplitLine,
-    Staging,
+    StagingReport,
     StopLine,
 )
 
@@ -122,7 +122,7 @@ def test_log_lines_write_the_documented_json() -> None:
     }
     counts = {"candidates": ["c002"], "evaluated": 1, "implemented": 0, "failed": 0, "best": "c002", "best_score": 0.5}
     facts = IterationFacts.of(1, [c, dataclasses.replace(c, id="c001", iteration=0, evaluation=None)])
-    staging = Staging(
+    staging = StagingReport(
         "planner",
         ["c002"],
         {"c002": (0, 4)},

@@ -7,8 +7,8 @@ from collections import deque
 from typing import Any
 
 import pytest
+from puzzle_oracle import optimal_plan, viable_actions
 
-from metaharness.agents.environments.puzzle import optimal_plan, viable_actions
 from metaharness.agents.environments.puzzle_instances import generate_instances, load_instance_set, make_env, regenerate
 from metaharness.agents.environments.sokoban import Sokoban, SokobanState, generate_level
 from metaharness.errors import InputError

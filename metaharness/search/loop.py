@@ -84,7 +84,7 @@ from metaharness.store.log import (
     IterationLine,
     PhaseSpendLine,
     ProposerFailureLine,
-    Staging,
+    StagingReport,
     StopLine,
     TestSkippedLine,
 )
@@ -447,7 +447,7 @@ class Optimizer:
             outputs=outputs,
         )
 
-    def _evaluate(self, iteration: int, proposals: list[str]) -> Staging:
+    def _evaluate(self, iteration: int, proposals: list[str]) -> StagingReport:
         """The iteration's rounds of staged evaluation (iteration 0: every seed to its whole share); returns what
         the iteration's line records about them."""
         policy: Policy = "all" if iteration == 0 else self.settings.search.evaluation
@@ -479,7 +479,7 @@ class Optimizer:
         realised = spent - phases.get("predict", Spend()) - phases.get("check", Spend())
         after = {c.id: c.evaluation.examples for c in self.store.candidates() if c.id in before and c.evaluation}
         assert first is not None
-        return Staging(
+        return StagingReport(
             policy=policy,
             considered=[a.id for a in first.arms],
             allotted={cid: (before[cid], after.get(cid, before[cid])) for cid in sorted(before)},

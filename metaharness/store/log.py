@@ -156,7 +156,7 @@ class PhaseSpendLine(_Line):
 
 
 @dataclass(frozen=True)
-class Staging:
+class StagingReport:
     """What an iteration's staged evaluation did: the ``policy`` that decided, the candidates it ``considered``,
     the examples each scored candidate had before and after (``allotted``), the examples each new candidate was
     scored on for free from recorded calls (``replayed``), the summed predicted cost of the stages it chose and
@@ -197,14 +197,14 @@ class Staging:
 @dataclass(frozen=True)
 class IterationLine(_Line):
     """An iteration finished: its ``IterationFacts``, the best's score on the held-out examples, what the run
-    had spent, and what its staged evaluation did (``Staging``); the facts and the staging are written as
+    had spent, and what its staged evaluation did (``StagingReport``); the facts and the staging are written as
     keys of the line itself."""
 
     kind: ClassVar[str] = "iteration"
     facts: IterationFacts
     holdout: float | None
     spent: Mapping[str, float]
-    staging: Staging
+    staging: StagingReport
     seconds: float
 
     def to_json(self) -> dict[str, object]:

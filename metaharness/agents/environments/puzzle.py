@@ -61,26 +61,9 @@ def viable(env: PuzzleEnv[S], state: S, remaining: int) -> bool:
     return d is not None and d <= remaining
 
 
-def viable_actions(env: PuzzleEnv[S], state: S, remaining: int) -> list[str]:
-    """Actions after which the goal is still reachable within the remaining ``remaining - 1`` actions."""
-    return [a for a in env.actions(state) if viable(env, env.step(state, a), remaining - 1)]
-
-
 def optimal_actions(env: PuzzleEnv[S], state: S) -> list[str]:
     """Actions that lower the oracle distance by one (empty at a goal or in a dead end)."""
     d = env.distance(state)
     if not d:
         return []
     return [a for a in env.actions(state) if env.distance(env.step(state, a)) == d - 1]
-
-
-def optimal_plan(env: PuzzleEnv[S], state: S) -> list[str] | None:
-    """One shortest action sequence from ``state`` to a goal, or ``None`` when the goal is unreachable."""
-    if env.distance(state) is None:
-        return None
-    plan: list[str] = []
-    while not env.is_goal(state):
-        action = optimal_actions(env, state)[0]
-        plan.append(action)
-        state = env.step(state, action)
-    return plan
