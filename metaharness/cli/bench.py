@@ -202,7 +202,6 @@ def harness(
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from metaharness.experiment import run_experiment
     from metaharness.experiment.grid import check_models
-    from metaharness.experiment.page import write_results
 
     show = console()
     template = settings_change(
@@ -241,6 +240,14 @@ def harness(
         raise typer.Exit(130) from None
     if not lines.started:
         show.print(f"All {len(spec.cells())} runs were done already.")
+    _show_results(show, out, records, resume)
+
+
+def _show_results(show: Console, out: Path, records: list[CellRecord], resume: str) -> None:
+    """Write the tables and say where they are, which cells stopped at their cap and which failed (exit 1)."""
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
+    from metaharness.experiment.page import write_results
+
     failed = [r for r in records if r.status == "failed"]
     capped = [r for r in records if r.status == "capped"]
     show.print(f"Tables: {write_results(out)} (also results.json, results.html)")

@@ -12,15 +12,13 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from metaharness.budget import DEFAULT_EVALS_PER_ITER, Budget
 from metaharness.errors import InputError
-
-if TYPE_CHECKING:
-    from metaharness.runner.settings import SettingsChange
+from metaharness.runner.settings import SettingsChange
 
 
 def parse_usd(option: str, text: str) -> float:
@@ -140,9 +138,6 @@ def settings_change(
     """What the run options given on the command line give a run (``None``: not given): each read once, here
     (``--budget`` and ``--iter-budget`` by ``Budget.parse``; ``--max-cost`` and ``--max-tokens`` are the run
     budget's ``usd`` and ``tokens``, and may not disagree with ``--budget``)."""
-    # Start-up: the settings load the proposers; `metaharness --help` does not need them.
-    from metaharness.runner.settings import SettingsChange
-
     seed_names, seed_files = seed_settings(seed_harnesses)
     per_run = Budget.parse(budget, option="--budget") if budget else Budget()
     for entry, flag, value in (("usd", "--max-cost", max_cost), ("tokens", "--max-tokens", max_tokens)):

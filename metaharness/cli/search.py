@@ -13,7 +13,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -37,13 +36,15 @@ from metaharness.cli.options import (
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.runner.events import RunEvents
+from metaharness.runner.models import default_models
+from metaharness.runner.optimize import optimize as run_search
+from metaharness.runner.optimize import stored_settings
+from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.search.loop import Outcome, StopRequest
 from metaharness.store import RunDirectory
 from metaharness.tasks import CustomTask, open_task
 from metaharness.tasks.custom.spec import flat_settings
-
-if TYPE_CHECKING:  # a type only: the settings load the proposers, which `metaharness --help` does not need
-    from metaharness.runner.settings import RunSettings
+from metaharness.tasks.protocol import Task
 
 
 def optimize(
@@ -122,33 +123,9 @@ def optimize(
     A run keeps its settings (settings.json in the run directory): a rerun or --resume reuses them, a flag given
     again must agree with them, and a cap may only be tightened unless --raise-caps. A run of a task folder or hf:
     dataset records where it came from, so --resume needs no --dataset."""
-    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
-    from metaharness.runner.models import default_models
-    from metaharness.runner.optimize import optimize as run_search
-    from metaharness.runner.optimize import stored_settings
-    from metaharness.runner.settings import SettingsChange
-    from metaharness.runner.task import task_source
-
     out = console()
     seed_harnesses = _renamed_seeds(out, seed_harnesses, old_seeds)
-    if dataset is None and task_setting:
-        raise InputError("-T sets up the task given with --dataset: add --dataset (a resumed run keeps its task's).")
-    if resume and run_dir is None:
-        run_dir = resolve_run(None)
-    task = open_task(dataset, data_dir=data_dir, settings=flat_settings(task_setting)) if dataset else None
-    models = default_models(task_model, proposer, proposer_model)  # for a new run (and its folder's name)
-    if run_dir is None and task is not None:
-        run_dir = RUNS_ROOT / f"{task.name}-{models.proposer}"
-    if run_dir is None:
-        raise InputError(
-            "Name the task with --dataset (lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME), "
-            "or --resume a run."
-        )
-    stored = stored_settings(run_dir)
-    if resume and stored is None:
-        raise InputError(
-            f"--resume: no run at {run_dir}; start one with: metaharness optimize --dataset NAME --run-dir {run_dir}"
-        )
+    task, run_dir, stored = _task_and_run(dataset, task_setting, data_dir, run_dir, resume, proposer)
     change = settings_change(
         task_model=task_model,
         proposer=proposer,
@@ -167,17 +144,8 @@ def optimize(
         proposer_option=proposer_option,
         seed_harnesses=seed_harnesses,
     )
-    if task is not None:
-        change = SettingsChange(dataset=task.name, task_source=task_source(task)).over(change)
     if stored is None:
-        models_given = SettingsChange(
-            task_model=models.task_model, proposer=models.proposer, proposer_model=models.proposer_model
-        )
-        change = models_given.over(change)
-        if models.notice:
-            out.print(f"[yellow]{models.notice}[/]")
-        for note in task.notes if isinstance(task, CustomTask) else []:  # a small val split, test leaked, ...
-            out.print(f"[yellow]note: {note}[/]")
+        change = _new_run(out, change, task)
     else:
         _note_finished(out, run_dir, iters)
     stop = StopRequest()
@@ -198,6 +166,48 @@ def optimize(
     final_table(out, run_dir, outcome)
     if outcome.stopped and outcome.stopped.startswith("interrupted"):
         raise typer.Exit(130)
+
+
+def _task_and_run(
+    dataset: str | None,
+    task_setting: list[str],
+    data_dir: Path | None,
+    run_dir: Path | None,
+    resume: bool,
+    proposer: str | None,
+) -> tuple[Task | None, Path, RunSettings | None]:
+    """The task ``--dataset`` opens (with its ``-T`` settings), the run directory (``--run-dir``, the latest run for a
+    bare ``--resume``, else ``runs/<task>-<proposer>``) and the settings it holds (None: no run there yet)."""
+    if dataset is None and task_setting:
+        raise InputError("-T sets up the task given with --dataset: add --dataset (a resumed run keeps its task's).")
+    if resume and run_dir is None:
+        run_dir = resolve_run(None)
+    task = open_task(dataset, data_dir=data_dir, settings=flat_settings(task_setting)) if dataset else None
+    if run_dir is None and task is not None:
+        run_dir = RUNS_ROOT / f"{task.name}-{default_models(None, proposer, None).proposer}"
+    if run_dir is None:
+        raise InputError(
+            "Name the task with --dataset (lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME), "
+            "or --resume a run."
+        )
+    stored = stored_settings(run_dir)
+    if resume and stored is None:
+        raise InputError(
+            f"--resume: no run at {run_dir}; start one with: metaharness optimize --dataset NAME --run-dir {run_dir}"
+        )
+    return task, run_dir, stored
+
+
+def _new_run(out: Console, change: SettingsChange, task: Task | None) -> SettingsChange:
+    """What a new run is given: ``change`` with its task and its models (``default_models``, with the line that says
+    why), after the task's notes (a small val split, test leaked, ...)."""
+    models = default_models(change.task_model, change.proposer, change.proposer_model)
+    if models.notice:
+        out.print(f"[yellow]{models.notice}[/]")
+    for note in task.notes if isinstance(task, CustomTask) else []:
+        out.print(f"[yellow]note: {note}[/]")
+    named = SettingsChange(task_model=models.task_model, proposer=models.proposer, proposer_model=models.proposer_model)
+    return named.over(change)
 
 
 def _renamed_seeds(out: Console, seed_harnesses: str | None, old_seeds: str | None) -> str | None:

@@ -511,6 +511,11 @@ def allocate(
 def _branch_and_bound(
     arms: Sequence[Arm], budget: Budget, lam: float, node_limit: int | None, solver: str
 ) -> Allocation:
+    """The allocation the branch and bound finds (`_BranchAndBound`)."""
+    return _BranchAndBound(arms, budget, lam, node_limit).allocation(solver)
+
+
+class _BranchAndBound:
     """Depth-first over the arms, most promising first; a node fixes one arm's target (best net value first) or
     leaves it as it is; the heuristic plan is the first incumbent.
 
@@ -524,113 +529,125 @@ def _branch_and_bound(
     only raises the expected maximum). A pair whose expected excess over 0 does not pay its price can only lower
     that maximum net of its price, so the knapsacks leave it out; the search still branches on it (under the
     return rule, evaluating a candidate can also keep a lucky weaker one from being returned)."""
-    objective = _Objective(arms)
-    q = _MaxOfMeans(arms)
-    n_pairs = len(q.pairs)
-    limit = np.asarray(budget.vector())
-    slack = limit + TOLERANCE * np.maximum(1.0, np.where(np.isfinite(limit), limit, 1.0))
-    cost = np.asarray([arms[a].options[o].cost.vector() for a, o in q.pairs], dtype=float).reshape(n_pairs, 3)
-    owner = objective.owner
-    evals = cost[:, 0]
-    completion = _completion(arms, q.pairs, cost)
-    base = objective.value({})
-    thresholds = q.grid[:: max(1, GRID_POINTS // THRESHOLDS)]
-    over = np.stack([q.weights(u) for u in thresholds], axis=1)  # [grid, thresholds]
-    pair_excess = q.tail @ over  # E[(V_p - u)^+] per pair and threshold
-    fits_alone = np.all(cost + completion <= slack, axis=1) if n_pairs else np.zeros(0, dtype=bool)
-    useful = (pair_excess[:, 0] - lam * evals > 1e-12) & fits_alone
-    means = np.asarray([arm.mean for arm in arms])
-    evidenced = np.asarray([arm.examples > 0 for arm in arms], dtype=bool)
-    net_root = np.where(fits_alone, objective.gains({}) - lam * evals, -np.inf)
-    candidates = sorted({int(a) for a in owner[fits_alone]})
-    order = sorted(candidates, key=lambda a: (-float(np.max(net_root[owner == a])), a))
-    depth_of = np.full(len(arms), -1)
-    depth_of[order] = np.arange(len(order))
-    capped = [e for e in range(3) if math.isfinite(limit[e])]
 
-    def net_value(chosen: Mapping[int, int]) -> float:
-        spent = float(sum(arms[a].options[o].cost.evals for a, o in chosen.items()))
-        return objective.value(chosen) - base - lam * spent
+    def __init__(self, arms: Sequence[Arm], budget: Budget, lam: float, node_limit: int | None) -> None:
+        self.arms, self.lam, self.node_limit = arms, lam, node_limit
+        self.objective = _Objective(arms)
+        self.q = q = _MaxOfMeans(arms)
+        n_pairs = len(q.pairs)
+        self.limit = limit = np.asarray(budget.vector())
+        self.slack = limit + TOLERANCE * np.maximum(1.0, np.where(np.isfinite(limit), limit, 1.0))
+        cost = np.asarray([arms[a].options[o].cost.vector() for a, o in q.pairs], dtype=float).reshape(n_pairs, 3)
+        self.cost = cost
+        self.owner = owner = self.objective.owner
+        self.evals = evals = cost[:, 0]
+        self.completion = _completion(arms, q.pairs, cost)
+        self.base = self.objective.value({})
+        self.thresholds = thresholds = q.grid[:: max(1, GRID_POINTS // THRESHOLDS)]
+        over = np.stack([q.weights(u) for u in thresholds], axis=1)  # [grid, thresholds]
+        self.pair_excess = q.tail @ over  # E[(V_p - u)^+] per pair and threshold
+        fits_alone = np.all(cost + self.completion <= self.slack, axis=1) if n_pairs else np.zeros(0, dtype=bool)
+        self.useful = (self.pair_excess[:, 0] - lam * evals > 1e-12) & fits_alone
+        self.means = np.asarray([arm.mean for arm in arms])
+        self.evidenced = np.asarray([arm.examples > 0 for arm in arms], dtype=bool)
+        net_root = np.where(fits_alone, self.objective.gains({}) - lam * evals, -np.inf)
+        candidates = sorted({int(a) for a in owner[fits_alone]})
+        self.order = sorted(candidates, key=lambda a: (-float(np.max(net_root[owner == a])), a))
+        self.depth_of = np.full(len(arms), -1)
+        self.depth_of[self.order] = np.arange(len(self.order))
+        self.capped = [e for e in range(3) if math.isfinite(limit[e])]
+        self.nodes = 0
+        self.root_bound = math.inf
+        self.exhausted = False
+        self.best_chosen = _heuristic(self.objective, cost, self.completion, self.slack, lam, fits_alone)
+        self.best = self.net_value(self.best_chosen)
+        if self.best <= 0.0:
+            self.best, self.best_chosen = 0.0, {}
 
-    best_chosen = _heuristic(objective, cost, completion, slack, lam, fits_alone)
-    best = net_value(best_chosen)
-    if best <= 0.0:
-        best, best_chosen = 0.0, {}
-    nodes = 0
-    root_bound = math.inf
-    exhausted = False
+    def allocation(self, solver: str) -> Allocation:
+        """Search from the root; the best plan found (``"feasible"`` with the root's bound when the node limit cut
+        the search short)."""
+        self.search(0, {}, np.zeros(3), np.zeros(3), 0.0)
+        arms, best_chosen = self.arms, self.best_chosen
+        targets = {arms[a].id: arms[a].options[o].target for a, o in sorted(best_chosen.items())}
+        value = self.objective.value(best_chosen)
+        plan = Allocation(targets, value, _cost(arms, best_chosen), "optimal", solver, nodes=self.nodes)
+        plan.net, plan.bound = self.best, self.best
+        if self.exhausted:
+            plan.status, plan.bound, plan.truncated = "feasible", max(self.best, self.root_bound), True
+        return plan
 
-    def bound(chosen: Mapping[int, int], depth: int, spent: np.ndarray) -> float:
+    def net_value(self, chosen: Mapping[int, int]) -> float:
+        spent = float(sum(self.arms[a].options[o].cost.evals for a, o in chosen.items()))
+        return self.objective.value(chosen) - self.base - self.lam * spent
+
+    def bound(self, chosen: Mapping[int, int], depth: int, spent: np.ndarray) -> float:
         """An upper bound of the net value of every completion of ``chosen``."""
-        free_arm = depth_of >= depth
+        q, lam, owner, cost, thresholds = self.q, self.lam, self.owner, self.cost, self.thresholds
+        free_arm = self.depth_of >= depth
         low = q.floor(chosen, np.flatnonzero(~free_arm))
         px = q.product(chosen)
         value_now = q.value(chosen)
-        ceiling = value_now - base - lam * float(spent[0])  # the max of means now, net of what is chosen
-        fits = useful & free_arm[owner] & np.all(spent + cost + completion <= slack, axis=1)
+        ceiling = value_now - self.base - lam * float(spent[0])  # the max of means now, net of what is chosen
+        fits = self.useful & free_arm[owner] & np.all(spent + cost + self.completion <= self.slack, axis=1)
         ks = np.flatnonzero(fits)
-        stayers = free_arm & evidenced
+        stayers = free_arm & self.evidenced
         if not len(ks):
             return ceiling + BOUND_SLACK
         # every undecided arm at its largest target at once
         widest = {int(owner[k]): q.pairs[k][1] for k in ks}
         result = q.value({**chosen, **widest}) - value_now
         sub_owner, sub_cost = owner[ks], cost[ks]
-        capacity = [float(limit[e] - spent[e]) for e in capped]
+        capacity = [float(self.limit[e] - spent[e]) for e in self.capped]
         # threshold u: u + E[(Z - u)^+] + the excesses over u
         above = q.integral(1.0 - px, np.asarray([low]))[0]
         total = q.integral(1.0 - px, np.asarray([q.grid[-1]]))[0]
         z_excess = np.maximum(0.0, low - thresholds) + total - q.integral(1.0 - px, np.maximum(thresholds, low))
         z_excess = np.where(thresholds >= low, z_excess, low - thresholds + total - above)
-        stay = np.maximum(means[:, None] - thresholds[None, :], 0.0) * stayers[:, None]
-        values = pair_excess[ks] - lam * evals[ks, None]
-        sums = _knapsack_bound(values, stay, sub_cost, sub_owner, capped, capacity)
+        stay = np.maximum(self.means[:, None] - thresholds[None, :], 0.0) * stayers[:, None]
+        values = self.pair_excess[ks] - lam * self.evals[ks, None]
+        sums = _knapsack_bound(values, stay, sub_cost, sub_owner, self.capped, capacity)
         result = min(result, float(np.min(thresholds + z_excess + sums)) - value_now)
         # random threshold Z: Z + the excesses over Z
-        reach = np.where(stayers, np.maximum(means, low), low)
-        zs = q.integral(px, reach) - q.integral(px, np.full(len(arms), low))
-        values = (q.excess(chosen, low)[ks] - lam * evals[ks])[:, None]
+        reach = np.where(stayers, np.maximum(self.means, low), low)
+        zs = q.integral(px, reach) - q.integral(px, np.full(len(self.arms), low))
+        values = (q.excess(chosen, low)[ks] - lam * self.evals[ks])[:, None]
         ez = low + total - above
-        sums = _knapsack_bound(values, zs[:, None], sub_cost, sub_owner, capped, capacity)
+        sums = _knapsack_bound(values, zs[:, None], sub_cost, sub_owner, self.capped, capacity)
         return ceiling + max(0.0, min(result, ez + float(sums[0]) - value_now)) + BOUND_SLACK
 
-    def search(depth: int, chosen: dict[int, int], spent: np.ndarray, reserve: np.ndarray, current: float) -> None:
-        nonlocal nodes, root_bound, exhausted, best, best_chosen
-        nodes += 1
-        if node_limit is not None and nodes > node_limit:
-            exhausted = True
+    def search(
+        self, depth: int, chosen: dict[int, int], spent: np.ndarray, reserve: np.ndarray, current: float
+    ) -> None:
+        """Depth-first from a node (``chosen`` fixed up to ``depth``, ``spent`` and the ``reserve`` its completions
+        need, net value ``current``), keeping the best plan and stopping at the node limit."""
+        self.nodes += 1
+        if self.node_limit is not None and self.nodes > self.node_limit:
+            self.exhausted = True
             return
-        if current > best + 1e-12:
-            best, best_chosen = current, dict(chosen)
-        if depth >= len(order):
+        if current > self.best + 1e-12:
+            self.best, self.best_chosen = current, dict(chosen)
+        if depth >= len(self.order):
             return
-        ub = bound(chosen, depth, spent)
+        ub = self.bound(chosen, depth, spent)
         if depth == 0:
-            root_bound = max(ub, current)
-        if ub <= best + 1e-12:
+            self.root_bound = max(ub, current)
+        if ub <= self.best + 1e-12:
             return
-        a = order[depth]
+        a = self.order[depth]
         children = []
-        for o in range(len(arms[a].options)):
-            k = q.index[(a, o)]
-            if np.all(spent + cost[k] + np.maximum(reserve, completion[k]) <= slack):
+        for o in range(len(self.arms[a].options)):
+            k = self.q.index[(a, o)]
+            if np.all(spent + self.cost[k] + np.maximum(reserve, self.completion[k]) <= self.slack):
                 child = {**chosen, a: o}
-                children.append((net_value(child), o, k))
+                children.append((self.net_value(child), o, k))
         for child_value, o, k in sorted(children, key=lambda c: (-c[0], c[1])):
             chosen[a] = o
-            search(depth + 1, chosen, spent + cost[k], np.maximum(reserve, completion[k]), child_value)
+            self.search(depth + 1, chosen, spent + self.cost[k], np.maximum(reserve, self.completion[k]), child_value)
             del chosen[a]
-            if exhausted:
+            if self.exhausted:
                 return
-        search(depth + 1, chosen, spent, reserve, current)
-
-    search(0, {}, np.zeros(3), np.zeros(3), 0.0)
-    targets = {arms[a].id: arms[a].options[o].target for a, o in sorted(best_chosen.items())}
-    plan = Allocation(targets, objective.value(best_chosen), _cost(arms, best_chosen), "optimal", solver, nodes=nodes)
-    plan.net, plan.bound = best, best
-    if exhausted:
-        plan.status, plan.bound, plan.truncated = "feasible", max(best, root_bound), True
-    return plan
+        self.search(depth + 1, chosen, spent, reserve, current)
 
 
 def _knapsack_bound(

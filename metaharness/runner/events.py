@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from metaharness.runner.settings import RunSettings
 from metaharness.search.loop import LoopEvents
-
-if TYPE_CHECKING:  # a type only: the command line imports this module when it starts, the settings when it runs
-    from metaharness.runner.settings import RunSettings
 
 
 class RunEvents(LoopEvents):
