@@ -37,8 +37,7 @@ from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.runner.events import RunEvents
 from metaharness.runner.models import default_models
-from metaharness.runner.optimize import optimize as run_search
-from metaharness.runner.optimize import stored_settings
+from metaharness.runner.optimize import optimize, stored_settings
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.search.loop import Outcome, StopRequest
 from metaharness.store import RunDirectory
@@ -47,7 +46,7 @@ from metaharness.tasks.custom.spec import flat_settings
 from metaharness.tasks.protocol import Task
 
 
-def optimize(
+def optimize_command(
     dataset: str | None = typer.Option(
         None, "--dataset", help="Task: lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME."
     ),
@@ -151,7 +150,7 @@ def optimize(
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
     with StopOnCtrlC(stop, out), cluster(dask_scheduler, ray_address), ProgressEvents(out) as events:
-        outcome = run_search(
+        outcome = optimize(
             run_dir,
             change,
             iterations=iters,
@@ -397,4 +396,4 @@ def final_table(console: Console, run_dir: Path, outcome: Outcome) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(optimize)
+    app.command("optimize")(optimize_command)

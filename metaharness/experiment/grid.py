@@ -10,7 +10,7 @@ run returns (its *judged* score, ``metaharness.experiment.results``).
 (``"done"`` with the iterations it ran to, ``"capped"`` when the run stopped at its share of ``max_cost`` with what
 it spent, or ``"failed"`` with the error; the last line of a cell wins); ``EXP/DATASET/PROPOSER/ARM/seedS`` is the
 cell's run directory (``EXP/DATASET/PROPOSER/seedS`` in an experiment from before arms, whose runs evaluated
-best-of-n), written by ``metaharness.search.optimize.optimize``. A rerun with the same spec resumes: cells whose
+best-of-n), written by ``metaharness.runner.optimize.optimize``. A rerun with the same spec resumes: cells whose
 last line is ``"done"`` are skipped, the others run again and their run directories continue where they stopped, so a
 killed experiment loses only the model calls in flight. A rerun with more iterations continues every run to the new
 count, and one with a larger ``max_cost`` continues the capped cells with the larger cap (``experiment.json``

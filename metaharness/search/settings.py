@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from metaharness.budget import SearchBudget
 from metaharness.errors import InputError
-from metaharness.planner.allocation import ALLOCATION_SOLVERS
+from metaharness.planner.allocation import ALLOCATION_SOLVERS, AllocationSolver
 from metaharness.search.staging import POLICIES, Policy
 
 DEFAULT_PROPOSALS = 12
@@ -41,7 +41,7 @@ class SearchSettings:
     holdout: int = 0
     proposals: int | None = None
     budget: SearchBudget = field(default_factory=SearchBudget)
-    solver: str = "auto"
+    solver: AllocationSolver = "auto"
     first_stage: int | None = None
     max_proposer_failures: int = 3
 
@@ -58,8 +58,8 @@ class SearchSettings:
                 raise InputError(f"--{name.replace('_', '-')} must be a whole number >= {low}, got {value!r}.")
         if self.evaluation not in POLICIES:
             raise InputError(f"Unknown --evaluation {self.evaluation!r}; use one of {', '.join(POLICIES)}.")
-        if self.solver not in ("auto", "exact"):
-            raise InputError(f"--solver must be auto or exact, got {self.solver!r} (known: {ALLOCATION_SOLVERS}).")
+        if self.solver not in ALLOCATION_SOLVERS:
+            raise InputError(f"--solver must be one of {', '.join(ALLOCATION_SOLVERS)}, got {self.solver!r}.")
 
     def proposals_per_iteration(self) -> int:
         """How many proposals an iteration takes: ``proposals``, else ``evals_per_iter`` for best-of-N (the paper's

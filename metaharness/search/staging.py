@@ -66,6 +66,7 @@ from metaharness.errors import InputError
 from metaharness.planner.allocation import (
     MIN_NOISE,
     Allocation,
+    AllocationSolver,
     Arm,
     Option,
     allocate,
@@ -552,7 +553,7 @@ class Round:
         return out
 
 
-def decide(standing: Standing, policy: Policy, *, solver: str = "auto", compare: bool = True) -> Round:
+def decide(standing: Standing, policy: Policy, *, solver: AllocationSolver = "auto", compare: bool = True) -> Round:
     """The next round of ``policy`` (module docstring); ``Round.steps`` empty when the iteration's evaluation is
     done. Every step fits what is left of the budget, by its predicted cost. ``compare``: also record what greedy
     and halving would choose now (``Round.alternatives``)."""
@@ -568,7 +569,7 @@ def decide(standing: Standing, policy: Policy, *, solver: str = "auto", compare:
 
 def alternatives(standing: Standing) -> dict[str, dict[str, int]]:
     """What the baselines would do in this standing (for the iteration's record)."""
-    return {"greedy": _greedy(standing, "").steps, "halving": _halving(standing.blind(), "").steps}
+    return {"greedy": _greedy(standing, "auto").steps, "halving": _halving(standing.blind(), "auto").steps}
 
 
 def _open(standing: Standing, cid: str) -> bool:
@@ -589,15 +590,15 @@ def _in_order(standing: Standing, ids: Sequence[str], rule: str) -> Round:
     return Round(steps, rule, spent)
 
 
-def _all(standing: Standing, _solver: str) -> Round:
+def _all(standing: Standing, _solver: AllocationSolver) -> Round:
     return _in_order(standing, [a.id for a in standing.arms], "all")
 
 
-def _best_of_n(standing: Standing, _solver: str) -> Round:
+def _best_of_n(standing: Standing, _solver: AllocationSolver) -> Round:
     return _in_order(standing, [cid for cid in standing.proposals if _open(standing, cid)], "best-of-n")
 
 
-def _greedy(standing: Standing, _solver: str, *, threshold: bool = False) -> Round:
+def _greedy(standing: Standing, _solver: AllocationSolver, *, threshold: bool = False) -> Round:
     """The best predicted first (`Arm.predicted`), each to its whole share, while it fits (one that does not is
     skipped); with ``threshold``, only those predicted above the reference's score."""
     bar = standing.reference.score if standing.reference is not None else -math.inf
@@ -611,17 +612,17 @@ def _greedy(standing: Standing, _solver: str, *, threshold: bool = False) -> Rou
     return Round(steps, "threshold" if threshold else "greedy", spent)
 
 
-def _threshold(standing: Standing, solver: str) -> Round:
+def _threshold(standing: Standing, solver: AllocationSolver) -> Round:
     return _greedy(standing, solver, threshold=True)
 
 
-def _planner(standing: Standing, solver: str) -> Round:
+def _planner(standing: Standing, solver: AllocationSolver) -> Round:
     leader = standing.leader()
     if leader is not None:
         target = standing.next_stage(leader)
         if target is not None and standing.budget.allows(standing.cost_to(leader, target)):
             return Round({leader: target}, "leader", standing.cost_to(leader, target))
-    plan = allocate(standing.arms, standing.budget, solver=solver)  # type: ignore[arg-type]
+    plan = allocate(standing.arms, standing.budget, solver=solver)
     steps = {}
     for cid in plan.targets:
         stage = standing.next_stage(cid)
@@ -659,7 +660,7 @@ def _halving_schedule(arms: int, budget: float, share: int, first: int | None) -
     return out
 
 
-def _halving(standing: Standing, _solver: str) -> Round:
+def _halving(standing: Standing, _solver: AllocationSolver) -> Round:
     """One round of sequential halving over the iteration's open proposals (module docstring).
 
     The schedule (`_halving_schedule`) is fixed by the iteration's budget in example-evaluations (what is left plus
@@ -727,7 +728,7 @@ def _better_half(standing: Standing, survivors: Sequence[Arm], count: int) -> li
     return [survivors[k] for k in ranked[: math.ceil(len(survivors) / 2)]]
 
 
-def _gate(standing: Standing, _solver: str) -> Round:
+def _gate(standing: Standing, _solver: AllocationSolver) -> Round:
     """GEPA's gate, one proposal at a time in the order written: score it on the iteration's minibatch (the
     ``GATE_EXAMPLES`` search examples at a window that moves on each iteration, as GEPA draws a new minibatch),
     then fully if the sum of its scores there is strictly above its parent's on those same examples (GEPA's
@@ -762,7 +763,7 @@ def _gate(standing: Standing, _solver: str) -> Round:
     return Round({}, "gate", Spend())
 
 
-def _thompson(standing: Standing, _solver: str) -> Round:
+def _thompson(standing: Standing, _solver: AllocationSolver) -> Round:
     """One step of top-two Thompson sampling (module docstring): the next stage of the arm it picks, when what is
     left still completes the recommendation (the arm with the best posterior mean above the reference) afterwards;
     else that completion."""
@@ -805,7 +806,7 @@ def _seed(standing: Standing) -> list[int]:
     return [int.from_bytes(digest[k : k + 4], "little") for k in range(0, 16, 4)]
 
 
-_POLICY: dict[str, Callable[[Standing, str], Round]] = {
+_POLICY: dict[str, Callable[[Standing, AllocationSolver], Round]] = {
     "planner": _planner,
     "greedy": _greedy,
     "threshold": _threshold,
