@@ -486,4 +486,3 @@ def render_markdown(table: ExperimentTable) -> str:
     if table["failed"]:
         lines += ["", "## Failed cells", "", *markdown_table(["cell", "error"], failed_rows(table))]
     return "\n".join(lines) + "\n"
-
