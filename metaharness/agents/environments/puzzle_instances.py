@@ -115,11 +115,6 @@ def make_env(instance: PuzzleInstance) -> PuzzleEnv:
     return ENVIRONMENTS[instance.env][0](instance.spec)
 
 
-def regenerate(instance: PuzzleInstance, params: dict[str, Any]) -> tuple[dict[str, str], int] | None:
-    """Rebuild one instance from its recorded seed and the set's generator params."""
-    return ENVIRONMENTS[instance.env][1](random.Random(instance.seed), params)
-
-
 def generate_instances(
     env: str,
     *,
