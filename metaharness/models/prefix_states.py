@@ -16,12 +16,18 @@ chunk before it (`grid_chunks`). A call reuses a prefix only up to a chunk bound
 never reused (they were decoded one at a time). A reused prefix was then computed in exactly the chunks a fresh
 evaluation of the new prompt computes, from the same tokens, so its KV values, the logits and the answers are the
 same bits as without reuse. What it costs: up to `PREFIX_GRID` shared tokens recomputed per call, and batches of
-at most `2 * PREFIX_GRID` tokens instead of llama-cpp-python's 512 (`benchmarks/prefix_reuse.py` measures both).
+at most `2 * PREFIX_GRID` tokens instead of llama-cpp-python's 512.
+
+Prompts are evaluated with as many threads as generation uses (llama-cpp-python's default: half the CPUs), not
+all of them: with a thread per CPU, a batch ends in waits for a thread the OS has given to another process, and on
+a shared machine that made 64-token batches 4 times slower than 512-token ones; with one thread the batch size
+makes no difference and the logits are the same bits (`benchmarks/prefix_reuse.py`, its `batches` table).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -157,8 +163,16 @@ class PrefixReusingLlama(llama_cpp.Llama):
         self, model_path: str, *, n_ctx: int, logits_all: bool, state_bytes: int = DEFAULT_STATE_BYTES
     ) -> None:
         batch = 2 * PREFIX_GRID  # the largest chunk grid_chunks makes is PREFIX_GRID + 1 tokens
+        threads = max((os.cpu_count() or 2) // 2, 1)
         super().__init__(
-            model_path=model_path, n_ctx=n_ctx, n_batch=batch, n_ubatch=batch, logits_all=logits_all, verbose=False
+            model_path=model_path,
+            n_ctx=n_ctx,
+            n_batch=batch,
+            n_ubatch=batch,
+            n_threads=threads,
+            n_threads_batch=threads,
+            logits_all=logits_all,
+            verbose=False,
         )
         self.states = PrefixStates(state_bytes)
         self.reuse = True
