@@ -18,6 +18,7 @@ from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, ServedModel, T
 
 from metaharness.candidate import Evaluation
 from metaharness.errors import InputError
+from metaharness.models.replaying import ReplayingClient
 from metaharness.runner.optimize import optimize, run_config
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.runner.task import seeds_of, task_source
@@ -32,12 +33,14 @@ NUMERIC = '[data]\ninput = "question"\ntarget = "answer"\nval_size = 8\nsplit_se
 
 class TaskRecorder(FakeEvaluator):
     """FakeEvaluator over the task ``optimize()`` opened (kept in ``OPENED`` with its val ids, one entry per
-    session); a program without a ``# score=`` line (a standard seed) scores 0.2."""
+    session: the evaluator that replays programs on recorded calls is not counted); a program without a
+    ``# score=`` line (a standard seed) scores 0.2, on every example of its trace as the real evaluator records it."""
 
     def __init__(self, task: Task, model: Any, *, val_limit: int | None = None, workers: int | None = None) -> None:
         super().__init__()
         self.task, self.val_limit = task, val_limit
-        OPENED.append((task, self.examples("val")))
+        if not isinstance(model, ReplayingClient):
+            OPENED.append((task, self.examples("val")))
 
     def examples(self, split: str) -> list[str]:
         return [e.id for e in self.task.load(split)][: self.val_limit]
@@ -46,7 +49,7 @@ class TaskRecorder(FakeEvaluator):
         found = re.search(r"score=([0-9.]+)", harness.read_text())
         score = float(found.group(1)) if found else 0.2
         ids = list(examples) if examples is not None else self.examples(split)
-        trace_path.write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+        trace_path.write_text("".join(json.dumps({"id": i, "scores": {"primary": score}}) + "\n" for i in ids))
         if progress:
             progress(len(ids), len(ids))
         return Evaluation(split, {"primary": score}, {"context_tokens": 10.0}, len(ids), example_ids=ids,
