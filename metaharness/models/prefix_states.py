@@ -18,16 +18,14 @@ evaluation of the new prompt computes, from the same tokens, so its KV values, t
 same bits as without reuse. What it costs: up to `PREFIX_GRID` shared tokens recomputed per call, and batches of
 at most `2 * PREFIX_GRID` tokens instead of llama-cpp-python's 512.
 
-Prompts are evaluated with as many threads as generation uses (llama-cpp-python's default: half the CPUs), not
-all of them: with a thread per CPU, a batch ends in waits for a thread the OS has given to another process, and on
-a shared machine that made 64-token batches 4 times slower than 512-token ones; with one thread the batch size
-makes no difference and the logits are the same bits (`benchmarks/prefix_reuse.py`, its `batches` table).
+How many threads evaluate a prompt is chosen before each one (`metaharness.models.cpu_share`): with a thread per
+CPU on a machine that other processes keep busy, small batches are much slower than large ones; with the threads
+that are free, the batch size costs little (`benchmarks/prefix_reuse.py`, its `batches` table).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -36,6 +34,8 @@ from typing import Any
 import llama_cpp  # the optional extra `local`: this module is imported only when a local model is loaded
 import numpy as np
 import numpy.typing as npt
+
+from metaharness.models.cpu_share import CpuShare
 
 PREFIX_GRID = 64
 # Saved states of the smollm2-135m model take 23 KB per token: 1 GiB holds about 45,000 prompt tokens
@@ -51,8 +51,10 @@ def grid_chunks(past: int, count: int, grid: int = PREFIX_GRID) -> list[tuple[in
     Chunks end at the multiples of `grid` (counted from the prompt's first token); a last chunk of a single token
     joins the chunk before it, so that no prompt token but a prompt's only one is evaluated alone.
 
+    >>> grid_chunks(0, 129, grid=64)
+    [(0, 64), (64, 129)]
     >>> grid_chunks(0, 130, grid=64)
-    [(0, 64), (64, 130)]
+    [(0, 64), (64, 128), (128, 130)]
     >>> grid_chunks(64, 3, grid=64)
     [(0, 3)]
     """
@@ -163,14 +165,14 @@ class PrefixReusingLlama(llama_cpp.Llama):
         self, model_path: str, *, n_ctx: int, logits_all: bool, state_bytes: int = DEFAULT_STATE_BYTES
     ) -> None:
         batch = 2 * PREFIX_GRID  # the largest chunk grid_chunks makes is PREFIX_GRID + 1 tokens
-        threads = max((os.cpu_count() or 2) // 2, 1)
+        self.cpu_share = CpuShare()
         super().__init__(
             model_path=model_path,
             n_ctx=n_ctx,
             n_batch=batch,
             n_ubatch=batch,
-            n_threads=threads,
-            n_threads_batch=threads,
+            n_threads=self.cpu_share.half,
+            n_threads_batch=self.cpu_share.half,
             logits_all=logits_all,
             verbose=False,
         )
@@ -182,6 +184,10 @@ class PrefixReusingLlama(llama_cpp.Llama):
 
     def generate(self, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Generator[int, Sequence[int] | None, None]:
         prompt = np.asarray(tokens, dtype=np.intc)
+        threads = self.cpu_share.prompt_threads()
+        if threads != self.n_threads_batch:
+            self._ctx.set_n_threads(self.n_threads, threads)
+            self.n_threads_batch = threads
         self._reused = self._start_from_longest_prefix(prompt) if self.reuse else 0
         self.n_tokens = self._reused  # Llama.generate keeps these tokens' KV and evaluates the rest of the prompt
         self._prompt, self._clean = prompt, 0
