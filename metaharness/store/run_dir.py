@@ -11,15 +11,12 @@
         SUMMARY.md                  human-readable summary, rewritten after every iteration
         run.lock                    held (flock) while a run is active
 
-Only one process may run in a directory at a time (the lock). Opening for a run repairs what a kill left behind:
-it commits every evaluated candidate found in the journal, writes the ``summary.jsonl`` lines a kill kept from
-being written, brings the program graph up to date with the candidates, and drops the plans of finished
-iterations. It also checks before it trusts, against damage a kill cannot cause (a file deleted or cut by hand, a
-disk fault): git is the record of the candidates and ``spend.jsonl`` of the money, and ``summary.jsonl`` is
-rebuilt from git where it disagrees (a missing candidate tag is restored from its commit, a missing or torn
-iteration line of a finished iteration rebuilt, a lost ``summary.jsonl`` rebuilt whole), so a finished iteration
-never runs again and no id is handed out twice; a spend line that cannot be read stops the run
-(``metaharness.store.spend``).
+Only one process may run in a directory at a time (the lock). ``RunDirectory`` is the directory's one door: it
+opens it (the lock, the settings, the check that a reopened run keeps its fixed settings), keeps the candidates (a
+``GitStore``, ``.git_store``), the iterations' plans (``.journal``), the log (``.log``'s lines), the money
+(``.spend``), the program graph (``.program_graph``) and the results on other splits. Opening for a run repairs
+what a kill left behind, and checks before it trusts, against damage a kill cannot cause (``.recovery``); a spend
+line that cannot be read stops the run (``metaharness.store.spend``).
 """
 
 from __future__ import annotations
@@ -47,7 +44,6 @@ from metaharness.store.files import (
     append_jsonl,
     atomic_write_json,
     atomic_write_text,
-    clean_temporaries,
     free_bytes,
     read_json,
     read_jsonl,
@@ -58,11 +54,10 @@ from metaharness.store.log import (
     CandidateLine,
     EvaluationLine,
     FailureLine,
-    IterationFacts,
     LogLine,
-    RebuiltIterationLine,
     SplitLine,
 )
+from metaharness.store.recovery import recover
 from metaharness.store.spend import RESERVE_FILE, SPEND_FILE, SpendJournal
 
 # A session stops (StorageFailure) before it writes to a run whose disk has less than this free: the space the
@@ -73,7 +68,7 @@ FULL_BYTES = 1 << 20
 
 # Settings that make scores comparable: a run directory keeps them for its whole life.
 FIXED_SETTINGS = ("dataset", "task_model", "val_limit")
-SETTINGS_FILE = "settings.json"  # the run's settings (metaharness.search.settings) as the last session resolved them
+SETTINGS_FILE = "settings.json"  # the run's settings (metaharness.runner.settings) as the last session resolved them
 # What a start writes before the run does anything (see RunDirectory.started).
 START_FILES = {".git", "run.lock", SETTINGS_FILE, RESERVE_FILE, "journal"}
 
@@ -201,137 +196,10 @@ class RunDirectory:
     # -- recovery --------------------------------------------------------------------------------------------
 
     def recover(self) -> list[str]:
-        """Repair an interrupted run; say what was done.
+        """Repair an interrupted or damaged run (``metaharness.store.recovery``); say what was done."""
+        return recover(self)
 
-        Commits every evaluated-but-uncommitted candidate of the journal, logs the ``summary.jsonl`` line of every
-        committed candidate and saved test result that has none (a kill between the commit and its line), and
-        drops the journaled plan of every iteration whose line was logged (a kill before the plan's removal).
-        """
-        actions = self.store.clean_interrupted()
-        for folder in (self.path, self.path / "evals"):
-            actions += [f"removed unfinished write {p.name}" for p in clean_temporaries(folder)]
-        actions += self.spend.repair()
-        self.spend.records()  # a spend line that cannot be read stops here (InputError: which line, what to do)
-        actions += self.store.restore_tags()
-        for candidate in self.journal.results():
-            if self.store.has(candidate.id):
-                self.journal.drop_result(candidate.id)
-            else:
-                self.commit(candidate)
-                actions.append(f"committed {candidate.id} from the journal (evaluated before the run was stopped)")
-        for candidate in self.journal.evidence():
-            stored = self.store.get(candidate.id).candidate
-            scored = stored.evaluation.examples if stored.evaluated and stored.evaluation else 0
-            if candidate.evaluation is not None and candidate.evaluation.examples > scored:
-                self.record_evaluation(candidate)
-                actions.append(
-                    f"recorded {candidate.id}'s evaluation on {candidate.evaluation.examples} examples from the "
-                    "journal (scored before the run was stopped)"
-                )
-            self.journal.drop_evidence(candidate.id)
-        rebuilt = self._rebuild_log() if not self.log_records() else []
-        actions += rebuilt or self._complete_log()
-        actions += self._repair_graph()
-        actions += self._repair_iterations()
-        actions += self._lost_candidates()
-        done = self.completed_iterations()
-        for iteration in sorted(self.journal.planned()):
-            if iteration in done:
-                self.journal.drop_plan(iteration)
-                actions.append(f"dropped the plan of iteration {iteration}, which had finished")
-        return actions
-
-    def _complete_log(self) -> list[str]:
-        """Log every committed candidate and saved test result that has no line. A kill leaves at most the newest
-        candidate, or one test result, unlogged (each is logged right after it is saved); more is damage, and the
-        notes say so."""
-        actions = []
-        logged = {r.get("id") for r in self.log_records("candidate")}
-        candidates = self.candidates()
-        unlogged = [c for c in candidates if c.id not in logged]
-        killed = len(unlogged) == 1 and unlogged[0] is candidates[-1]
-        for candidate in unlogged:
-            self._log_candidate(candidate)
-            why = "committed just before the run was stopped" if killed else "its line was missing: rebuilt from git"
-            actions.append(f"logged {candidate.id} in summary.jsonl ({why})")
-        tested = {r.get("id") for r in self.log_records("test")}
-        untested = [path for path in self._test_files() if path.name.split(".")[0] not in tested]
-        for path in untested:
-            cid = path.name.split(".")[0]
-            self._log_test(cid, self._saved_result(path))
-            why = "saved just before the stop" if len(untested) == 1 else "its line was missing: rebuilt from evals/"
-            actions.append(f"logged the test result of {cid} in summary.jsonl ({why})")
-        return actions
-
-    def _rebuild_log(self) -> list[str]:
-        """A run whose ``summary.jsonl`` is gone (or holds no readable line) but whose git holds candidates: log every
-        candidate as git records it now (its note, its iteration) and every saved test result; the iteration lines
-        follow (``_repair_iterations``)."""
-        candidates = self.candidates()
-        if not candidates:
-            return []
-        for candidate in candidates:
-            self._log_candidate(candidate)
-        tests = self._test_files()
-        for path in tests:
-            self._log_test(path.name.split(".")[0], self._saved_result(path))
-        return [
-            f"rebuilt summary.jsonl from git, which was missing or held no readable line: {len(candidates)} "
-            "candidates with their "
-            f"notes and iterations, {len(tests)} test results (its evaluation, stop and proposer-failure lines are "
-            "lost)"
-        ]
-
-    def _test_files(self) -> list[Path]:
-        return sorted((self.path / "evals").glob("c*.test.json"))
-
-    def _repair_iterations(self) -> list[str]:
-        """Log a line, rebuilt from git, for every finished iteration without one (torn, or lost with the log), so
-        the loop never runs it again.
-
-        Iterations run in order, so one is finished when a later one began (has a line, a plan, a candidate or a
-        proposer failure). The last one begun is finished when its candidates are committed and its plan is gone:
-        the loop saves an iteration's plan before it commits any of its candidates and drops it only after writing
-        the iteration's line, so that line was written and lost since (torn, garbled or deleted).
-        """
-        candidates = self.candidates()
-        logged, planned = self.completed_iterations(), set(self.journal.planned())
-        failed = {r["iteration"] for r in self.log_records("proposer_failure") if isinstance(r.get("iteration"), int)}
-        committed = {c.iteration for c in candidates}
-        begun = logged | planned | committed | failed
-        last = max(begun, default=-1)
-        ended = last in committed and last not in planned
-        actions = []
-        for iteration in range(last + 1):
-            if iteration in logged or iteration in planned or (iteration == last and not ended):
-                continue
-            line = self._iteration_line(iteration, candidates)
-            self.log(line)
-            actions.append(
-                f"repaired the iteration {iteration} line from git: summary.jsonl had none for this finished iteration "
-                f"(candidates: {', '.join(line.facts.candidates) or 'none'}); it is not run again"
-            )
-        return actions
-
-    @staticmethod
-    def _iteration_line(iteration: int, candidates: list[Candidate]) -> RebuiltIterationLine:
-        """An iteration's ``summary.jsonl`` line as git can tell it: its candidates, and the best and the front
-        among the candidates up to it (as they stand now); ``rebuilt`` marks it."""
-        upto = [c for c in candidates if c.iteration <= iteration]
-        return RebuiltIterationLine(
-            IterationFacts.of(iteration, upto), "from git: the iteration's line was missing from summary.jsonl"
-        )
-
-    def _lost_candidates(self) -> list[str]:
-        """Candidates the log or the program graph hold that git holds no commit of: their ids stay used."""
-        lost = sorted(self._recorded_ids() - {c.id for c in self.candidates()}, key=id_number)
-        return [
-            f"{cid} is in summary.jsonl or program-graph.json but git holds no commit of it (lost); its id is not "
-            "given out again"
-            for cid in lost
-        ]
-
-    def _recorded_ids(self) -> set[str]:
+    def recorded_ids(self) -> set[str]:
         """Every candidate id the log, the program graph (its candidate nodes; a predicted node is named by its
         proposer) or git (commit trailers, tagged or not) holds."""
         ids = {str(r["id"]) for r in self.log_records() if isinstance(r.get("id"), str)}
@@ -363,23 +231,6 @@ class RunDirectory:
     def save_program_graph(self, graph: PlanGraph) -> None:
         graph_file.save(self.path, graph)
 
-    def _repair_graph(self) -> list[str]:
-        """Set an unreadable graph file aside, and save the graph synced with the candidates when it was not."""
-        actions = []
-        try:
-            saved = graph_file.load(self.path)
-        except InputError:
-            aside = graph_file.set_aside(self.path)
-            actions.append(f"set the unreadable {aside.name} aside and rebuilt the program graph from the candidates")
-            saved = None
-        before = None if saved is None else saved.to_json()
-        graph = graph_file.sync(saved, self.candidates())
-        if graph.to_json() != before:
-            self.save_program_graph(graph)
-            if saved is not None:
-                actions.append("brought the program graph up to date with the committed candidates")
-        return actions
-
     # -- iteration plans (journaled until the iteration is logged) ----------------------------------------
 
     def plan(self, iteration: int) -> list[PlanEntry] | None:
@@ -399,7 +250,7 @@ class RunDirectory:
         crash_point("commit:journaled")
         with _disk(self.path):
             self.store.commit(candidate)
-        self._log_candidate(candidate)
+        self.log(CandidateLine.of(candidate))
         crash_point("commit:logged")
         self.save_program_graph(self.program_graph())
         self.journal.drop_result(candidate.id)
@@ -440,16 +291,13 @@ class RunDirectory:
         self.save_program_graph(self.program_graph())
         return recorded
 
-    def _log_candidate(self, candidate: Candidate) -> None:
-        self.log(CandidateLine.of(candidate))
-
     def next_id(self) -> str:
         """A fresh candidate id, above every committed, journaled or planned one, and above every id the log, the
         program graph or git history still holds (a candidate whose tag was deleted keeps its id)."""
         used = [id_number(c.candidate.id) for c in self.store.candidates()]
         used += [id_number(r.id) for r in self.journal.results() + self.journal.evidence()]
         used += [id_number(p.id) for plan in self.journal.planned().values() for p in plan]
-        used += [id_number(cid) for cid in self._recorded_ids()]
+        used += [id_number(cid) for cid in self.recorded_ids()]
         return candidate_id(max(used, default=0) + 1)
 
     def work_file(self, cid: str, source: str) -> Path:
@@ -504,9 +352,6 @@ class RunDirectory:
             self.store.annotate(cid, render_note(self.store.get(cid).candidate, evaluation))
         atomic_write_json(self.path / "evals" / f"{cid}.test.json", evaluation.to_dict())
         crash_point("test:saved")
-        self._log_test(cid, evaluation)
-
-    def _log_test(self, cid: str, evaluation: Evaluation) -> None:
         self.log(SplitLine("test", cid, evaluation))
 
     # -- the summary log -------------------------------------------------------------------------------------
