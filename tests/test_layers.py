@@ -33,11 +33,6 @@ LAYERS = (
     ("runner", ("runner",)),
     ("experiment grid and command line", ("experiment", "cli", "__main__")),
 )
-# Known cycles still closed by an import inside a function, each with where it is being removed. Empty is the goal.
-KNOWN: set[tuple[str, str]] = {
-    # confine <-> namespaces: in metaharness/evaluation/, which the sandbox work of issue 33 holds at the moment.
-    ("metaharness.evaluation.namespaces", "metaharness.evaluation.confine"),
-}
 
 
 @cache
@@ -137,8 +132,7 @@ def test_no_import_inside_a_function_closes_an_import_cycle() -> None:
         for target, only_inside in targets.items()
         if only_inside and _reaches(target, module)
     }
-    assert closing - KNOWN == set()
-    assert closing >= KNOWN, f"fixed: {sorted(KNOWN - closing)} (drop them from KNOWN)"
+    assert closing == set()
 
 
 def _layer(module: str) -> int:

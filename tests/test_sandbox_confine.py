@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from metaharness.evaluation import syscall_filter
-from metaharness.evaluation.confine import SANDBOX_UIDS, Limits, confine, isolation, read_roots
+from metaharness.evaluation.confine import SANDBOX_UIDS, Limits, confine, isolation
+from metaharness.evaluation.namespaces import read_roots
 
 NOBODY = 65534
 

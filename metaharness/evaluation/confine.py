@@ -35,7 +35,6 @@ import os
 import resource
 import signal
 import sys
-import sysconfig
 from dataclasses import dataclass
 
 from metaharness.evaluation import cgroups, namespaces, syscall_filter
@@ -210,27 +209,6 @@ def probe() -> dict[str, object]:
     }
 
 
-def read_roots() -> list[str]:
-    """Folders a harness may read: the Python installation and site-packages, system programs and libraries, time
-    zones and certificates (plus, in Landlock's rules, /dev and /proc)."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    paths.update(sysconfig.get_paths().get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib"))
-    paths.update(entry for entry in sys.path if entry and entry.endswith(("site-packages", "dist-packages")))
-    paths.update(
-        (
-            "/usr/bin",
-            "/bin",
-            "/usr/lib",
-            "/usr/lib64",
-            "/lib",
-            "/lib64",
-            "/usr/share/zoneinfo",
-            "/etc/ssl",
-        )
-    )
-    return sorted(p for p in paths if p and os.path.exists(p))
-
-
 def _tasks_of_uid(uid: int) -> int:
     """Threads the user already runs (RLIMIT_NPROC counts every thread of the real uid, machine-wide)."""
     count = 0
@@ -324,7 +302,7 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> None:
 def _apply_landlock(abi: int, writable: str) -> None:
     handled = _FS_BY_ABI.get(abi, _FS_ALL)
     attr = _RulesetAttr(handled, _NET_TCP if abi >= 4 else 0, _SCOPE_ALL if abi >= 6 else 0)
-    reads = [*read_roots(), *(p for p in ("/proc", "/dev") if os.path.exists(p))]
+    reads = [*namespaces.read_roots(), *(p for p in ("/proc", "/dev") if os.path.exists(p))]
     rules = [(root, _READ & handled) for root in reads]
     rules += [("/dev/null", (_READ | _FS["write_file"]) & handled), (writable, handled)]
     _enforce_ruleset(abi, attr, rules)
@@ -366,7 +344,9 @@ def confine(scratch: str, limits: Limits, plan: dict[str, object]) -> list[str]:
     layers = []
     if plan.get("namespaces"):
         owner = uid if isinstance(uid, int) else None
-        namespaces.enter(scratch, read_roots(), namespaces.Scratch(limits.disk_mb << 20, limits.max_files, owner))
+        namespaces.enter(
+            scratch, namespaces.read_roots(), namespaces.Scratch(limits.disk_mb << 20, limits.max_files, owner)
+        )
         layers.append("namespaces")
         charged = charged if root else SANDBOX_TASKS  # its own user namespace counts only the sandbox's tasks
     if root or plan.get("namespaces"):

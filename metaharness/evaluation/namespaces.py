@@ -35,6 +35,7 @@ import select
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 
@@ -225,11 +226,29 @@ def _new_root(libc: ctypes.CDLL, scratch: str, read_paths: list[str], space: Scr
     os.chdir("/")
 
 
+def read_roots() -> list[str]:
+    """Folders a harness may read: the Python installation and site-packages, system programs and libraries, time
+    zones and certificates (plus, in Landlock's rules, /dev and /proc)."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.update(sysconfig.get_paths().get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib"))
+    paths.update(entry for entry in sys.path if entry and entry.endswith(("site-packages", "dist-packages")))
+    paths.update(
+        (
+            "/usr/bin",
+            "/bin",
+            "/usr/lib",
+            "/usr/lib64",
+            "/lib",
+            "/lib64",
+            "/usr/share/zoneinfo",
+            "/etc/ssl",
+        )
+    )
+    return sorted(p for p in paths if p and os.path.exists(p))
+
+
 def _trial(scratch: str) -> None:
     """Enter the namespaces with this interpreter's files readable; the worker exits 0 (the monitor mirrors it)."""
-    # Here: confine imports this module.
-    from metaharness.evaluation.confine import read_roots
-
     enter(scratch, read_roots(), Scratch(1 << 20, 16))
     os._exit(0 if sorted(p for p in os.listdir("/proc") if p.isdigit()) == ["1", "2"] else 3)
 
