@@ -45,6 +45,7 @@ import math
 import multiprocessing
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ from metaharness.errors import InputError
 from metaharness.proposers.probe import request_key
 from metaharness.search.staging import PREDICTION_FREE, ExampleOrder, Policy, Standing, decide
 from metaharness.store import RunDirectory
+from metaharness.store.archive import BUNDLE, restore
 from metaharness.store.files import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +101,10 @@ class Recorded:
 
 
 def load(path: Path) -> Recorded:
-    """The recorded run in ``path`` (module docstring); InputError naming what is missing."""
+    """The recorded run in ``path`` (module docstring), a run directory or one archived by
+    `metaharness.store.archive` (restored into a temporary folder first); InputError naming what is missing."""
+    if (path / BUNDLE).is_file():
+        path = restore(path, Path(tempfile.mkdtemp(prefix="replay-")) / path.name)
     run = RunDirectory.browse(path)
     stored = run.candidates()
     if not stored:
