@@ -199,3 +199,17 @@ def test_the_process_exits_cleanly_while_a_call_is_in_flight():
     done = subprocess.run([sys.executable, "-c", EXIT_DURING_A_CALL], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_compiled_grammars_are_bounded_by_schema_count():
+    """A harness that sends a new schema on every call does not grow the process: the least recent ones go."""
+    from metaharness.models import local
+
+    schemas = [
+        {"type": "object", "properties": {f"field{i}": {"type": "integer"}}} for i in range(local.GRAMMARS_KEPT + 6)
+    ]
+    for schema in schemas:
+        local.grammar_for(schema)
+    assert len(local._GRAMMARS) == local.GRAMMARS_KEPT
+    compiled = local.grammar_for(schemas[-1])
+    assert local.grammar_for(schemas[-1]) is compiled  # a schema seen again is not compiled again

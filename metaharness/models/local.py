@@ -37,6 +37,7 @@ import json
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -179,7 +180,10 @@ def _close_models() -> None:
         model.close()
 
 
-_GRAMMARS: dict[str, LlamaGrammar] = {}
+# Compiled grammars by schema, least recently used dropped first: a harness that sends a new schema per call must
+# not grow the process without bound.
+_GRAMMARS: OrderedDict[str, LlamaGrammar] = OrderedDict()
+GRAMMARS_KEPT = 64
 # llama_cpp's number rule allows an exponent of up to 16 digits; a small model fills it ("1.50E+4869750000000000",
 # which parses as inf) and every re-ask repeats it. Without the exponent a number is at most 16 + 16 digits.
 _NUMBER_RULE = re.compile(r"^number ::= .*$", re.MULTILINE)
@@ -201,6 +205,9 @@ def grammar_for(schema: JSONObject) -> LlamaGrammar:
                 _GRAMMARS[text] = LlamaGrammar.from_string(gbnf, verbose=False)
             except Exception:  # noqa: BLE001 - unsupported schema keywords: fall back to any JSON
                 _GRAMMARS[text] = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+            while len(_GRAMMARS) > GRAMMARS_KEPT:
+                _GRAMMARS.popitem(last=False)
+        _GRAMMARS.move_to_end(text)
         return _GRAMMARS[text]
 
 
