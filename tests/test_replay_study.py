@@ -20,6 +20,7 @@ from metaharness.budget import Spend
 from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction
 from metaharness.errors import InputError
 from metaharness.store import RunDirectory
+from metaharness.store.archive import archive
 from metaharness.store.files import append_jsonl
 
 EXAMPLES = [f"e{i:02d}" for i in range(15)]
@@ -128,6 +129,16 @@ def test_a_recorded_run_loads_with_its_scores_outputs_calls_and_prediction_spend
     copy, post = run.candidates[5], run.candidates[3]  # c006 copies c001; c004 post-processes it
     assert run.outputs[copy.id] == run.outputs["c001"]
     assert [c.key for c in run.calls[post.id]["e00"]] == [c.key for c in run.calls["c001"]["e00"]]
+
+
+def test_an_archived_run_loads_as_the_run_directory_it_was(runs: list[Path], tmp_path) -> None:
+    """Recorded runs are committed archived (a git bundle and the files beside it); the replay restores them."""
+    study = load_study("replay_study")
+    archive(runs[0], tmp_path / "run0")
+    archived, original = study.load(tmp_path / "run0"), study.load(runs[0])
+    assert archived.name == original.name == "run0"
+    assert archived.scores == original.scores and archived.outputs == original.outputs
+    assert archived.calls == original.calls and archived.predicting == original.predicting
 
 
 def test_every_policy_keeps_its_budget_with_predictions_charged_only_to_the_policies_that_read_them(
