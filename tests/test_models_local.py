@@ -12,6 +12,7 @@ import pytest
 from model_server import ADD_TOOL, ANSWER_SCHEMA
 
 from metaharness.errors import BudgetExceeded, ConfigurationError, ModelUnavailable
+from metaharness.json_types import JSONObject
 from metaharness.models import ChatRequest, Ledger, ModelClient, ResponseCache, connect
 from metaharness.models.local import DEFAULT_LOCAL_MODEL, EmbeddedModel, LocalBackend, gguf_path
 from metaharness.models.spec import parse_spec
@@ -205,7 +206,7 @@ def test_compiled_grammars_are_bounded_by_schema_count():
     """A harness that sends a new schema on every call does not grow the process: the least recent ones go."""
     from metaharness.models import local
 
-    schemas = [
+    schemas: list[JSONObject] = [
         {"type": "object", "properties": {f"field{i}": {"type": "integer"}}} for i in range(local.GRAMMARS_KEPT + 6)
     ]
     for schema in schemas:
