@@ -25,6 +25,10 @@ prompt) evaluated in batches of 64 and of 512 tokens with one thread and with on
 medians), the wall and CPU seconds of each, and whether its last logits are the same bits as the 512-token,
 all-CPU evaluation's (llama-cpp-python's defaults).
 
+After them, ``least possible``: the prompt tokens no exact prefix cache could spare (``least_computed``: a
+cache of unlimited size and no chunk grid, so each call computes only what follows the longest prefix it shares
+with any earlier prompt), the floor under any backend's ratio for that workload.
+
 For each replay it prints the calls, the prompt tokens sent (``Usage.input_tokens``), the prompt tokens computed (sent
 minus those reused: ``Usage.cached_tokens`` after; before, the prefix shared with the previous call's tokens, as
 llama-cpp-python's ``generate`` reuses it), their ratio, the wall time, and how many answers equal fresh's.
@@ -36,6 +40,7 @@ llama-cpp-python's ``generate`` reuses it), their ratio, the wall time, and how 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import subprocess
@@ -143,22 +148,44 @@ def replay(mode: str, calls: Path) -> dict[str, Any]:
     requests = read_calls(calls)
     started = time.perf_counter()
     if mode == "before":
-        results = replay_before(requests)
-    else:
-        backend = LocalBackend(parse_spec(SPEC), reuse_prefixes=mode == "after")
-        results = [backend.complete(request) for request in requests]
+        results, least = replay_before(requests)
+        return {**summary(results, time.perf_counter() - started), "least": least}
+    backend = LocalBackend(parse_spec(SPEC), reuse_prefixes=mode == "after")
+    results = [backend.complete(request) for request in requests]
     return summary(results, time.perf_counter() - started)
 
 
-def replay_before(requests: list[ChatRequest]) -> list[ChatResult]:
-    """The requests through llama-cpp-python's own reuse, as the embedded backend ran them before prefix reuse."""
+def least_computed(prompt: tuple[int, ...], earlier: list[tuple[int, ...]]) -> int:
+    """The prompt tokens no exact prefix cache can spare: those after the longest prefix ``prompt`` shares with any
+    of the ``earlier`` prompts (kept sorted; a cache of unlimited size, no chunk grid), and at least the last one,
+    whose logits give the answer. Over a workload the sum is the size of its prompts' token trie, whatever their
+    order.
+
+    >>> earlier = []
+    >>> [least_computed(p, earlier) for p in [(1, 2, 3), (1, 2, 4), (1, 2, 4), (5,)]]
+    [3, 1, 1, 1]
+    """
+    at = bisect.bisect_left(earlier, prompt)
+    shared = max((shared_length(earlier[i], prompt) for i in (at - 1, at) if 0 <= i < len(earlier)), default=0)
+    bisect.insort(earlier, prompt)
+    return len(prompt) - min(shared, len(prompt) - 1)
+
+
+def shared_length(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """How many first tokens ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def replay_before(requests: list[ChatRequest]) -> tuple[list[ChatResult], list[int]]:
+    """The requests through llama-cpp-python's own reuse, as the embedded backend ran them before prefix reuse;
+    beside the results, each call's ``least_computed`` tokens (the prompts' tokens are at hand here)."""
     import llama_cpp
 
     from metaharness.models.prefix_states import common_prefix
     from metaharness.models.protocol import Choice, Usage
 
     models: dict[bool, llama_cpp.Llama] = {}
-    results = []
+    results, least, earlier = [], [], []
     for request in requests:
         logits_all = request.logprobs is not None
         if logits_all not in models:
@@ -169,16 +196,18 @@ def replay_before(requests: list[ChatRequest]) -> list[ChatResult]:
                 verbose=False,
             )
         llama = models[logits_all]
-        usage, choices = Usage(), []
+        usage, choices, spared = Usage(), [], 0
         for index in range(request.n):
             previous = llama.input_ids[: llama.n_tokens].copy()
             out = llama.create_chat_completion(**chat_arguments(request, index))
             sent = out["usage"]["prompt_tokens"]
             reused = min(common_prefix(previous, llama.input_ids[:sent]), sent - 1)
             usage = usage + Usage(sent, out["usage"]["completion_tokens"], reused)
+            spared += least_computed(tuple(int(t) for t in llama.input_ids[:sent]), earlier)
             choices.append(Choice(text=out["choices"][0]["message"].get("content") or ""))
         results.append(ChatResult(choices=choices, usage=usage, latency_s=0.0, model=SPEC))
-    return results
+        least.append(spared)
+    return results, least
 
 
 def batches(data_dir: str) -> None:
@@ -231,7 +260,20 @@ def compare(label: str, folder: Path) -> list[dict[str, Any]]:
     rows = [{"workload": label, "backend": "recorded live (after)", **live}]
     for mode in ("before", "after", "fresh"):
         rows.append({"workload": label, "backend": mode, **json.loads(child("replay", mode, str(calls)))})
-    reference = rows[-1]["answers"]
+    least = rows[1].pop("least")
+    rows.append(
+        {
+            "workload": label,
+            "backend": "least possible",
+            "calls": len(least),
+            "sent": rows[1]["sent"],
+            "computed": sum(least),
+            "seconds": None,
+            "answers": rows[-1]["answers"],
+            "per_call": [[sent, spared] for (sent, _), spared in zip(rows[1]["per_call"], least, strict=True)],
+        }
+    )
+    reference = rows[3]["answers"]
     for row in rows:
         answers, per_call = row.pop("answers"), row.pop("per_call")
         row["same answers as fresh"] = f"{sum(a == b for a, b in zip(answers, reference, strict=True))}/{len(answers)}"
@@ -248,9 +290,10 @@ def compare(label: str, folder: Path) -> list[dict[str, Any]]:
 
 def print_row(row: dict[str, Any]) -> None:
     ratio = row["computed"] / row["sent"] if row["sent"] else 0.0
+    seconds = "-" if row["seconds"] is None else f"{row['seconds']:.1f}"
     print(
         f"{row['workload']:<22} {row['backend']:<22} {row['calls']:>5} {row['sent']:>9} {row['computed']:>9} "
-        f"{ratio:>6.3f} {row['seconds']:>9.1f}  {row['same answers as fresh']}",
+        f"{ratio:>6.3f} {seconds:>9}  {row['same answers as fresh']}",
         flush=True,
     )
 
