@@ -364,28 +364,41 @@ class ProgressEvents(RunEvents):
 def final_table(console: Console, run_dir: Path, outcome: Outcome) -> None:
     """The best candidate and the Pareto front, then where the summaries are and how to browse with git."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
+    from rich import box
     from rich.table import Table
 
     from metaharness.report import RunView
 
     run = RunDirectory.browse(run_dir)
     view = RunView.load(run)
-    table = Table(title=f"{run.path}: best and Pareto front (score vs. context vs. cost)")
-    for col in ("id", "iteration", "parent", "val", "test", "context tok", "USD", "summary"):
-        table.add_column(col)
     shown = {c.id: c for c in [outcome.best, *outcome.frontier] if c is not None}
+    rows = []
     for c in shown.values():
         test = view.test.get(c.id)
-        table.add_row(
-            c.id + (" (best)" if outcome.best and c.id == outcome.best.id else ""),
-            str(c.iteration),
-            c.parent or "root",
-            c.result(4),
-            f"{test.primary:.4f}" if test else "",
-            f"{c.cost.get('context_tokens', 0):.0f}",
-            f"{c.cost.get('usd', 0):.4f}",
-            c.summary[:60],
+        rows.append(
+            {
+                "id": c.id + (" (best)" if outcome.best and c.id == outcome.best.id else ""),
+                "iter": str(c.iteration),
+                "parent": c.parent or "root",
+                "val": c.result(4),
+                "test": f"{test.primary:.4f}" if test else "",
+                "context": f"{c.cost.get('context_tokens', 0):.0f}",
+                "USD": f"{c.cost.get('usd', 0):.4f}",
+            }
         )
+    # A column with nothing to say (no test result; no dollar spent, as on a local model) is left out.
+    columns = [col for col in rows[0] if any(row[col] and row[col] != "0.0000" for row in rows)] if rows else []
+    # The numbers keep their width; the summary gets what is left of the line (a pipe is 80 columns wide). Each
+    # column takes its widest cell and 3 more (padding and the space between columns), the edges 2.
+    used = sum(max(len(col), *(len(row[col]) for row in rows)) + 3 for col in columns) + 2
+    room = max(16, min(60, console.width - used - 3))
+    table = Table(title=f"{run.path}: best and Pareto front (score vs. context vs. cost)", box=box.SIMPLE_HEAD)
+    for col in columns:
+        table.add_column(col, no_wrap=True, justify="left" if col in ("id", "parent") else "right")
+    table.add_column("summary", no_wrap=True)
+    for c, row in zip(shown.values(), rows, strict=True):
+        summary = c.summary if len(c.summary) <= room else c.summary[: room - 1] + "…"
+        table.add_row(*(row[col] for col in columns), summary)
     console.print(table)
     console.print(
         f"{len(view.records)} candidates, {outcome.iterations_done} iterations done"
