@@ -69,4 +69,9 @@ def test_a_search_setting_given_again_must_match(tmp_path):
     with pytest.raises(InputError, match="started with --evaluation 'planner', not 'gate'"):
         optimize(run_dir, run_config(str(folder), task_model=FAKE_MODEL, evaluation="gate"), iterations=2, test=False)
     with pytest.raises(InputError, match="--seed"):
-        optimize(run_dir, run_config(str(folder), task_model=FAKE_MODEL, seed=3), iterations=2, test=False)
+        optimize(
+            run_dir,
+            run_config(str(folder), task_model=FAKE_MODEL, evaluation="planner", seed=3),
+            iterations=2,
+            test=False,
+        )
