@@ -55,9 +55,10 @@ import numpy as np
 
 from metaharness import frontier
 from metaharness.budget import Budget, Spend
-from metaharness.candidate import EVALUATED, FAILED, IMPLEMENTED, Candidate, Evaluation, Increment
+from metaharness.candidate import EVALUATED, FAILED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction
 from metaharness.errors import InputError
 from metaharness.proposers.probe import request_key
+from metaharness.proposers.simulation import DEFAULT_GAIN_SD
 from metaharness.search.staging import PREDICTION_FREE, ExampleOrder, Policy, Standing, decide
 from metaharness.store import RunDirectory
 from metaharness.store.archive import BUNDLE, restore
@@ -182,7 +183,7 @@ class Replay:
         """Commit the recorded candidates of ``iteration`` (scored on the whole share when ``scored``: the state
         an episode starts from), then score each for free where its calls were all made. Returns their ids."""
         fresh = [c for c in self.run.candidates if c.iteration == iteration]
-        self.candidates += [dataclasses.replace(c) for c in fresh]
+        self.candidates += [dataclasses.replace(c, prediction=self._predicted(c)) for c in fresh]
         ids = [c.id for c in fresh if not c.failed]
         for cid in ids:
             if scored:
@@ -190,6 +191,53 @@ class Replay:
             else:
                 self._replay(cid, iteration)
         return ids
+
+    def _predicted(self, candidate: Candidate) -> Prediction | None:
+        """The candidate's prediction as the proposer would have made it from what *this replay* has scored.
+
+        The recording scored every candidate on every validation example, judge examples included, so its
+        predictions read them: a replayed one (``predicted_by`` "replay") is its own score on its base's 30
+        examples, a prior one its base's full score plus its family's mean gain. Read as recorded, they would tell
+        a policy that reads predictions the judged outcome. So a replayed prediction is remade on the base's
+        examples in this replay (known where every call was already made, the base's score elsewhere; none when
+        the base is unscored here, as the proposer never predicts from an unscored base), and a prior one keeps
+        its recorded gain over its base, anchored on the base's score in this replay (its nearest scored
+        ancestor's when the base is unscored). The family's mean gain in it was measured on the recording's 30
+        examples: a mild leak left in (a mean over the run's revisions of a family, not one candidate's outcome)."""
+        prediction = candidate.prediction
+        if prediction is None or prediction.score is None or prediction.base is None:
+            return prediction
+        by_id = {c.id: c for c in self.candidates}
+        anchor = self._scored_ancestor(prediction.base, by_id)
+        if prediction.extra.get("predicted_by") == "replay":
+            base = by_id.get(prediction.base)
+            if base is None or base.evaluation is None:
+                return dataclasses.replace(prediction, score=None, std=None, repeat=0.0)
+            ids = list(base.evaluation.example_ids)
+            theirs = dict(zip(ids, base.evaluation.example_scores, strict=True))
+            mine = self.run.scores[candidate.id]
+            known = [i for i in ids if all(call.key in self.made for call in self.run.calls[candidate.id][i])]
+            got = set(known)
+            score = (sum(mine[i] for i in known) + sum(theirs[i] for i in ids if i not in got)) / len(ids)
+            missed = (len(ids) - len(known)) / len(ids)
+            return dataclasses.replace(prediction, score=score, std=DEFAULT_GAIN_SD * missed, repeat=1.0 - missed)
+        recorded_base = statistics.fmean(self.run.scores[prediction.base].values())
+        gain = float(prediction.score) - recorded_base
+        if anchor is None:
+            return dataclasses.replace(prediction, score=None, std=None)
+        score = min(1.0, max(0.0, anchor.score + gain))
+        return dataclasses.replace(prediction, score=score, base=anchor.id)
+
+    @staticmethod
+    def _scored_ancestor(cid: str | None, by_id: Mapping[str, Candidate]) -> Candidate | None:
+        """``cid`` itself when this replay has scored it, else its nearest scored ancestor."""
+        seen: set[str] = set()
+        while cid is not None and cid in by_id and cid not in seen:
+            seen.add(cid)
+            if by_id[cid].evaluated:
+                return by_id[cid]
+            cid = by_id[cid].parent
+        return None
 
     def _replay(self, cid: str, iteration: int) -> None:
         """Free evidence: the examples of its nearest scored ancestor where every call it makes was made."""

@@ -172,6 +172,33 @@ def test_a_post_processing_revision_is_scored_free_on_its_parents_examples(runs:
     assert replay.spent == Spend()
 
 
+def test_a_prediction_never_reads_the_judge_examples(runs: list[Path]) -> None:
+    """A recorded replayed prediction is the candidate's score on all the recording's examples, judge examples
+    included: the replay remakes it on the examples its base was scored on in the replay (none when the base is
+    unscored there), and re-anchors a prior prediction's gain on the base's score in the replay."""
+    study = load_study("replay_study")
+    run = study.load(runs[0])
+    full = {cid: sum(scores.values()) / len(scores) for cid, scores in run.scores.items()}
+    exact = Prediction(score=full["c004"], std=0.0, base="c001", repeat=1.0, extra={"predicted_by": "replay"})
+    run.candidates = [dataclasses.replace(c, prediction=exact) if c.id == "c004" else c for c in run.candidates]
+    order = study._order(run, 0, 1 / 3)
+    search = [run.scores["c004"][i] for i in order.search]
+    assert sum(search) / len(search) != pytest.approx(full["c004"])  # the fixture can tell the two apart
+    unscored = study.Replay(run, "greedy", order, 3.0)
+    unscored.add(0)  # the seed committed, not scored
+    unscored.add(1)
+    made = {c.id: c.prediction for c in unscored.candidates}
+    assert made["c004"] is not None and made["c004"].score is None
+    replay = study.Replay(run, "greedy", order, 3.0)
+    replay.iterate(0)
+    replay.add(1)
+    made = {c.id: c.prediction for c in replay.candidates}
+    assert made["c004"] is not None and made["c004"].score == pytest.approx(sum(search) / len(search))
+    seed = [run.scores["c001"][i] for i in order.search]
+    recorded_gain = 0.55 - full["c001"]  # c002 was predicted at its rate, 0.4 + 0.15
+    assert made["c002"] is not None and made["c002"].score == pytest.approx(sum(seed) / len(seed) + recorded_gain)
+
+
 def test_the_study_summarises_with_intervals_over_replicates_runs_and_iterations(runs: list[Path], tmp_path) -> None:
     study = load_study("replay_study")
     out = tmp_path / "out"

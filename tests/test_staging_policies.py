@@ -14,6 +14,7 @@ import pytest
 from metaharness.budget import Budget, Spend
 from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction
 from metaharness.search.staging import (
+    MERGE_EXAMPLES,
     POLICIES,
     PREDICTION_FREE,
     ExampleOrder,
@@ -182,10 +183,11 @@ def test_top_two_thompson_sampling_is_repeatable_and_completes_its_recommendatio
 def test_candidates_with_identical_outputs_are_one_arm() -> None:
     seed = _seed()
     outcomes = _scores(0.6, 2)
-    twins = [_evaluate(_proposal(cid, 0.6), IDS[:4], outcomes, 1) for cid in ("c002", "c003", "c004")]
-    differs = _evaluate(_proposal("c005", 0.6), IDS[:4], outcomes, 1)
-    outputs = {c.id: {i: f"answer {i}" for i in IDS[:4]} for c in twins}
-    outputs["c005"] = {i: f"other {i}" for i in IDS[:4]}
+    seen = IDS[:MERGE_EXAMPLES]
+    twins = [_evaluate(_proposal(cid, 0.6), seen, outcomes, 1) for cid in ("c002", "c003", "c004")]
+    differs = _evaluate(_proposal("c005", 0.6), seen, outcomes, 1)
+    outputs = {c.id: {i: f"answer {i}" for i in seen} for c in twins}
+    outputs["c005"] = {i: f"other {i}" for i in seen}
     outputs["c001"] = {i: f"seed {i}" for i in IDS}
     standing = Standing(
         [seed, *twins, differs], ORDER, Budget(evals=100), 1, ["c002", "c003", "c004", "c005"], outputs=outputs
@@ -195,6 +197,18 @@ def test_candidates_with_identical_outputs_are_one_arm() -> None:
     assert decide(standing, "planner").to_json()["merged"] == {"c002": ["c003", "c004"]}
     alone = Standing([seed, *twins, differs], ORDER, Budget(evals=100), 1, ["c002", "c003", "c004", "c005"])
     assert len(alone.arms) == 4  # without outputs nothing is merged
+
+
+def test_a_few_identical_outputs_merge_nothing() -> None:
+    """Agreeing on fewer than MERGE_EXAMPLES examples is no evidence of one behaviour: a candidate that agrees with
+    the supported seed on its first examples and differs later stays an arm of its own."""
+    seed = _seed()
+    few = IDS[: MERGE_EXAMPLES - 1]
+    later = _evaluate(_proposal("c002", 0.6), few, _scores(0.5, 0), 1)  # the seed's outcomes
+    outputs = {"c001": {i: f"seed {i}" for i in IDS}, "c002": {i: f"seed {i}" for i in few}}
+    standing = Standing([seed, later], ORDER, Budget(evals=100), 1, ["c002"], outputs=outputs)
+    assert standing.merged == {}
+    assert [a.id for a in standing.arms] == ["c002"]
 
 
 def test_the_planner_takes_its_leader_on_and_its_rounds_record_the_solver_gap() -> None:
@@ -208,6 +222,20 @@ def test_the_planner_takes_its_leader_on_and_its_rounds_record_the_solver_gap() 
     record = decide(standing, "planner").to_json()
     allocation = record["allocation"]
     assert isinstance(allocation, dict) and {"gap", "truncated", "bound", "net"} <= set(allocation)
+
+
+def test_the_planner_spends_what_its_solver_leaves_on_the_best_posterior_mean() -> None:
+    """Two proposals predicted well below the seed: the solver buys nothing, but the iteration's budget does not
+    carry over, so the planner takes the better one a stage at a time, then the other while a completion fits."""
+    seed = _seed(0.5)
+    low, lower = _proposal("c002", 0.3, std=0.02), _proposal("c003", 0.2, std=0.02)
+    standing = Standing([seed, low, lower], ORDER, Budget(evals=2 * SHARE), 1, ["c002", "c003"])
+    first = decide(standing, "planner")
+    assert first.rule == "fill" and list(first.steps) == ["c002"]
+    truth = {"c002": _scores(0.3, 2), "c003": _scores(0.2, 3)}
+    candidates, spent, rounds = _drive([seed, low, lower], truth, "planner", Budget(evals=SHARE + 10))
+    assert {r.rule for r in rounds} == {"fill"} and spent.evals == SHARE  # the second's completion never fits
+    assert next(c for c in candidates if c.id == "c002").supported
 
 
 def test_candidates_scored_on_examples_that_are_not_a_prefix_of_the_order() -> None:
