@@ -63,9 +63,9 @@ def optimize_command(
         None,
         "--evaluation",
         help=(
-            "How validation examples are allotted to candidates (threshold, the default: greedy over the candidates "
-            "predicted above the reference; planner: staged by the TPS planner; greedy, best-of-n, halving, gate, "
-            "thompson: other baselines; all: every candidate in full, which records every outcome for a study)."
+            "How validation examples are allotted to candidates (planner: staged by the TPS planner, the default; "
+            "greedy, best-of-n, halving, gate, threshold, thompson: baselines; all: every candidate in full, "
+            "which records every outcome for a study)."
         ),
     ),
     evals_per_iter: int | None = evals_per_iter_option(),

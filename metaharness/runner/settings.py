@@ -25,7 +25,7 @@ valid, and the rest of the code trusts it. ``settings.json`` keeps them flat (``
 >>> s = RunSettings.resolve(SettingsChange(dataset="symptom2disease", task_model="local:smollm2-135m",
 ...                                        proposer="offline", per_run=Budget(usd=1.0)), None)
 >>> s.search.evaluation, s.search.budget.per_run.usd, s.search.proposals_per_iteration()
-('threshold', 1.0, 12)
+('planner', 1.0, 12)
 >>> RunSettings.resolve(SettingsChange(per_run=Budget(usd=0.5)), s).search.budget.per_run.usd
 0.5
 >>> try:
