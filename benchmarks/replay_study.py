@@ -12,8 +12,9 @@ reads it through `metaharness.store` and refuses a run whose candidates do not c
 What is replayed: for each *replicate* (a seed), the validation examples are shuffled and split into a search share
 and judge examples (``--judge``, a fraction; the search never sees them), as a run's ``ExampleOrder`` does with
 ``--holdout``. Each policy then runs the loop's staged evaluation on the recorded proposals, iteration after
-iteration: the recorded candidates of the iteration are committed unscored, scored for free first wherever every
-call they make on their nearest scored ancestor's examples is one the replayed run already made (as
+iteration: the recorded candidates of the iteration are committed unscored, with their predictions remade from
+what the replay has scored (`Replay._predicted`: the recorded ones read the judge examples), scored for free first
+wherever every call they make on their nearest scored ancestor's examples is one the replayed run already made (as
 `metaharness.search.loop` does with its replay), then the policy decides round after round through the real
 `Standing` and `decide()` (as ``Optimizer._evaluate`` does); a step's examples are scored with the recorded scores,
 and cost what their calls cost *in the replay*: a call is charged the first time the replayed run makes it (by its
