@@ -60,6 +60,7 @@ from metaharness.candidate import EVALUATED, FAILED, IMPLEMENTED, Candidate, Eva
 from metaharness.errors import InputError
 from metaharness.proposers.probe import request_key
 from metaharness.proposers.simulation import DEFAULT_GAIN_SD
+from metaharness.search.loop import evaluated_ancestor
 from metaharness.search.staging import PREDICTION_FREE, ExampleOrder, Policy, Standing, decide
 from metaharness.store import RunDirectory
 from metaharness.store.archive import BUNDLE, restore
@@ -209,7 +210,7 @@ class Replay:
         if prediction is None or prediction.score is None or prediction.base is None:
             return prediction
         by_id = {c.id: c for c in self.candidates}
-        anchor = self._scored_ancestor(prediction.base, by_id)
+        anchor = evaluated_ancestor(candidate, by_id)
         if prediction.extra.get("predicted_by") == "replay":
             base = by_id.get(prediction.base)
             if base is None or base.evaluation is None:
@@ -229,30 +230,10 @@ class Replay:
         score = min(1.0, max(0.0, anchor.score + gain))
         return dataclasses.replace(prediction, score=score, base=anchor.id)
 
-    @staticmethod
-    def _scored_ancestor(cid: str | None, by_id: Mapping[str, Candidate]) -> Candidate | None:
-        """``cid`` itself when this replay has scored it, else its nearest scored ancestor."""
-        seen: set[str] = set()
-        while cid is not None and cid in by_id and cid not in seen:
-            seen.add(cid)
-            if by_id[cid].evaluated:
-                return by_id[cid]
-            cid = by_id[cid].parent
-        return None
-
     def _replay(self, cid: str, iteration: int) -> None:
         """Free evidence: the examples of its nearest scored ancestor where every call it makes was made."""
         by_id = {c.id: c for c in self.candidates}
-        candidate = by_id[cid]
-        base_id = candidate.prediction.base if candidate.prediction is not None else None
-        cid_up = base_id if base_id in by_id else candidate.parent
-        seen: set[str] = set()
-        while cid_up is not None and cid_up in by_id and cid_up not in seen:
-            seen.add(cid_up)
-            if by_id[cid_up].evaluated:
-                break
-            cid_up = by_id[cid_up].parent
-        base = by_id.get(cid_up) if cid_up is not None else None
+        base = evaluated_ancestor(by_id[cid], by_id)
         if base is None or base.evaluation is None:
             return
         search = set(self.order.search)

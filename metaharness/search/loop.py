@@ -45,7 +45,7 @@ import dataclasses
 import json
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -666,7 +666,7 @@ class Optimizer:
         if self.replay is None or (candidate.prediction is not None and candidate.prediction.repeat == 0.0):
             return  # (a proposer that predicts no call of it repeats its parent's: nothing to replay)
         by_id = {c.id: c for c in self.store.candidates()}
-        base = _evaluated_ancestor(candidate, by_id)
+        base = evaluated_ancestor(candidate, by_id)
         if base is None or base.evaluation is None:
             return
         search = set(self.order.search)
@@ -728,8 +728,9 @@ class Optimizer:
             self.write_summary()
 
 
-def _evaluated_ancestor(candidate: Candidate, by_id: dict[str, Candidate]) -> Candidate | None:
-    """The nearest ancestor of ``candidate`` scored on validation examples (its prediction's base first)."""
+def evaluated_ancestor(candidate: Candidate, by_id: Mapping[str, Candidate]) -> Candidate | None:
+    """The nearest ancestor of ``candidate`` scored on validation examples (its prediction's base first): whose
+    recorded calls its replay reuses (also what `benchmarks/replay_study.py` replays from)."""
     seen: set[str] = set()
     base = candidate.prediction.base if candidate.prediction is not None else None
     cid = base if base in by_id else candidate.parent
