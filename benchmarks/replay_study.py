@@ -210,7 +210,6 @@ class Replay:
         if prediction is None or prediction.score is None or prediction.base is None:
             return prediction
         by_id = {c.id: c for c in self.candidates}
-        anchor = evaluated_ancestor(candidate, by_id)
         if prediction.extra.get("predicted_by") == "replay":
             base = by_id.get(prediction.base)
             if base is None or base.evaluation is None:
@@ -225,6 +224,7 @@ class Replay:
             return dataclasses.replace(prediction, score=score, std=DEFAULT_GAIN_SD * missed, repeat=1.0 - missed)
         recorded_base = statistics.fmean(self.run.scores[prediction.base].values())
         gain = float(prediction.score) - recorded_base
+        anchor = evaluated_ancestor(candidate, by_id)
         if anchor is None:
             return dataclasses.replace(prediction, score=None, std=None)
         score = min(1.0, max(0.0, anchor.score + gain))
