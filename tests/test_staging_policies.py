@@ -225,17 +225,38 @@ def test_the_planner_takes_its_leader_on_and_its_rounds_record_the_solver_gap() 
     assert isinstance(allocation, dict) and {"gap", "truncated", "bound", "net"} <= set(allocation)
 
 
-def test_the_planner_spends_what_its_solver_leaves_on_the_best_posterior_mean() -> None:
-    """Two proposals predicted well below the seed: the solver buys nothing, but the iteration's budget does not
-    carry over, so the planner takes the better one a stage at a time, then the other while a completion fits."""
+def _free_child(cid: str, rate: float) -> Candidate:
+    """A supported child of the seed scored entirely for free (every stage charged nothing), as a post-processing
+    revision is when its calls repeat its parent's."""
+    free = _evaluate(_proposal(cid, rate), IDS, _scores(rate, 9), 1)
+    assert free.evaluation is not None
+    increments = [dataclasses.replace(i, spend=Spend()) for i in free.evaluation.increments]
+    return dataclasses.replace(free, evaluation=dataclasses.replace(free.evaluation, increments=increments))
+
+
+def test_the_planner_leaves_its_budget_when_nothing_is_worth_completing() -> None:
+    """Two proposals predicted well below the seed and no free child in the run: the solver buys nothing and no
+    completion is worth its cost, so the planner spends nothing (the budget stays with the user)."""
     seed = _seed(0.5)
     low, lower = _proposal("c002", 0.3, std=0.02), _proposal("c003", 0.2, std=0.02)
     standing = Standing([seed, low, lower], ORDER, Budget(evals=2 * SHARE), 1, ["c002", "c003"])
+    assert standing.child_lift == 0.0
+    assert decide(standing, "planner").steps == {}
+
+
+def test_the_planner_completes_what_free_children_make_worth_completing() -> None:
+    """In a run where a supported parent's free child beat it by 0.25, completing a candidate buys that option
+    too: the planner completes the proposal predicted 0.15 below the reference (-0.15 + 0.25 >= 0) a stage at a time,
+    never the one predicted 0.45 below it."""
+    seed, child = _seed(0.5), _free_child("c004", 0.75)
+    low, lower = _proposal("c002", 0.6, std=0.02), _proposal("c003", 0.3, std=0.02)
+    standing = Standing([seed, child, low, lower], ORDER, Budget(evals=2 * SHARE), 1, ["c002", "c003"])
+    assert standing.child_lift == pytest.approx(0.25)
     first = decide(standing, "planner")
     assert first.rule == "fill" and list(first.steps) == ["c002"]
-    truth = {"c002": _scores(0.3, 2), "c003": _scores(0.2, 3)}
-    candidates, spent, rounds = _drive([seed, low, lower], truth, "planner", Budget(evals=SHARE + 10))
-    assert {r.rule for r in rounds} == {"fill"} and spent.evals == SHARE  # the second's completion never fits
+    truth = {"c002": _scores(0.6, 2), "c003": _scores(0.3, 3)}
+    candidates, spent, rounds = _drive([seed, child, low, lower], truth, "planner", Budget(evals=2 * SHARE))
+    assert {r.rule for r in rounds} == {"fill"} and spent.evals == SHARE
     assert next(c for c in candidates if c.id == "c002").supported
 
 

@@ -22,12 +22,13 @@ Policies (`POLICIES`); every one keeps the iteration's budget by its predicted c
   to support; then the solver chooses, within the budget and keeping the reserve to complete what it leaves
   partial, which candidates go to which stage, and every chosen candidate gets its next stage now (the rest of its
   plan is re-decided with the evidence it brings: a rolling horizon). Losers stop early. When the solver wants
-  nothing more, what is left of the iteration's budget goes to the arm with the highest posterior mean whose
-  completion fits, a stage at a time (``fill``): an iteration's budget does not carry over, and the solver's
-  objective counts only the candidate returned after this iteration, not what a supported candidate is worth to
-  the iterations after it (a parent whose post-processing children are scored free by replaying its calls, a
-  measured candidate for the proposer to build on). Under a per-run cap that is tighter than the iteration's, the
-  fill spends from the run's too.
+  nothing more, what is left of the iteration's budget may go, a stage at a time, to the arm with the highest
+  posterior mean that is worth completing and whose completion fits (``fill``): the solver's objective counts only
+  the candidate returned after this iteration, not what a supported candidate is worth to the iterations after
+  it, chiefly as a parent whose post-processing children are scored free by replaying its calls. The fill prices
+  that option by what such free children were worth in this run so far (`Standing.child_lift`) and completes an
+  arm only when its posterior mean gain over the reference plus that worth is not below 0; otherwise the budget
+  is left unspent. Under a per-run cap that is tighter than the iteration's, the fill spends from the run's too.
 - ``greedy``: the best predicted candidates (any iteration's), each to its whole share, while they fit.
 - ``threshold``: ``greedy`` over the candidates whose prediction beats the reference's score only.
 - ``thompson``: top-two Thompson sampling (Russo, "Simple Bayesian Algorithms for Best-Arm Identification",
@@ -498,6 +499,23 @@ class Standing:
             total = total + costs[i]
         return total
 
+    @cached_property
+    def child_lift(self) -> float:
+        """What a supported candidate's free children were worth in this run: over the supported candidates with
+        a supported child scored entirely for free (no stage of it charged anything: its calls repeat its
+        parent's, as a post-processing revision's do), the mean of the best such child's score over its parent's,
+        a loss counted as 0; 0 when there is none. The worth of completing a candidate that its solver misses:
+        once supported, it is a parent whose free children come at no cost."""
+        best: dict[str, float] = {}
+        for child in self.candidates:
+            parent = self.by_id.get(child.parent) if child.parent is not None else None
+            if parent is None or not parent.supported or not child.supported or child.evaluation is None:
+                continue
+            if any(increment.spend.evals > 0 for increment in child.evaluation.increments):
+                continue
+            best[parent.id] = max(best.get(parent.id, 0.0), child.score - parent.score)
+        return sum(max(0.0, gain) for gain in best.values()) / len(best) if best else 0.0
+
     def arm(self, cid: str) -> Arm:
         return next(a for a in self.arms if a.id == cid)
 
@@ -647,8 +665,13 @@ def _planner(standing: Standing, solver: AllocationSolver) -> Round:
 
 def _fill(standing: Standing, plan: Allocation) -> Round:
     """The planner's use of what its solver leaves (module docstring): the next stage of the arm with the highest
-    posterior mean (ties: the earlier) whose completion fits what is left; none when no completion fits."""
-    for arm in sorted((a for a in standing.arms if a.options), key=lambda a: -a.mean):
+    posterior mean (ties: the earlier) that is worth completing and whose completion fits what is left; none when
+    none is. Worth completing: its posterior mean gain over the reference plus what a supported candidate's free
+    children were worth in this run (`Standing.child_lift`) is not below 0, i.e. counting that option, it is at
+    least as likely as not to beat the reference once completed."""
+    lift = standing.child_lift
+    worth = (a for a in standing.arms if a.options and a.mean + lift >= 0)
+    for arm in sorted(worth, key=lambda a: -a.mean):
         if standing.budget.allows(standing.cost_to(arm.id, arm.share)):
             step = arm.options[0]
             return Round({arm.id: step.target}, "fill", step.cost, plan)
