@@ -24,7 +24,8 @@ Equal total spend: every policy has the same budget per iteration (``--evals-per
 worth of example-evaluations). A policy that reads predictions pays for them out of it, as recorded; one that reads
 none (`metaharness.search.staging.PREDICTION_FREE`) pays nothing. The proposals are the recorded ones for every
 policy (a proposer serving a prediction-free policy would have made its own without probes): the replay compares
-how policies *spend*, on the same candidates.
+how policies *spend*, on the same candidates. ``--policies planner,planner-blind`` adds the planner deciding with
+every prediction removed (`Standing.blind`) and paying for none: planner minus it is what the predictions bought.
 
 Metric: the *judged* score (mean recorded score on the judge examples) of the candidate the return rule returns
 (`metaharness.frontier.best`) after each iteration; and the example-evaluations (predictions included) a policy
@@ -68,6 +69,7 @@ from metaharness.store.files import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS: tuple[Policy, ...] = ("planner", "greedy", "threshold", "thompson", "best-of-n", "halving", "gate")
+BLIND_PLANNER = "planner-blind"  # the planner with every prediction removed: what the predictions bought
 USED = (
     "metaharness/search/staging.py",
     "metaharness/planner/allocation.py",
@@ -173,8 +175,10 @@ def _predicting(lines: Iterable[Mapping[str, object]]) -> dict[int, Spend]:
 class Replay:
     """One policy on one recorded run, with one example order and judge split (module docstring)."""
 
-    def __init__(self, run: Recorded, policy: Policy, order: ExampleOrder, evals_per_iter: float) -> None:
-        self.run, self.policy, self.order = run, policy, order
+    def __init__(self, run: Recorded, arm: str, order: ExampleOrder, evals_per_iter: float) -> None:
+        self.run, self.order = run, order
+        self.blind = arm == BLIND_PLANNER
+        self.policy: Policy = "planner" if self.blind else arm  # type: ignore[assignment]
         self.limit = evals_per_iter * order.share
         self.candidates: list[Candidate] = []
         self.made: set[str] = set()  # request keys the replayed run has made (its response cache)
@@ -255,7 +259,8 @@ class Replay:
 
     def evaluate(self, iteration: int, proposals: list[str]) -> None:
         """The policy's rounds within what the iteration may spend (less its predictions, when it reads them)."""
-        predicting = Spend() if self.policy in PREDICTION_FREE else self.run.predicting.get(iteration, Spend())
+        reads = not self.blind and self.policy not in PREDICTION_FREE
+        predicting = self.run.predicting.get(iteration, Spend()) if reads else Spend()
         self.spent, self.predicted = self.spent + predicting, self.predicted + predicting
         budget = Budget(evals=max(0.0, self.limit - predicting.evals))
         this = Spend()
@@ -263,7 +268,7 @@ class Replay:
             standing = Standing(
                 self.candidates, self.order, budget.left(this), iteration, proposals, outputs=self._outputs()
             )
-            decision = decide(standing, self.policy, compare=False)
+            decision = decide(standing.blind() if self.blind else standing, self.policy, compare=False)
             progressed = False
             for cid in sorted(decision.steps):
                 scored = self._examples(cid)
@@ -342,7 +347,7 @@ def _order(run: Recorded, replicate: int, judge: float) -> ExampleOrder:
 
 
 def sequential(
-    run: Recorded, policy: Policy, replicate: int, judge: float, evals_per_iter: float
+    run: Recorded, policy: str, replicate: int, judge: float, evals_per_iter: float
 ) -> list[tuple[float, float, float]]:
     """Per iteration 1..: (judged score returned, example-evaluations spent so far, tokens so far)."""
     replay = Replay(run, policy, _order(run, replicate, judge), evals_per_iter)
@@ -355,7 +360,7 @@ def sequential(
 
 
 def episode(
-    run: Recorded, policy: Policy, replicate: int, judge: float, evals_per_iter: float, iteration: int
+    run: Recorded, policy: str, replicate: int, judge: float, evals_per_iter: float, iteration: int
 ) -> tuple[float, float]:
     """Recorded iteration ``iteration`` alone, from every earlier candidate scored on the whole share: (judged gain
     of what is returned over what was returned before, example-evaluations spent)."""
@@ -458,11 +463,11 @@ def summarise_episodes(gains: Mapping[tuple[str, int], Mapping[str, list[tuple[f
 
 
 # --- the command ------------------------------------------------------------------------------------------------
-def _sequential_task(args: tuple[Recorded, Policy, int, float, float]) -> list[tuple[float, float, float]]:
+def _sequential_task(args: tuple[Recorded, str, int, float, float]) -> list[tuple[float, float, float]]:
     return sequential(*args)
 
 
-def _episode_task(args: tuple[Recorded, Policy, int, float, float, int]) -> tuple[float, float]:
+def _episode_task(args: tuple[Recorded, str, int, float, float, int]) -> tuple[float, float]:
     return episode(*args)
 
 
@@ -494,15 +499,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     parser.add_argument("--replicates", type=int, default=100, help="example orders and judge splits (default 100)")
     parser.add_argument("--judge", type=float, default=1 / 3, help="share of examples held out to judge (1/3)")
     parser.add_argument("--evals-per-iter", type=float, default=3.0, help="full evaluations' worth per iteration")
-    parser.add_argument("--policies", default=",".join(ARMS), help="comma-separated (default: every arm)")
+    parser.add_argument(
+        "--policies",
+        default=",".join(ARMS),
+        help=f"comma-separated (default: every arm; also {BLIND_PLANNER}, the planner with predictions removed)",
+    )
     parser.add_argument("--episodes", action="store_true", help="also replay every recorded iteration alone")
     parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     parser.add_argument("--out", type=Path, default=None, help="write results.json and results.md here")
     args = parser.parse_args(argv)
-    policies: list[Policy] = [p for p in args.policies.split(",") if p]  # type: ignore[misc]
-    unknown = [p for p in policies if p not in ARMS]
+    policies = [p for p in args.policies.split(",") if p]
+    unknown = [p for p in policies if p not in (*ARMS, BLIND_PLANNER)]
     if unknown:
-        raise SystemExit(f"unknown policies {', '.join(unknown)}: use {', '.join(ARMS)}")
+        raise SystemExit(f"unknown policies {', '.join(unknown)}: use {', '.join((*ARMS, BLIND_PLANNER))}")
     started = time.perf_counter()
     runs = [load(path) for path in args.runs]
     results: dict[str, object] = {

@@ -19,6 +19,7 @@ from studies import load_study
 from metaharness.budget import Spend
 from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction
 from metaharness.errors import InputError
+from metaharness.search.staging import decide
 from metaharness.store import RunDirectory
 from metaharness.store.archive import archive
 from metaharness.store.files import append_jsonl
@@ -146,7 +147,7 @@ def test_every_policy_keeps_its_budget_with_predictions_charged_only_to_the_poli
 ) -> None:
     study = load_study("replay_study")
     run = study.load(runs[0])
-    for policy in study.ARMS:
+    for policy in (*study.ARMS, study.BLIND_PLANNER):
         order = study._order(run, 0, 1 / 3)
         replay = study.Replay(run, policy, order, 2.0)
         replay.iterate(0)
@@ -154,9 +155,27 @@ def test_every_policy_keeps_its_budget_with_predictions_charged_only_to_the_poli
             before = replay.spent.evals
             replay.iterate(iteration)
             assert replay.spent.evals - before <= 2 * order.share + 1e-9, policy
-        reads = policy not in study.PREDICTION_FREE
+        reads = policy not in (*study.PREDICTION_FREE, study.BLIND_PLANNER)
         assert replay.predicted == (Spend(18, 1800, 0) if reads else Spend()), policy
         assert study.frontier.best(replay.candidates).supported
+
+
+def test_the_blind_planner_decides_with_every_prediction_removed(runs: list[Path], monkeypatch) -> None:
+    """``planner-blind`` (what the predictions bought) is the planner's policy on `Standing.blind`."""
+    study = load_study("replay_study")
+    run = study.load(runs[0])
+    seen: list[bool] = []
+
+    def spy(standing, policy, **options):  # type: ignore[no-untyped-def]
+        seen.append(all(c.prediction is None for c in standing.candidates))
+        assert policy == "planner"
+        return decide(standing, policy, **options)
+
+    monkeypatch.setattr(study, "decide", spy)
+    replay = study.Replay(run, study.BLIND_PLANNER, study._order(run, 0, 1 / 3), 2.0)
+    replay.iterate(0)
+    replay.iterate(1)
+    assert seen and all(seen)
 
 
 def test_a_post_processing_revision_is_scored_free_on_its_parents_examples(runs: list[Path]) -> None:
