@@ -166,7 +166,7 @@ def test_the_blind_planner_decides_with_every_prediction_removed(runs: list[Path
     run = study.load(runs[0])
     seen: list[bool] = []
 
-    def spy(standing, policy, **options):  # type: ignore[no-untyped-def]
+    def spy(standing, policy, **options):
         seen.append(all(c.prediction is None for c in standing.candidates))
         assert policy == "planner"
         return decide(standing, policy, **options)
