@@ -252,6 +252,9 @@ def test_the_planner_completes_what_free_children_make_worth_completing() -> Non
     low, lower = _proposal("c002", 0.6, std=0.02), _proposal("c003", 0.3, std=0.02)
     standing = Standing([seed, child, low, lower], ORDER, Budget(evals=2 * SHARE), 1, ["c002", "c003"])
     assert standing.child_lift == pytest.approx(0.25)
+    assert child.evaluation is not None
+    unrecorded = dataclasses.replace(child, evaluation=dataclasses.replace(child.evaluation, increments=[]))
+    assert Standing([seed, unrecorded, low], ORDER, Budget(evals=10), 1, ["c002"]).child_lift == 0.0  # cost unknown
     first = decide(standing, "planner")
     assert first.rule == "fill" and list(first.steps) == ["c002"]
     truth = {"c002": _scores(0.6, 2), "c003": _scores(0.3, 3)}

@@ -502,16 +502,17 @@ class Standing:
     @cached_property
     def child_lift(self) -> float:
         """What a supported candidate's free children were worth in this run: over the supported candidates with
-        a supported child scored entirely for free (no stage of it charged anything: its calls repeat its
-        parent's, as a post-processing revision's do), the mean of the best such child's score over its parent's,
-        a loss counted as 0; 0 when there is none. The worth of completing a candidate that its solver misses:
-        once supported, it is a parent whose free children come at no cost."""
+        a supported child scored entirely for free (its stages are recorded and none charged anything: its calls
+        repeat its parent's, as a post-processing revision's do), the mean of the best such child's score over
+        its parent's, a loss counted as 0; 0 when there is none. The worth of completing a candidate that its
+        solver misses: once supported, it is a parent whose free children come at no cost."""
         best: dict[str, float] = {}
         for child in self.candidates:
             parent = self.by_id.get(child.parent) if child.parent is not None else None
             if parent is None or not parent.supported or not child.supported or child.evaluation is None:
                 continue
-            if any(increment.spend.evals > 0 for increment in child.evaluation.increments):
+            increments = child.evaluation.increments
+            if not increments or any(increment.spend.evals > 0 for increment in increments):
                 continue
             best[parent.id] = max(best.get(parent.id, 0.0), child.score - parent.score)
         return sum(max(0.0, gain) for gain in best.values()) / len(best) if best else 0.0
