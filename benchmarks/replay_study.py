@@ -2,6 +2,7 @@
 
     python benchmarks/replay_study.py RUN_DIR [RUN_DIR ...] --out reports/replay/NAME
     python benchmarks/replay_study.py RUN_DIR ... --replicates 40 --judge 0.33 --evals-per-iter 3 --jobs 2
+    python benchmarks/replay_study.py --rewrite reports/replay/NAME   # the summary again, from its results.json
 
 What a recorded run is: a run directory in which every candidate was scored once on every validation example (made
 with ``metaharness optimize --evaluation all --holdout 0 ...``), with its traces (each example's output and every
@@ -29,7 +30,8 @@ every prediction removed (`Standing.blind`) and paying for none: planner minus i
 
 Metric: the *judged* score (mean recorded score on the judge examples) of the candidate the return rule returns
 (`metaharness.frontier.best`) after each iteration; and the example-evaluations (predictions included) a policy
-spent to reach greedy's final judged score. Intervals (95%) are given per unit, and say which:
+spent to reach greedy's final judged score, per run and on the runs' mean curves (with the count of runs on which
+the planner needs at most half of what greedy needs). Intervals (95%) are given per unit, and say which:
 
 - ``replicates``: over orders and splits of one run, conditional on its recorded proposals (the replicates share
   every proposal, so this is how sure the comparison is *for those proposals*);
@@ -437,7 +439,29 @@ def summarise(curves: Mapping[str, Mapping[str, list[list[tuple[float, float, fl
         }
         out["runs"][name] = {"curves": means, "planner_minus": paired, "goal": goal, "reach": reaches}  # type: ignore[index]
     out["over_runs"] = {base: bootstrap(groups) for base, groups in diffs.items()} if len(curves) > 1 else None
+    out["pooled"] = _pooled(out["runs"]) if len(curves) > 1 else None  # type: ignore[arg-type]
     return out
+
+
+def _pooled(runs: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
+    """Over the runs: each policy's mean curve (the runs' mean curves averaged), the example-evaluations each needs
+    to reach greedy's mean final judged score on it, and on how many runs the planner reaches greedy's final score
+    with at most half of what greedy needs (``half``: runs where it does, of ``runs`` where greedy reaches it)."""
+    curves: dict[str, dict[str, list[float]]] = {}
+    for policy in next(iter(runs.values()))["curves"]:  # type: ignore[attr-defined]
+        rows = [run["curves"][policy] for run in runs.values()]  # type: ignore[index]
+        curves[policy] = {
+            key: [round(statistics.fmean(r[key][t] for r in rows), 4) for t in range(len(rows[0][key]))]
+            for key in ("judged", "evals")
+        }
+    goal = curves["greedy"]["judged"][-1] if "greedy" in curves else None
+    reaches = {p: reach(c["judged"], c["evals"], goal) if goal is not None else None for p, c in curves.items()}
+    ratios = [
+        (run["reach"].get("planner"), run["reach"].get("greedy"))  # type: ignore[attr-defined]
+        for run in runs.values()
+    ]
+    half = sum(1 for p, g in ratios if g is not None and p is not None and p <= 0.5 * g)
+    return {"curves": curves, "goal": goal, "reach": reaches, "half": half, "of": len(ratios)}
 
 
 def summarise_episodes(gains: Mapping[tuple[str, int], Mapping[str, list[tuple[float, float]]]]) -> dict[str, object]:
@@ -495,7 +519,7 @@ def _commit() -> str:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="recorded run directories")
+    parser.add_argument("runs", nargs="*", type=Path, help="recorded run directories")
     parser.add_argument("--replicates", type=int, default=100, help="example orders and judge splits (default 100)")
     parser.add_argument("--judge", type=float, default=1 / 3, help="share of examples held out to judge (1/3)")
     parser.add_argument("--evals-per-iter", type=float, default=3.0, help="full evaluations' worth per iteration")
@@ -507,7 +531,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     parser.add_argument("--episodes", action="store_true", help="also replay every recorded iteration alone")
     parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     parser.add_argument("--out", type=Path, default=None, help="write results.json and results.md here")
+    parser.add_argument(
+        "--rewrite",
+        type=Path,
+        default=None,
+        help="replay nothing: re-read DIR/results.json, add what is derived from its mean curves, rewrite it and "
+        "results.md",
+    )
     args = parser.parse_args(argv)
+    if args.rewrite is not None:
+        return rewrite(args.rewrite)
+    if not args.runs:
+        parser.error("give one or more recorded run directories (or --rewrite DIR)")
     policies = [p for p in args.policies.split(",") if p]
     unknown = [p for p in policies if p not in (*ARMS, BLIND_PLANNER)]
     if unknown:
@@ -542,6 +577,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
         (args.out / "results.md").write_text(text + "\n")
+    return results
+
+
+def rewrite(folder: Path) -> dict[str, object]:
+    """An earlier replay's results with what this version derives from their stored mean curves (the pooled
+    curves and reach), rewritten in place; the replay itself, and its ``commit``, are unchanged."""
+    path = folder / "results.json"
+    if not path.is_file():
+        raise SystemExit(f"no results.json in {folder}: run the replay with --out {folder} first")
+    results = json.loads(path.read_text())
+    sequential = results["sequential"]
+    sequential["pooled"] = _pooled(sequential["runs"]) if len(sequential["runs"]) > 1 else None
+    text = report(results)
+    print(text)
+    path.write_text(json.dumps(results, indent=1) + "\n")
+    (folder / "results.md").write_text(text + "\n")
     return results
 
 
@@ -585,6 +636,26 @@ def report(results: Mapping[str, object]) -> str:
         ]
         lines += [f"- {b}: {m:+.4f} [{lo:+.4f}, {hi:+.4f}]" for b, (m, lo, hi) in sequential["over_runs"].items()]
         lines.append("")
+    pooled = sequential.get("pooled")
+    if pooled:
+        lines += [
+            "Mean over the runs (each run's mean curve averaged; greedy's final judged score on it: "
+            f"{pooled['goal']:.4f}):",
+            "",
+            "| policy | judged by iteration | example-evaluations by iteration | reaches greedy's final judged "
+            "score at |",
+            "| --- | --- | --- | --- |",
+        ]
+        for policy, curve in pooled["curves"].items():
+            judged = " ".join(f"{x:.3f}" for x in curve["judged"])
+            evals = " ".join(f"{x:.0f}" for x in curve["evals"])
+            lines.append(f"| {policy} | {judged} | {evals} | {pooled['reach'].get(policy)} |")
+        lines += [
+            "",
+            f"The planner reaches greedy's final judged score with at most half of greedy's example-evaluations on "
+            f"{pooled['half']} of {pooled['of']} runs.",
+            "",
+        ]
     episodes = results.get("episodes")
     if isinstance(episodes, dict):
         gains = ", ".join(f"{p} {g:+.4f}" for p, g in episodes["mean_gain"].items())

@@ -253,3 +253,23 @@ def test_the_bootstrap_and_the_reach() -> None:
     assert mean == pytest.approx(0.15) and low < mean < high
     assert study.reach([0.5, 0.6, 0.7], [10, 20, 30], 0.65) == 25.0
     assert study.reach([0.5, 0.6], [10, 20], 0.9) is None
+
+
+def test_the_runs_pooled_reach_greedys_mean_final_score_and_count_the_runs_within_half() -> None:
+    study = load_study("replay_study")
+
+    def run(planner: list[float], greedy: list[float], reach: dict[str, float | None]) -> dict[str, object]:
+        evals = {"planner": [10.0, 20.0, 30.0], "greedy": [60.0, 120.0, 180.0]}
+        curves = {p: {"judged": j, "evals": evals[p]} for p, j in (("planner", planner), ("greedy", greedy))}
+        return {"curves": curves, "reach": reach}
+
+    pooled = study._pooled(
+        {
+            "a": run([0.5, 0.6, 0.7], [0.5, 0.5, 0.6], {"planner": 20.0, "greedy": 180.0}),
+            "b": run([0.5, 0.5, 0.5], [0.6, 0.6, 0.6], {"planner": None, "greedy": 60.0}),
+        }
+    )
+    assert pooled["curves"]["planner"]["judged"] == [0.5, 0.55, 0.6]
+    assert pooled["goal"] == pytest.approx(0.6)
+    assert pooled["reach"] == {"planner": 30.0, "greedy": 180.0}  # greedy: 0.55, 0.55, 0.6
+    assert (pooled["half"], pooled["of"]) == (1, 2)
