@@ -596,6 +596,20 @@ def rewrite(folder: Path) -> dict[str, object]:
     return results
 
 
+def _curves_table(curves: Mapping[str, Mapping[str, list[float]]], reaches: Mapping[str, object]) -> list[str]:
+    """Each policy's judged score and example-evaluations by iteration, and where it reaches greedy's final score."""
+    lines = [
+        "| policy | judged by iteration | example-evaluations by iteration (predictions included) | reaches "
+        "greedy's final judged score at |",
+        "| --- | --- | --- | --- |",
+    ]
+    for policy, curve in curves.items():
+        judged = " ".join(f"{x:.3f}" for x in curve["judged"])
+        evals = " ".join(f"{x:.0f}" for x in curve["evals"])
+        lines.append(f"| {policy} | {judged} | {evals} | {reaches.get(policy)} |")
+    return lines
+
+
 def report(results: Mapping[str, object]) -> str:
     """The results as Markdown tables."""
     judge = float(results["judge"])  # type: ignore[arg-type]
@@ -608,19 +622,8 @@ def report(results: Mapping[str, object]) -> str:
     sequential = results["sequential"]
     assert isinstance(sequential, dict)
     for name, run in sequential["runs"].items():
+        lines += [f"## {name}", "", *_curves_table(run["curves"], run["reach"]), ""]
         lines += [
-            f"## {name}",
-            "",
-            "| policy | judged by iteration | example-evaluations by iteration (predictions included) | reaches "
-            "greedy's final judged score at |",
-            "| --- | --- | --- | --- |",
-        ]
-        for policy, curve in run["curves"].items():
-            judged = " ".join(f"{x:.3f}" for x in curve["judged"])
-            evals = " ".join(f"{x:.0f}" for x in curve["evals"])
-            lines.append(f"| {policy} | {judged} | {evals} | {run['reach'].get(policy)} |")
-        lines += [
-            "",
             "Planner minus baseline, judged score after the last iteration, mean [95% interval over replicates: "
             "orders and splits of this run, conditional on its proposals]:",
             "",
@@ -642,15 +645,7 @@ def report(results: Mapping[str, object]) -> str:
             "Mean over the runs (each run's mean curve averaged; greedy's final judged score on it: "
             f"{pooled['goal']:.4f}):",
             "",
-            "| policy | judged by iteration | example-evaluations by iteration | reaches greedy's final judged "
-            "score at |",
-            "| --- | --- | --- | --- |",
-        ]
-        for policy, curve in pooled["curves"].items():
-            judged = " ".join(f"{x:.3f}" for x in curve["judged"])
-            evals = " ".join(f"{x:.0f}" for x in curve["evals"])
-            lines.append(f"| {policy} | {judged} | {evals} | {pooled['reach'].get(policy)} |")
-        lines += [
+            *_curves_table(pooled["curves"], pooled["reach"]),
             "",
             f"The planner reaches greedy's final judged score with at most half of greedy's example-evaluations on "
             f"{pooled['half']} of {pooled['of']} runs.",
