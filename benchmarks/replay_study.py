@@ -439,14 +439,16 @@ def summarise(curves: Mapping[str, Mapping[str, list[list[tuple[float, float, fl
         }
         out["runs"][name] = {"curves": means, "planner_minus": paired, "goal": goal, "reach": reaches}  # type: ignore[index]
     out["over_runs"] = {base: bootstrap(groups) for base, groups in diffs.items()} if len(curves) > 1 else None
-    out["pooled"] = _pooled(out["runs"]) if len(curves) > 1 else None  # type: ignore[arg-type]
+    out["pooled"] = _pooled(out["runs"])  # type: ignore[arg-type]
     return out
 
 
-def _pooled(runs: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
-    """Over the runs: each policy's mean curve (the runs' mean curves averaged), the example-evaluations each needs
-    to reach greedy's mean final judged score on it, and on how many runs the planner reaches greedy's final score
-    with at most half of what greedy needs (``half``: runs where it does, of ``runs`` where greedy reaches it)."""
+def _pooled(runs: Mapping[str, Mapping[str, object]]) -> dict[str, object] | None:
+    """Over the runs (None for one run): each policy's mean curve (the runs' mean curves averaged), the
+    example-evaluations each needs to reach greedy's mean final judged score on it, and on how many runs the planner
+    reaches greedy's final score with at most half of what greedy needs (``half`` of the ``of`` runs)."""
+    if len(runs) < 2:
+        return None
     curves: dict[str, dict[str, list[float]]] = {}
     for policy in next(iter(runs.values()))["curves"]:  # type: ignore[attr-defined]
         rows = [run["curves"][policy] for run in runs.values()]  # type: ignore[index]
@@ -588,7 +590,7 @@ def rewrite(folder: Path) -> dict[str, object]:
         raise SystemExit(f"no results.json in {folder}: run the replay with --out {folder} first")
     results = json.loads(path.read_text())
     sequential = results["sequential"]
-    sequential["pooled"] = _pooled(sequential["runs"]) if len(sequential["runs"]) > 1 else None
+    sequential["pooled"] = _pooled(sequential["runs"])
     text = report(results)
     print(text)
     path.write_text(json.dumps(results, indent=1) + "\n")

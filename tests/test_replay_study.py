@@ -230,6 +230,16 @@ def test_the_study_summarises_with_intervals_over_replicates_runs_and_iterations
     assert set(sequential["over_runs"]) == set(study.ARMS) - {"planner"}
     assert results["episodes"]["episodes"] == 6
     assert (out / "results.json").exists() and "Over the recorded runs" in (out / "results.md").read_text()
+    assert sequential["pooled"]["of"] == 2 and "Mean over the runs" in (out / "results.md").read_text()
+    written = (out / "results.md").read_text()
+    stored = json.loads((out / "results.json").read_text())
+    del stored["sequential"]["pooled"]  # as a replay made before the pooled summary existed
+    (out / "results.json").write_text(json.dumps(stored))
+    rewritten = study.main(["--rewrite", str(out)])
+    assert rewritten["sequential"]["pooled"] == json.loads(json.dumps(sequential["pooled"]))
+    assert (out / "results.md").read_text() == written
+    with pytest.raises(SystemExit, match="no results.json"):
+        study.main(["--rewrite", str(tmp_path / "nothing")])
 
 
 def test_a_run_not_scored_in_full_is_refused(tmp_path) -> None:
