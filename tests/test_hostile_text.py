@@ -1,0 +1,129 @@
+"""Text a harness controls, against every reader of it: JSON files, text files, the terminal, Markdown, HTML.
+
+The strings are what a hostile or careless harness can put in an error, a prediction or its stderr, and a proposer
+in a summary: lone surrogates, NULs, escape sequences, bidirectional overrides, rich markup, HTML and Markdown.
+``metaharness.text`` must store each verbatim (or escaped) and show each inert, and nothing may raise.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+from rich.console import Console
+from rich.text import Text
+
+from metaharness.text import html as html_text
+from metaharness.text import json_text, markdown, terminal, utf8, visible
+
+HOSTILE = [
+    "boom \ud800",
+    "\udfff lone low, then NUL \x00 and DEL \x7f",
+    "[/bogus] closes nothing",
+    "[link=https://evil.example]click here[/link]",
+    "[conceal]hidden from the operator[/conceal]",
+    "[bold red]shouting[/]",
+    "\x1b[2J\x1b[31mred\x1b[0m \x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\",
+    "\x9b31m one-character CSI",
+    "overwrite\rthe line",
+    "right-to-left \u202eevil\u202c override",
+    ":smile: :warning: emoji codes",
+    '<img src=x onerror="alert(1)">',
+    "<script>alert(1)</script>",
+    "[a link](https://evil.example) ![an image](https://evil.example/x.png) *em* `code` | a | cell |",
+    "# heading",
+    "- a list item",
+    "12. an ordered one",
+    "trailing backslash \\",
+    "\\[escaped] markup",
+]
+# Any code point, surrogates included; an adjacent high + low pair reads back from JSON as the character it encodes.
+ANY_TEXT = st.lists(st.integers(0, 0x10FFFF).map(chr), max_size=40).map("".join)
+PAIRED = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def rendered(text: Text | str) -> str:
+    """What a colour terminal receives when rich prints ``text`` (a markup string when a ``str``)."""
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, color_system="truecolor", width=400, soft_wrap=True).print(text)
+    return out.getvalue()
+
+
+@given(ANY_TEXT)
+@settings(max_examples=300)
+def test_json_text_round_trips_any_string_and_encodes(text):
+    for value in (text, {"error": text, text: [text]}):
+        encoded = json_text(value, indent=2, sort_keys=True)
+        encoded.encode("utf-8")  # never raises
+        if not PAIRED.search(text):
+            assert json.loads(encoded) == value
+
+
+def test_json_text_keeps_ordinary_text_readable():
+    assert json_text({"answer": "café ✓"}) == '{"answer": "café ✓"}'
+    assert json_text({"a": 1}, compact=True) == '{"a":1}'
+
+
+@given(ANY_TEXT)
+def test_utf8_never_fails_and_keeps_valid_text(text):
+    data = utf8(text)
+    data.decode("utf-8")
+    if not re.search("[\ud800-\udfff]", text):
+        assert data == text.encode("utf-8")
+
+
+@given(ANY_TEXT)
+@settings(max_examples=300)
+def test_the_terminal_gets_no_control_sequence_and_no_markup(text):
+    shown = rendered(terminal(text))
+    shown.encode("utf-8")
+    assert "\x1b" not in shown and "\x9b" not in shown and "\r" not in shown
+    assert shown.rstrip("\n") == visible(text).expandtabs(8) or "\t" in text  # rich expands tabs
+
+
+def test_each_hostile_string_is_shown_as_it_is_written():
+    for text in HOSTILE:
+        shown = rendered(terminal(text))
+        assert "\x1b" not in shown, text
+        assert shown == visible(text) + "\n", text  # no markup read, no emoji code replaced
+    assert visible("boom \ud800") == "boom \\ud800"
+    assert visible("\x1b[31mred") == "\\x1b[31mred"
+    assert visible("ok\n\ttab") == "ok\n\ttab"
+
+
+def test_terminal_text_composes_with_markup_around_it():
+    line = Text.assemble(("failed: ", "red"), terminal("[/bogus] [link=https://x]y[/link]"))
+    shown = rendered(line)
+    assert "[/bogus] [link=https://x]y[/link]" in shown and "\x1b]8;" not in shown  # no OSC 8 hyperlink
+
+
+def inline_tokens(source: str) -> list:
+    tokens = MarkdownIt("commonmark").enable("table").enable("strikethrough").parse(source)
+    return [child for token in tokens if token.type == "inline" for child in token.children or []]
+
+
+@given(ANY_TEXT)
+@settings(max_examples=300)
+def test_markdown_text_is_only_text_wherever_it_stands(text):
+    cell = markdown(text)
+    expected = " ".join(visible(text).split())
+    for source in (cell, f"- iteration 3: {cell}", f"c001 val 0.5: {cell}  "):
+        children = inline_tokens(source)
+        assert {child.type for child in children} <= {"text"}, (text, source, children)
+        assert "".join(child.content for child in children).endswith(expected)
+    table = inline_tokens(f"| id | summary |\n|---|---|\n| c001 | {cell} |\n")
+    assert [child.content for child in table][-2:] == ["c001", expected] or (not expected and len(table) <= 3)
+
+
+def test_markdown_and_html_escape_the_summary_of_the_issue():
+    summary = '<img src=x onerror="alert(1)"> [x](javascript:alert(1))'
+    assert "<img" not in markdown(summary) and "<img" not in html_text(summary)
+    rendered_html = MarkdownIt("commonmark").render(markdown(summary))
+    assert "<img" not in rendered_html and "<a " not in rendered_html
+    assert html_text(summary) == html.escape(summary, quote=True)
+    assert html_text("\x1b[31m\ud800") == "\\x1b[31m\\ud800"
