@@ -7,9 +7,10 @@ raises, ``[link=...]`` plants a hyperlink, ``[conceal]`` hides text), HTML, Mark
 act on the reader. So every such text goes through one of these on its way out:
 
 - ``json_text``: JSON for every file the run keeps (journal, ``summary.jsonl``, traces, the files of a candidate's
-  commit). Any ``str`` round-trips through ``json.loads``: lone surrogates are written as ``\\udXXX`` escapes (the
-  only characters that are; the rest stays UTF-8 text), NULs and other control characters as JSON escapes. (A high
-  surrogate followed by a low one reads back as the one character the pair encodes, as JSON defines it.)
+  commit). Any ``str`` round-trips through ``json.loads``: lone surrogates and every character ``visible`` escapes
+  are written as JSON escapes (``\\ud800``, ``\\u001b``), the rest stays UTF-8 text, so the file encodes and
+  ``cat`` shows it inert. (A high surrogate followed by a low one reads back as the one character the pair encodes,
+  as JSON defines it.)
 - ``utf8``: the bytes of a text file or a git object (a program, a note, a commit message); a lone surrogate is
   written as its backslash escape (``\\ud800``), so the write never fails.
 - ``visible``: plain text a person reads: control characters (ESC, CR, NUL, the C1 set, DEL), bidirectional
@@ -32,8 +33,6 @@ import re
 
 from rich.text import Text
 
-# Lone surrogates: a str can hold them, UTF-8 cannot encode them.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # What a terminal or a reader would act on rather than show: C0 controls but newline and tab, DEL, C1 controls
 # (U+009B is a one-character CSI), bidirectional marks, embeddings, overrides and isolates, and lone surrogates.
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -59,9 +58,9 @@ def json_text(value: object, *, indent: int | None = None, sort_keys: bool = Fal
     """
     separators = (",", ":") if compact else None
     text = json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=sort_keys, separators=separators)
-    # ensure_ascii=False leaves every non-ASCII character raw, and a surrogate can only stand inside a string
-    # literal: its \\uXXXX escape there is the same string.
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    # json escapes C0 controls itself and leaves every other character raw; outside ASCII, a character can only stand
+    # inside a string literal, where its \\uXXXX escape is the same string.
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def utf8(text: str) -> bytes:

@@ -45,6 +45,7 @@ HOSTILE = [
 # Any code point, surrogates included; an adjacent high + low pair reads back from JSON as the character it encodes.
 ANY_TEXT = st.lists(st.integers(0, 0x10FFFF).map(chr), max_size=40).map("".join)
 PAIRED = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def rendered(text: Text | str) -> str:
@@ -60,6 +61,7 @@ def test_json_text_round_trips_any_string_and_encodes(text):
     for value in (text, {"error": text, text: [text]}):
         encoded = json_text(value, indent=2, sort_keys=True)
         encoded.encode("utf-8")  # never raises
+        assert not RAW_CONTROL.search(encoded)  # cat shows the file inert
         if not PAIRED.search(text):
             assert json.loads(encoded) == value
 
