@@ -11,6 +11,7 @@ import html
 import io
 import json
 import re
+import subprocess
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,11 @@ from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.text import Text
 
+from metaharness.candidate import Candidate
+from metaharness.evaluation.records import ExampleRecord, write_records
+from metaharness.store import RunDirectory
+from metaharness.store.files import append_jsonl, read_jsonl
+from metaharness.store.journal import Journal
 from metaharness.text import html as html_text
 from metaharness.text import json_text, markdown, terminal, utf8, visible
 
@@ -129,3 +135,43 @@ def test_markdown_and_html_escape_the_summary_of_the_issue():
     assert "<img" not in rendered_html and "<a " not in rendered_html
     assert html_text(summary) == html.escape(summary, quote=True)
     assert html_text("\x1b[31m\ud800") == "\\x1b[31m\\ud800"
+
+
+# ---------------------------------------------------------------- what the run keeps
+
+HOSTILE_ERROR = "ValueError: boom \ud800 \x00 [/bogus] [link=https://evil.example]x[/link] \x1b[31mred\u202e"
+
+
+def test_the_journal_and_the_run_logs_keep_any_text_as_it_was(tmp_path):
+    failed = Candidate(
+        "c001", None, 0, "class Harness: pass\n", status="failed", summary="seed \ud800", error=HOSTILE_ERROR
+    )
+    journal = Journal(tmp_path / "journal")
+    journal.save_result(failed)
+    assert journal.results() == [failed]
+    append_jsonl(tmp_path / "summary.jsonl", {"event": "candidate", "error": HOSTILE_ERROR})
+    assert read_jsonl(tmp_path / "summary.jsonl") == [{"event": "candidate", "error": HOSTILE_ERROR}]
+    record = ExampleRecord("x1", "input \ud800", "target", prediction="\ud800\x00", error=HOSTILE_ERROR)
+    write_records([record], tmp_path / "records.jsonl")
+    assert json.loads((tmp_path / "records.jsonl").read_text(encoding="utf-8")) == record.to_json()
+    for name in ("journal/c001.json", "summary.jsonl", "records.jsonl"):
+        assert not RAW_CONTROL.search((tmp_path / name).read_text(encoding="utf-8").replace("\n", ""))
+
+
+def test_git_keeps_the_candidate_verbatim_and_shows_it_inert(tmp_path):
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "fake", "val_limit": 3})
+    summary = "seed <img src=x onerror=alert(1)> \x1b]8;;https://evil.example\x1b\\"
+    try:
+        run.commit(Candidate("c001", None, 0, "x = '\ud800'\n", status="failed", summary=summary, error=HOSTILE_ERROR))
+    finally:
+        run.close()
+    stored = RunDirectory.browse(tmp_path / "run").store.get("c001")
+    assert (stored.candidate.error, stored.candidate.summary) == (HOSTILE_ERROR, summary)  # candidate.json
+    shown = subprocess.run(
+        ["git", "-C", str(tmp_path / "run"), "log", "--all", "--notes=metaharness", "-p"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode("utf-8")  # valid UTF-8 throughout
+    assert not RAW_CONTROL.search(shown.replace("\n", "").replace("\t", "")), shown
+    assert "boom \\ud800 \\x00" in shown and "\\x1b[31mred\\u202e" in shown  # the note and the commit, escaped
+    subprocess.run(["git", "-C", str(tmp_path / "run"), "fsck", "--full", "--strict"], check=True, capture_output=True)

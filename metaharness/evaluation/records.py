@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TypedDict
 from metaharness.candidates.protocol import LMReply
 from metaharness.errors import space_for
 from metaharness.json_types import JSONObject, JSONValue
+from metaharness.text import json_text
 
 CallHandler = Callable[[JSONObject], LMReply]
 """Answers one ``lm()`` call of a harness: its payload (the JSON object the harness passed) to the reply."""
@@ -108,24 +108,20 @@ class EvalReport:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         summary = folder / "summary.json"
-        summary.write_bytes(_utf8(json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"))
+        summary.write_bytes((json_text(self.to_json(), indent=2) + "\n").encode("utf-8"))
         return summary, write_records(self.records, folder / "records.jsonl")
 
 
 def write_records(records: list[ExampleRecord], path: str | Path) -> Path:
-    """Write ``records`` as JSON lines to ``path`` (replaced); a full disk is ``StorageFailure``."""
+    """Write ``records`` as JSON lines to ``path`` (replaced); a full disk is ``StorageFailure``. Every text a harness
+    wrote reads back as it was (``metaharness.text.json_text``: lone surrogates and control characters escaped)."""
     path = Path(path)
     with space_for(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("wb") as handle:
             for record in records:
-                handle.write(_utf8(json.dumps(record.to_json(), ensure_ascii=False) + "\n"))
+                handle.write((json_text(record.to_json()) + "\n").encode("utf-8"))
     return path
-
-
-def _utf8(text: str) -> bytes:
-    """UTF-8, with any lone surrogate a harness produced replaced (``?``) rather than failing the write."""
-    return text.encode("utf-8", "replace")
 
 
 def mean_scores(records: list[ExampleRecord], metric_names: list[str]) -> dict[str, float]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from metaharness.errors import space_for
+from metaharness.text import json_text, utf8
 
 
 def free_bytes(folder: Path) -> int:
@@ -63,11 +64,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """``atomic_write_bytes`` of ``text`` as UTF-8 (``metaharness.text.utf8``: a lone surrogate is written escaped)."""
+    atomic_write_bytes(path, utf8(text))
 
 
 def atomic_write_json(path: Path, value: object) -> None:
-    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    """``atomic_write_text`` of ``value`` as JSON (``metaharness.text.json_text``: any string reads back equal)."""
+    atomic_write_text(path, json_text(value, indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: Path) -> Any:
@@ -78,7 +81,7 @@ def append_jsonl(path: Path, record: Mapping[str, object]) -> None:
     """Append one JSON line and fsync; a line left unterminated by an earlier kill is closed off first. A write that
     fails is undone (the file is cut back to its old length) and raised: ``StorageFailure`` when no space is left."""
     path = Path(path)
-    data = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+    data = (json_text(record, sort_keys=True) + "\n").encode("utf-8")
     with space_for(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)

@@ -49,6 +49,7 @@ from metaharness.candidate import CANDIDATE_ID, EVALUATED, FAILED, Candidate, Ev
 from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.errors import InputError
 from metaharness.store.crash import crash_point
+from metaharness.text import json_text, utf8, visible
 
 ROOT_REF = "refs/tags/root"
 BEST_REF = "refs/heads/best"
@@ -84,10 +85,10 @@ def files_of(candidate: Candidate) -> dict[str, str]:
     """The files of a candidate's commit, by name: the program, its metadata and (once evaluated) its evaluation."""
     files = {
         HARNESS_FILE: candidate.source,
-        METADATA_FILE: json.dumps(candidate.metadata(), indent=2, ensure_ascii=False, sort_keys=True) + "\n",
+        METADATA_FILE: json_text(candidate.metadata(), indent=2, sort_keys=True) + "\n",
     }
     if candidate.evaluation is not None:
-        files[EVALUATION_FILE] = json.dumps(candidate.evaluation.to_dict(), indent=2, sort_keys=True) + "\n"
+        files[EVALUATION_FILE] = json_text(candidate.evaluation.to_dict(), indent=2, sort_keys=True) + "\n"
     return files
 
 
@@ -497,7 +498,7 @@ class GitStore:
         entries = []
         for name in sorted(files):
             content = files[name]
-            binsha = content if isinstance(content, bytes) else self._write_blob(content.encode("utf-8"))
+            binsha = content if isinstance(content, bytes) else self._write_blob(utf8(content))
             entries.append((binsha, BLOB_MODE, name))
         buffer = BytesIO()
         tree_to_stream(entries, buffer.write)
@@ -505,10 +506,12 @@ class GitStore:
         return self._objects.store(IStream("tree", len(data), BytesIO(data))).hexsha.decode()
 
     def _write_commit(self, tree: str, message: str, parents: list[str]) -> str:
+        """A commit of ``tree``; its message is stored ``visible`` (``git log`` shows a summary or an error a model
+        wrote inert, with no control character or lone surrogate)."""
         commit = git.Commit.create_from_tree(
             self.repo,
             tree,
-            message,
+            visible(message),
             parent_commits=[self.repo.commit(p) for p in parents],
             head=False,
             author=AUTHOR,
@@ -535,7 +538,8 @@ class GitStore:
         ``git log --all`` to a single extra line instead of a second history.
         """
         old = self._resolve(NOTES_REF) or ZERO_SHA
-        notes: dict[str, str | bytes] = {**self._note_blobs(), **changes}
+        # Stored visible, as commit messages are (their JSON lines are ASCII already, so they read back the same).
+        notes: dict[str, str | bytes] = {**self._note_blobs(), **{sha: visible(note) for sha, note in changes.items()}}
         tree = self._write_tree(notes)
         new = self._write_commit(tree, "metaharness: validation scores of every candidate (git notes)\n", [])
         return old, new
