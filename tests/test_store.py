@@ -83,8 +83,9 @@ def scored(examples: int, share: int, score: float) -> Evaluation:
 
 
 def test_each_result_is_a_commit_that_plain_git_shows_with_its_score_and_status(run):
-    """A candidate is committed checked (implemented); each stage of its evaluation adds a result commit on
-    results/cNNN, and best is the best's result commit, so git log shows scores without notes."""
+    """A candidate is committed checked (implemented); each stage of its evaluation adds a result commit on the
+    parent of its own commit (results/cNNN moves to it), and best is the best's result commit, so git log shows
+    scores and git show the revision's diff."""
     path = run.path
     for cid, parent in (("c001", None), ("c002", "c001")):
         run.commit(dataclasses.replace(record(cid, parent, None), status="implemented", error=None))
@@ -95,6 +96,7 @@ def test_each_result_is_a_commit_that_plain_git_shows_with_its_score_and_status(
     body = git(path, "log", "-1", "--format=%B", "results/c002")
     assert "scored on 3 of the 4 search examples so far (partly scored: not a result yet)" in body
     assert "Examples: 3/4" in body and "Supported: no" in body and "Status: evaluated" in body
+    assert "Result-Of: c002" in body
     assert git(path, "log", "-1", "--format=%s", "best") == "c001 [0.500] make c001\n"
     trailers = "%(trailers:key=Score,valueonly)%(trailers:key=Status,valueonly)"
     assert git(path, "log", "-1", f"--format={trailers}", "best").split() == ["0.5000", "evaluated"]
@@ -103,15 +105,15 @@ def test_each_result_is_a_commit_that_plain_git_shows_with_its_score_and_status(
     run.store.record_evaluation("c002", scored(4, 4, 0.75))  # the rest of its share: now the best
     assert git(path, "log", "--format=%s", "best").splitlines() == [
         "c002 [0.750] make c002",
-        "c002 [0.667 (3/4)] make c002",
-        "c002 [implemented] make c002",
         "c001 [implemented] make c001",  # c002 was committed before c001 was scored
         "metaharness run: toy with task model fake",
     ]
+    assert git(path, "rev-parse", "best^") == git(path, "rev-parse", "c002^")  # a result is a sibling of its commit
     run.commit(dataclasses.replace(record("c003", "c002", None), status="implemented", error=None))
     assert git(path, "rev-parse", "c003^") == git(path, "rev-parse", "results/c002")  # off its parent's newest
     run.store.record_failure("c003", "Timeout: the harness ran past 60 s")
     assert git(path, "log", "-1", "--format=%s", "results/c003") == "c003 [failed] make c003\n"
+    assert git(path, "rev-parse", "results/c003^") == git(path, "rev-parse", "results/c002")
     stored = {c.candidate.id: c for c in run.store.candidates()}
     assert stored["c002"].result == git(path, "rev-parse", "results/c002").strip()
     assert stored["c001"].commit == git(path, "rev-parse", "c001").strip()  # the tag stays on the own commit
@@ -119,6 +121,40 @@ def test_each_result_is_a_commit_that_plain_git_shows_with_its_score_and_status(
     assert run.store.claimed() == {cid: s.commit for cid, s in stored.items()}  # result commits are not claims
     assert git(path, "status", "--porcelain") == "" and (path / "evaluation.json").exists()
     subprocess.run(["git", "-C", str(path), "fsck", "--strict"], check=True, capture_output=True)
+
+
+def test_git_show_best_shows_the_revision_its_score_and_its_note(run):
+    """Plain git, as a newcomer types it: git show best (and git log -p best) shows the harness diff against the
+    revised program and the score; git notes show best prints the readable note (the run names its notes ref)."""
+    path = run.path
+    run.commit(Candidate("c001", None, 0, "class Harness:\n    pass\n", status="implemented", summary="seed"))
+    run.store.record_evaluation("c001", scored(4, 4, 0.25))
+    source = "class Harness:\n    votes = 9\n"
+    run.commit(Candidate("c002", "c001", 1, source, status="implemented", summary="vote over 9 neighbours"))
+    run.store.record_evaluation("c002", scored(2, 4, 0.5))
+    run.store.record_evaluation("c002", scored(4, 4, 0.75))
+    shown = git(path, "show", "best")
+    assert "c002 [0.750] vote over 9 neighbours" in shown and "Score: 0.7500" in shown
+    assert "-    pass\n+    votes = 9" in shown
+    assert shown.index("diff --git a/harness.py") < shown.index("diff --git a/evaluation.json")  # the program first
+    assert "Notes (metaharness):\n    val 0.7500" in shown and "evaluation-json" not in shown
+    assert git(path, "notes", "show", "best").startswith("val 0.7500\nscored on 4 of the 4 search examples")
+    history = git(path, "log", "-p", "--format=%s", "best")
+    assert history.index("c002 [0.750]") < history.index("c001 [0.250]") and "+    votes = 9" in history
+    run.store.annotate("c002", run.store.get("c002").note + "test 0.6000  (10 test examples, 0 with errors)\n")
+    assert "test 0.6000" in git(path, "notes", "show", "best")  # the test result reaches best's note too
+    assert run.store.get("c002").candidate.evaluation.primary == 0.75  # the own commit's note still reads back
+
+
+def test_a_run_made_before_the_notes_ref_was_named_gets_it_when_opened(run, tmp_path):
+    path = run.path
+    run.commit(record("c001", None, 0.3))
+    run.close()
+    git(path, "config", "--unset", "core.notesRef")
+    git(path, "config", "--unset", "diff.orderFile")
+    RunDirectory.browse(path)
+    assert git(path, "config", "core.notesRef").strip() == "refs/notes/metaharness"
+    assert git(path, "notes", "show", "c001").startswith("val 0.3000")
 
 
 def test_a_candidate_commit_whose_files_cannot_be_read_is_refused_in_one_line(run):

@@ -102,7 +102,9 @@ def test_the_commands_of_docs_run_directory_print_what_it_says(small_run):
         assert command[:3] == ["git", "-C", str(path)], line
         printed[" ".join(command[3:])] = git(path, *command[3:])
     assert len(printed) == 7 and all(printed.values())
-    assert f"{best.id} [{best.result()}]" in printed["log -1 best"] and "Status: evaluated" in printed["log -1 best"]
+    shown = printed["show best"]
+    assert f"{best.id} [{best.result()}]" in shown and "Status: evaluated" in shown and "Notes (metaharness)" in shown
+    assert "diff --git a/harness.py b/harness.py" in shown  # the revision itself, against the program it revised
     assert printed["log -1 --format=%(trailers:key=Score,valueonly) best"].strip() == f"{best.score:.4f}"
     tree = printed["log --graph --oneline --branches --tags"]
     assert f"{partly.id} [0.950 (1/4)] a bold revision" in tree and f"{partly.id} [implemented]" in tree
@@ -110,7 +112,7 @@ def test_the_commands_of_docs_run_directory_print_what_it_says(small_run):
     assert f"results/{best.id}" in results and f"{best.id} [{best.result()}]" in results
     assert printed[f"show {partly.id}:harness.py"] == partly.source
     assert f"+{partly.source.splitlines()[0]}" in printed[f"diff {partly.parent} {partly.id} -- harness.py"]
-    note = printed[f"log -1 --notes=metaharness {partly.id}"]
+    note = printed[f"notes show {partly.id}"]
     assert "val 0.9500 (1/4)" in note and "scored on 1 of the 4 search examples so far (partly scored" in note
 
 

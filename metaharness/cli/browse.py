@@ -184,7 +184,10 @@ def show(
     )
     if stored.result is not None:
         branch = result_ref(r.id).removeprefix("refs/heads/")
-        out.print(f"its result: {stored.result[:10]} on {branch} (git -C {path} log -1 {branch})", markup=False)
+        out.print(
+            f"its result: {stored.result[:10]} on {branch} (its score and its diff: git -C {path} show {branch})",
+            markup=False,
+        )
 
 
 def diff(

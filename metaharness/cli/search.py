@@ -405,7 +405,10 @@ def final_table(console: Console, run_dir: Path, outcome: Outcome) -> None:
         + (f"; stopped: {outcome.stopped}" if outcome.stopped else "")
     )
     console.print(f"summary: {run.summary_md}  record: {run.summary_path}")
-    console.print(f"browse: git -C {run.path} log --graph --oneline --branches --tags  (the best: git log -1 best)")
+    console.print(
+        f"browse: git -C {run.path} log --graph --oneline --branches --tags  (the best, its score and its diff: "
+        "git show best)"
+    )
 
 
 def register(app: typer.Typer) -> None:

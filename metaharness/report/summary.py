@@ -166,7 +166,8 @@ def render_markdown(view: RunView) -> str:
         "## Browse",
         "",
         f"- the search tree with scores: `git -C {view.path} log --graph --oneline --branches --tags` (every "
-        f"candidate is a commit, every result a commit on `results/cNNN`); the best: `git -C {view.path} log -1 best`",
+        f"candidate is a commit, every result a commit on `results/cNNN`); the best, its score and its harness diff: "
+        f"`git -C {view.path} show best`",
         "- one candidate: `metaharness show cNNN`; a revision: `metaharness diff cAAA cBBB`; "
         "plots: `metaharness report`",
         "- machine-readable record: `summary.jsonl`; per-example traces: `traces/`",

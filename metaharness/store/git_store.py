@@ -7,18 +7,22 @@ Layout of the repository (the run directory is its working tree):
   ``candidate.json``, status ``implemented``; subject ``cNNN [implemented] summary``). An intermediate step of a
   chosen revision chain (A -> B -> C) is its own commit and stays ``implemented``, so ``git log --graph`` is the
   program graph.
-- ``refs/heads/results/cNNN``: the candidate's result in plain git. Each time its evaluation grows (a stage of the
-  staged evaluation) or it fails when run, a *result commit* is added on this branch (parent: the previous one, or
-  the candidate's own commit): the same program, ``candidate.json`` with the status, ``evaluation.json``, subject
-  ``cNNN [0.500] summary`` (``[0.667 (3/4)]`` while partly scored, ``[failed]``) and the result as trailers
-  (``Score``, ``Examples``, ``Supported``, ...). A revision's commit hangs off its parent's newest commit (its
-  latest result commit, else its own), so ``git log`` of any candidate shows its ancestors with their scores.
-- ``refs/notes/metaharness``: a git note on each candidate's own commit with its scores, so
-  ``git log --notes=metaharness`` shows them, as readable lines and as one ``evaluation-json:`` line that
-  ``GitStore.candidates`` reads back; the test-split result is added to it at the end of a run.
+- ``refs/heads/results/cNNN``: the candidate's current result in plain git. Each time its evaluation grows (a stage
+  of the staged evaluation) or it fails when run, a *result commit* is written and the branch moves to it: the same
+  program, ``candidate.json`` with the status, ``evaluation.json``, subject ``cNNN [0.500] summary``
+  (``[0.667 (3/4)]`` while partly scored, ``[failed]``), the result as trailers (``Score``, ``Examples``,
+  ``Supported``, ...) and ``Result-Of: cNNN``. Its parent is the parent of the candidate's own commit (the newest
+  commit of the candidate it revises when it was committed, or ``root`` for a seed), so ``git show`` of a result
+  commit shows the harness diff against the revised program together with the score, and ``git log -p`` of it walks
+  the line of revisions. A revision's commit hangs off its parent's newest commit (its latest result commit, else
+  its own), so ``git log`` of any candidate shows its ancestors with their scores.
+- ``refs/notes/metaharness``: a git note on each candidate's own commit with its scores, as readable lines and as
+  one ``evaluation-json:`` line that ``GitStore.candidates`` reads back, and the readable lines on its newest result
+  commit; the test-split result is added to both at the end of a run. The run's git config names this ref
+  (``core.notesRef``), so plain ``git notes show best``, ``git log`` and ``git show`` show the notes.
 - ``refs/heads/best``: the newest commit of the best supported candidate (scored on every example of the search's
-  share): its result commit, so ``git log -1 best`` shows its score; ``HEAD`` points at it, so the working tree
-  holds the best harness.
+  share): its result commit, so ``git show best`` shows its score and its harness diff; ``HEAD`` points at it, so
+  the working tree holds the best harness.
 
 Crash safety: objects are written first (a kill leaves at most unreachable objects, which git ignores), then the
 candidate's tag or result branch, the notes ref and ``best`` move in one ``git update-ref --stdin`` transaction:
@@ -61,6 +65,9 @@ EVALUATION_FILE = "evaluation.json"
 ZERO_SHA = "0" * 40
 BLOB_MODE = 0o100644
 AUTHOR = git.Actor("metaharness", "metaharness@localhost")
+# The order of a candidate's files in a diff (``git show``, ``git log -p``): the program first.
+DIFF_ORDER = (HARNESS_FILE, EVALUATION_FILE, METADATA_FILE)
+DIFF_ORDER_FILE = "metaharness-diff-order"
 # Everything in the run directory except the committed files stays out of git (traces, journal, summaries).
 EXCLUDES = ["/*", f"!/{HARNESS_FILE}", f"!/{METADATA_FILE}", f"!/{EVALUATION_FILE}", f"!/{CONFIG_FILE}"]
 
@@ -111,6 +118,8 @@ def prediction_text(prediction: Prediction | None) -> str:
 
 NOTE_EVALUATION = "evaluation-json: "
 CANDIDATE_TRAILER = re.compile(r"^Candidate: (\S+)$", re.MULTILINE)
+# The trailer that marks a result commit (``Result-Of: cNNN``): the candidate's own commit has none.
+RESULT_TRAILER = re.compile(r"^Result-Of: (\S+)$", re.MULTILINE)
 NOTE_FAILURE = "failure-json: "
 
 
@@ -188,9 +197,9 @@ def with_note(candidate: Candidate, note: str) -> Candidate:
     return dataclasses.replace(candidate, status=EVALUATED, evaluation=evaluation)
 
 
-def commit_message(candidate: Candidate) -> str:
+def commit_message(candidate: Candidate, *, result: bool = False) -> str:
     """Subject ``cNNN [result] summary`` (``Candidate.result``, so ``--oneline`` shows it), the hypothesis and on
-    how many examples the result rests, then the facts as git trailers."""
+    how many examples the result rests, then the facts as git trailers (a result commit's last: ``Result-Of``)."""
     subject = (candidate.summary or "candidate").strip().splitlines()[0] if candidate.summary.strip() else "candidate"
     trailers = [
         ("Candidate", candidate.id),
@@ -215,6 +224,8 @@ def commit_message(candidate: Candidate) -> str:
         trailers.append(("Predicted-Std", f"{float(prediction.std):.4f}"))
     if prediction.node is not None:
         trailers.append(("Node", prediction.node))
+    if result:
+        trailers.append(("Result-Of", candidate.id))
     parts = [f"{candidate.id} [{candidate.result()}] {subject[:72]}"]
     body = "\n\n".join(text for text in (candidate.hypothesis.strip(), examples_text(ev) if ev else "") if text)
     if body:
@@ -247,6 +258,7 @@ class GitStore:
         (Path(repo.git_dir) / "info" / "exclude").write_text("\n".join(EXCLUDES) + "\n")
         repo.git.symbolic_ref("HEAD", BEST_REF)
         store = cls(repo)
+        store._configure()
         tree = store._write_tree({CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n"})
         message = f"metaharness run: {config.get('dataset', '?')} with task model {config.get('task_model', '?')}\n"
         root = store._write_commit(tree, message, [])
@@ -262,7 +274,24 @@ class GitStore:
         store = cls(repo)
         if store._resolve(ROOT_REF) is None:
             raise InputError(f"{path} is a git repository but not a metaharness run (it has no 'root' tag).")
+        store._configure()
         return store
+
+    def _configure(self) -> None:
+        """The run's git config for plain git (a run made before it had it gets it when opened): the notes ref
+        (``core.notesRef``), so ``git notes show best`` and ``git log`` read the scores, and the program first in
+        every diff (``diff.orderFile``). A repository that cannot be written keeps its config."""
+        order = Path(self.repo.git_dir) / DIFF_ORDER_FILE
+        # Relative to the working tree, so the run directory can move.
+        wanted = {"core.notesRef": NOTES_REF, "diff.orderFile": f".git/{DIFF_ORDER_FILE}"}
+        try:
+            if not order.exists():
+                order.write_text("".join(f"{name}\n" for name in DIFF_ORDER))
+            for key, value in wanted.items():
+                if self.repo.git.config("--get", key, with_exceptions=False) != value:
+                    self.repo.git.config(key, value)
+        except (OSError, git.GitCommandError):  # a read-only run directory: plain git then needs --ref metaharness
+            pass
 
     @staticmethod
     def exists(path: Path) -> bool:
@@ -298,7 +327,7 @@ class GitStore:
         stored = self.get(cid)
         candidate = dataclasses.replace(stored.candidate, status=EVALUATED, evaluation=evaluation)
         sha, result = self._result_commit(stored, candidate)
-        old, new = self._write_notes({stored.commit: render_note(candidate)})
+        old, new = self._write_notes(self._candidate_notes(stored.commit, sha, render_note(candidate)))
         self._update_refs([result, (NOTES_REF, new, old), *self._best_update(candidate, sha)])
         crash_point("evaluation:recorded")
         self.sync_worktree()
@@ -308,17 +337,23 @@ class GitStore:
         """Record that committed candidate ``cid`` cannot run (a result commit ``[failed]`` and its note)."""
         stored = self.get(cid)
         candidate = dataclasses.replace(stored.candidate, status=FAILED, error=error, evaluation=None)
-        _, result = self._result_commit(stored, candidate)
-        old, new = self._write_notes({stored.commit: render_note(candidate)})
+        sha, result = self._result_commit(stored, candidate)
+        old, new = self._write_notes(self._candidate_notes(stored.commit, sha, render_note(candidate)))
         self._update_refs([result, (NOTES_REF, new, old)])
         return candidate
 
+    @staticmethod
+    def _candidate_notes(own: str, result: str | None, note: str) -> dict[str, str]:
+        """The notes of a candidate: ``note`` on its own commit (read back by ``candidates``), its readable lines on
+        its newest result commit (what ``git notes show best`` prints)."""
+        return {own: note, **({result: readable_note(note)} if result is not None else {})}
+
     def _result_commit(self, stored: StoredCandidate, candidate: Candidate) -> tuple[str, tuple[str, str, str]]:
-        """Write the commit of ``candidate``'s result on its result branch (after its newest commit); returns its
-        sha and the move of the branch, for the caller's ref transaction."""
+        """Write the commit of ``candidate``'s result, on the parent of its own commit (so its diff is the revision);
+        returns its sha and the move of its result branch, for the caller's ref transaction."""
         tree = self._write_tree(files_of(candidate))
-        previous = stored.result or stored.commit
-        sha = self._write_commit(tree, commit_message(candidate), [previous])
+        base = [p.hexsha for p in self.repo.commit(stored.commit).parents]
+        sha = self._write_commit(tree, commit_message(candidate, result=True), base)
         return sha, (result_ref(candidate.id), sha, stored.result or ZERO_SHA)
 
     def _best_update(self, candidate: Candidate, sha: str) -> list[tuple[str, str, str]]:
@@ -333,11 +368,12 @@ class GitStore:
         return [(BEST_REF, sha, current or ZERO_SHA)]
 
     def annotate(self, cid: str, note: str) -> None:
-        """Replace the note of candidate ``cid`` (e.g. to add its test-split result)."""
+        """Replace the note of candidate ``cid`` (e.g. to add its test-split result), on its newest result commit
+        too."""
         sha = self._resolve(f"refs/tags/{cid}")
         if sha is None:
             raise KeyError(cid)
-        old, new = self._write_notes({sha: note})
+        old, new = self._write_notes(self._candidate_notes(sha, self._resolve(result_ref(cid)), note))
         self._update_refs([(NOTES_REF, new, old)])
 
     def sync_worktree(self) -> None:
@@ -380,7 +416,8 @@ class GitStore:
     def claimed(self) -> dict[str, str]:
         """Candidate id -> own commit of every candidate git still holds, tagged or not: reachable from a ref, or
         named by a note (every candidate's commit gets its note in the same transaction as its tag). A result
-        commit (whose parent is a commit of the same candidate) is not the candidate's own."""
+        commit (``Result-Of``; in a run from before that trailer, one whose parent is a commit of the same
+        candidate) is not the candidate's own."""
         shas = set(self.repo.git.rev_list("--all").split()) | set(self._note_blobs())
         named: dict[str, str] = {}
         parents: dict[str, str | None] = {}
@@ -390,7 +427,7 @@ class GitStore:
             except ValueError:  # a note of a commit git no longer holds
                 continue
             cid = self._claim(sha)
-            if cid is not None:
+            if cid is not None and not RESULT_TRAILER.search(str(commit.message)):
                 named[sha] = cid
                 parents[sha] = commit.parents[0].hexsha if commit.parents else None
         return {cid: sha for sha, cid in named.items() if named.get(parents[sha] or "") != cid}
