@@ -216,3 +216,46 @@ def test_the_spend_story_splits_predicting_checking_and_measuring_against_the_bu
     ]
     page = render_html(view)
     assert "<td>measuring</td><td>11</td><td>1,800</td><td>$0.0090</td>" in page[: page.index("<svg")]
+
+
+def test_one_truth_for_cost_the_spent_box_the_chart_summary_and_spend_jsonl_agree(tmp_path):
+    """Every place that totals the run's spend gives spend.jsonl's total; cached and replayed calls are free (their
+    tokens shown apart, in no total); the task model's calls are never labelled the proposer's."""
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "fake", "proposer": "offline"})
+    cost = {"input_tokens": 9000.0, "output_tokens": 1000.0, "charged_tokens": 4000.0, "charged_examples": 2.0}
+    seed = Evaluation("val", {"primary": 0.4}, {**cost, "context_tokens": 100.0}, 4, share=4)
+    run.commit(Candidate("c001", None, 0, "class Harness: pass\n", status="evaluated", summary="s", evaluation=seed))
+    free = {"input_tokens": 5000.0, "output_tokens": 500.0, "charged_tokens": 0.0, "charged_examples": 0.0}
+    replayed = Evaluation("val", {"primary": 0.7}, {**free, "context_tokens": 100.0}, 4, share=4)
+    run.commit(
+        Candidate("c002", "c001", 1, "class Harness: x = 1\n", status="evaluated", summary="r", evaluation=replayed)
+    )
+    for role, tokens in (("task", 4000), ("task", 1500), ("task", 2500), ("task", 700)):
+        run.record_spend("local:smollm2-135m", role, 0.0, input_tokens=tokens)
+    for it, tokens in ((0, 4000), (1, 5500)):
+        measure = {"evals": 2, "tokens": 4000 if it == 0 else 1500, "usd": 0}
+        nothing = {"evals": 0, "tokens": 0, "usd": 0}
+        split = {"predict": nothing, "check": nothing, "measure": measure}
+        append_jsonl(
+            run.summary_path,
+            {"type": "iteration", "iteration": it, "spent": {"tokens": tokens, "usd": 0.0}, "spend": split},
+        )
+    charged = {"input_tokens": 2500.0, "output_tokens": 0.0, "charged_tokens": 2500.0, "charged_examples": 5.0}
+    run.save_test_result("c002", Evaluation("test", {"primary": 0.6}, charged, 5))
+    # 700 more task-model tokens went to a test evaluation stopped before its result was saved
+    view = RunView.load(run)
+    rows, _ = view.spend_story()
+    table = {row[0]: row[1:] for row in rows}
+    assert table["measuring"] == ["4", "5,500", "$0.0000"] and table["the test split"] == ["5", "2,500", "$0.0000"]
+    assert table["task-model calls of evaluations stopped before they were recorded"] == ["", "700", "$0.0000"]
+    assert table["everything (spend.jsonl)"] == ["", "8,700", "$0.0000"] and run.spent()["tokens"] == 8700
+    assert table["cached and replayed calls: free, in no total"] == ["6", "11,500", "$0.0000"]
+    assert "the proposer model" not in table  # the offline proposer calls no model
+    page = render_html(view)
+    assert "the whole run (spend.jsonl): 8,700 tokens" in page  # the chart ends at the same total
+    assert "<td>everything (spend.jsonl)</td><td></td><td>8,700</td>" in page
+    assert "| everything (spend.jsonl) |  | 8,700 | $0.0000 |" in render_markdown(view)
+    run.record_spend("anthropic:claude-sonnet-4-5", "proposer", 0.25, input_tokens=1000, output_tokens=200)
+    table = {row[0]: row[1:] for row in RunView.load(run).spend_story()[0]}
+    assert table["the proposer model"] == ["", "1,200", "$0.2500"] and table["everything (spend.jsonl)"][1] == "9,900"
+    run.close()

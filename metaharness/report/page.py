@@ -1,10 +1,11 @@
 """``report.html``: a self-contained page (inline SVG, a few lines of inline script) with a run's plots and tables.
 
 It has no external resources, so it opens from a file, offline, anywhere. It opens with the search's story at a
-glance (what was tried, what won, what was spent on predicting, checking and measuring against the budget), then
-the plots: score per iteration, predicted vs. actual score, the lasting program graph (candidates coloured by score,
-predicted programs apart), cost over time; then the tables: Pareto front, predicted vs. actual scores with their mean
-absolute error, predicted vs. realised cost per iteration, the candidates, and the predicted programs not yet chosen.
+glance (what was tried, what won, where the spend went against the budget), then the plots: score per iteration,
+predicted vs. actual score, the lasting program graph (candidates coloured by score, predicted programs apart), cost
+over time (what the run was charged, ending at the Spent box's total); then the tables: Pareto front, predicted vs.
+actual scores with their mean absolute error, predicted vs. realised cost per iteration, the candidates, and the
+predicted programs not yet chosen.
 A partly scored candidate is drawn and listed with its examples (``0.667 (3/4)``) and counted as no result.
 """
 
@@ -59,26 +60,30 @@ def prediction_chart(view: RunView) -> str:
 
 
 def cost_chart(view: RunView) -> str:
-    tokens, total = [], 0.0
-    for n, r in enumerate((r for r in view.records if r.evaluation is not None), start=1):
-        total += cost_of(r, "input_tokens") + cost_of(r, "output_tokens")
-        tokens.append((float(n), total, f"after {r.id}: {total:.0f} evaluation tokens"))
+    """What the run was charged as it went (``RunView.spent_over_time``): tokens, and dollars when any were spent.
+    It ends at the total of ``spend.jsonl``, the ``everything`` of the Spent box; free calls are not in it."""
+    points = view.spent_over_time()
+    if not points:
+        return "<p class='note'>Nothing recorded yet.</p>"
+    tokens = [
+        (x, float(spent.get("tokens", 0)), f"{when}: {float(spent.get('tokens', 0)):,.0f} tokens")
+        for when, x, spent in points
+    ]
+    x_label = "iteration (last point: the whole run)" if points[-1][0].startswith("the whole run") else "iteration"
     charts = [
         svg_chart(
-            [Series("task-model tokens (validation)", tokens, "#3b528b", line=True)],
-            x_label="candidates evaluated",
+            [Series("tokens charged, every model (cached and replayed calls free)", tokens, "#3b528b", line=True)],
+            x_label=x_label,
             y_label="cumulative tokens",
         )
     ]
-    spent = [
-        (float(e["iteration"]), float(e.get("spent", {}).get("usd", 0.0)), f"iteration {e['iteration']}")
-        for e in view.log
-        if e.get("type") == "iteration"
+    usd = [
+        (x, float(spent.get("usd", 0.0)), f"{when}: ${float(spent.get('usd', 0.0)):.4f}") for when, x, spent in points
     ]
-    if any(y > 0 for _, y, _ in spent):
+    if any(y > 0 for _, y, _ in usd):
         charts.append(
             svg_chart(
-                [Series("USD, all roles", spent, "#5ec962", line=True)], x_label="iteration", y_label="cumulative USD"
+                [Series("USD, every model", usd, "#5ec962", line=True)], x_label=x_label, y_label="cumulative USD"
             )
         )
     else:

@@ -8,6 +8,7 @@ not as an "actual" score against its prediction.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,9 @@ LABELS = {1: "goal", 0: "neutral", -1: "dead end"}
 # Where an iteration's task-model spend went (the iteration line's ``spend``), in the order a reader follows it.
 SPEND_PARTS = {"predict": "predicting", "check": "checking", "measure": "measuring"}
 ENTRIES = ("evals", "tokens", "usd")
+# The role of the task model's calls in ``spend.jsonl`` (every other role is the proposer's: its model, its planning
+# subagents, a coding agent).
+TASK_ROLE = "task"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class RunView:
     graph_problem: str | None = None
     # Everything the run spent (``spend.jsonl``: tokens, usd, calls); ``None`` when it cannot be totalled.
     spent: dict[str, float] | None = None
+    # What the proposer's own calls cost (``spend.jsonl`` lines of any role but the task model's): tokens, usd.
+    proposer_spent: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def load(cls, run: RunDirectory) -> RunView:
@@ -67,11 +73,13 @@ class RunView:
         except InputError as exc:
             saved, problem = None, f"the program graph was rebuilt from the candidates: {exc}"
         graph = program_graph.sync(saved, records)
+        proposer: dict[str, float] = {}
         try:
             spent: dict[str, float] | None = run.spent()
+            proposer = _proposer_spend(run.spend.records())
         except InputError as exc:  # a damaged spend line: the report still shows the rest, and says so
             spent, problem = None, "; ".join(filter(None, [problem, f"the run's spend cannot be totalled: {exc}"]))
-        return cls(run.path, run.settings(), records, run.log_records(), test, holdout, graph, problem, spent)
+        return cls(run.path, run.settings(), records, run.log_records(), test, holdout, graph, problem, spent, proposer)
 
     @property
     def best(self) -> Candidate | None:
@@ -236,29 +244,47 @@ class RunView:
         return rows
 
     def spend_story(self) -> tuple[list[list[str]], list[str]]:
-        """The run's spend at a glance: rows ``[what, evals, tokens, USD]`` (predicting, checking, measuring, the
-        model calls outside them, everything) and one note per budget (the run's caps, each iteration's budget)."""
+        """The run's spend at a glance, in what the run was charged (a call answered by the response cache or by a
+        replay of recorded calls is free): rows ``[what, evals, tokens, USD]`` and one note per budget (the run's caps,
+        each iteration's budget).
+
+        The rows add up to the last, ``everything``, which is the total of ``spend.jsonl`` (what the caps count and
+        the cost chart ends at): predicting, checking and measuring (the iteration lines' ``spend``), judging on the
+        held-out examples and the test split (their saved results), the proposer's own model calls (``spend.jsonl``
+        by role), and what is left: task-model calls of an evaluation stopped before its result was recorded (an
+        older run, which did not split its iterations' spend: predicting, checking and those). Below the total, the
+        free calls: what the cached and replayed calls would have cost, counted in no total."""
         spends = self.iteration_spend()
         split = bool(spends) and all(s.parts["predict"] is not None for s in spends)
-        rows = []
+        rows: list[list[str]] = []
+        counted: list[Mapping[str, float] | None] = []
         for key, name in SPEND_PARTS.items():
             if not spends or any(s.parts[key] is None for s in spends):
                 rows.append([name, "not recorded", "", ""])
                 continue
-            summed = _summed([s.parts[key] for s in spends])
-            rows.append([name, f"{summed['evals']:g}", f"{summed['tokens']:,.0f}", f"${summed['usd']:.4f}"])
+            part = _summed([s.parts[key] for s in spends])
+            counted.append(part)
+            rows.append(_spend_row(name, part))
+        for name, results in (("judging on held-out examples", self.holdout), ("the test split", self.test)):
+            if results:
+                part = _summed([ev.spend().to_json() for ev in results.values()])
+                counted.append(part)
+                rows.append(_spend_row(name, part))
         if self.spent is not None:
-            parted = _summed([part for s in spends for part in s.parts.values()])
-            other = {e: max(0.0, float(self.spent.get(e, 0.0)) - parted[e]) for e in ("tokens", "usd")}
-            rows.append(
-                [
-                    "the proposer model and other calls" if split else "predicting, checking and proposing",
-                    "",
-                    f"{other['tokens']:,.0f}",
-                    f"${other['usd']:.4f}",
-                ]
-            )
-            rows.append(["everything", "", f"{self.spent.get('tokens', 0):,.0f}", f"${self.spent.get('usd', 0):.4f}"])
+            if self.proposer_spent.get("tokens") or self.proposer_spent.get("usd"):
+                counted.append(self.proposer_spent)
+                rows.append(_spend_row("the proposer model", {"evals": math.nan, **self.proposer_spent}))
+            parted = _summed(counted)
+            left = {e: max(0.0, float(self.spent.get(e, 0.0)) - parted[e]) for e in ("tokens", "usd")}
+            if not split:
+                rows.append(_spend_row("predicting, checking and other calls", {"evals": math.nan, **left}))
+            elif left["tokens"] >= 0.5 or left["usd"] >= 5e-5:
+                name = "task-model calls of evaluations stopped before they were recorded"
+                rows.append(_spend_row(name, {"evals": math.nan, **left}))
+            rows.append(_spend_row("everything (spend.jsonl)", {"evals": math.nan, **self.spent}))
+        free = self.free_calls()
+        if free["tokens"]:
+            rows.append(_spend_row("cached and replayed calls: free, in no total", free))
         caps = {k: v for k, v in (self.config.get("run_budget") or {}).items() if _number(v) is not None}
         notes = ["run budget: " + (", ".join(f"{k} {v:g}" for k, v in caps.items()) if caps else "no cap")]
         for s in spends:
@@ -270,6 +296,34 @@ class RunView:
             shares = ", ".join(f"{used[k]:,.4g} of {v:,.4g} {k}" for k, v in limits.items())
             notes.append(f"iteration {s.iteration}: {what} spent {shares} (its budget)")
         return rows, notes
+
+    def free_calls(self) -> dict[str, float]:
+        """What the calls answered for free cost where they were first made: example-evaluations and tokens of every
+        evaluation (validation stages, held-out, test) beyond what the run was charged for it; USD 0."""
+        evaluations = [r.evaluation for r in self.records if r.evaluation is not None]
+        evaluations += [*self.holdout.values(), *self.test.values()]
+        evals = tokens = 0.0
+        for ev in evaluations:
+            charged = ev.spend()
+            evals += max(0.0, ev.examples - charged.evals)
+            tokens += max(0.0, ev.cost.get("input_tokens", 0.0) + ev.cost.get("output_tokens", 0.0) - charged.tokens)
+        return {"evals": evals, "tokens": tokens, "usd": 0.0}
+
+    def spent_over_time(self) -> list[tuple[str, float, dict[str, float]]]:
+        """The run's charged spend as it grew: ``(when, x, spent)`` after each iteration (its line's ``spent``, the
+        ``spend.jsonl`` total at that moment), then the whole run's total when anything was spent after the last
+        iteration (a test split, judging, a stopped session), so the last point is the ``everything`` of
+        ``spend_story``."""
+        points = [
+            (f"after iteration {it}", float(it), dict(line.get("spent") or {}))
+            for it, line in sorted(self.iterations().items())
+        ]
+        if self.spent is not None:
+            last = points[-1][2] if points else {}
+            if any(float(self.spent.get(e, 0.0)) != float(last.get(e, 0.0)) for e in ("tokens", "usd")) or not points:
+                x = points[-1][1] + 1.0 if points else 0.0
+                points.append(("the whole run (spend.jsonl)", x, dict(self.spent)))
+        return points
 
     def proposer_failures(self) -> list[tuple[int, str]]:
         """(iteration, error) of every time the proposer raised (``proposer_failure`` lines; older runs recorded it
@@ -333,6 +387,23 @@ def _number(value: object) -> float | None:
 def _count(n: int, noun: str) -> str:
     """``1 seed``, ``2 seeds``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _proposer_spend(lines: list[dict[str, Any]]) -> dict[str, float]:
+    """Tokens and dollars of the ``spend.jsonl`` lines made by any role but the task model's."""
+    mine = [line for line in lines if line.get("role") not in (None, TASK_ROLE)]
+    return {"tokens": float(sum(int(x.get("tokens", 0)) for x in mine)), "usd": sum(float(x["usd"]) for x in mine)}
+
+
+def _spend_row(name: str, spend: Mapping[str, float]) -> list[str]:
+    """``[name, evals, tokens, USD]`` of a spend (evals blank where they are not counted: NaN)."""
+    evals = float(spend.get("evals", 0.0))
+    return [
+        name,
+        "" if math.isnan(evals) else f"{evals:g}",
+        f"{float(spend.get('tokens', 0)):,.0f}",
+        f"${float(spend.get('usd', 0)):.4f}",
+    ]
 
 
 def _summed(spends: list[Mapping[str, float] | None]) -> dict[str, float]:
