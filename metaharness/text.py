@@ -39,7 +39,9 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u
 # Markdown's inline punctuation (CommonMark lets any ASCII punctuation be escaped with a backslash), and what
 # would open a block at the start of a line (a heading, a list item).
 _MARKDOWN = re.compile(r"([\\`*_\[\]~|])")
-_BLOCK_START = re.compile(r"^([-+#]|\d+(?=[.)]))")
+# A heading, a bullet or a thematic break (---): escaped before.
+_BLOCK_MARK = re.compile(r"^(#{1,6}(?= |$)|[-+](?= |$)|-(?=[- ]*$))")
+_ORDERED_MARK = re.compile(r"^\d{1,9}(?=[.)](?: |$))")  # an ordered item: its "." or ")" escaped
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -81,9 +83,10 @@ def visible(text: str) -> str:
     return _INVISIBLE.sub(_escape, text)
 
 
-def terminal(text: str) -> Text:
-    """``text`` for a rich console: ``visible``, and a ``Text`` so that rich reads no markup or emoji code in it."""
-    return Text(visible(text), end="")
+def terminal(text: str, style: str = "") -> Text:
+    """``text`` for a rich console: ``visible``, and a ``Text`` (in ``style``) so that rich reads no markup or emoji
+    code in it."""
+    return Text(visible(text), style=style)
 
 
 def markdown(text: str) -> str:
@@ -91,12 +94,12 @@ def markdown(text: str) -> str:
 
     >>> markdown("<img src=x onerror=alert(1)> [a](b) *c*")
     '&lt;img src=x onerror=alert(1)&gt; \\\\[a\\\\](b) \\\\*c\\\\*'
-    >>> markdown("# 1. not a heading")
-    '\\\\# 1. not a heading'
+    >>> markdown("# 1. not a heading"), markdown("12) not a list"), markdown("-0.012")
+    ('\\\\# 1. not a heading', '12\\\\) not a list', '-0.012')
     """
     flat = " ".join(visible(text).split())
     inline = _MARKDOWN.sub(r"\\\1", html_module.escape(flat, quote=False))
-    return _BLOCK_START.sub(lambda m: m.group() + "\\" if m.group()[0].isdigit() else "\\" + m.group(), inline)
+    return _ORDERED_MARK.sub(r"\g<0>\\", _BLOCK_MARK.sub(r"\\\1", inline))
 
 
 def html(text: str) -> str:

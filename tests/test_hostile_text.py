@@ -45,11 +45,14 @@ HOSTILE = [
     "# heading",
     "- a list item",
     "12. an ordered one",
+    "---",
     "trailing backslash \\",
     "\\[escaped] markup",
 ]
 # Any code point, surrogates included; an adjacent high + low pair reads back from JSON as the character it encodes.
 ANY_TEXT = st.lists(st.integers(0, 0x10FFFF).map(chr), max_size=40).map("".join)
+# The strings, and each of them run into random text.
+TEXTS = st.one_of(st.sampled_from(HOSTILE), ANY_TEXT, st.tuples(st.sampled_from(HOSTILE), ANY_TEXT).map("".join))
 PAIRED = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
@@ -61,7 +64,7 @@ def rendered(text: Text | str) -> str:
     return out.getvalue()
 
 
-@given(ANY_TEXT)
+@given(TEXTS)
 @settings(max_examples=300)
 def test_json_text_round_trips_any_string_and_encodes(text):
     for value in (text, {"error": text, text: [text]}):
@@ -85,7 +88,7 @@ def test_utf8_never_fails_and_keeps_valid_text(text):
         assert data == text.encode("utf-8")
 
 
-@given(ANY_TEXT)
+@given(TEXTS)
 @settings(max_examples=300)
 def test_the_terminal_gets_no_control_sequence_and_no_markup(text):
     shown = rendered(terminal(text))
@@ -115,12 +118,24 @@ def inline_tokens(source: str) -> list:
     return [child for token in tokens if token.type == "inline" for child in token.children or []]
 
 
-@given(ANY_TEXT)
-@settings(max_examples=300)
+MARKDOWN_PLACES = {  # where SUMMARY.md puts a text, and the blocks Markdown may make of the line
+    "{}": ["paragraph"],
+    "- {}": ["bullet_list", "list_item", "paragraph"],
+    "- iteration 3: {}": ["bullet_list", "list_item", "paragraph"],
+    "c001 val 0.5: {}": ["paragraph"],
+}
+
+
+@given(TEXTS)
+@settings(max_examples=500)
 def test_markdown_text_is_only_text_wherever_it_stands(text):
     cell = markdown(text)
     expected = " ".join(visible(text).split())
-    for source in (cell, f"- iteration 3: {cell}", f"c001 val 0.5: {cell}  "):
+    for place, blocks in MARKDOWN_PLACES.items():
+        source = place.format(cell)
+        tokens = MarkdownIt("commonmark").enable("table").enable("strikethrough").parse(source)
+        opened = [t.type.removesuffix("_open") for t in tokens if t.type.endswith("_open")]
+        assert opened == blocks or (not expected and opened == blocks[: len(opened)]), (text, source, opened)
         children = inline_tokens(source)
         assert {child.type for child in children} <= {"text"}, (text, source, children)
         assert "".join(child.content for child in children).endswith(expected)

@@ -19,12 +19,13 @@ import sys
 import typer
 import typer.main
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from metaharness import __version__
 from metaharness.cli import bench, browse, evaluate, init_task, plan, search
 from metaharness.errors import MetaharnessError
+from metaharness.text import terminal
 
 app = typer.Typer(
     name="metaharness",
@@ -80,5 +81,6 @@ def main(argv: list[str] | None = None) -> None:
         assert isinstance(command, TyperGroup)  # the app has subcommands
         plain_flags(command)(args=argv, prog_name="metaharness")
     except MetaharnessError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)  # the message is text, not markup
+        # The message may quote a harness's error: text, not markup (metaharness.text).
+        err.print(Text.assemble(("error:", "bold red"), " ", terminal(str(exc))))
         sys.exit(exc.exit_code)

@@ -17,6 +17,7 @@ from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.errors import InputError
 from metaharness.store import GitStore, RunDirectory
 from metaharness.store.git_store import METADATA_FILE, readable_note, result_ref
+from metaharness.text import terminal, visible
 
 RUNS_ROOT = Path("runs")
 RUN_DIR_HELP = "Run directory, or a run's name under runs/ (default: this directory if it is a run, else the latest)."
@@ -100,7 +101,7 @@ def history(
             f"{pred:.3f}" if isinstance(pred, (int, float)) else "",
             f"{r.evaluation.cost.get('context_tokens', 0):.0f}" if r.evaluation else "",
             f"{r.evaluation.cost.get('usd', 0):.4f}" if r.evaluation else "",
-            (r.summary + (f" -- {r.error.splitlines()[0]}" if r.error else ""))[:90],
+            terminal((r.summary + (f" -- {r.error.splitlines()[0]}" if r.error else ""))[:90]),
         )
     out.print(table)
     if predicted:
@@ -110,7 +111,7 @@ def history(
         for col in PREDICTED_HEADERS:
             waiting.add_column(col)
         for row in view.predicted_rows():
-            waiting.add_row(*row[:-1], row[-1][:60])
+            waiting.add_row(*row[:-1], terminal(row[-1][:60]))
         out.print(waiting)
     for note in view.notes():
         out.print(f"[yellow]{note}[/]")
@@ -133,14 +134,15 @@ def history(
 
 
 def _print_code(out: Console, text: str, lexer: str) -> None:
-    """Highlighted on a terminal; plain text when piped (no padding, easy to grep)."""
+    """Highlighted on a terminal; plain text when piped (no padding, easy to grep). A model wrote the program: its
+    control characters are shown as escapes, and no markup or emoji code in it is read (metaharness.text)."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from rich.syntax import Syntax
 
     if out.is_terminal:
-        out.print(Syntax(text, lexer, line_numbers=lexer == "python"))
+        out.print(Syntax(visible(text), lexer, line_numbers=lexer == "python"))
     else:
-        out.print(text, markup=False, highlight=False, soft_wrap=True)
+        out.print(terminal(text), soft_wrap=True)
 
 
 def _deprecated_run_option() -> Any:
@@ -169,10 +171,10 @@ def show(
     out.print(
         f"[bold]{r.id}[/]  val {r.result(4)}{mark}  ({state}; iteration {r.iteration}, parent {r.parent or 'root'})"
     )
-    out.print(f"summary: {r.summary}")
+    out.print("summary:", terminal(r.summary))  # a proposer's texts and a harness's error: shown inert
     if r.hypothesis:
-        out.print(f"hypothesis: {r.hypothesis}")
-    out.print(readable_note(stored.note).rstrip(), markup=False)
+        out.print("hypothesis:", terminal(r.hypothesis))
+    out.print(terminal(readable_note(stored.note).rstrip()))
     if r.trace:
         out.print(f"trace: {path / r.trace}")
     if source:
@@ -203,7 +205,7 @@ def diff(
     out = console()
     delta = f"  ({rb.score - ra.score:+.4f})" if ra.supported and rb.supported else ""
     out.print(f"{ra.id} val {ra.result(4)}  ->  {rb.id} val {rb.result(4)}{delta}")
-    out.print(f"{rb.id}: {rb.summary}")
+    out.print(f"{rb.id}:", terminal(rb.summary))
     text = rd.store.repo.git.diff(a, b, "--", HARNESS_FILE)
     _print_code(out, text, "diff") if text else out.print("(the programs are identical)")
 

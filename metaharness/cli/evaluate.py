@@ -21,6 +21,7 @@ from metaharness.runner.task import seed_sources
 from metaharness.tasks import CustomTask, open_task
 from metaharness.tasks.custom.spec import flat_settings
 from metaharness.tasks.protocol import Task
+from metaharness.text import terminal
 
 
 def _resolve(candidate: str, task: Task, folder: Path) -> Path:
@@ -90,6 +91,7 @@ def eval_command(
 
         report = evaluate(harness, task, split, model=task_model, limit=limit, workers=workers, progress=progress)
 
+    summary, records = report.write(folder)  # first: what was measured is kept whatever printing meets
     metric = f"metric {task.metric.name}" if isinstance(task, CustomTask) else "paper metric"
     table = Table(title=f"{harness} on {task.name}/{split} with {report.model}")
     table.add_column("metric")
@@ -106,9 +108,9 @@ def eval_command(
     console.print(table)
     if report.errors:
         first = next(r for r in report.records if r.error)
-        reason = (first.error or "").splitlines()[0]
-        console.print(f"[yellow]{report.errors} example(s) failed; first ({first.id}):[/] {reason}")
-    summary, records = report.write(folder)
+        reason = next(iter((first.error or "").splitlines()), "")
+        # The harness's error text, shown inert (metaharness.text): no markup, no control sequence.
+        console.print(f"[yellow]{report.errors} example(s) failed; first ({first.id}):[/]", terminal(reason))
     console.print(f"summary: {summary}\nrecords: {records}")
 
 

@@ -16,6 +16,7 @@ from types import FrameType
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from metaharness.candidate import Candidate
 from metaharness.cli.browse import RUNS_ROOT, console, resolve_run
@@ -44,6 +45,7 @@ from metaharness.store import RunDirectory
 from metaharness.tasks import CustomTask, open_task
 from metaharness.tasks.custom.spec import flat_settings
 from metaharness.tasks.protocol import Task
+from metaharness.text import terminal
 
 
 def optimize_command(
@@ -334,7 +336,7 @@ class ProgressEvents(RunEvents):
         )
 
     def note(self, text: str) -> None:
-        self.progress.console.print(f"[yellow]{text}[/]")
+        self.progress.console.print(terminal(text, "yellow"))  # a note may quote a proposer's or a harness's text
 
     def iteration_started(self, iteration: int, total: int) -> None:
         self.iteration = "seeds" if iteration == 0 else f"iteration {iteration}/{total}"
@@ -352,12 +354,16 @@ class ProgressEvents(RunEvents):
 
     def candidate_finished(self, candidate: Candidate) -> None:
         c = candidate
+        # The error and the summary are a harness's and a proposer's text: shown inert (metaharness.text).
         if c.failed:
-            line = f"[red]{c.id} failed[/] ({c.parent or 'root'}): {(c.error or '').splitlines()[0][:160]}"
+            error = next(iter((c.error or "").splitlines()), "")
+            line = Text.assemble((f"{c.id} failed", "red"), f" ({c.parent or 'root'}): ", terminal(error[:160]))
         elif c.implemented:
-            line = f"{c.id} implemented, not evaluated ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
+            line = Text(f"{c.id} implemented, not evaluated ({c.parent or 'root'} -> {c.id}) ")
+            line.append_text(terminal(c.summary[:100]))
         else:
-            line = f"{c.id} val [bold]{c.result()}[/] ({c.parent or 'root'} -> {c.id}) {c.summary[:100]}"
+            line = Text.assemble(f"{c.id} val ", (c.result(), "bold"), f" ({c.parent or 'root'} -> {c.id}) ")
+            line.append_text(terminal(c.summary[:100]))
         self.progress.console.print(line)
 
 
@@ -398,7 +404,7 @@ def final_table(console: Console, run_dir: Path, outcome: Outcome) -> None:
     table.add_column("summary", no_wrap=True)
     for c, row in zip(shown.values(), rows, strict=True):
         summary = c.summary if len(c.summary) <= room else c.summary[: room - 1] + "…"
-        table.add_row(*(row[col] for col in columns), summary)
+        table.add_row(*(row[col] for col in columns), terminal(summary))
     console.print(table)
     console.print(
         f"{len(view.records)} candidates, {outcome.iterations_done} iterations done"
