@@ -694,7 +694,7 @@ class SmallContext(ScriptedModel):
     context_window = 4096
 
 
-def test_a_prompt_the_context_cannot_hold_is_refused_untokenised_and_charged(tmp_path):
+def test_a_prompt_the_context_cannot_hold_is_refused_untokenised_and_not_charged(tmp_path):
     backend = SmallContext("x")
     ledger = Ledger()
     client = Client("openai:scripted-test", backend, cache=None, ledger=ledger)
@@ -708,7 +708,7 @@ def test_a_prompt_the_context_cannot_hold_is_refused_untokenised_and_charged(tmp
     )
     assert_refused(found)
     assert "the prompt holds 3,000,000 characters, more than the 65,536" in found["3,000,000 characters"]
-    assert backend.requests == [] and ledger.tokens == 750_000  # charged once: 4 characters a token
+    assert backend.requests == [] and ledger.tokens == 0  # it cost no model time: nothing is charged
 
 
 def test_requests_past_the_size_limits_are_refused(tmp_path):

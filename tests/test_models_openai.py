@@ -3,6 +3,8 @@ embedded model, through a proxy that counts requests and injects faults."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import jsonschema
 import pytest
 from model_server import ADD_TOOL, ANSWER_SCHEMA, FaultProxy
@@ -10,6 +12,8 @@ from model_server import ADD_TOOL, ANSWER_SCHEMA, FaultProxy
 from metaharness.errors import ConfigurationError
 from metaharness.models import ChatRequest, ResponseCache, RetriesExhausted, RetryPolicy, Tool, connect
 from metaharness.models.llama_server import free_port
+from metaharness.models.openai_api import listed_window, overflow_window
+from metaharness.models.protocol import ContextOverflow, context_window
 
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.05)
 
@@ -147,3 +151,29 @@ def test_required_tool_choice_is_emulated_where_the_server_ignores_it(proxy):
     assert call.name in ("add", "multiply")
     jsonschema.validate(call.arguments, ADD_TOOL.parameters)
     assert "tools" not in proxy.bodies[-1] and proxy.bodies[-1]["response_format"]["type"] == "json_object"
+
+
+def test_the_context_window_is_read_from_the_server_and_a_prompt_past_it_costs_nothing(proxy):
+    """llama-cpp-python's server says its window nowhere: the backend asks it once for a prompt longer than any
+    context, and reads the window from the refusal; a harness then fits its prompts as in process (lm.context_window).
+    A prompt past the window is refused before anything is computed: ContextOverflow, as the embedded model raises,
+    and nothing charged."""
+    client = client_for(proxy)
+    before = proxy.posts()
+    assert context_window(client) == 4096 == client.backend.context_window  # the server runs with --n_ctx 4096
+    assert proxy.posts() == before + 1  # one probe, then the window is known
+    assert context_window(client) == 4096 and proxy.posts() == before + 1
+    with pytest.raises(ContextOverflow) as refused:
+        client.complete(ask("word " * 5000, max_tokens=4))
+    assert refused.value.window == 4096 and "context" in str(refused.value)
+    assert client.ledger.tokens == 0 and client.ledger.totals()["calls"] == 0
+
+
+def test_what_a_server_says_of_its_window_is_read_in_every_form():
+    assert overflow_window("This model's maximum context length is 8192 tokens. However, you requested 9000") == 8192
+    assert overflow_window("request (5000 tokens) exceeds the available context size (4096 tokens), try again") == 4096
+    assert overflow_window("Requested tokens (5000) exceed context window of 2048") == 2048
+    assert overflow_window("Invalid value for temperature") is None
+    assert listed_window(SimpleNamespace(id="m", model_extra={"max_model_len": 32768})) == 32768  # vLLM
+    assert listed_window(SimpleNamespace(id="m", model_extra={"context_length": 131072})) == 131072
+    assert listed_window(SimpleNamespace(id="m", model_extra={}, owned_by="me")) is None

@@ -28,8 +28,6 @@ MAX_SCHEMA_CHARS = 32_000
 MAX_SCHEMA_DEPTH = 32
 MAX_STOP_SEQUENCES = 16
 MAX_STOP_CHARS = 200
-# A refused request is charged as if its prompt had one token per this many characters.
-CHARS_PER_CHARGED_TOKEN = 4
 # Room for the marker: the parent cuts at a cap plus this, so a text the worker already cut passes unchanged.
 MARKER_CHARS = 100
 

@@ -5,9 +5,9 @@ JSON requests through its pipe. Each call is checked before it costs anything (m
 prompt's size, ``max_tokens``, ``temperature``, ``stop``, ``json_schema`` and its size; ``.bounds``), run, and
 recorded for the trace with its tokens, latency, cache status and dollars. A failure of one call (bad arguments,
 a prompt too large, context overflow, invalid structured output) goes back to the harness as an error it may
-catch, and a refused call is charged as if it ran (``CallRecorder``); failures of the whole run (a reached budget
-cap, a missing key, an unreachable server, a spend journal or response cache that cannot be written) are raised
-so the evaluation stops with a clear message, and the harness is not answered.
+catch; a refused call cost no model time and is charged nothing (``CallRecorder``); failures of the whole run (a
+reached budget cap, a missing key, an unreachable server, a spend journal or response cache that cannot be
+written) are raised so the evaluation stops with a clear message, and the harness is not answered.
 
 Jobs that run in other processes (joblib's Dask, Ray or loky backends) reach the same client through
 ``ProxyServer``: a pickled ``ModelRef`` carries no client and no key, only the address of a TCP server
@@ -25,7 +25,6 @@ an outage is systemic, so the evaluation stops and scores nothing rather than sc
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import json
 import os
@@ -39,7 +38,6 @@ from typing import TypedDict
 
 from metaharness.errors import BudgetExceeded, ConfigurationError, MetaharnessError, ModelUnavailable, StorageFailure
 from metaharness.evaluation.bounds import (
-    CHARS_PER_CHARGED_TOKEN,
     MAX_CALL_TEXT_CHARS,
     MAX_CHARS_PER_TOKEN,
     MAX_EXAMPLE_TRACE_CHARS,
@@ -53,13 +51,11 @@ from metaharness.evaluation.bounds import (
 )
 from metaharness.evaluation.records import CallRecord, LMReply, TracedMessage
 from metaharness.json_types import JSONObject, JSONValue
-from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import (
     ChatRequest,
     ChatResult,
     ModelClient,
     StructuredOutputError,
-    Usage,
     context_window,
 )
 
@@ -249,30 +245,15 @@ def _traced(messages: JSONValue, limit: int = MAX_CALL_TEXT_CHARS) -> list[Trace
     return kept
 
 
-def _prompt_tokens(payload: JSONObject) -> int:
-    """What a refused request is charged: one token per ``CHARS_PER_CHARGED_TOKEN`` characters of its messages."""
-    messages = payload.get("messages")
-    if not isinstance(messages, list):
-        messages = [{"content": str(messages or "")}]
-    contents = [m.get("content") if isinstance(m, dict) else None for m in messages]
-    chars = sum(len(content) for content in contents if isinstance(content, str))
-    return -(-chars // CHARS_PER_CHARGED_TOKEN)
-
-
-def _refusal_key(spec: str, payload: JSONObject) -> str:
-    """The ledger's key of a refused request: refused again in the same run, it is not charged twice."""
-    text = json.dumps({"refused": spec, "payload": payload}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
-
-
 class CallRecorder:
     """Answers the calls of one example and keeps their records (``calls``) for its trace.
 
     Each request is checked before it costs anything (``_build_request``: the size of its prompt, messages, stop
-    list and schema, its options). A request refused here or by the model is charged as if it ran, at
-    ``_prompt_tokens`` (once per run: ``_refusal_key``), so refused requests are no free way to spend the parent's
-    time; the harness gets the reason as an error. A failure of the run itself (a cap, an unreachable model, a
-    journal or cache that cannot be written) is raised and stops the evaluation; the harness is not answered.
+    list and schema, its options). A request refused here or by the model (a prompt its context cannot hold:
+    ``ContextOverflow``, refused before anything is computed) is charged nothing, through a server as in process:
+    the harness gets the reason as an error, the trace keeps it, and the per-example call limit bounds how many a
+    harness can make. A failure of the run itself (a cap, an unreachable model, a journal or cache that cannot be
+    written) is raised and stops the evaluation; the harness is not answered.
     The messages kept in the trace are cut to ``MAX_CALL_TEXT_CHARS`` per call and ``MAX_EXAMPLE_TRACE_CHARS`` for
     all the calls of the example."""
 
@@ -306,7 +287,7 @@ class CallRecorder:
         try:
             request = _build_request(payload, max_prompt_chars(client))
         except ValueError as exc:
-            return self._refused(record, payload, f"bad lm() call: {exc}")
+            return self._refused(record, f"bad lm() call: {exc}")
         try:
             result = client.complete(request, role="task")
         except ModelUnavailable as exc:
@@ -325,7 +306,7 @@ class CallRecorder:
             error = record["error"] = f"{type(exc).__name__}: {exc}"
             return {"error": error}
         except Exception as exc:  # noqa: BLE001 - one call's failure goes back to the harness
-            return self._refused(record, payload, f"{type(exc).__name__}: {exc}")
+            return self._refused(record, f"{type(exc).__name__}: {exc}")
         record.update(
             {
                 "response": result.text,
@@ -340,18 +321,9 @@ class CallRecorder:
         )
         return {"text": result.text, "parsed": result.parsed}
 
-    def _refused(self, record: CallRecord, payload: JSONObject, error: str) -> LMReply:
-        """Charge a refused request as if it ran (see the class docstring) and answer the harness with ``error``."""
+    def _refused(self, record: CallRecord, error: str) -> LMReply:
+        """Answer a refused request with ``error`` (see the class docstring: nothing is charged)."""
         record["error"] = error
-        record["input_tokens"] = tokens = _prompt_tokens(payload)
-        client = self.model.client
-        ledger = getattr(client, "ledger", None)
-        if isinstance(ledger, Ledger) and tokens:
-            key = _refusal_key(client.spec, payload)
-            if not ledger.charged_before(key):
-                ledger.check(client.spec)
-                record["usd"] = ledger.record(client.spec, "task", Usage(input_tokens=tokens), key=key)
-                record["charged"] = True
         return {"error": error}
 
 

@@ -42,9 +42,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from metaharness.errors import ConfigurationError, InputError, ModelUnavailable
+from metaharness.errors import ConfigurationError, ModelUnavailable
 from metaharness.json_types import JSONObject
-from metaharness.models.protocol import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
+from metaharness.models.protocol import ChatRequest, ChatResult, Choice, ContextOverflow, TokenLogprob, ToolCall, Usage
 from metaharness.models.spec import ModelSpec
 
 if TYPE_CHECKING:  # optional (the local extra) and heavy: imported on first use
@@ -290,9 +290,10 @@ class LocalBackend:
                     out = cast("dict[str, Any]", llama.create_chat_completion(**arguments))
                 except ValueError as exc:
                     if "context window" in str(exc):
-                        raise InputError(
-                            f"The prompt does not fit the local model's context of {self.n_ctx} tokens ({exc}). "
-                            f"Shorten it, or connect with a larger n_ctx."
+                        raise ContextOverflow(
+                            f"The prompt does not fit the context of {self.spec} ({self.n_ctx} tokens): {exc}. "
+                            f"Shorten it, or connect with a larger n_ctx.",
+                            self.n_ctx,
                         ) from exc
                     raise
                 reused = llama.remember()

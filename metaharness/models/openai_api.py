@@ -12,12 +12,22 @@ detected from the server's ``GET /models`` listing (``owned_by``):
 
 An unknown server starts as OpenAI-like; if it rejects a ``json_schema`` response format it is switched to
 ``json_object`` + schema, and if it returns fewer than ``n`` choices the rest are requested one at a time.
+
+A server's context window (``OpenAIBackend.context_window``) is read from the server on first use, so a harness
+fits its prompts to the same window through a server as in process (``lm.context_window``): from the model's entry in
+``GET /models`` (vLLM's ``max_model_len``, or ``context_length`` / ``context_window``), from llama.cpp's ``GET /props``
+(``n_ctx``), and from llama-cpp-python's server, which says it nowhere, by asking it for a prompt longer than any
+context it can hold: it refuses after tokenising, before computing anything, with its window in the refusal. A
+refusal for a prompt too long (HTTP 400, "maximum context length is N tokens") raises ``ContextOverflow``, as the
+embedded model does, and teaches the backend the window. OpenAI's own API says no window: ``None``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -29,6 +39,7 @@ from metaharness.models.protocol import (
     ChatRequest,
     ChatResult,
     Choice,
+    ContextOverflow,
     TokenLogprob,
     ToolCall,
     UnsupportedFeature,
@@ -71,6 +82,31 @@ DIALECTS: dict[str, Dialect] = {
 
 # ``owned_by`` of the first entry of ``GET /models`` -> dialect.
 _OWNED_BY = {"me": "llama-cpp-python", "llamacpp": "llama.cpp", "vllm": "vllm", "library": "ollama", "ollama": "ollama"}
+
+log = logging.getLogger("metaharness.models")
+# How servers word a refusal of a prompt longer than the context (OpenAI, vLLM, llama-cpp-python; llama.cpp).
+_OVERFLOW = re.compile(r"maximum context length is (\d+)|context (?:size|window|length)[^0-9]{0,40}\(?(\d+)", re.I)
+# Fields of a model's entry in ``GET /models`` that give its context window (vLLM; OpenRouter, LM Studio and others).
+_WINDOW_FIELDS = ("max_model_len", "context_length", "context_window")
+# Words of the prompt that asks llama-cpp-python's server for its window: more tokens than any context it can hold,
+# so it is refused after tokenising (about a second), never computed.
+PROBE_WORDS = 1 << 20
+
+
+def overflow_window(message: str) -> int | None:
+    """The context window a server's refusal of a too-long prompt states (None: the message is no such refusal)."""
+    found = _OVERFLOW.search(message)
+    return int(found.group(1) or found.group(2)) if found else None
+
+
+def listed_window(entry: object) -> int | None:
+    """The context window a model's entry in ``GET /models`` states, if any (``_WINDOW_FIELDS``)."""
+    extra = getattr(entry, "model_extra", None) or {}
+    for name in _WINDOW_FIELDS:
+        value = extra.get(name, getattr(entry, name, None))
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def tool_call_to_openai(call: ToolCall | dict[str, Any]) -> JSONObject:
@@ -139,7 +175,11 @@ class OpenAIBackend:
         )
         self.base_url = str(self.client.base_url).rstrip("/")
         self.dialect: Dialect | None = DIALECTS[server or "openai"] if (server or hosted) else None
+        self.hosted = hosted
         self._detect_lock = threading.Lock()
+        self._window_lock = threading.Lock()
+        self._window: int | None = None
+        self._window_known = False  # read from the server (or learnt from a refusal), even if it says none
         self.slots = backend_slots(f"openai@{self.base_url}", transport.max_concurrency)
 
     # -- server differences -------------------------------------------------------------------------------------
@@ -156,6 +196,65 @@ class OpenAIBackend:
         with self._detect_lock:
             if self.dialect is not None:
                 self.dialect = replace(self.dialect, **changes)
+
+    # -- the context window -------------------------------------------------------------------------------------
+
+    @property
+    def context_window(self) -> int | None:
+        """The served model's context window in tokens, read from the server once (see the module docstring);
+        ``None`` when the server does not say, or cannot be asked now (asked again next time)."""
+        with self._window_lock:
+            if not self._window_known:
+                try:
+                    self._window = self._read_window()
+                    self._window_known = True
+                except Exception as exc:  # noqa: BLE001 - unknown is an answer; the call itself reports the server
+                    log.warning("could not read the context window of %s from %s: %s", self.spec, self.base_url, exc)
+            return self._window
+
+    def _learn_window(self, window: int) -> None:
+        with self._window_lock:
+            self._window, self._window_known = window, True
+
+    def _read_window(self) -> int | None:
+        if self.hosted:
+            return None
+        listing = self.retry.run(lambda: self.client.models.list(), classify=self._classify, slots=self.slots)
+        entries = list(listing.data)
+        entry = next((m for m in entries if m.id == self.spec.model), entries[0] if entries else None)
+        window = listed_window(entry)
+        if window is not None:
+            return window
+        name = self._current_dialect().name
+        if name == "llama.cpp":
+            return self._props_window()
+        if name == "llama-cpp-python":
+            return self._probe_window()
+        return None
+
+    def _props_window(self) -> int | None:
+        """llama.cpp's ``GET /props`` (at the server's root): ``default_generation_settings.n_ctx``."""
+        root = self.base_url.removesuffix("/v1")
+        props = self.client.get(f"{root}/props", cast_to=object)
+        settings = props.get("default_generation_settings", {}) if isinstance(props, dict) else {}
+        value = settings.get("n_ctx", props.get("n_ctx") if isinstance(props, dict) else None)
+        return value if isinstance(value, int) and value > 0 else None
+
+    def _probe_window(self) -> int | None:
+        """llama-cpp-python's server: a prompt of ``PROBE_WORDS`` words, refused with the window in the refusal."""
+        # The SDK is heavy: loaded on first use.
+        import openai
+
+        try:
+            self.client.chat.completions.create(
+                model=self.spec.model,
+                messages=[{"role": "user", "content": " 0" * PROBE_WORDS}],
+                max_tokens=1,
+                timeout=120.0,
+            )
+        except openai.BadRequestError as exc:
+            return overflow_window(str(exc.message))
+        return None  # it holds a million tokens: no window to fit
 
     # -- requests -----------------------------------------------------------------------------------------------
 
@@ -205,6 +304,13 @@ class OpenAIBackend:
             try:
                 return self.client.chat.completions.create(**self._params(request, dialect, n, seed))
             except (openai.BadRequestError, openai.UnprocessableEntityError, openai.InternalServerError) as exc:
+                window = overflow_window(str(exc.message)) if exc.status_code == 400 else None
+                if window is not None:  # refused before computing anything: nothing spent
+                    self._learn_window(window)
+                    raise ContextOverflow(
+                        f"The prompt does not fit the context of {self.spec} ({window} tokens): {exc.message}",
+                        window,
+                    ) from exc
                 if exc.status_code == 400 and dialect.temperature and "temperature" in str(exc.message).lower():
                     # A model that takes only its default temperature: stop sending one.
                     self._adapt(temperature=False)

@@ -26,9 +26,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from metaharness.errors import MetaharnessError
+from metaharness.errors import InputError, MetaharnessError
 
 Role = Literal["proposer", "subagent", "task", "agent"]
+
+
+class ContextOverflow(InputError):
+    """The prompt does not fit the model's context window: the model refused the call before computing anything,
+    so nothing was spent. Every backend raises it the same way (the embedded model, and a server's refusal, whose
+    message also teaches the backend its window). ``window``: the context in tokens, when known."""
+
+    def __init__(self, message: str, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
 
 
 class StructuredOutputError(MetaharnessError):
@@ -153,7 +163,7 @@ class ModelClient(Protocol):
 
 def context_window(model: ModelClient) -> int | None:
     """The model's context window in tokens when its client (or the backend it wraps) knows it (``context_window`` or
-    ``n_ctx``)."""
+    ``n_ctx``; a server's backend reads it from the server on first use, ``metaharness.models.openai_api``)."""
     for owner in (model, getattr(model, "backend", None)):
         for name in ("context_window", "n_ctx"):
             value = getattr(owner, name, None)
