@@ -75,6 +75,8 @@ class Evaluation:
     example_scores: list[float] = field(default_factory=list)
     share: int = 0
     increments: list[Increment] = field(default_factory=list)
+    # Scored with no model call: its outputs were the same under stand-in answers (``metaharness.search.model_free``).
+    model_free: bool = False
 
     @property
     def primary(self) -> float:
@@ -113,6 +115,7 @@ class Evaluation:
             example_scores=[*self.example_scores, *more.example_scores],
             share=max(self.share, more.share),
             increments=[*self.increments, *more.increments],
+            model_free=self.model_free and more.model_free,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -133,6 +136,7 @@ class Evaluation:
             example_scores=[float(x) for x in data.get("example_scores", [])],
             share=int(data.get("share", 0)),
             increments=[Increment.from_dict(i) for i in data.get("increments", [])],
+            model_free=bool(data.get("model_free", False)),
         )
 
 

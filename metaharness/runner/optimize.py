@@ -30,6 +30,7 @@ from metaharness.errors import InputError
 from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.models import connect
 from metaharness.models.ledger import Ledger
+from metaharness.models.protocol import context_window
 from metaharness.models.replaying import ReplayingClient
 from metaharness.proposers import check_proposer_model, connect_proposer, get_proposer
 from metaharness.proposers.engines import is_engine
@@ -39,6 +40,7 @@ from metaharness.runner.ledger import run_ledger
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.runner.task import run_task, seeds_of, task_source
 from metaharness.search.loop import LoopEvents, LoopSettings, Optimizer, Outcome, Seed, StopRequest
+from metaharness.search.model_free import ModelFreeCheck
 from metaharness.search.replay import Replayer
 from metaharness.search.staging import ExampleOrder
 from metaharness.store.log import StartLine
@@ -48,6 +50,8 @@ from metaharness.tasks.protocol import Task
 
 # Examples in flight when a program is replayed on recorded calls: no model computes, only the sandboxes run.
 REPLAY_WORKERS = 2
+# Examples in flight in a model-free check: one sandbox (its stand-in answers at once; more would load more copies).
+MODEL_FREE_WORKERS = 1
 
 
 def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None = None, **given: Any) -> RunSettings:
@@ -185,6 +189,12 @@ def _run(
             if replaying is not None
             else None
         )
+        model_free = ModelFreeCheck(
+            lambda client: TaskEvaluator(task, client, workers=MODEL_FREE_WORKERS),
+            [example.target for example in task.load("train")],
+            run_dir / "model-free",
+            context_window(task_client),
+        )
         proposer = get_proposer(
             settings.proposer,
             options=settings.proposer_options,
@@ -208,6 +218,7 @@ def _run(
             spending=costs,
             write_summary=lambda: write_summary_markdown(run),
             replay=replay,
+            model_free=model_free,
         )
         return optimizer.run()
     finally:

@@ -66,6 +66,7 @@ from metaharness.candidate import (
 )
 from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.protocol import CandidateEvaluator, CandidateFailed
+from metaharness.search.model_free import ModelFreeCheck
 from metaharness.search.protocol import Proposal, Proposer, ReplayFunction, RunState
 from metaharness.search.settings import SearchSettings
 from metaharness.search.staging import (
@@ -78,8 +79,10 @@ from metaharness.search.staging import (
     trace_outputs,
 )
 from metaharness.store.crash import crash_point
-from metaharness.store.files import atomic_write_text
+from metaharness.store.files import atomic_write_text, read_jsonl
 from metaharness.store.log import (
+    FreeChecks,
+    Identical,
     IterationFacts,
     IterationLine,
     PhaseSpendLine,
@@ -253,7 +256,9 @@ class Optimizer:
     money its budget leaves, for the proposer); ``write_summary()``, when given, refreshes the run's
     human-readable summary after every iteration and when the run stops; ``replay``, when given, scores a program
     on recorded calls (``metaharness.search.replay.Replayer``): the proposer reads it, and the loop records what it
-    measured as a new candidate's free first stage.
+    measured as a new candidate's free first stage; ``model_free``, when given, finds the candidates whose outputs
+    do not depend on the model's answers and scores them with no model call
+    (``metaharness.search.model_free.ModelFreeCheck``), their whole share at once, the held-out judge too.
     """
 
     def __init__(
@@ -269,10 +274,14 @@ class Optimizer:
         spending: Spending | None = None,
         write_summary: Callable[[], object] | None = None,
         replay: ReplayFunction | None = None,
+        model_free: ModelFreeCheck | None = None,
     ) -> None:
         self.store = store
         self.replay = replay
+        self.model_free = model_free
         self._replayed: dict[str, int] = {}  # candidate -> examples its replay scored (this session)
+        self._model_free: dict[str, int] = {}  # candidate -> examples scored with no model call (this session)
+        self._checks: dict[int, FreeChecks] = {}  # iteration -> what its model-free checks cost
         self.settings = settings
         self.proposer = proposer
         self.evaluator = evaluator
@@ -368,7 +377,9 @@ class Optimizer:
             self._check_stop()
             if not self.store.has(entry.id):
                 self._realise(entry, iteration)
-        record = self._evaluate(iteration, [e.id for e in plan if e.evaluate])
+        proposals = [e.id for e in plan if e.evaluate]
+        self._free_evidence(iteration, proposals)
+        record = self._evaluate(iteration, proposals)
         self._judge()
         candidates = self.store.candidates()
         self.store.log(
@@ -492,7 +503,31 @@ class Optimizer:
             rounds=rounds,
             spend={**phases, "measure": realised},
             replayed={cid: n for cid, n in sorted(self._replayed.items()) if cid in proposals},
+            model_free={cid: n for cid, n in sorted(self._model_free.items()) if cid in proposals},
+            checks=self._checks.get(iteration, FreeChecks()),
+            identical=self._identical(iteration),
         )
+
+    def _identical(self, iteration: int) -> Identical:
+        """The candidates whose outputs equal an earlier candidate's on every example they were scored on, and what
+        ``iteration`` charged to them (the spend that bought nothing new)."""
+        candidates = [c for c in self.store.candidates() if c.evaluated and c.trace is not None]
+        outputs = {c.id: trace_outputs(self.store.path / c.trace) for c in candidates if c.trace is not None}
+        same_as: dict[str, str] = {}
+        charged = 0.0
+        for k, c in enumerate(candidates):
+            mine = outputs[c.id]
+            twin = next(
+                (d.id for d in candidates[:k] if mine and all(outputs[d.id].get(i) == o for i, o in mine.items())),
+                None,
+            )
+            assert c.evaluation is not None
+            stages = [i for i in c.evaluation.increments if i.iteration == iteration]
+            if twin is None or not (stages or c.iteration == iteration):
+                continue
+            same_as[c.id] = twin
+            charged += sum(i.spend.evals for i in stages)
+        return Identical(charged, same_as)
 
     def _score(self, candidate: Candidate, target: int, iteration: int, ids: list[str] | None) -> bool:
         """Score ``candidate`` on more validation examples (``ids``, else the next ones of the order up to
@@ -649,8 +684,6 @@ class Optimizer:
             self._fail(candidate, error)
             return
         self._commit(candidate)
-        if entry.evaluate:
-            self._replay_evidence(candidate, iteration)
 
     def _log_check_spend(self, iteration: int, before: dict[str, float]) -> None:
         """Log what a check cost, when its harness called the model while loading (one example-evaluation)."""
@@ -659,6 +692,55 @@ class Optimizer:
         usd = float(after.get("usd", 0.0)) - float(before.get("usd", 0.0))
         if tokens > 0 or usd > 0:
             self.store.log(PhaseSpendLine(iteration, "check", Spend(1.0, tokens, usd)))
+
+    def _free_evidence(self, iteration: int, proposals: list[str]) -> None:
+        """Score what can be scored for free before any policy decides: each new candidate not scored yet, with no
+        model call when its outputs do not depend on the model's answers (its whole share), else on the recorded
+        calls it repeats (a rerun after a kill does what is left)."""
+        if self.model_free is not None:
+            self.model_free.learn(self._recorded_responses())
+        for cid in proposals:
+            self._check_stop()
+            by_id = {c.id: c for c in self.store.candidates()}
+            candidate = by_id.get(cid)
+            if candidate is None or candidate.failed or candidate.evaluated:
+                continue
+            if not self._model_free_evidence(candidate, iteration):
+                self._replay_evidence(candidate, iteration)
+
+    def _recorded_responses(self) -> list[str]:
+        """The task model's responses in the run's traces, in candidate order (forms of answer the harnesses were
+        written to read: what the model-free check's stand-ins answer with)."""
+        out: list[str] = []
+        for c in self.store.candidates():
+            if c.trace is None or c.evaluation is None or c.evaluation.model_free:
+                continue
+            for record in read_jsonl(self.store.path / c.trace):
+                calls = record.get("calls")
+                for call in calls if isinstance(calls, list) else []:
+                    if isinstance(call, dict) and isinstance(call.get("response"), str):
+                        out.append(call["response"])
+        return out
+
+    def _model_free_evidence(self, candidate: Candidate, iteration: int) -> bool:
+        """Record the candidate's whole share, scored with no model call, when its outputs do not depend on the
+        model's answers (``metaharness.search.model_free``); False when they do (or there is no check)."""
+        if self.model_free is None:
+            return False
+        found = self.model_free(candidate.source, list(self.order.search))
+        checks = self._checks.setdefault(iteration, FreeChecks())
+        self._checks[iteration] = checks.add(found.seconds, found.runs, found.model_free)
+        if found.evaluation is None or found.trace is None:
+            return False
+        crash_point("candidate:evaluated")
+        self.events.candidate_started(
+            candidate.id, f"val +{found.evaluation.examples} (model-free: no model call)", candidate.summary
+        )
+        part = self.store.trace_path(candidate.id, "val").with_name(f"{candidate.id}.val.part.jsonl")
+        atomic_write_text(part, found.trace.read_text(encoding="utf-8"))
+        self._record(candidate, found.evaluation, part, iteration)
+        self._model_free[candidate.id] = found.evaluation.examples
+        return True
 
     def _replay_evidence(self, candidate: Candidate, iteration: int) -> None:
         """Record, at no cost, the candidate's scores on the search examples its nearest evaluated ancestor was

@@ -80,6 +80,7 @@ from metaharness.planner.allocation import (
     shrunk_variance,
     stages,
 )
+from metaharness.search.model_free import record_outputs
 from metaharness.store.files import read_jsonl
 
 Policy = Literal["planner", "greedy", "best-of-n", "halving", "gate", "threshold", "thompson", "all"]
@@ -343,15 +344,9 @@ def per_example_costs(
 
 
 def trace_outputs(path: Path) -> dict[str, str]:
-    """Example id -> the harness's output (its ``prediction``, JSON-encoded; an error as ``error: ...``) of every
-    record of a candidate's trace file (`metaharness.evaluation.records.ExampleRecord` lines), for
+    """Example id -> the harness's output of every record of a candidate's trace file (`record_outputs`), for
     `Standing`'s ``outputs``; a torn line is skipped."""
-    out: dict[str, str] = {}
-    for record in read_jsonl(path):
-        if isinstance(record.get("id"), str):
-            error = record.get("error")
-            out[record["id"]] = f"error: {error}" if error else json.dumps(record.get("prediction"))
-    return out
+    return record_outputs(read_jsonl(path))
 
 
 @dataclass

@@ -7,6 +7,7 @@ written (``metaharness.store.protocol.RunJournal.log_records``): a log holds lin
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
@@ -156,6 +157,34 @@ class PhaseSpendLine(_Line):
 
 
 @dataclass(frozen=True)
+class Identical:
+    """Candidates whose outputs equal an earlier candidate's on every example they were scored on (``same_as``:
+    candidate -> the earlier one) and the example-evaluations an iteration charged to them (``charged``)."""
+
+    charged: float
+    same_as: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class FreeChecks:
+    """What an iteration's model-free checks cost (``metaharness.search.model_free``): the ``candidates`` checked,
+    how many were ``model_free``, the sandbox ``runs`` and their ``seconds`` (no token, no dollar)."""
+
+    candidates: int = 0
+    model_free: int = 0
+    runs: int = 0
+    seconds: float = 0.0
+
+    def add(self, seconds: float, runs: int, model_free: bool) -> FreeChecks:
+        return FreeChecks(
+            self.candidates + 1, self.model_free + int(model_free), self.runs + runs, round(self.seconds + seconds, 3)
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class StagingReport:
     """What an iteration's staged evaluation did: the ``policy`` that decided, the candidates it ``considered``,
     the examples each scored candidate had before and after (``allotted``), the examples each new candidate was
@@ -163,7 +192,11 @@ class StagingReport:
     what the iteration's evaluation spent (``cost``: ``predicted``, ``realised``), what the whole iteration spent
     by phase (``spend``: ``predict``, ``check``, ``measure``; one budget covers them), the ``budget`` the first
     decision had (what the predictions and checks left), its ``reference`` candidate and ``calibration``, what
-    the baselines would have done (``alternatives``), and each round's decision (``rounds``)."""
+    the baselines would have done (``alternatives``), and each round's decision (``rounds``); the new candidates
+    scored with no model call because their outputs do not depend on the model's answers (``model_free``, with
+    what the checks cost: ``checks``), and the example-evaluations charged to candidates whose outputs are
+    identical to an earlier candidate's on every example they were scored on (``identical``: ``charged``, and
+    ``same_as``: candidate -> the earlier one, however it was scored)."""
 
     policy: str
     considered: Sequence[str]
@@ -177,6 +210,9 @@ class StagingReport:
     rounds: Sequence[Mapping[str, object]]
     spend: Mapping[str, Spend] = field(default_factory=dict)
     replayed: Mapping[str, int] = field(default_factory=dict)
+    model_free: Mapping[str, int] = field(default_factory=dict)
+    checks: FreeChecks = field(default_factory=FreeChecks)
+    identical: Identical = field(default_factory=lambda: Identical(0.0, {}))
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -184,6 +220,9 @@ class StagingReport:
             "considered": list(self.considered),
             "allotted": {cid: list(examples) for cid, examples in self.allotted.items()},
             "replayed": dict(self.replayed),
+            "model_free": dict(self.model_free),
+            "checks": self.checks.to_json(),
+            "identical": {"charged": self.identical.charged, "same_as": dict(self.identical.same_as)},
             "cost": {"predicted": self.predicted.to_json(), "realised": self.realised.to_json()},
             "spend": {phase: self.spend.get(phase, Spend()).to_json() for phase in PHASES},
             "budget": self.budget.to_json(),

@@ -1,0 +1,129 @@
+"""A program whose outputs do not depend on the model's answers is found before anything is spent and scored with
+no model call; one that reads the answers, however it reads them, is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import ScriptedModel, ScriptedProposer, ToyTask
+from test_one_budget import TAGGED, diagnose, harness
+
+from metaharness.budget import SearchBudget, Spend
+from metaharness.evaluation.task_evaluator import TaskEvaluator
+from metaharness.models.cache import ResponseCache
+from metaharness.models.client import Client
+from metaharness.models.ledger import Ledger
+from metaharness.models.protocol import ChatRequest
+from metaharness.models.stand_in import StandInClient, schema_value
+from metaharness.search.loop import LoopSettings, Optimizer, Seed
+from metaharness.search.model_free import ModelFreeCheck
+from metaharness.search.protocol import Proposal
+from metaharness.search.settings import SearchSettings
+from metaharness.store import RunDirectory
+
+ANSWERS = ["dengue", "fungal infection", "psoriasis"]
+IDS = ["val-0000", "val-0001", "val-0002"]
+# Calls the model, then answers by a rule of its own: the output cannot depend on what the model said.
+IGNORES = harness(answer="'[DIAGNOSIS]' + ('dengue' if 'fever' in x else 'psoriasis') + '[/DIAGNOSIS]'")
+# Reads the answer only when it comes in one form, the form its own few-shot turn shows.
+FORMAT = (
+    "class Harness:\n"
+    "    def __init__(self, lm, train):\n"
+    "        self.lm = lm\n"
+    "    def predict(self, x):\n"
+    "        shots = [{'role': 'user', 'content': 'fever'}, {'role': 'assistant', 'content': 'Answer: dengue'}]\n"
+    "        said = self.lm(shots + [{'role': 'user', 'content': x}])\n"
+    "        label = said.split('Answer:', 1)[1].strip() if said.startswith('Answer:') else 'psoriasis'\n"
+    "        return '[DIAGNOSIS]' + label + '[/DIAGNOSIS]'\n"
+)
+CONSTRAINED = (
+    "class Harness:\n"
+    "    def __init__(self, lm, train):\n"
+    "        self.lm = lm\n"
+    "    def predict(self, x):\n"
+    "        schema = {'type': 'object', 'properties': {'label': {'enum': ['dengue', 'psoriasis']}}}\n"
+    "        return '[DIAGNOSIS]' + self.lm.json(x, schema)['label'] + '[/DIAGNOSIS]'\n"
+)
+
+
+def check(tmp_path: Path) -> ModelFreeCheck:
+    return ModelFreeCheck(lambda client: TaskEvaluator(ToyTask(), client, workers=1), ANSWERS, tmp_path / "checks")
+
+
+def test_a_stand_in_varies_its_answer_with_the_salt_and_nothing_else() -> None:
+    request = ChatRequest([{"role": "user", "content": "fever"}])
+    answers = [StandInClient(ANSWERS, salt).complete(request) for salt in range(3)]
+    assert len({a.text for a in answers}) == 3 and all(a.text in ANSWERS for a in answers)
+    assert StandInClient(ANSWERS, 1).complete(request).text == answers[1].text  # no process state
+    assert not answers[0].charged and answers[0].usage.input_tokens == 0
+    shown = ChatRequest([{"role": "assistant", "content": "Answer: dengue"}, {"role": "user", "content": "x"}])
+    assert {StandInClient([], salt).complete(shown).text for salt in range(2)} >= {"Answer: dengue"}
+
+
+def test_a_schema_value_validates_against_its_schema() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "label": {"enum": ["a", "b"]},
+            "n": {"type": "integer", "minimum": 3},
+            "tags": {"type": "array"},
+        },
+        "required": ["label", "n", "tags"],
+    }
+    values = [schema_value(schema, "text", pick) for pick in range(2)]
+    assert {v["label"] for v in values} == {"a", "b"}
+    assert all(v["n"] >= 3 and v["tags"] == ["text"] for v in values)
+
+
+@pytest.mark.parametrize(
+    ("source", "free"),
+    [(IGNORES, True), (harness(answer=TAGGED), False), (FORMAT, False), (CONSTRAINED, False)],
+    ids=["ignores-the-answer", "reads-it", "reads-one-form", "json-enum"],
+)
+def test_only_a_program_whose_outputs_ignore_the_answers_is_model_free(tmp_path: Path, source: str, free: bool):
+    found = check(tmp_path)(source, IDS)
+    assert found.model_free is free
+    assert found.runs >= 2 and found.seconds >= 0
+    if free:
+        assert found.evaluation is not None and found.evaluation.model_free
+        assert found.evaluation.example_ids == IDS and found.evaluation.primary == pytest.approx(2 / 3)
+        assert found.evaluation.spend() == Spend()
+        assert found.runs == 3  # the screen (here every example) under two salts, then every example under a third
+    else:
+        assert found.runs == 2  # the screen settles it (the first salt answers in the form the shots show)
+
+
+def test_a_program_that_does_not_load_is_left_to_the_evaluation(tmp_path: Path) -> None:
+    assert not check(tmp_path)("class Harness:\n    def __init__(self, lm, train):\n        1 / 0\n", IDS).model_free
+
+
+def test_the_loop_scores_a_model_free_proposal_with_no_model_call_and_says_so(tmp_path: Path) -> None:
+    """A model-free proposal gets its whole share before any policy decides, charged nothing, the task model never
+    asked; the iteration's line names it and what the checks cost."""
+    model = ScriptedModel(diagnose, spec="openai:toy-model")
+    client = Client("openai:toy-model", model, cache=ResponseCache(tmp_path / "cache.sqlite"), ledger=Ledger())
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "openai:toy-model"})
+    search = SearchSettings(evaluation="planner", budget=SearchBudget(evals_per_iter=2))
+    proposer = ScriptedProposer({1: [Proposal("c001", IGNORES, "answer by a rule")]})
+    optimizer = Optimizer(
+        run,
+        LoopSettings("toy", search, iterations=1, test=False),
+        proposer,
+        TaskEvaluator(ToyTask(), client, workers=1),
+        [Seed("tagged", harness(answer=TAGGED))],
+        model_free=check(tmp_path),
+    )
+    optimizer.run()
+    run.close()
+    calls_after_seed = len(model.requests)
+    assert calls_after_seed == 3  # the seed's three examples; nothing for the proposal
+    free = next(c for c in run.candidates() if c.summary == "answer by a rule")
+    assert free.supported and free.evaluation is not None and free.evaluation.model_free
+    assert free.evaluation.spend() == Spend() and free.score == pytest.approx(2 / 3)
+    line = run.log_records("iteration")[-1]
+    assert line["model_free"] == {free.id: 3} and free.id not in line["allotted"]
+    assert line["checks"]["candidates"] == 1 and line["checks"]["model_free"] == 1 and line["checks"]["runs"] == 3
+    assert line["identical"]["charged"] == 0
+    seeds = run.log_records("iteration")[0]
+    assert seeds["checks"]["model_free"] == 0 and seeds["model_free"] == {}
