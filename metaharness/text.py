@@ -19,9 +19,9 @@ act on the reader. So every such text goes through one of these on its way out:
 - ``terminal``: a rich ``Text`` of ``visible(text)``. rich prints a ``Text`` as it is: no markup, no emoji codes, no
   highlighting. Compose it with ``Text.assemble`` or pass it beside a markup string to ``Console.print``; never put
   untrusted text into a markup string.
-- ``markdown``: one line of ``SUMMARY.md``: ``visible``, whitespace collapsed, ``<``, ``>`` and ``&`` as HTML
-  entities (no raw HTML can form) and Markdown's inline punctuation escaped (no link, image, emphasis, code span or
-  table cell can form).
+- ``markdown``: one line of ``SUMMARY.md``: ``visible``, whitespace collapsed, ``<`` and ``&`` as HTML entities
+  (no raw HTML or entity can form), Markdown's inline punctuation escaped (no link, image, emphasis, code span or
+  table cell can form) and so is a mark that would open a block at its start (heading, list item, quote, rule).
 - ``html``: ``visible``, then HTML-escaped (quotes included): for the HTML report and its SVG titles.
 """
 
@@ -39,8 +39,8 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u
 # Markdown's inline punctuation (CommonMark lets any ASCII punctuation be escaped with a backslash), and what
 # would open a block at the start of a line (a heading, a list item).
 _MARKDOWN = re.compile(r"([\\`*_\[\]~|])")
-# A heading, a bullet or a thematic break (---): escaped before.
-_BLOCK_MARK = re.compile(r"^(#{1,6}(?= |$)|[-+](?= |$)|-(?=[- ]*$))")
+# A heading, a bullet, a block quote or a thematic break (---): escaped before.
+_BLOCK_MARK = re.compile(r"^(#{1,6}(?= |$)|[-+](?= |$)|-(?=[- ]*$)|>)")
 _ORDERED_MARK = re.compile(r"^\d{1,9}(?=[.)](?: |$))")  # an ordered item: its "." or ")" escaped
 
 
@@ -89,16 +89,19 @@ def terminal(text: str, style: str = "") -> Text:
     return Text(visible(text), style=style)
 
 
-def markdown(text: str) -> str:
-    """``text`` as inert inline Markdown on one line (module docstring).
+def markdown(text: str, *, block_start: bool = True) -> str:
+    """``text`` as inert inline Markdown on one line (module docstring). ``block_start=False`` where no block can
+    open (a table cell): a leading ``-`` or ``1.`` is left as it is there.
 
     >>> markdown("<img src=x onerror=alert(1)> [a](b) *c*")
-    '&lt;img src=x onerror=alert(1)&gt; \\\\[a\\\\](b) \\\\*c\\\\*'
+    '&lt;img src=x onerror=alert(1)> \\\\[a\\\\](b) \\\\*c\\\\*'
     >>> markdown("# 1. not a heading"), markdown("12) not a list"), markdown("-0.012")
     ('\\\\# 1. not a heading', '12\\\\) not a list', '-0.012')
     """
     flat = " ".join(visible(text).split())
-    inline = _MARKDOWN.sub(r"\\\1", html_module.escape(flat, quote=False))
+    inline = _MARKDOWN.sub(r"\\\1", flat.replace("&", "&amp;").replace("<", "&lt;"))
+    if not block_start:
+        return inline
     return _ORDERED_MARK.sub(r"\g<0>\\", _BLOCK_MARK.sub(r"\\\1", inline))
 
 

@@ -305,3 +305,76 @@ def test_a_folder_left_by_an_interrupted_start_is_reused(tmp_path):
     assert RunDirectory.browse(run).store.config()["task_model"] == CONFIG["task_model"]
     observed("a run directory whose start stopped before the run began", "reused by the next start")
     assert evaluations(run) == {}
+
+
+# ---------------------------------------------------------------- text a harness controls
+
+# What a harness's error may hold (as Python source): a lone surrogate, rich markup that fails to parse, plants a
+# hyperlink or hides text, a colour escape sequence.
+HOSTILE_ERROR = r"boom \ud800 [/bogus] [link=https://evil.example]click[/link] [conceal]hidden[/conceal] \x1b[31mred"
+# rich's own colours are on (as in a terminal), so a link or a concealed span would show as its escape sequence.
+COLOUR = {"FORCE_COLOR": "1"}
+
+
+def raising_harness(folder: Path, where: str) -> Path:
+    """A harness whose ``__init__`` (``where="init"``) or ``predict`` raises ``ValueError(HOSTILE_ERROR)``."""
+    path = folder / f"hostile_{where}.py"
+    init, predict = ("raise ValueError(ERROR)", "return x") if where == "init" else ("pass", "raise ValueError(ERROR)")
+    path.write_text(
+        f"ERROR = '{HOSTILE_ERROR}'\n\n\nclass Harness:\n    def __init__(self, lm, train):\n        {init}\n\n"
+        f"    def predict(self, x):\n        {predict}\n"
+    )
+    return path
+
+
+def assert_shown_inert(output: str, shown: int | None = None) -> None:
+    """The harness's text is on screen as written (its first ``shown`` characters, where the screen cuts it), and
+    none of it acted: no link, no concealed span, no colour of its own."""
+    written = "boom \\ud800 [/bogus] [link=https://evil.example]click[/link] [conceal]hidden[/conceal] \\x1b[31mred"
+    assert written[:shown] in output, output[-3000:]
+    assert "\x1b]8;" not in output and "\x1b[8m" not in output and "\x1b[31mred" not in output
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("where", ["init", "predict"])
+def test_eval_of_a_harness_whose_error_holds_markup_and_a_lone_surrogate_writes_its_records(tmp_path, where):
+    out = tmp_path / "out"
+    run = run_metaharness(
+        "eval", raising_harness(tmp_path, where), dataset=EXAMPLE_TASK, limit=2, out=out, env=COLOUR, timeout=300
+    )
+    observed(f"eval, the error raised in {where}", f"exit {run.returncode}: {run.stdout.splitlines()[-4:]}")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_shown_inert(run.stdout)
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    raised = HOSTILE_ERROR.encode().decode("unicode_escape")  # the text itself, its escapes read
+    assert len(records) == 2 and all(raised in r["error"] for r in records)
+    assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["errors"] == 2
+
+
+@pytest.mark.slow
+def test_a_run_whose_seed_fails_to_load_with_hostile_text_finishes_and_resumes(tmp_path):
+    """The issue's case: a seed's load error held a lone surrogate and markup, and optimize then every --resume
+    exited 1 writing the journal. Both must exit 0, with the error kept verbatim."""
+    seeds = f"{TESTS.parent / 'candidates' / 'standard' / 'zero_shot.py'},{raising_harness(tmp_path, 'init')}"
+    run_dir = tmp_path / "run"
+    first = run_metaharness(
+        "optimize",
+        dataset=EXAMPLE_TASK,
+        seed_harnesses=seeds,
+        iters=0,
+        val_limit=2,
+        no_test=True,
+        proposals=2,
+        run_dir=run_dir,
+        env=COLOUR,
+    )
+    observed("optimize, a seed's load error of hostile text", f"exit {first.returncode}")
+    assert first.returncode == 0, (first.stdout[-3000:], first.stderr[-3000:])
+    assert_shown_inert(first.stdout, shown=20)  # the progress line keeps 160 characters, most of them a path
+    resumed = run_metaharness("optimize", run_dir=run_dir, resume=True, iters=1, env=COLOUR)
+    observed("--resume of that run, one more iteration", f"exit {resumed.returncode}")
+    assert resumed.returncode == 0, (resumed.stdout[-3000:], resumed.stderr[-3000:])
+    failed = RunDirectory.browse(run_dir).store.get("c002").candidate
+    assert failed.failed and "boom \ud800 [/bogus]" in (failed.error or "")
+    summary = (run_dir / "SUMMARY.md").read_text(encoding="utf-8")
+    assert "| c002 | 0 | root | failed |" in summary and "[/bogus]" not in summary  # (tests/test_hostile_text.py)

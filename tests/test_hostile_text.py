@@ -21,6 +21,8 @@ from rich.text import Text
 
 from metaharness.candidate import Candidate
 from metaharness.evaluation.records import ExampleRecord, write_records
+from metaharness.report import write_report
+from metaharness.report.summary import write_summary_markdown
 from metaharness.store import RunDirectory
 from metaharness.store.files import append_jsonl, read_jsonl
 from metaharness.store.journal import Journal
@@ -46,6 +48,8 @@ HOSTILE = [
     "- a list item",
     "12. an ordered one",
     "---",
+    "> a quote",
+    "&lt;img src=x&gt; an entity",
     "trailing backslash \\",
     "\\[escaped] markup",
 ]
@@ -94,7 +98,7 @@ def test_the_terminal_gets_no_control_sequence_and_no_markup(text):
     shown = rendered(terminal(text))
     shown.encode("utf-8")
     assert "\x1b" not in shown and "\x9b" not in shown and "\r" not in shown
-    assert shown.rstrip("\n") == visible(text).expandtabs(8) or "\t" in text  # rich expands tabs
+    assert shown.rstrip("\n") == visible(text).expandtabs(8).rstrip("\n") or "\t" in text  # rich expands tabs
 
 
 def test_each_hostile_string_is_shown_as_it_is_written():
@@ -139,7 +143,7 @@ def test_markdown_text_is_only_text_wherever_it_stands(text):
         children = inline_tokens(source)
         assert {child.type for child in children} <= {"text"}, (text, source, children)
         assert "".join(child.content for child in children).endswith(expected)
-    table = inline_tokens(f"| id | summary |\n|---|---|\n| c001 | {cell} |\n")
+    table = inline_tokens(f"| id | summary |\n|---|---|\n| c001 | {markdown(text, block_start=False)} |\n")
     assert [child.content for child in table][-2:] == ["c001", expected] or (not expected and len(table) <= 3)
 
 
@@ -190,3 +194,22 @@ def test_git_keeps_the_candidate_verbatim_and_shows_it_inert(tmp_path):
     assert not RAW_CONTROL.search(shown.replace("\n", "").replace("\t", "")), shown
     assert "boom \\ud800 \\x00" in shown and "\\x1b[31mred\\u202e" in shown  # the note and the commit, escaped
     subprocess.run(["git", "-C", str(tmp_path / "run"), "fsck", "--full", "--strict"], check=True, capture_output=True)
+
+
+def test_summary_md_and_the_html_report_show_a_hostile_summary_and_error_as_text(tmp_path):
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "fake", "val_limit": 3})
+    summary = '<img src=x onerror="alert(1)"> [click](https://evil.example) **loud**'
+    try:
+        run.commit(Candidate("c001", None, 0, "x = 1\n", status="failed", summary=summary, error=HOSTILE_ERROR))
+        markdown_file = write_summary_markdown(run)
+        page = write_report(run, tmp_path / "report.html").read_text(encoding="utf-8")
+    finally:
+        run.close()
+    text = markdown_file.read_text(encoding="utf-8")
+    assert "<img" not in text and "&lt;img src=x" in text and "\\[click\\]" in text
+    assert not RAW_CONTROL.search(text.replace("\n", ""))
+    rendered_md = MarkdownIt("commonmark").enable("table").render(text)
+    assert "<img" not in rendered_md and "<a " not in rendered_md and "<strong>loud" not in rendered_md
+    assert "boom \\ud800 \\x00 [/bogus]" in rendered_md  # shown as its escapes
+    assert "<img" not in page and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
+    assert "boom \\ud800" in page and "\\x1b[31mred" in page

@@ -122,7 +122,7 @@ def test_summary_markdown_lists_best_front_and_notes(run):
     assert "| 2 | 2 | 1 | 1800 | 2000 | 0.0080 | 0.0050 |" in text
     assert "## Staged evaluation: examples allotted per iteration" in text
     assert "| 2 | planner | 2 | c005 0->5 | 2 evals, 1,800 tok, $0.0080 | 1 evals, 2,000 tok, $0.0050 |" in text
-    assert "| n2 | c006 | 0.700 | goal | 3000 tok $0.0300 | 1 |  | n2 <step> |" in text
+    assert "| n2 | c006 | 0.700 | goal | 3000 tok $0.0300 | 1 |  | n2 &lt;step> |" in text  # a proposer's text: inert
     assert write_summary_markdown(run).read_text() == text
 
 

@@ -17,6 +17,7 @@ from metaharness.candidate import Candidate
 from metaharness.planner import program
 from metaharness.planner.graph import Node, NodeId, PlanGraph
 from metaharness.report.svg import FAILED_COLOUR, colour
+from metaharness.text import html as inert_html
 
 MAX_PREDICTED = 60
 ROOT = "root"
@@ -94,7 +95,7 @@ def program_graph_svg(graph: PlanGraph, best: str | None = None, candidates: Seq
         out.append(
             f'<path d="M{x0:.1f},{y0:.1f} C{xm:.1f},{y0:.1f} {xm:.1f},{y1:.1f} {x1 - 8:.1f},{y1:.1f}" '
             f'fill="none" {style}>'
-            f"<title>{html.escape(edge.action or str(edge.id))}</title></path>"
+            f"<title>{inert_html(edge.action or str(edge.id))}</title></path>"
         )
     for node in children.get(ROOT, []):  # the seeds revise the run's root
         (x0, y0), (x1, y1) = pos(ROOT), pos(node.id)
@@ -152,7 +153,7 @@ def _node(node: Node, label: str, x: float, y: float, low: float, high: float, b
         tip += f"\n{summary}"
     grey = f' fill="{_PREDICTED_STROKE}"' if node.status == program.PREDICTED else ""
     return (
-        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="8" {look}><title>{html.escape(tip)}</title></circle>'
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="8" {look}><title>{inert_html(tip)}</title></circle>'
         f'<text x="{x + 12:.1f}" y="{y + 4:.1f}" font-size="11"{grey}>{html.escape(label)}</text>'
     )
 

@@ -20,6 +20,7 @@ from metaharness.report.svg import FAILED_COLOUR, Series, svg_chart
 from metaharness.report.view import ALLOTMENT_HEADERS, PREDICTED_HEADERS, RunView, cost_cell, cost_of
 from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
+from metaharness.text import html as inert_html
 
 PARTLY_COLOUR = "#e4a33a"
 
@@ -125,7 +126,8 @@ document.documentElement.setAttribute('data-rendered', 'yes');
 def html_table(headers: list[str], rows: list[list[str]]) -> str:
     """A sortable HTML table (``PAGE_SCRIPT`` sorts it) of escaped text cells; shared by the experiment page."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    # A cell may hold a proposer's summary or a harness's error: control characters shown as escapes too.
+    body = "".join("<tr>" + "".join(f"<td>{inert_html(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -151,7 +153,7 @@ def story_html(view: RunView) -> str:
     return (
         "<div class='story'>"
         f"<div><h2>Tried</h2><p>{html.escape(view.tried())}</p></div>"
-        f"<div><h2>Won</h2><p>{html.escape(view.won())}</p></div>"
+        f"<div><h2>Won</h2><p>{inert_html(view.won())}</p></div>"
         f"<div><h2>Spent</h2>{spend}" + "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes) + "</div></div>"
     )
 
@@ -191,7 +193,7 @@ def render_html(view: RunView) -> str:
         f"evaluation <code>{html.escape(str(cfg.get('evaluation', 'best-of-n')))}</code>; "
         f"{len(view.records)} candidates; {html.escape(headline)}</p>",
         story_html(view),
-        "".join(f"<p class='note'>{html.escape(n)}</p>" for n in view.notes()),
+        "".join(f"<p class='note'>{inert_html(n)}</p>" for n in view.notes()),
         "<div class='grid'><div><h2>Validation score per iteration</h2>",
         score_chart(view),
         "</div><div><h2>Predicted vs. actual score</h2>",

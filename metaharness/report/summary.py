@@ -7,6 +7,7 @@ from pathlib import Path
 from metaharness.report.view import ALLOTMENT_HEADERS, PREDICTED_HEADERS, RunView, cost_cell, cost_of
 from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
+from metaharness.text import markdown
 
 
 def prediction_rows(view: RunView) -> tuple[list[str], list[list[str]], float | None]:
@@ -102,13 +103,13 @@ def render_markdown(view: RunView) -> str:
         "## At a glance",
         "",
         f"- **Tried:** {view.tried()}",
-        f"- **Won:** {view.won()}",
+        f"- **Won:** {markdown(view.won())}",  # it quotes the best's summary
     ]
     rows, notes = view.spend_story()
     lines += ["- **Spent:** " + "; ".join(notes), ""] + markdown_table(["", "evals", "tokens", "USD"], rows)
     best = view.best
     if best:
-        lines += ["", "## Best", "", f"`{best.id}` val {best.result(4)}: {best.summary}  "]
+        lines += ["", "## Best", "", f"`{best.id}` val {best.result(4)}: {markdown(best.summary)}  "]
         if best.id in view.test:
             lines.append(f"test {view.test[best.id].primary:.4f} on {view.test[best.id].examples} examples  ")
         if best.id in view.holdout:
@@ -160,7 +161,7 @@ def render_markdown(view: RunView) -> str:
         lines += [f"- iteration {it}: {markdown_cell(error, 300)}" for it, error in failed]
         lines.append("  (the tracebacks: `proposer_traceback` in the `proposer_failure` lines of `summary.jsonl`)")
     if view.notes():
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in view.notes()]
+        lines += ["", "## Notes", ""] + [f"- {markdown(n)}" for n in view.notes()]
     lines += [
         "",
         "## Browse",
@@ -186,8 +187,10 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def markdown_cell(text: str, width: int = 120) -> str:
-    """``text`` as one table cell: whitespace collapsed to single spaces, ``|`` escaped, at most ``width`` chars."""
-    return " ".join(text.split()).replace("|", "\\|")[:width]
+    """``text`` as one table cell: at most ``width`` characters of it, made inert (``metaharness.text.markdown``:
+    one line, no HTML, no link, no emphasis, ``|`` escaped). A proposer's summary or a harness's error may be
+    anything."""
+    return markdown(" ".join(text.split())[:width], block_start=False)
 
 
 def write_summary_markdown(run: RunDirectory) -> Path:
