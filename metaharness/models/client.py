@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from metaharness.errors import InputError
+from metaharness.models import stopped
 from metaharness.models.anthropic_api import AnthropicBackend
 from metaharness.models.cache import ResponseCache, is_cacheable, request_key
 from metaharness.models.ledger import Ledger
@@ -51,10 +52,12 @@ class Client:
         cache = self.cache if is_cacheable(request) else None
         key = request_key(self.spec, request) if cache is not None else ""
         if cache is not None:
-            hit = cache.get(key)
+            hit, paid = cache.get(key), key
+            if hit is None and (stood := stopped.answer(cache, self.spec, request)) is not None:
+                hit, paid = stood  # the same answer under another length limit (metaharness.models.stopped)
             if hit is not None:
                 hit.cached = True
-                if self.ledger.charged_before(key):
+                if self.ledger.charged_before(paid):
                     self.ledger.record_cache_hit(self.spec, role)
                     hit.charged = False
                 else:  # the cache was filled by another run: this run pays what the call cost there
@@ -71,6 +74,7 @@ class Client:
         result.latency_s = time.perf_counter() - start
         if cache is not None:
             cache.put(key, self.spec, result)
+            stopped.remember(cache, self.spec, key, request, result)
         return result
 
     def _check_structure(self, request: ChatRequest, result: ChatResult) -> None:

@@ -8,11 +8,13 @@ error (one example's failure, never the run's), so an example with a refused cal
 records say which (`NOT_RECORDED` in a call's error).
 
 A replay costs nothing and counts nothing against any budget: every answered call is a repeat the run already
-paid for (the ledger counts it as a cache hit).
+paid for (the ledger counts it as a cache hit), or one that differs only in a length limit its recorded answer,
+which stopped by itself, fits in (``metaharness.models.stopped``).
 """
 
 from __future__ import annotations
 
+from metaharness.models import stopped
 from metaharness.models.cache import ResponseCache, is_cacheable, request_key
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient, Role, context_window
@@ -51,6 +53,9 @@ class ReplayingClient:
         deterministic request, which no cache keeps)."""
         key = request_key(self.spec, request) if is_cacheable(request) else ""
         hit = self.cache.get(key) if self.cache is not None and key and self.ledger.charged_before(key) else None
+        if hit is None and self.cache is not None and key:
+            stood = stopped.answer(self.cache, self.spec, request)  # the same answer under another length limit
+            hit = stood[0] if stood is not None and self.ledger.charged_before(stood[1]) else None
         if hit is None:
             raise NotRecorded(f"{NOT_RECORDED} this run never made this call (a replay answers only calls it made)")
         self.ledger.record_cache_hit(self.spec, role)
