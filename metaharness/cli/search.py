@@ -41,6 +41,7 @@ from metaharness.runner.models import default_models
 from metaharness.runner.optimize import optimize, stored_settings
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.search.loop import Outcome, StopRequest
+from metaharness.search.test_split import TestSplit
 from metaharness.store import RunDirectory
 from metaharness.tasks import CustomTask, open_task
 from metaharness.tasks.custom.spec import flat_settings
@@ -106,6 +107,13 @@ def optimize_command(
     test: bool = typer.Option(
         True, "--test/--no-test", help="Evaluate the best and the frontier on the test split at the end."
     ),
+    test_limit: str | None = typer.Option(
+        None,
+        "--test-limit",
+        metavar="N|all",
+        help="Test examples per candidate at the end, in stages Ctrl-C can stop; a finished run never scores them "
+        "again [default: as many as the run's validation examples].",
+    ),
     seed_harnesses: str | None = typer.Option(
         None,
         "--seed-harnesses",
@@ -149,6 +157,9 @@ def optimize_command(
         change = _new_run(out, change, task)
     else:
         _note_finished(out, run_dir, iters)
+    if test_limit is not None and not test:
+        raise InputError("--no-test and --test-limit disagree: give one of them.")
+    test_split = TestSplit.parse(test_limit) if test_limit is not None else test
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
     with StopOnCtrlC(stop, out), cluster(dask_scheduler, ray_address), ProgressEvents(out) as events:
@@ -159,7 +170,7 @@ def optimize_command(
             task=task,
             data_dir=data_dir,
             workers=workers,
-            test=test,
+            test=test_split,
             events=events,
             stop=stop,
             raise_caps=raise_caps,

@@ -43,6 +43,7 @@ from metaharness.search.loop import LoopEvents, LoopSettings, Optimizer, Outcome
 from metaharness.search.model_free import ModelFreeCheck
 from metaharness.search.replay import Replayer
 from metaharness.search.staging import ExampleOrder
+from metaharness.search.test_split import TestSplit
 from metaharness.store.log import StartLine
 from metaharness.store.run_dir import RunDirectory
 from metaharness.tasks import open_task
@@ -84,7 +85,7 @@ def optimize(
     seeds: Sequence[str | os.PathLike[str]] | None = None,
     data_dir: str | Path | None = None,
     workers: int | None = None,
-    test: bool = True,
+    test: bool | TestSplit = True,
     events: RunEvents | None = None,
     stop: StopRequest | None = None,
     raise_caps: bool = False,

@@ -42,7 +42,6 @@ failures in a row in one session the run logs a stop and raises ``ProposerFailed
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -78,6 +77,8 @@ from metaharness.search.staging import (
     decide,
     trace_outputs,
 )
+from metaharness.search.test_split import TestSplit, score_test_split
+from metaharness.search.traces import merge_trace
 from metaharness.store.crash import crash_point
 from metaharness.store.files import atomic_write_text, read_jsonl
 from metaharness.store.log import (
@@ -89,7 +90,6 @@ from metaharness.store.log import (
     ProposerFailureLine,
     StagingReport,
     StopLine,
-    TestSkippedLine,
 )
 from metaharness.store.protocol import RunStore
 
@@ -136,12 +136,13 @@ class LoopSettings:
     """One session of the loop: the ``task``'s name, the run's ``search`` settings (as resolved: each iteration
     takes up to ``search.proposals_per_iteration()`` proposals and evaluates them with ``search.evaluation``
     within ``search.budget``), the ``iterations`` to reach after the seeds, and whether to evaluate the best and
-    the frontier on the test split at the end (``test``, when the split is available)."""
+    the frontier on the test split at the end (``test``: ``True`` within the default bound, or a ``TestSplit``;
+    when the split is available)."""
 
     task: str
     search: SearchSettings
     iterations: int
-    test: bool = True
+    test: bool | TestSplit = True
 
 
 class Spending(Protocol):
@@ -780,30 +781,14 @@ class Optimizer:
         self._commit(candidate)
 
     def _test_split(self) -> dict[str, Evaluation]:
-        """Evaluate the best candidate and the Pareto front on the test split (once each)."""
-        candidates = self.store.candidates()
-        targets = []
-        for candidate in [frontier.best(candidates), *frontier.pareto_front(candidates)]:
-            if candidate is not None and candidate not in targets:
-                targets.append(candidate)
-        results = {r.id: self.store.test_result(r.id) for r in targets}
-        todo = [r for r in targets if results[r.id] is None]
-        if todo:
-            reason = self.evaluator.split_unavailable("test")
-            if reason:
-                self.store.log(TestSkippedLine(reason))
-                self.events.note(f"test split not evaluated: {reason}")
-                return {cid: ev for cid, ev in results.items() if ev is not None}
-        for candidate in todo:
-            self._check_stop()
-            self.events.candidate_started(candidate.id, "test", candidate.summary)
-            harness = self.store.work_file(candidate.id, candidate.source)
-            trace = self.store.trace_path(candidate.id, "test")
-            evaluation = self.evaluator.evaluate(harness, "test", trace_path=trace, progress=self._progress)
-            crash_point("test:evaluated")
-            self.store.save_test_result(candidate.id, evaluation)
-            results[candidate.id] = evaluation
-        return {cid: ev for cid, ev in results.items() if ev is not None}
+        """Score the best candidate and the Pareto front on the test split, bounded and staged, never twice
+        (``metaharness.search.test_split``)."""
+        plan = TestSplit.of(self.settings.test)
+        if plan is None:
+            return {}
+        return score_test_split(
+            self.store, self.evaluator, plan, stop=self._check_stop, events=self.events, progress=self._progress
+        )
 
     def _write_summary(self) -> None:
         if self.write_summary is not None:
@@ -822,23 +807,6 @@ def evaluated_ancestor(candidate: Candidate, by_id: Mapping[str, Candidate]) -> 
             return by_id[cid]
         cid = by_id[cid].parent
     return None
-
-
-def merge_trace(trace: Path, part: Path, *, keep: list[str]) -> None:
-    """Append the records of ``part`` (a stage's) to ``trace``, keeping only the records of ``keep`` already there
-    (a stage cut short by a kill left others), atomically; then remove ``part``."""
-    kept = set(keep)
-    lines = []
-    if trace.exists():
-        for line in trace.read_text(encoding="utf-8").splitlines():
-            try:
-                if json.loads(line).get("id") in kept:
-                    lines.append(line)
-            except json.JSONDecodeError:
-                continue  # a torn line: its example is scored again if needed
-    lines += [line for line in part.read_text(encoding="utf-8").splitlines() if line.strip()]
-    atomic_write_text(trace, "".join(line + "\n" for line in lines))
-    part.unlink(missing_ok=True)
 
 
 def _checked(proposal: object) -> Proposal:
