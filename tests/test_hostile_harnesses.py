@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -26,10 +28,10 @@ import pytest
 from fakes import ScriptedModel, ToyTask
 
 from metaharness.errors import ConfigurationError
-from metaharness.evaluation import SandboxLimits, evaluate
+from metaharness.evaluation import SandboxLimits, evaluate, namespaces
 from metaharness.evaluation import sandbox as sandbox_module
 from metaharness.evaluation.bounds import MAX_EXAMPLE_TRACE_CHARS, MAX_MESSAGE_BYTES, MAX_PREDICTION_CHARS
-from metaharness.evaluation.confine import GUARANTEES, Isolation, _missing
+from metaharness.evaluation.confine import GUARANTEES, SANDBOX_UIDS, Isolation, _missing
 from metaharness.evaluation.sandbox import LOAD_FAILED
 from metaharness.evaluation.task_evaluator import CHECK_TRACE, TaskEvaluator
 from metaharness.models.client import Client
@@ -440,6 +442,234 @@ def test_secrets_stay_out_of_reach(tmp_path, shared_folder, monkeypatch):
     assert found["visible pids"] == "1 2"  # the sandbox's init and worker: nothing of the host
     assert "pytest" not in json.dumps(found)
     assert_refused({k: v for k, v in found.items() if k.startswith(("read", "signal"))})
+
+
+# ---------------------------------------------------------------- the kernel: nothing kept, nothing of the host shown
+
+# Raw system calls from the harness (ctypes), by this machine's numbers: ``call("add_key", ...)`` raises OSError.
+SYSCALLS = ["add_key", "request_key", "keyctl", "unshare", "setns", "clone", "clone3", "userfaultfd"]
+SYSCALLS += ["perf_event_open", "bpf", "syslog", "name_to_handle_at", "mount", "fsopen", "open_tree", "kexec_load"]
+SYSCALLS += ["init_module"]
+RAW_CALLS = """
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+NUMBERS = {numbers!r}
+
+
+def call(name, *args):
+    result = libc.syscall(NUMBERS[name], *args)
+    if result == -1:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
+    return result
+"""
+
+
+def raw_calls(body: str) -> str:
+    """``body`` after the definition of ``call`` (raw system calls by this machine's numbers, as the filter resolves
+    them)."""
+    import pyseccomp
+
+    numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) for name in SYSCALLS}
+    return RAW_CALLS.format(numbers=numbers) + textwrap.dedent(body)
+
+
+def key_users() -> set[int]:
+    """The uids that hold keys on the host (/proc/key-users)."""
+    with open("/proc/key-users") as handle:
+        return {int(line.split(":")[0]) for line in handle if line.strip()}
+
+
+def test_the_keyring_is_out_of_reach_and_keeps_nothing(tmp_path):
+    before = key_users()
+    found = outcomes(
+        tmp_path,
+        raw_calls(
+            """
+        user_keyring, session_keyring = -4, -3
+        return json.dumps({
+            "add_key to the user keyring": attempt(
+                lambda: call("add_key", b"user", b"metaharness-test", b"x" * 4000, 4000, user_keyring)
+            ),
+            "add_key to the session keyring": attempt(
+                lambda: call("add_key", b"keyring", b"metaharness-ring", None, 0, session_keyring)
+            ),
+            "keyctl: the user keyring's id": attempt(lambda: call("keyctl", 0, user_keyring, 1)),
+            "keyctl: join a session keyring": attempt(lambda: call("keyctl", 1, b"metaharness-session")),
+            "request_key": attempt(lambda: call("request_key", b"user", b"metaharness-test", None, 0)),
+        })
+        """
+        ),
+    )
+    assert_refused(found)
+    assert all("Operation not permitted" in outcome for outcome in found.values()), found
+    assert not {uid for uid in key_users() - before if uid >= SANDBOX_UIDS}  # no sandbox uid holds a key now
+
+
+CLONE_FLAGS = {
+    "user": 0x10000000,
+    "mount": 0x00020000,
+    "pid": 0x20000000,
+    "network": 0x40000000,
+    "ipc": 0x08000000,
+    "uts": 0x04000000,
+    "cgroup": 0x02000000,
+}
+
+
+def test_no_namespace_can_be_made_or_joined_and_threads_and_processes_still_start(tmp_path):
+    found = outcomes(
+        tmp_path,
+        raw_calls(
+            f"""
+        import struct, subprocess, threading
+        found = {{}}
+        for kind, flag in {CLONE_FLAGS!r}.items():
+            found[f"unshare {{kind}} namespace"] = attempt(lambda: call("unshare", flag))
+
+        def clone(flags):
+            pid = call("clone", flags | signal.SIGCHLD, 0, 0, 0, 0)
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+            return pid
+
+        def clone3(flags):
+            args = struct.pack("11Q", flags, 0, 0, 0, signal.SIGCHLD, 0, 0, 0, 0, 0, 0)
+            buffer = ctypes.create_string_buffer(args)
+            pid = call("clone3", buffer, len(args))
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+            return pid
+
+        found["clone with a new user namespace"] = attempt(lambda: clone({CLONE_FLAGS["user"]}))
+        found["clone with a new network namespace"] = attempt(lambda: clone({CLONE_FLAGS["network"]}))
+        found["clone3 with a new user namespace"] = attempt(lambda: clone3({CLONE_FLAGS["user"]}))
+        found["setns into its own user namespace"] = attempt(
+            lambda: call("setns", os.open("/proc/self/ns/user", os.O_RDONLY), 0)
+        )
+        found["setns into init's network namespace"] = attempt(
+            lambda: call("setns", os.open("/proc/1/ns/net", os.O_RDONLY), 0)
+        )
+        # What must keep working: threads, fork, a child interpreter.
+        box = []
+        thread = threading.Thread(target=box.append, args=("ran",))
+        thread.start()
+        thread.join()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        _, status = os.waitpid(pid, 0)
+        child = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True)
+        found["still works: a thread, fork, a child interpreter"] = (
+            f"works: {{box[0]}}, exit {{os.WEXITSTATUS(status)}}, printed {{child.stdout.strip()}}"
+        )
+        return json.dumps(found)
+        """
+        ),
+    )
+    assert found.pop("still works: a thread, fork, a child interpreter") == "works: ran, exit 7, printed 42"
+    assert_refused(found)
+    assert "Function not implemented" in found["clone3 with a new user namespace"]  # so glibc falls back to clone
+
+
+def test_userfaultfd_perf_bpf_the_kernel_log_and_mounts_are_refused(tmp_path):
+    found = outcomes(
+        tmp_path,
+        raw_calls(
+            """
+        buffer = ctypes.create_string_buffer(4096)
+        return json.dumps({
+            "userfaultfd": attempt(lambda: call("userfaultfd", 0)),
+            "userfaultfd, user mode only": attempt(lambda: call("userfaultfd", 1)),
+            "perf_event_open": attempt(lambda: call("perf_event_open", None, 0, -1, -1, 0)),
+            "bpf": attempt(lambda: call("bpf", 5, None, 0)),
+            "syslog: read the kernel log": attempt(lambda: call("syslog", 3, buffer, 4096)),
+            "name_to_handle_at": attempt(lambda: call("name_to_handle_at", -100, b"/", None, None, 0)),
+            "mount a tmpfs": attempt(lambda: call("mount", b"none", b"/tmp", b"tmpfs", 0, None)),
+            "fsopen": attempt(lambda: call("fsopen", b"tmpfs", 0)),
+            "open_tree": attempt(lambda: call("open_tree", -100, b"/", 1)),
+            "kexec_load": attempt(lambda: call("kexec_load", 0, 0, None, 0)),
+            "init_module": attempt(lambda: call("init_module", None, 0, b"")),
+        })
+        """
+        ),
+    )
+    assert_refused(found)
+    assert all("Operation not permitted" in outcome for outcome in found.values()), found
+
+
+HOST_FILES = [
+    "/proc/loadavg",
+    "/proc/meminfo",
+    "/proc/cmdline",
+    "/proc/stat",
+    "/proc/uptime",
+    "/proc/key-users",
+    "/proc/keys",
+    "/proc/vmstat",
+    "/proc/diskstats",
+    "/proc/sys/kernel/hostname",
+    "/proc/kmsg",
+    "/proc/cpuinfo",
+]
+
+
+def test_proc_shows_the_sandboxs_processes_and_nothing_of_the_host(tmp_path):
+    with open("/proc/cmdline") as handle:
+        host_cmdline = handle.read().strip()
+    found = outcomes(
+        tmp_path,
+        f"""
+        found = {{path: attempt(lambda: open(path).read()) for path in {HOST_FILES!r}}}
+        found["listed in /proc"] = "shown: " + " ".join(sorted(os.listdir("/proc")))
+        found["its own mount table"] = "shown: " + open("/proc/self/mountinfo").read()
+        found["its own status"] = "shown: " + open("/proc/self/status").read().split("\\n")[0]
+        return json.dumps(found)
+        """,
+    )
+    shown = {name: found.pop(name) for name in list(found) if found[name].startswith("shown: ")}
+    assert_refused(found)
+    assert host_cmdline not in json.dumps(found) + json.dumps(shown)
+    assert shown["listed in /proc"] == "shown: 1 2 self thread-self"
+    # Its own mount table lists only its view: its root, the read-only folders, the devices, its scratch, /proc.
+    roots = set(namespaces.read_roots()) | set(namespaces.DEVICES) | {"/", "/proc"}
+    points = [line.split()[4] for line in shown["its own mount table"].removeprefix("shown: ").splitlines()]
+    assert {p for p in points if not p.startswith("/tmp/metaharness-sandbox-")} <= roots, points
+
+
+OLD_KERNEL_PROC = """
+import errno, json, os, sys
+from metaharness.evaluation import namespaces
+
+mount = namespaces._mount
+
+
+def refuse_subset(libc, source, target, kind, flags, data=""):
+    if "subset=pid" in data:  # as a kernel before 5.8 does
+        raise OSError(errno.EINVAL, "Invalid argument")
+    return mount(libc, source, target, kind, flags, data)
+
+
+namespaces._mount = refuse_subset
+namespaces.enter(sys.argv[1], namespaces.read_roots(), namespaces.Scratch(1 << 20, 16))
+print(json.dumps({name: open("/proc/" + name).read() for name in ("loadavg", "meminfo", "cmdline", "key-users")}))
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+def test_a_kernel_without_proc_subsets_shows_the_host_files_empty(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    child = subprocess.run(
+        [sys.executable, "-c", OLD_KERNEL_PROC, str(scratch)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert child.returncode == 0, child.stderr
+    shown = json.loads(child.stdout)
+    OBSERVED[current_test()] = {f"/proc/{name}, /proc mounted whole": repr(text) for name, text in shown.items()}
+    assert shown == {"loadavg": "", "meminfo": "", "cmdline": "", "key-users": ""}
 
 
 # ---------------------------------------------------------------- the protocol: a deadline in both directions

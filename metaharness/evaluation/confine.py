@@ -15,7 +15,8 @@ them with ``confine``, in this order:
 3. **limits that cannot be raised** (``setrlimit`` with hard == soft): address space, CPU seconds for the whole
    life of the worker (the parent enforces the per-example CPU limit from outside), processes and threads (which
    bind because the uid is not root), file size, no core dumps;
-4. **seccomp** (``.syscall_filter``): no socket of any family;
+4. **seccomp** (``.syscall_filter``): no socket of any family, no keyring, no new namespace, no userfaultfd,
+   perf events, BPF or kernel log, nothing that mounts or loads into the kernel;
 5. **Landlock** (Linux >= 5.13, syscalls through ctypes): writes only beneath the scratch folder (and to
    /dev/null), reads only beneath the Python installation, the system library folders, /dev, /proc and the
    scratch folder; on ABI >= 4 no TCP bind or connect; on ABI >= 6 no signals and no abstract Unix sockets
@@ -117,7 +118,7 @@ GUARANTEES = {
     "network": "no network of any family (TCP, UDP, Unix, raw, netlink)",
     "files": "writes only in its own folder, reads only Python and the system libraries",
     "processes": "every process it starts ends with its evaluation",
-    "privacy": "other processes and their command lines are invisible",
+    "privacy": "other processes, their command lines and the host's system-wide /proc files are invisible",
     "uid": "an unprivileged uid, with limits it cannot raise",
 }
 # Tasks of a sandbox before the harness starts: monitor, init, worker (charged to its user namespace's uid, and
@@ -258,11 +259,16 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def _drop_bounding_set() -> None:
-    """Empty the bounding set, so no later exec can gain a capability (needs CAP_SETPCAP)."""
-    libc = _libc()
+def _last_capability() -> int:
+    """The highest capability number this kernel knows (read before the sandbox's /proc, which holds no /proc/sys)."""
     with open("/proc/sys/kernel/cap_last_cap") as handle:
-        last = int(handle.read())
+        return int(handle.read())
+
+
+def _drop_bounding_set(last: int) -> None:
+    """Empty the bounding set (capabilities 0 to ``last``), so no later exec can gain a capability (needs
+    CAP_SETPCAP)."""
+    libc = _libc()
     for cap in range(last + 1):
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap})")
@@ -339,6 +345,7 @@ def confine(scratch: str, limits: Limits, plan: dict[str, object]) -> list[str]:
             "namespaces, so a harness could write anywhere this user can. Enable either, or run as root."
         )
     charged = _tasks_of_uid(uid if isinstance(uid, int) else os.getuid())  # read before /proc is the sandbox's
+    last_capability = _last_capability()
     if plan.get("seccomp"):
         syscall_filter.available()  # loads libseccomp while the host's library paths and ldconfig are in view
     layers = []
@@ -350,14 +357,14 @@ def confine(scratch: str, limits: Limits, plan: dict[str, object]) -> list[str]:
         layers.append("namespaces")
         charged = charged if root else SANDBOX_TASKS  # its own user namespace counts only the sandbox's tasks
     if root or plan.get("namespaces"):
-        _drop_bounding_set()
+        _drop_bounding_set(last_capability)
     _set_limits(limits, charged + (1 if isinstance(uid, int) else 0))
     if isinstance(uid, int):
         _become(uid)
         layers.append("a uid of its own")
         arm_parent_death()  # a change of uid disarms it
     if plan.get("seccomp"):
-        syscall_filter.deny_network()
+        syscall_filter.install()
         layers.append("seccomp")
     if abi:
         _apply_landlock(abi, scratch)

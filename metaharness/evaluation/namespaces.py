@@ -6,7 +6,9 @@
         worker  pid 2: returns from enter() and goes on to confine itself and load the harness
 
 - **Network namespace**: no interface but a loopback that is down, so no address of any family is reachable.
-- **PID namespace**: the worker sees only its namespace's processes (``/proc`` is the namespace's). When init
+- **PID namespace**: the worker sees only its namespace's processes (``/proc`` is the namespace's, mounted with its
+  processes only: no system-wide file such as ``loadavg``, ``meminfo``, ``cmdline`` or ``key-users``; a process
+  still reads its own entries, ``/proc/self/mountinfo`` among them, which lists the view below). When init
   dies (its worker exited, or the monitor was killed: init's parent-death signal is SIGKILL) the kernel kills
   every process left in the namespace, so nothing a harness starts outlives its sandbox, ``setsid`` daemons
   included. A harness cannot kill init (pid 1 ignores signals from inside its namespace) nor leave the namespace.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import functools
 import os
 import platform
@@ -56,6 +59,12 @@ _MNT_DETACH = 2
 _PR_SET_PDEATHSIG = 1
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+# What a whole /proc would show of the host (covered where the kernel cannot mount /proc with its processes only).
+HOST_FILES = (
+    *("loadavg", "meminfo", "cmdline", "stat", "uptime", "key-users", "keys", "vmstat", "zoneinfo", "buddyinfo"),
+    *("diskstats", "partitions", "swaps", "interrupts", "softirqs", "schedstat", "cpuinfo", "version", "kmsg"),
+    *("timer_list", "sched_debug", "locks", "modules", "cgroups", "devices", "filesystems", "misc"),
+)
 TRIAL_SECONDS = 30.0
 
 
@@ -214,7 +223,7 @@ def _new_root(libc: ctypes.CDLL, scratch: str, read_paths: list[str], space: Scr
             os.makedirs(os.path.dirname(new + link), exist_ok=True)
             os.symlink(destination, new + link)
     os.makedirs(new + "/proc")
-    _mount(libc, "proc", new + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _mount_proc(libc, new + "/proc")
     _mount(libc, None, new, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     os.chdir(new)
     number = _PIVOT_ROOT.get(platform.machine())
@@ -224,6 +233,24 @@ def _new_root(libc: ctypes.CDLL, scratch: str, read_paths: list[str], space: Scr
         _mount(libc, new, "/", None, _MS_MOVE)
         os.chroot(".")
     os.chdir("/")
+
+
+def _mount_proc(libc: ctypes.CDLL, target: str) -> None:
+    """The namespace's /proc at ``target``: its processes only (``subset=pid``, Linux >= 5.8: no system-wide file,
+    so nothing of the host's load, memory, uptime, kernel command line or keys). An older kernel refuses the
+    option: there /proc is mounted whole and each file of ``HOST_FILES`` it holds is covered by /dev/null."""
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    try:
+        _mount(libc, "proc", target, "proc", flags, "subset=pid")
+        return
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+    _mount(libc, "proc", target, "proc", flags)
+    for name in HOST_FILES:
+        if os.path.isfile(f"{target}/{name}"):
+            _mount(libc, "/dev/null", f"{target}/{name}", None, _MS_BIND)
+            _mount(libc, None, f"{target}/{name}", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY)
 
 
 def read_roots() -> list[str]:
