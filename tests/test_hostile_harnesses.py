@@ -777,6 +777,56 @@ def test_a_flood_of_stderr_is_read_and_only_its_tail_kept(tmp_path):
     assert len(record.error) < 3000 and trace_bytes < 10_000
 
 
+# ---------------------------------------------------------------- a slow harness and the evaluation's time bound
+
+
+def test_a_slow_harness_meets_the_evaluations_time_bound_and_the_rest_scores_0(tmp_path):
+    """Each example stays under its own limit, yet the evaluation as a whole stops at its bound: the examples left
+    score 0 with the reason in their records, and the evaluation returns."""
+    limits = SandboxLimits(wall_seconds=3, average_seconds=0.5)  # a bound of max(3, 0.5 x 3) = 3 s
+    started = time.monotonic()
+    path = tmp_path / "harness.py"
+    path.write_text(harness_source("time.sleep(2)\nreturn '[DIAGNOSIS]dengue[/DIAGNOSIS]'"))
+    report = evaluate(path, ToyTask(), "val", model=ScriptedModel("x"), limits=limits, workers=1)
+    seconds = time.monotonic() - started
+    errors = [record.error for record in report.records]
+    OBSERVED[current_test()] = {
+        "2 s per example, a bound of 3 s": f"{seconds:.1f} s; scored {[r.id for r in report.records if not r.error]}",
+        "the example left": (errors[2] or "")[:200],
+    }
+    assert errors[:2] == [None, None] and report.records[1].scores == {"primary": 1.0}
+    assert "past this evaluation's time bound" in (errors[2] or "") and "--harness-seconds" in (errors[2] or "")
+    assert report.records[2].scores == {"primary": 0.0} and report.errors == 1
+    assert seconds < 15
+
+
+def test_the_time_bound_counts_the_harness_not_its_model(tmp_path):
+    slow_model = ScriptedModel("[DIAGNOSIS]dengue[/DIAGNOSIS]", latency=1.5)
+    record, _ = attack(
+        tmp_path,
+        "return self.lm(x)",
+        SandboxLimits(wall_seconds=1, average_seconds=0.1),  # a bound of 1 s, for 4.5 s of model time
+        model=slow_model,
+        examples=3,
+        workers=1,
+    )
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert [r["error"] for r in records] == [None, None, None] and len(slow_model.requests) == 3
+
+
+def test_a_slow_init_counts_against_its_own_limit_not_the_bound(tmp_path):
+    record, _ = attack(
+        tmp_path,
+        "return '[DIAGNOSIS]dengue[/DIAGNOSIS]'",
+        SandboxLimits(wall_seconds=1, load_seconds=10, average_seconds=0.1),
+        init="time.sleep(2)",
+        examples=3,
+        workers=1,
+    )
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert [r["error"] for r in records] == [None, None, None]
+
+
 # ---------------------------------------------------------------- limits of the sandbox as a whole
 
 

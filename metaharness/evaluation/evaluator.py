@@ -12,7 +12,10 @@ every call. The records are the same as a local run's.
 
 Failure rule (as in GEPA's adapter contract): one example's failure never raises. A harness that does not load,
 raises, hangs, exhausts its memory or CPU, or returns something other than a string scores 0 on the affected
-examples with the error in their records; the sandbox is restarted when it died. Only systemic failures raise:
+examples with the error in their records; the sandbox is restarted when it died. A harness slow on every example
+(each within its own limit) meets the evaluation's time bound (``SandboxLimits.time_bound``: its own time in
+``predict``, model time excluded, summed over the examples as they finish): past it the examples running are
+stopped, none starts, and each left scores 0 with the bound in its record. Only systemic failures raise:
 an unknown task or split, a missing harness file, a reached budget cap, a model that cannot be reached, a record
 that cannot be written. When one does (or Ctrl-C interrupts), every sandbox of the evaluation is killed at once and
 no job starts; the evaluation raises only once no job is left inside a model call (after Ctrl-C, at most
@@ -197,14 +200,16 @@ def _close_all_pools() -> None:
         _close_pool(key)
 
 
-def _run_example(job: _Job) -> ExampleRecord:
-    """One example in a sandbox (the joblib job). Never raises for the harness's failures."""
+def _run_example(job: _Job) -> tuple[ExampleRecord, float]:
+    """One example in a sandbox (the joblib job), and the seconds of the harness's own time its ``predict`` took
+    (model time excluded). Never raises for the harness's failures."""
     example = job.example
     record = ExampleRecord(id=example.id, input=example.input, target=example.target)
     recorder = job.model.recorder()
     started = time.perf_counter()
     pool = _pool_for(job)
     sandbox = None
+    own = 0.0
     try:
         with pool.job_running():
             try:
@@ -216,12 +221,38 @@ def _run_example(job: _Job) -> ExampleRecord:
                 raise
             finally:
                 if sandbox is not None:
+                    own = sandbox.harness_seconds
                     pool.release(sandbox)
     except SandboxFailure as failure:
         record.error = str(failure)
     record.calls = recorder.calls
     record.seconds = round(time.perf_counter() - started, 4)
-    return record
+    return record, own
+
+
+class _TimeBound:
+    """The harness time an evaluation of ``examples`` examples may use (``SandboxLimits.time_bound``), counted as
+    examples finish; once it is passed the evaluation stops and the examples left fail with ``reason``."""
+
+    def __init__(self, limits: SandboxLimits, examples: int) -> None:
+        self.limits = limits
+        self.examples = examples
+        self.seconds = limits.time_bound(examples)
+        self.used = 0.0
+
+    def add(self, seconds: float) -> bool:
+        """Count an example's harness time; True once the bound is passed."""
+        self.used += seconds
+        return self.used > self.seconds
+
+    def reason(self) -> str:
+        limits = self.limits
+        return (
+            f"not scored, past this evaluation's time bound: the harness had used {self.used:.0f} s of its own time "
+            f"(model time excluded) on the examples before, more than the {self.seconds:.0f} s it may use here "
+            f"({limits.average_seconds:g} s per example on average over {self.examples} examples, at least "
+            f"{limits.wall_seconds:g} s; --harness-seconds), so this example was stopped or not started"
+        )
 
 
 def _parallel(parallel: type[Parallel], n_jobs: int) -> Parallel:
@@ -310,9 +341,10 @@ def evaluate(
     examples_by_id = {example.id: example for example in examples}
     pool = _pool_for(jobs[0], owned=True) if jobs else None
     interrupted = False
+    bound = _TimeBound(limits, len(jobs))
     results = _parallel(Parallel, n_jobs)(delayed(_run_example)(job) for job in jobs)
     try:
-        for done, record in zip(itertools.count(1), results):
+        for done, (record, own) in zip(itertools.count(1), results):
             if record.error is None and record.prediction is not None:
                 record.scores = task_obj.score(record.prediction, examples_by_id[record.id])
             else:
@@ -320,6 +352,10 @@ def evaluate(
             by_id[record.id] = record
             if progress is not None:
                 progress(record, done, len(jobs))
+            if bound.add(own) and len(by_id) < len(jobs):
+                if pool is not None:
+                    pool.stop()  # the examples running are stopped, none starts: each scores 0 below
+                break
     except BaseException as exc:  # a systemic failure, or Ctrl-C: stop every sandbox of this evaluation now
         if pool is not None:
             pool.stop()
@@ -334,6 +370,11 @@ def evaluate(
             pool.wait(INTERRUPTED_SECONDS if interrupted else None)
         _close_pool(pool_key)
         model_ref.close()
+    for example in examples:  # stopped by the time bound
+        if example.id not in by_id:
+            left = ExampleRecord(example.id, example.input, example.target, error=bound.reason())
+            left.scores = {name: 0.0 for name in metric_names}
+            by_id[example.id] = left
     records = [by_id[example.id] for example in examples]
     if trace_path is not None:
         write_records(records, trace_path)

@@ -100,11 +100,21 @@ os.register_at_fork(after_in_child=_SPAWNER.reset)
 class SandboxLimits(Limits):
     """Limits of one harness (see ``Limits`` for memory, CPU, processes, files and disk): ``wall_seconds`` per
     example, ``load_seconds`` to start the process and construct the harness, ``max_calls`` model calls per
-    example. Wall time excludes the time the harness waits for its model calls."""
+    example. Wall time excludes the time the harness waits for its model calls.
+
+    ``average_seconds`` bounds a whole evaluation: on n examples the harness may use ``time_bound(n)`` seconds of its
+    own time in ``predict`` (model time excluded, loading not counted), ``average_seconds`` per example on average
+    and at least one example's ``wall_seconds``; past it no example starts, those running are stopped, and every
+    example left scores 0 with the reason in its record (``metaharness.evaluation.evaluator``)."""
 
     wall_seconds: float = 120.0
     load_seconds: float = 120.0
     max_calls: int = 32
+    average_seconds: float = 10.0
+
+    def time_bound(self, examples: int) -> float:
+        """Seconds of harness time an evaluation of ``examples`` examples may use (see the class docstring)."""
+        return max(self.wall_seconds, self.average_seconds * examples)
 
     def process_limits(self) -> dict[str, int]:
         return {
@@ -212,6 +222,8 @@ class Sandbox:
         self._stderr = bytearray()
         self._worker_pid: int | None = None
         self._cpu_start: float | None = None
+        self._model_seconds = 0.0  # inside model calls, during the example under way
+        self.harness_seconds = 0.0  # of the last example (``predict``)
         self._lock = threading.Lock()
         self.scratch = tempfile.mkdtemp(prefix="metaharness-sandbox-")
         self.group = SandboxGroup()
@@ -273,9 +285,18 @@ class Sandbox:
         )
 
     def predict(self, text: str) -> str:
-        """Run ``Harness.predict(text)``; raises ``SandboxFailure`` (its ``fatal`` says if we must restart)."""
+        """Run ``Harness.predict(text)``; raises ``SandboxFailure`` (its ``fatal`` says if we must restart). Either
+        way ``harness_seconds`` is then the time it took, less the time its model calls took."""
         self.examples_run += 1
         self._cpu_start = None  # taken at the first look at the sandbox, below
+        self._model_seconds = 0.0
+        started = time.monotonic()
+        try:
+            return self._predict(text)
+        finally:
+            self.harness_seconds = time.monotonic() - started - self._model_seconds
+
+    def _predict(self, text: str) -> str:
         self._send({"type": "predict", "input": text}, phase="predicting")
         reply = self._wait_reply(("result",), phase="predicting", seconds=self.limits.wall_seconds)
         if "error" in reply:
@@ -378,7 +399,9 @@ class Sandbox:
                 reply = {"error": f"call limit reached: at most {self.limits.max_calls} model calls per example"}
             else:
                 reply = self.on_call(request if isinstance(request, dict) else {})
-            deadline += time.monotonic() - started  # model time does not count against the harness
+            waited = time.monotonic() - started
+            deadline += waited  # model time does not count against the harness
+            self._model_seconds += waited
             self._send({"type": "response", **reply}, phase=phase)
 
     def _read_message(self, deadline: float, phase: str, seconds: float) -> JSONObject:
