@@ -69,6 +69,9 @@ EXIT_SECONDS = 2.0
 STDERR_KEPT = 64 << 10
 # Model calls past max_calls get an error; past this many times max_calls the harness is flooding: killed.
 CALL_FLOOD = 2
+# The harness's own time an evaluation allows per example on average (SandboxLimits.average_seconds; a run's
+# --harness-seconds): a hundred times what the seed harnesses take, well under the 120 s one example may take.
+AVERAGE_SECONDS = 10.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -110,7 +113,7 @@ class SandboxLimits(Limits):
     wall_seconds: float = 120.0
     load_seconds: float = 120.0
     max_calls: int = 32
-    average_seconds: float = 10.0
+    average_seconds: float = AVERAGE_SECONDS
 
     def time_bound(self, examples: int) -> float:
         """Seconds of harness time an evaluation of ``examples`` examples may use (see the class docstring)."""

@@ -9,6 +9,7 @@ from metaharness.candidate import Evaluation
 from metaharness.errors import MetaharnessError
 from metaharness.evaluation.evaluator import HarnessInvalid, check_harness, evaluate
 from metaharness.evaluation.protocol import CandidateFailed, Progress
+from metaharness.evaluation.sandbox import SandboxLimits
 from metaharness.models.protocol import ModelClient
 from metaharness.tasks.protocol import Task
 
@@ -20,22 +21,32 @@ class TaskEvaluator:
     """The real ``CandidateEvaluator``: sandboxed evaluation on ``task`` with the task model ``model``.
 
     ``val_limit`` caps the validation examples (the first N); test-split evaluations use the whole split.
-    ``workers``: examples in flight.
+    ``workers``: examples in flight. ``limits``: the sandbox's (default ``SandboxLimits()``), the time bound of each
+    evaluation among them (``SandboxLimits.average_seconds``, the run's ``--harness-seconds``).
     """
 
     def __init__(
-        self, task: Task, model: ModelClient, *, val_limit: int | None = None, workers: int | None = None
+        self,
+        task: Task,
+        model: ModelClient,
+        *,
+        val_limit: int | None = None,
+        workers: int | None = None,
+        limits: SandboxLimits | None = None,
     ) -> None:
         self.task = task
         self.model = model
         self.val_limit = val_limit
         self.workers = workers
+        self.limits = limits or SandboxLimits()
 
     def check(self, harness: Path) -> str | None:
         """The harness's load error, or None; the model calls its ``__init__`` made are traced in
         ``CHECK_TRACE`` beside the harness file."""
         try:
-            check_harness(harness, self.task, model=self.model, trace_path=harness.with_name(CHECK_TRACE))
+            check_harness(
+                harness, self.task, model=self.model, limits=self.limits, trace_path=harness.with_name(CHECK_TRACE)
+            )
         except HarnessInvalid as exc:
             return str(exc)
         return None
@@ -63,6 +74,7 @@ class TaskEvaluator:
             limit=self.val_limit if split == "val" and examples is None else None,
             ids=examples,
             workers=self.workers,
+            limits=self.limits,
             trace_path=trace_path,
             progress=(lambda _record, done, total: progress(done, total)) if progress else None,
         )
