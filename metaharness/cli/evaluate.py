@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from metaharness.candidates import seed_path
+from metaharness.cli.options import harness_seconds_option
 from metaharness.errors import InputError
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.models.spec import parse_spec
@@ -54,13 +55,14 @@ def eval_command(
     task_setting: list[str] = typer.Option(
         [], "--task-setting", "-T", help="KEY=VALUE for a task folder or hf: dataset (e.g. -T data.config=main)."
     ),
+    harness_seconds: float | None = harness_seconds_option(),
 ) -> None:
     """Score a harness on a task split; print the score table and write summary.json + records.jsonl."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from metaharness.evaluation import evaluate
+    from metaharness.evaluation import SandboxLimits, evaluate
 
     parse_spec(task_model)
     for option, count in (("--limit", limit), ("--workers", workers)):
@@ -89,7 +91,10 @@ def eval_command(
             primary.append(record.scores.get("primary", 0.0))
             bar.update(tracker, completed=done, total=total, status=f"primary {sum(primary) / len(primary):.3f}")
 
-        report = evaluate(harness, task, split, model=task_model, limit=limit, workers=workers, progress=progress)
+        limits = SandboxLimits() if harness_seconds is None else SandboxLimits(average_seconds=harness_seconds)
+        report = evaluate(
+            harness, task, split, model=task_model, limit=limit, workers=workers, progress=progress, limits=limits
+        )
 
     summary, records = report.write(folder)  # first: what was measured is kept whatever printing meets
     metric = f"metric {task.metric.name}" if isinstance(task, CustomTask) else "paper metric"

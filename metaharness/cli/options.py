@@ -18,6 +18,7 @@ import typer
 
 from metaharness.budget import DEFAULT_EVALS_PER_ITER, Budget
 from metaharness.errors import InputError
+from metaharness.evaluation.sandbox import AVERAGE_SECONDS
 from metaharness.runner.settings import SettingsChange
 
 
@@ -96,6 +97,20 @@ def val_limit_option() -> Any:
     return typer.Option(None, "--val-limit", min=1, help="Use the first N validation examples only.")
 
 
+def harness_seconds_option() -> Any:
+    """``--harness-seconds S``: the harness's own time an evaluation allows per example on average (> 0)."""
+    return typer.Option(
+        None,
+        "--harness-seconds",
+        min=0.001,
+        metavar="S",
+        help=(
+            f"Seconds of the harness's own time (model calls excluded) an evaluation of a candidate allows per example "
+            f"on average, at least 120 s in all; past it the examples left score 0 (default {AVERAGE_SECONDS:g})."
+        ),
+    )
+
+
 def holdout_option(default: str) -> Any:
     """``--holdout N``: a whole number >= 0; ``default`` says what the command takes without it."""
     return typer.Option(
@@ -134,6 +149,7 @@ def settings_change(
     max_proposer_failures: int | None = None,
     proposer_option: list[str] | None = None,
     seed_harnesses: str | None = None,
+    harness_seconds: float | None = None,
 ) -> SettingsChange:
     """What the run options given on the command line give a run (``None``: not given): each read once, here
     (``--budget`` and ``--iter-budget`` by ``Budget.parse``; ``--max-cost`` and ``--max-tokens`` are the run
@@ -161,6 +177,7 @@ def settings_change(
         proposer_options=parse_options(proposer_option or []) or None,
         seed_names=seed_names,
         seed_files=seed_files,
+        harness_seconds=harness_seconds,
     )
 
 

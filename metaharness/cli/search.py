@@ -24,6 +24,7 @@ from metaharness.cli.options import (
     dask_scheduler_option,
     data_dir_option,
     evals_per_iter_option,
+    harness_seconds_option,
     holdout_option,
     iters_option,
     max_cost_option,
@@ -124,6 +125,7 @@ def optimize_command(
     proposer_option: list[str] = proposer_option_option(
         "KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
     ),
+    harness_seconds: float | None = harness_seconds_option(),
     dask_scheduler: str | None = dask_scheduler_option("Evaluate on this Dask cluster (e.g. tcp://host:8786)."),
     ray_address: str | None = ray_address_option("Evaluate on this Ray cluster (e.g. ray://host:10001, auto)."),
 ) -> None:
@@ -152,6 +154,7 @@ def optimize_command(
         max_proposer_failures=max_proposer_failures,
         proposer_option=proposer_option,
         seed_harnesses=seed_harnesses,
+        harness_seconds=harness_seconds,
     )
     if stored is None:
         change = _new_run(out, change, task)

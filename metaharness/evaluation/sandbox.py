@@ -70,7 +70,8 @@ STDERR_KEPT = 64 << 10
 # Model calls past max_calls get an error; past this many times max_calls the harness is flooding: killed.
 CALL_FLOOD = 2
 # The harness's own time an evaluation allows per example on average (SandboxLimits.average_seconds; a run's
-# --harness-seconds): a hundred times what the seed harnesses take, well under the 120 s one example may take.
+# --harness-seconds): room for a harness that computes (retrieval, parsing) on every example, far below the 120 s
+# one example may take.
 AVERAGE_SECONDS = 10.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from metaharness.budget import Budget
 from metaharness.errors import InputError
+from metaharness.evaluation.sandbox import SandboxLimits
 from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.models import connect
 from metaharness.models.ledger import Ledger
@@ -182,16 +183,19 @@ def _run(
         run.save_settings(settings.to_json())
         costs = run_ledger(run, settings.search.budget.per_run)
         task_client = connect(settings.task_model, ledger=costs.ledger)
+        limits = SandboxLimits(average_seconds=settings.harness_seconds)  # the time bound of each evaluation
         proposer_client = connect_proposer(settings.proposer_model, costs.ledger) if settings.proposer_model else None
-        evaluator = TaskEvaluator(task, task_client, val_limit=settings.val_limit, workers=workers)
+        evaluator = TaskEvaluator(task, task_client, val_limit=settings.val_limit, workers=workers, limits=limits)
         replaying = ReplayingClient.of(task_client)
         replay = (
-            Replayer(TaskEvaluator(task, replaying, workers=REPLAY_WORKERS), run_dir / "proposer" / "replays")
+            Replayer(
+                TaskEvaluator(task, replaying, workers=REPLAY_WORKERS, limits=limits), run_dir / "proposer" / "replays"
+            )
             if replaying is not None
             else None
         )
         model_free = ModelFreeCheck(
-            lambda client: TaskEvaluator(task, client, workers=MODEL_FREE_WORKERS),
+            lambda client: TaskEvaluator(task, client, workers=MODEL_FREE_WORKERS, limits=limits),
             [example.target for example in task.load("train")],
             run_dir / "model-free",
             context_window(task_client),

@@ -49,6 +49,7 @@ from typing import Any
 from metaharness import __version__
 from metaharness.budget import Budget, SearchBudget
 from metaharness.errors import InputError
+from metaharness.evaluation.sandbox import AVERAGE_SECONDS
 from metaharness.models.spec import parse_spec
 from metaharness.proposers import ProposerOptions, needs_model, proposer_options
 from metaharness.proposers.engines import is_engine
@@ -91,6 +92,7 @@ class SettingsChange:
     solver: str | None = None
     first_stage: int | None = None
     max_proposer_failures: int | None = None
+    harness_seconds: float | None = None
     evals_per_iter: int | None = None
     per_iteration: Budget | None = None
     per_run: Budget | None = None
@@ -129,6 +131,8 @@ class RunSettings:
     task_source: TaskSource | None = None
     seed_names: tuple[str, ...] | None = None
     seed_files: tuple[str, ...] | None = None
+    # The harness's own time an evaluation allows per example on average (SandboxLimits.average_seconds).
+    harness_seconds: float = AVERAGE_SECONDS
     search: SearchSettings = field(default_factory=SearchSettings)
     metaharness: str = __version__
     created: str = ""
@@ -148,6 +152,9 @@ class RunSettings:
             )
         if self.val_limit is not None and (not _whole(self.val_limit) or self.val_limit < 1):
             raise InputError(f"--val-limit must be a whole number >= 1, got {self.val_limit!r}.")
+        seconds = self.harness_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
+            raise InputError(f"--harness-seconds must be a number of seconds > 0, got {seconds!r}.")
 
     # -- resolving what was given against what the run holds -----------------------------------------------------
 
@@ -204,6 +211,7 @@ class RunSettings:
             "task_source": _plain(self.task_source),
             "seed_names": list(self.seed_names) if self.seed_names is not None else None,
             "seed_files": list(self.seed_files) if self.seed_files is not None else None,
+            "harness_seconds": self.harness_seconds,
             **{key: getattr(search, key) for key in SEARCH_FIELDS},
             "evals_per_iter": budget.evals_per_iter,
             "iteration_budget": budget.per_iteration.to_json(),
