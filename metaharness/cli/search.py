@@ -10,6 +10,7 @@ from __future__ import annotations
 import _thread
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -126,6 +127,12 @@ def optimize_command(
         "KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
     ),
     harness_seconds: float | None = harness_seconds_option(),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Print what the run would cost (calls, tokens, dollars, minutes, from the seeds' prompts and the model's "
+        "measured speed) and stop: nothing is run or written.",
+    ),
     dask_scheduler: str | None = dask_scheduler_option("Evaluate on this Dask cluster (e.g. tcp://host:8786)."),
     ray_address: str | None = ray_address_option("Evaluate on this Ray cluster (e.g. ray://host:10001, auto)."),
 ) -> None:
@@ -163,6 +170,9 @@ def optimize_command(
     if test_limit is not None and not test:
         raise InputError("--no-test and --test-limit disagree: give one of them.")
     test_split = TestSplit.parse(test_limit) if test_limit is not None else test
+    if dry_run:
+        print_estimate(out, run_dir, change, iterations=iters, task=task, data_dir=data_dir, test=test_split)
+        return
     stop = StopRequest()
     # Ctrl-C is blocked for every thread and child process started from here on (see StopOnCtrlC).
     with StopOnCtrlC(stop, out), cluster(dask_scheduler, ray_address), ProgressEvents(out) as events:
@@ -246,6 +256,51 @@ def _note_finished(out: Console, run_dir: Path, iters: int) -> None:
             f"[yellow]note: {run_dir} has finished {done} iterations and --iters {iters} asks for no more, so no "
             f"iteration runs (--iters {done + 1} runs one more; --iters is the run's total)[/]"
         )
+
+
+def print_estimate(
+    out: Console,
+    run_dir: Path,
+    change: SettingsChange,
+    *,
+    iterations: int,
+    task: Task | None,
+    data_dir: Path | None,
+    test: bool | TestSplit,
+) -> None:
+    """``--dry-run``: the estimate of what the run would cost (``metaharness.runner.estimate``), as a table."""
+    # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
+    from rich import box
+    from rich.table import Table
+
+    from metaharness.runner.estimate import HEADERS, dry_run
+
+    out.print(f"dry run of {run_dir}: measuring what the seeds send (a stand-in model) and the task model's speed")
+    started = time.monotonic()
+    settings, estimate = dry_run(run_dir, change, iterations=iterations, task=task, data_dir=data_dir, test=test)
+    out.print(f"measured in {time.monotonic() - started:.0f} s")
+    rates = Table(title="what each seed sends per validation example", box=box.SIMPLE_HEAD)
+    for column in ("seed", "model calls", "tokens in", "tokens out at most", "seconds"):
+        rates.add_column(column, justify="left" if column == "seed" else "right")
+    for rate in estimate.rates:
+        seconds = "not timed" if rate.seconds is None else f"{rate.seconds:.1f}"
+        rates.add_row(
+            rate.name, f"{rate.calls:.1f}", f"{rate.input_tokens:,.0f}", f"{rate.output_tokens:,.0f}", seconds
+        )
+    out.print(rates)
+    title = (
+        f"estimate: {settings.dataset}, task model {settings.task_model}, proposer {settings.proposer}, "
+        f"{iterations} iterations, evaluation {settings.search.evaluation}"
+    )
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for column in HEADERS:
+        table.add_column(column, justify="left" if column in ("", "bound") else "right")
+    for row in estimate.rows():
+        table.add_row(*row)
+    out.print(table)
+    for note in estimate.notes:
+        out.print(f"- {note}")
+    out.print("nothing was run or written; the same command without --dry-run starts the run")
 
 
 class StopOnCtrlC:
