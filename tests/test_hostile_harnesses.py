@@ -777,6 +777,63 @@ def test_a_flood_of_stderr_is_read_and_only_its_tail_kept(tmp_path):
     assert len(record.error) < 3000 and trace_bytes < 10_000
 
 
+# ---------------------------------------------------------------- text and exceptions a harness makes
+
+
+@pytest.mark.parametrize(
+    ("error", "met"),
+    [
+        ("def __str__(self):\n    raise RuntimeError('no words')", "E: <its str() failed>"),
+        ("def __str__(self):\n    return 42", "E: <its str() failed>"),
+        ("def __str__(self):\n    return 'w' * 50_000_000", "[cut by metaharness: 50,000,000 characters"),
+        ("def __str__(self):\n    time.sleep(3600)", "exceeded the wall-time limit of 5s while predicting"),
+    ],
+    ids=["str() raises", "str() is no text", "str() of 50 MB", "str() never returns"],
+)
+def test_an_exception_that_cannot_say_what_it_is_still_fails_only_its_example(tmp_path, error, met):
+    exception = f"class E(Exception):\n{textwrap.indent(error, '    ')}\n\n\n"
+    body = exception + "if 'shivering' in x:\n    raise E()\nreturn 'ok'"
+    limits = SandboxLimits(wall_seconds=5, load_seconds=30)  # the evaluation's time bound: 30 s, for one 5 s example
+    record, trace_bytes = attack(tmp_path, body, limits, examples=3, workers=1)
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    OBSERVED[current_test()] = {"the example that raised": (records[1]["error"] or "")[:200]}
+    assert met in records[1]["error"] and trace_bytes < 100_000
+    assert records[0]["prediction"] == records[2]["prediction"] == "ok"  # the other examples were scored
+
+
+def test_a_prediction_of_lone_surrogates_and_nuls_is_kept_as_written(tmp_path):
+    text = "\ud800\x00[/bogus]\x1b[2J\udfff" * 1000
+    record, _ = attack(tmp_path, f"return {text!r}")
+    stored = json.loads((tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()[0])["prediction"]
+    OBSERVED[current_test()] = {"6,000 characters of surrogates, NULs, markup and escapes": f"kept: {stored == text}"}
+    assert record.error is None and record.prediction == text and stored == text
+
+
+def test_the_sandboxs_own_init_is_out_of_reach(tmp_path):
+    found = outcomes(
+        tmp_path,
+        """
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        def ptrace_attach():
+            if libc.ptrace(16, 1, None, None) != 0:  # PTRACE_ATTACH
+                error = ctypes.get_errno()
+                raise OSError(error, os.strerror(error))
+            return "attached"
+
+        return json.dumps({
+            "kill the sandbox's init": attempt(lambda: os.kill(1, signal.SIGKILL)),
+            "ptrace the sandbox's init": attempt(ptrace_attach),
+            "read init's memory": attempt(lambda: open("/proc/1/mem", "rb").read(16)),
+            "read init's environment": attempt(lambda: open("/proc/1/environ", "rb").read()),
+            "init still there": "alive" if os.path.exists("/proc/1/status") else "gone",
+        })
+        """,
+    )
+    assert found.pop("init still there") == "alive"
+    assert_refused(found)
+
+
 # ---------------------------------------------------------------- a slow harness and the evaluation's time bound
 
 

@@ -215,6 +215,8 @@ def _run_example(job: _Job) -> tuple[ExampleRecord, float]:
             try:
                 sandbox = pool.acquire(recorder)
                 record.prediction = sandbox.predict(example.input)
+            except SandboxFailure:  # the harness's failure: a sandbox still alive (not ``fatal``) serves the next
+                raise
             except BaseException:  # a systemic failure (budget, unreachable model): the sandbox is mid-call, discard it
                 if sandbox is not None:
                     sandbox.close()

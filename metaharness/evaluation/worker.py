@@ -76,7 +76,11 @@ def _error_text() -> str:
     kind, value, tb = sys.exc_info()
     frames = [f for f in traceback.extract_tb(tb) if f.filename.endswith(HARNESS_FILE)]
     where = f" (harness.py line {frames[-1].lineno})" if frames else ""
-    headline = f"{kind.__name__ if kind else 'Error'}: {cut(str(value), MAX_ERROR_CHARS // 2)}{where}"
+    try:
+        words = str(value)
+    except BaseException:  # noqa: BLE001 - the harness's exception cannot say what it is: still an error to report
+        words = "<its str() failed>"
+    headline = f"{kind.__name__ if kind else 'Error'}: {cut(words, MAX_ERROR_CHARS // 2)}{where}"
     return cut(f"{headline}\n{traceback.format_exc(limit=-8)}", MAX_ERROR_CHARS)
 
 
