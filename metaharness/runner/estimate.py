@@ -5,11 +5,12 @@ the test bound, the proposer), its data (how many examples each split has) and r
 
 - what the seeds send: each seed harness runs in the sandbox on ``SAMPLE`` validation examples against a stand-in
   model that answers at once and costs nothing (``metaharness.models.stand_in``); its requests give the model calls
-  per example, the prompt tokens per example (counted with the embedded model's own tokenizer for a ``local:``
-  model, else at ``CHARS_PER_TOKEN``) and the answer tokens per example at most (the ``max_tokens`` asked);
+  per example, the prompt tokens per example (at ``CHARS_PER_TOKEN`` characters a token) and the answer tokens per
+  example at most (the ``max_tokens`` asked);
 - how fast the task model answers, for a model that costs nothing to call (the embedded model, a self-hosted
   server): the seeds' requests on one sample example are sent to warm the model's prompt states (as a run's earlier
-  examples do), those of the next are timed; a priced hosted model is not called, and its minutes are not estimated;
+  examples do), those of the next are timed, and the model's own token counts there replace the character count
+  (scaled) and the answers' ``max_tokens``; a priced hosted model is not called, and its minutes are not estimated;
 - dollars from the price table (``metaharness.models.prices``; local and self-hosted models cost $0).
 
 The parts (``Estimate.parts``), each with the bound it is:
@@ -35,16 +36,16 @@ import contextlib
 import math
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from metaharness.evaluation.evaluator import evaluate
 from metaharness.models import connect
+from metaharness.models.client import Client
 from metaharness.models.ledger import Ledger
 from metaharness.models.prices import PriceTable
 from metaharness.models.protocol import ChatRequest, ChatResult, ModelClient, Role, Usage, context_window
-from metaharness.models.spec import parse_spec
 from metaharness.models.stand_in import StandInClient
 from metaharness.runner.optimize import stored_settings
 from metaharness.runner.settings import RunSettings, SettingsChange
@@ -154,24 +155,6 @@ class _Recorder:
         return self.stand_in.complete(request, role=role)
 
 
-def token_counter(spec: str) -> Callable[[str], int]:
-    """Tokens of a text for the model ``spec``: the embedded model's own tokenizer for a ``local:`` spec (when
-    llama.cpp is installed), else one per ``CHARS_PER_TOKEN`` characters."""
-    parsed = parse_spec(spec)
-    if parsed.provider == "local":
-        try:
-            # Optional (the local extra) and heavy: only a local model's estimate needs it.
-            import llama_cpp
-
-            from metaharness.models.local import gguf_path
-
-            vocab = llama_cpp.Llama(str(gguf_path(parsed.model)), vocab_only=True, verbose=False)
-            return lambda text: len(vocab.tokenize(text.encode("utf-8", "replace"), add_bos=False, special=False))
-        except ImportError:
-            pass
-    return lambda text: math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
 def seed_rates(
     task: Task,
     seeds: Sequence[Seed],
@@ -184,7 +167,6 @@ def seed_rates(
     docstring); timed on the task model when ``timed`` and the model costs nothing to call."""
     real = connect(task_model, cache=False, ledger=Ledger())
     window = context_window(real)
-    count = token_counter(task_model)
     ids = [example.id for example in task.load("val")][:sample]
     answers = [example.target for example in task.load("train")]
     price = PriceTable().lookup(task_model)
@@ -195,36 +177,44 @@ def seed_rates(
             harness = Path(scratch) / seed.name / "harness.py"
             harness.parent.mkdir()
             harness.write_text(seed.source, encoding="utf-8")
-            per_example = []
+            sent = []
             for example in ids:
                 recorder = _Recorder(StandInClient(answers, salt=0, context_window=window), window)
                 evaluate(harness, task, "val", model=recorder, ids=[example], workers=1)
-                per_example.append(recorder.requests)
-            tokens = [sum(_prompt_tokens(r, count) for r in requests) for requests in per_example]
-            rates.append(
-                SeedRate(
-                    seed.name,
-                    calls=sum(len(r) for r in per_example) / len(ids),
-                    input_tokens=sum(tokens) / len(ids),
-                    output_tokens=sum(r.max_tokens * r.n for requests in per_example for r in requests) / len(ids),
-                    seconds=_seconds(real, per_example[0], per_example[1]) if time_it else None,
-                )
+                sent.append(recorder.requests)
+            counted = [sum(_counted_tokens(r) for r in requests) for requests in sent]
+            rate = SeedRate(
+                seed.name,
+                calls=sum(len(r) for r in sent) / len(ids),
+                input_tokens=sum(counted) / len(ids),
+                output_tokens=sum(r.max_tokens * r.n for requests in sent for r in requests) / len(ids),
             )
+            rates.append(_timed(rate, real, sent, counted) if time_it else rate)
     return rates
 
 
-def _prompt_tokens(request: ChatRequest, count: Callable[[str], int]) -> int:
-    return sum(count(str(message.get("content") or "")) + MESSAGE_TOKENS for message in request.messages)
+def _counted_tokens(request: ChatRequest) -> float:
+    """A request's prompt tokens at ``CHARS_PER_TOKEN`` characters a token, ``MESSAGE_TOKENS`` a message more."""
+    chars = sum(len(str(message.get("content") or "")) for message in request.messages)
+    return chars / CHARS_PER_TOKEN + MESSAGE_TOKENS * len(request.messages)
 
 
-def _seconds(model: ModelClient, warm: list[ChatRequest], timed: list[ChatRequest]) -> float:
-    """Seconds the requests of one example take on ``model``, after the requests of another have warmed it."""
-    for request in warm:
+def _timed(rate: SeedRate, model: Client, sent: list[list[ChatRequest]], counted: list[float]) -> SeedRate:
+    """``rate`` measured on ``model``: the requests of the first example warm it (as a run's earlier examples do),
+    those of the second are timed, and the model's own token counts there set the prompt tokens (the counted ones
+    scaled by the model's count over the counted) and the answer tokens."""
+    for request in sent[0]:
         _ask(model, request)
+    before = model.ledger.totals()
     started = time.perf_counter()
-    for request in timed:
+    for request in sent[1]:
         _ask(model, request)
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    after = model.ledger.totals()
+    prompt = after["input_tokens"] - before["input_tokens"]
+    scale = prompt / counted[1] if counted[1] and prompt else 1.0
+    answers = float(after["output_tokens"] - before["output_tokens"])
+    return SeedRate(rate.name, rate.calls, rate.input_tokens * scale, answers, seconds)
 
 
 def _ask(model: ModelClient, request: ChatRequest) -> None:
