@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.text import Text
+from test_hostile_harnesses import current_test
 
 from metaharness.candidate import Candidate
 from metaharness.evaluation.records import ExampleRecord, write_records
@@ -29,6 +30,8 @@ from metaharness.store.journal import Journal
 from metaharness.text import html as html_text
 from metaharness.text import json_text, markdown, terminal, utf8, visible
 
+# What each reader was shown: {test: {attempt: outcome}} (benchmarks/hostile_harnesses.py prints it).
+OBSERVED: dict[str, dict[str, str]] = {}
 HOSTILE = [
     "boom \ud800",
     "\udfff lone low, then NUL \x00 and DEL \x7f",
@@ -102,8 +105,10 @@ def test_the_terminal_gets_no_control_sequence_and_no_markup(text):
 
 
 def test_each_hostile_string_is_shown_as_it_is_written():
+    seen = OBSERVED.setdefault(current_test(), {})
     for text in HOSTILE:
         shown = rendered(terminal(text))
+        seen[f"terminal: {text[:30]!r}"] = f"shown as {shown.rstrip()[:60]!r}; markdown {markdown(text)[:50]!r}"
         assert "\x1b" not in shown, text
         assert shown == visible(text) + "\n", text  # no markup read, no emoji code replaced
     assert visible("boom \ud800") == "boom \\ud800"
@@ -167,6 +172,9 @@ def test_the_journal_and_the_run_logs_keep_any_text_as_it_was(tmp_path):
     )
     journal = Journal(tmp_path / "journal")
     journal.save_result(failed)
+    OBSERVED[current_test()] = {
+        "a failed candidate of hostile text, journaled": f"read back equal: {journal.results() == [failed]}"
+    }
     assert journal.results() == [failed]
     append_jsonl(tmp_path / "summary.jsonl", {"event": "candidate", "error": HOSTILE_ERROR})
     assert read_jsonl(tmp_path / "summary.jsonl") == [{"event": "candidate", "error": HOSTILE_ERROR}]
@@ -185,6 +193,10 @@ def test_git_keeps_the_candidate_verbatim_and_shows_it_inert(tmp_path):
     finally:
         run.close()
     stored = RunDirectory.browse(tmp_path / "run").store.get("c001")
+    OBSERVED[current_test()] = {
+        "an error and a summary of hostile text, in git": "read back equal: "
+        + str((stored.candidate.error, stored.candidate.summary) == (HOSTILE_ERROR, summary))
+    }
     assert (stored.candidate.error, stored.candidate.summary) == (HOSTILE_ERROR, summary)  # candidate.json
     shown = subprocess.run(
         ["git", "-C", str(tmp_path / "run"), "log", "--all", "--notes=metaharness", "-p"],
@@ -206,6 +218,8 @@ def test_summary_md_and_the_html_report_show_a_hostile_summary_and_error_as_text
     finally:
         run.close()
     text = markdown_file.read_text(encoding="utf-8")
+    line = next(line for line in text.splitlines() if line.startswith("| c001 "))
+    OBSERVED[current_test()] = {"a summary <img onerror> in SUMMARY.md": line[:150]}
     assert "<img" not in text and "&lt;img src=x" in text and "\\[click\\]" in text
     assert not RAW_CONTROL.search(text.replace("\n", ""))
     rendered_md = MarkdownIt("commonmark").enable("table").render(text)
