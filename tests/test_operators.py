@@ -179,7 +179,7 @@ def test_edits_keep_the_original_text(task, path) -> None:
     new_lines = revised.splitlines()
     assert all(line in new_lines for line in kept)
     if name == "neighbour_vote":
-        assert re.search(r"^# Neighbour vote: .*\nVOTE_K = 5\n", revised, re.MULTILINE)
+        assert re.search(r"^# Neighbour vote: .*\n(# .*\n)*VOTE_K = 5\n", revised, re.MULTILINE)
 
 
 @pytest.mark.parametrize(

@@ -29,12 +29,20 @@ from __future__ import annotations
 
 from metaharness.errors import InputError
 from metaharness.proposers.operators.base import AnswerProfile, Operator, Revision, answer_profile, label_atoms
+from metaharness.proposers.operators.classifiers import CLASSIFIER_OPERATORS
+from metaharness.proposers.operators.constrained import CONSTRAINED_OPERATORS
 from metaharness.proposers.operators.editing import harness_editor
 from metaharness.proposers.operators.labels import LABEL_OPERATORS
 from metaharness.proposers.operators.prompts import PROMPT_OPERATORS
 from metaharness.proposers.operators.smiles import SMILES_OPERATORS
 
-OPERATORS: tuple[Operator, ...] = (*LABEL_OPERATORS, *PROMPT_OPERATORS, *SMILES_OPERATORS)
+OPERATORS: tuple[Operator, ...] = (
+    *LABEL_OPERATORS,
+    *CLASSIFIER_OPERATORS,
+    *CONSTRAINED_OPERATORS,
+    *PROMPT_OPERATORS,
+    *SMILES_OPERATORS,
+)
 OPERATOR_NAMES = tuple(op.name for op in OPERATORS)
 
 __all__ = [

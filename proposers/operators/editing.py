@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from functools import lru_cache
 
 # Parsed statements and expressions: the nodes that carry source positions.
@@ -115,7 +116,9 @@ def add_constants(source: str, constants: dict[str, object], comment: str) -> st
     anchors = [n for n in editor.tree.body if isinstance(n, (ast.Import, ast.ImportFrom, ast.Assign))]
     doc = editor.tree.body[0] if editor.tree.body and isinstance(editor.tree.body[0], ast.Expr) else None
     after = end_line(anchors[-1]) if anchors else (end_line(doc) if doc is not None else 0)
-    block = f"# {comment}\n" + "".join(f"{k} = {v!r}\n" for k, v in missing.items())
+    block = "".join(f"# {line}\n" for line in textwrap.wrap(comment, 116)) + "".join(
+        f"{k} = {v!r}\n" for k, v in missing.items()
+    )
     return editor.insert_lines(after, ("\n" if after else "") + block)
 
 
@@ -140,6 +143,12 @@ def append_helpers(source: str, helpers: dict[str, str]) -> str:
 def wrap_predict(source: str, tag: str, body: str) -> str:
     """Rename ``Harness.predict`` to ``_predict_before_<tag>`` and add a new ``predict`` whose ``body`` (method
     body lines, unindented) post-processes ``answer = self._predict_before_<tag>(x)``."""
+    return wrap_predict_around(source, tag, f"answer = self._predict_before_{tag}(x)\n" + body)
+
+
+def wrap_predict_around(source: str, tag: str, body: str) -> str:
+    """Rename ``Harness.predict`` to ``_predict_before_<tag>`` and add a new ``predict`` with ``body`` (method body
+    lines, unindented), which calls ``self._predict_before_<tag>(x)`` itself (after preparing what it needs)."""
     editor = SourceEditor(source)
     predict = editor.method("predict")
     cls = editor.harness()
@@ -147,8 +156,42 @@ def wrap_predict(source: str, tag: str, body: str) -> str:
     inner = f"_predict_before_{tag}"
     line = editor.lines[predict.lineno - 1]
     editor.lines[predict.lineno - 1] = line.replace("def predict(", f"def {inner}(", 1)
-    method = f"\ndef predict(self, x):\n    answer = self.{inner}(x)\n" + indent(body, "    ")
+    method = "\ndef predict(self, x):\n" + indent(body, "    ")
     return SourceEditor("".join(editor.lines)).insert_lines(end_line(cls), indent(method, indent_of(editor, predict)))
+
+
+def model_call_method(editor: SourceEditor) -> ast.FunctionDef | None:
+    """The method that does what ``predict`` did before any wrapper: follow ``predict`` through the
+    ``self._predict_before_<tag>(...)`` calls of wrappers to the innermost method."""
+    method = editor.method("predict")
+    while method is not None:
+        inner = [
+            node.func.attr
+            for node in ast.walk(method)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr.startswith("_predict_before_")
+        ]
+        if not inner:
+            return method
+        method = editor.method(inner[0])
+    return None
+
+
+def replace_model_call(source: str, body: str) -> str:
+    """``source`` with the body of the innermost predict method (``model_call_method``) replaced by ``body``
+    (method body lines, unindented; the method's parameters are ``self`` and ``x``): what the harness asks the
+    model changes, every wrapper around it (snapping, votes) stays."""
+    editor = SourceEditor(source)
+    method = model_call_method(editor)
+    assert method is not None
+    first, last = method.body[0], method.body[-1]
+    prefix = indent_of(editor, first)
+    head = "".join(editor.lines[: first.lineno - 1])
+    tail = "".join(editor.lines[end_line(last) :])
+    argument = method.args.args[1].arg if len(method.args.args) > 1 else "x"
+    code = body if argument == "x" else f"x = {argument}\n" + body
+    return head + indent(code, prefix) + tail
 
 
 def prepend_to_init(source: str, code: str) -> str:

@@ -25,128 +25,15 @@ from metaharness.proposers.operators.editing import (
     set_constant,
     wrap_predict,
 )
+from metaharness.proposers.operators.harness_code import definitions
+from metaharness.proposers.operators.settings import grid, step
 
-LABEL_HELPERS = {
-    "_label_atoms": '''
-def _label_atoms(answer):
-    """The labels an answer names: split on the first list separator present (; ； , ，), stripped."""
-    text = str(answer).strip()
-    separator = next((s for s in (";", "；", ",", "，") if s in text), None)
-    return [part.strip() for part in (text.split(separator) if separator else [text]) if part.strip()]
-''',
-    "_known_labels": '''
-def _known_labels(train):
-    """Every distinct label of the training answers (each label of a multi-label answer counts), any number."""
-    return sorted({label for item in train for label in _label_atoms(item["target"])})
-''',
-    "_answer_span": '''
-def _answer_span(text):
-    """(start, end) of the answer in ``[TAG]answer[/TAG]`` or ``[TAG]answer<eoa>`` (else after a lone ``[TAG]``),
-    else of the whole text."""
-    import re
-
-    match = re.search(r"\\[([^\\[\\]/]+)\\](.*?)(?:\\[/\\1\\]|<eoa>)", text, re.S) or re.search(
-        r"\\[([^\\[\\]/]+)\\](.*)$", text, re.S
-    )
-    return (match.start(2), match.end(2)) if match else (0, len(text))
-''',
-    "_snap_label": '''
-def _snap_label(text, labels):
-    """The label the text names: exact after normalising, else the longest label mentioned, else the closest
-    spelling (difflib ratio >= 0.6), else None."""
-    import difflib
-    import re
-
-    def norm(value):
-        return re.sub(r"[\\s_]+", " ", re.sub(r"[.!?,;:'\\"。！？]+$", "", value.strip().lower()))
-
-    by_norm = {norm(label): label for label in labels}
-    said = norm(text)
-    if said in by_norm:
-        return by_norm[said]
-    mentioned = [(said.find(key), -len(key), label) for key, label in by_norm.items() if key and key in said]
-    if mentioned:
-        return min(mentioned)[2]
-    close = difflib.get_close_matches(said, list(by_norm), n=1, cutoff=0.6)
-    return by_norm[close[0]] if close else None
-''',
-    "_snap_labels": '''
-def _snap_labels(text, labels):
-    """Each label the answer text names, snapped to the vocabulary, in order, without repeats."""
-    snapped = [_snap_label(part, labels) for part in _label_atoms(text)]
-    return list(dict.fromkeys(label for label in snapped if label))
-''',
-    "_with_answer": '''
-def _with_answer(text, labels):
-    """The response with its answer span replaced by ``labels`` joined with ";" (tags kept)."""
-    answer = ";".join(labels)
-    start, end = _answer_span(text)
-    return text[:start] + answer + text[end:] if (start, end) != (0, len(text)) else answer
-''',
-}
-
-NEIGHBOUR_HELPERS = {
-    "_NeighbourIndex": '''
-class _NeighbourIndex:
-    """TF-IDF cosine over the training inputs; stdlib only. Terms: lower-cased words and single CJK characters,
-    or, with ``ngram`` > 0, character n-grams of the text without spaces (Chinese, SMILES)."""
-
-    def __init__(self, train, ngram=0):
-        import math
-        from collections import Counter
-
-        self.ngram = ngram
-        self.targets = [str(item["target"]).strip() for item in train]
-        docs = [Counter(self.tokens(item["input"])) for item in train]
-        df = Counter(token for doc in docs for token in doc)
-        self.idf = {token: math.log((1 + len(docs)) / (1 + count)) + 1 for token, count in df.items()}
-        self.vectors = [self.weigh(doc) for doc in docs]
-
-    def tokens(self, text):
-        import re
-
-        if self.ngram > 0:
-            chars = re.sub(r"\\s+", "", str(text))
-            return [chars[i : i + self.ngram] for i in range(max(1, len(chars) - self.ngram + 1))]
-        return re.findall(r"[a-z0-9]+|[^\\x00-\\x7f]", str(text).lower())
-
-    def weigh(self, counts):
-        import math
-
-        vector = {t: c * self.idf.get(t, 1.0) for t, c in counts.items()}
-        norm = math.sqrt(sum(v * v for v in vector.values())) or 1.0
-        return {t: v / norm for t, v in vector.items()}
-
-    def nearest(self, text, k):
-        from collections import Counter
-
-        query = self.weigh(Counter(self.tokens(text)))
-        sims = [(sum(w * vec.get(t, 0.0) for t, w in query.items()), i) for i, vec in enumerate(self.vectors)]
-        return [(sim, self.targets[i]) for sim, i in sorted(sims, reverse=True)[:k]]
-''',
-    "_vote": '''
-def _vote(neighbours, said, model_weight, share):
-    """Labels by weighted vote: each neighbour's labels get its similarity, the model's own labels get
-    ``model_weight`` x the top vote; every label within ``share`` of the winner's votes is kept (1.0: the
-    winner only, as a single-label answer; lower: a label set)."""
-    from collections import Counter
-
-    votes = Counter()
-    for sim, target in neighbours:
-        for label in _label_atoms(target):
-            votes[label] += sim
-    top = max(votes.values(), default=1.0)
-    for label in said:
-        votes[label] += model_weight * top
-    if not votes:
-        return []
-    best = votes.most_common(1)[0][1]
-    return [label for label, count in votes.most_common() if count >= share * best - 1e-12]
-''',
-}
+# The harness code each kind of revision appends (with what it uses; ``harness_code``).
+LABEL_HELPERS = definitions("_known_labels", "_snap_labels", "_answer_span", "_with_answer")
+NEIGHBOUR_HELPERS = definitions("_NeighbourIndex", "_label_counts", "_neighbour_votes", "_prior_corrected", "_decide")
 
 # Method-body prefix of the label post-processors: leave a non-text answer alone, else read the labels it names.
-_LABELLED_ANSWER = (
+LABELLED_ANSWER = (
     "labels = self._label_set\n"
     "if not labels or not isinstance(answer, str):\n"
     "    return answer\n"
@@ -159,24 +46,50 @@ def labelled(profile: AnswerProfile) -> bool:
     return profile.labelled
 
 
+def multi_label(profile: AnswerProfile) -> bool:
+    return profile.multi_label
+
+
 def _no_wrap(tag: str) -> Callable[[SourceEditor], bool]:
     return lambda editor: f"_predict_before_{tag}" not in editor.source
 
 
 def _snap(source: str) -> tuple[str, str]:
-    source = wrap_predict(source, "snap", _LABELLED_ANSWER + "return _with_answer(answer, said) if said else answer\n")
-    source = prepend_to_init(source, "self._label_set = _known_labels(train)\n")
+    source = wrap_predict(source, "snap", LABELLED_ANSWER + "return _with_answer(answer, said) if said else answer\n")
+    source = with_labels(source)
     return append_helpers(source, LABEL_HELPERS), (
         "snap every label the answer names to the closest training label (normalised, then fuzzy match)"
     )
 
 
+def with_labels(source: str, *lines: str) -> str:
+    """Build the training label vocabulary (``self._label_set``) and ``lines`` in ``__init__``, each assignment
+    only where the harness does not assign its ``self.<attribute>`` yet, with the helpers they need."""
+    wanted = ["self._label_set = _known_labels(train)\n", *lines]
+    missing = "".join(line for line in wanted if f"{_attribute(line)} =" not in source)
+    return prepend_to_init(source, missing) if missing else source
+
+
+def _attribute(line: str) -> str:
+    """The ``self.<name>`` an assignment line sets (its first such target)."""
+    node = ast.parse(line).body[0]
+    assert isinstance(node, ast.Assign)
+    return next(ast.unparse(t) for t in node.targets if isinstance(t, ast.Attribute))
+
+
 def _with_neighbours(source: str) -> str:
-    """Build the training labels and the neighbour index in ``__init__``, with the helpers they need."""
-    source = prepend_to_init(
-        source, "self._neighbours = _NeighbourIndex(train, INDEX_NGRAM)\nself._label_set = _known_labels(train)\n"
+    """Build the training labels, their counts and the neighbour index in ``__init__``, with the helpers they
+    need (a harness that already has an index keeps it)."""
+    source = with_labels(
+        source,
+        "self._neighbours = _NeighbourIndex(train, INDEX_NGRAM, INDEX_SCORING)\n",
+        "self._label_counts = _label_counts(train)\n",
     )
-    source = add_constants(source, {"INDEX_NGRAM": 0}, "Neighbour index terms: 0 = words, n > 0 = character n-grams.")
+    source = add_constants(
+        source,
+        {"INDEX_NGRAM": 0, "INDEX_SCORING": "tfidf"},
+        "Neighbour index: terms (0 = words, n > 0 = character n-grams), similarity ('tfidf' cosine or 'bm25').",
+    )
     return append_helpers(source, {**LABEL_HELPERS, **NEIGHBOUR_HELPERS})
 
 
@@ -185,14 +98,16 @@ def _vote_operator(k: int, model_weight: float) -> Callable[[str], tuple[str, st
         source = wrap_predict(
             source,
             "vote",
-            _LABELLED_ANSWER + "neighbours = self._neighbours.nearest(x, VOTE_K)\n"
-            "voted = _vote(neighbours, said, VOTE_MODEL_WEIGHT, VOTE_SHARE)\n"
+            LABELLED_ANSWER + "neighbours = self._neighbours.nearest(x, VOTE_K)\n"
+            "votes = _prior_corrected(_neighbour_votes(neighbours, VOTE_POWER), self._label_counts, VOTE_PRIOR)\n"
+            "voted = _decide(votes, said, VOTE_MODEL_WEIGHT, VOTE_SHARE)\n"
             "return _with_answer(answer, voted) if voted else answer\n",
         )
         source = add_constants(
             source,
-            {"VOTE_K": k, "VOTE_MODEL_WEIGHT": model_weight, "VOTE_SHARE": 1.0},
-            "Neighbour vote: neighbours asked, weight of the model's own answer, share of the top vote kept.",
+            {"VOTE_K": k, "VOTE_MODEL_WEIGHT": model_weight, "VOTE_SHARE": 1.0, "VOTE_POWER": 1.0, "VOTE_PRIOR": 0.0},
+            "Neighbour vote: neighbours asked, weight of the model's own answer, share of the top vote kept, "
+            "similarity power (0: one vote each), label-frequency correction (0: none).",
         )
         source = _with_neighbours(source)
         return source, (
@@ -207,7 +122,7 @@ def _neighbour_fallback(source: str) -> tuple[str, str]:
     source = wrap_predict(
         source,
         "fallback",
-        _LABELLED_ANSWER + "if said:\n"
+        LABELLED_ANSWER + "if said:\n"
         "    return _with_answer(answer, said)\n"
         "nearest = self._neighbours.nearest(x, 1)\n"
         "return _with_answer(answer, _label_atoms(nearest[0][1])) if nearest else answer\n",
@@ -218,28 +133,7 @@ def _neighbour_fallback(source: str) -> tuple[str, str]:
 
 def _label_hint(source: str) -> tuple[str, str]:
     source = prepend_to_init(source, "lm = _LabelHintLM(lm, _known_labels(train))\n")
-    source = append_helpers(
-        source,
-        {
-            **LABEL_HELPERS,
-            "_LabelHintLM": '''
-class _LabelHintLM:
-    """The task model with the list of possible answers added to every system prompt."""
-
-    def __init__(self, lm, labels):
-        self._lm = lm
-        self._hint = "Possible answers: " + "; ".join(labels) + "." if labels else ""
-
-    def __getattr__(self, name):
-        return getattr(self._lm, name)
-
-    def __call__(self, prompt_or_messages, *, system=None, **options):
-        if self._hint:
-            system = (system + "\\n\\n" if system else "") + self._hint
-        return self._lm(prompt_or_messages, system=system, **options)
-''',
-        },
-    )
+    source = append_helpers(source, {**LABEL_HELPERS, **definitions("_LabelHintLM")})
     return source, "add the list of possible answers (distinct training labels) to every system prompt"
 
 
@@ -278,47 +172,23 @@ def _uses_train(editor: SourceEditor) -> bool:
 # ---------------------------------------------------------------- tuning a vote once it is there
 
 
-def _tune(
+def _vote_step(
     operator: str,
     name: str,
     new: Callable[[float], float],
     applies: Callable[[float], bool],
     phrase: str,
     fits: Callable[[AnswerProfile], bool] = labelled,
-    family: str = "",
 ) -> Operator:
-    """The operator ``operator``: change the numeric vote setting ``name`` (present once a vote was added)."""
-
-    def can(editor: SourceEditor) -> bool:
-        value = constant(editor, name)
-        return isinstance(value, (int, float)) and applies(float(value))
-
-    def apply(source: str) -> tuple[str, str]:
-        old = constant(source, name)
-        assert isinstance(old, (int, float))
-        value: float = new(float(old))
-        value = int(value) if isinstance(old, int) else round(value, 3)
-        return set_constant(source, name, value), f"{phrase}: {name} {old} -> {value}"
-
-    return Operator(operator, phrase, can, apply, fits=fits, post_processing=True, family=family or name.lower())
+    """A relative step of a vote setting (present once a vote was added)."""
+    return step(operator, name, new, applies, phrase, fits)
 
 
-def _grid(
-    prefix: str,
-    name: str,
-    values: tuple[float, ...],
-    phrase: str,
-    fits: Callable[[AnswerProfile], bool] = labelled,
+def _vote_grid(
+    prefix: str, name: str, values: tuple[object, ...], phrase: str, fits: Callable[[AnswerProfile], bool] = labelled
 ) -> tuple[Operator, ...]:
-    """One ``_tune`` operator per value: ``<prefix><value>`` sets the vote setting ``name`` to it."""
-
-    def to(value: float) -> Callable[[float], float]:
-        return lambda old: value
-
-    def other_than(value: float) -> Callable[[float], bool]:
-        return lambda old: old != value
-
-    return tuple(_tune(f"{prefix}{v}", name, to(v), other_than(v), f"{phrase} {v}", fits) for v in values)
+    """One operator per value of a vote setting."""
+    return grid(prefix, name, values, phrase, fits, describe=str)
 
 
 def _index_ngram(n: int) -> Operator:
@@ -335,7 +205,7 @@ def _index_ngram(n: int) -> Operator:
 
     return Operator(
         f"char_{n}grams" if n else "word_terms",
-        f"neighbour retrieval over {terms(n)} (n-grams: text without word spaces, Chinese, SMILES)",
+        f"neighbour retrieval over {terms(n)} (n-grams: Chinese, SMILES, spelling variants)",
         can,
         apply,
         post_processing=True,
@@ -357,6 +227,10 @@ VOTE_K_GRID = (1, 3, 5, 9, 15, 25)
 VOTE_WEIGHT_GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
 VOTE_SHARE_GRID = (1.0, 0.75, 0.5, 0.3)
 INDEX_NGRAM_GRID = (0, 2, 3, 4)
+# Tuned similarity: how much closer neighbours count, and how much a label's training frequency is discounted.
+VOTE_POWER_GRID = (0.0, 1.0, 2.0, 4.0)
+VOTE_PRIOR_GRID = (0.0, 0.5, 1.0)
+INDEX_SCORING_GRID = ("tfidf", "bm25")
 
 LABEL_OPERATORS: tuple[Operator, ...] = (
     Operator(
@@ -388,13 +262,17 @@ LABEL_OPERATORS: tuple[Operator, ...] = (
         fits=labelled,
         post_processing=True,
     ),
-    _tune("more_voters", "VOTE_K", lambda k: k * 2, lambda k: k < 40, "twice as many voting neighbours"),
-    _tune("fewer_voters", "VOTE_K", lambda k: max(1, k // 2), lambda k: k > 1, "half as many voting neighbours"),
-    *_grid("vote_k", "VOTE_K", VOTE_K_GRID, "voting neighbours:"),
-    _tune("model_free_vote", "VOTE_MODEL_WEIGHT", lambda w: 0.0, lambda w: w > 0, "the model's answer not counted"),
-    _tune("trust_model", "VOTE_MODEL_WEIGHT", lambda w: max(1.0, w * 2), lambda w: w < 1, "model answer counts more"),
-    *_grid("vote_weight_", "VOTE_MODEL_WEIGHT", VOTE_WEIGHT_GRID, "weight of the model's answer in the vote:"),
-    _tune(
+    _vote_step("more_voters", "VOTE_K", lambda k: k * 2, lambda k: k < 40, "twice as many voting neighbours"),
+    _vote_step("fewer_voters", "VOTE_K", lambda k: max(1, k // 2), lambda k: k > 1, "half as many voting neighbours"),
+    *_vote_grid("vote_k", "VOTE_K", VOTE_K_GRID, "voting neighbours:"),
+    _vote_step(
+        "model_free_vote", "VOTE_MODEL_WEIGHT", lambda w: 0.0, lambda w: w > 0, "the model's answer not counted"
+    ),
+    _vote_step(
+        "trust_model", "VOTE_MODEL_WEIGHT", lambda w: max(1.0, w * 2), lambda w: w < 1, "model answer counts more"
+    ),
+    *_vote_grid("vote_weight_", "VOTE_MODEL_WEIGHT", VOTE_WEIGHT_GRID, "weight of the model's answer in the vote:"),
+    _vote_step(
         "label_sets",
         "VOTE_SHARE",
         lambda s: 0.5,
@@ -402,8 +280,13 @@ LABEL_OPERATORS: tuple[Operator, ...] = (
         "answer every label with at least half the top vote (a label set)",
         fits=lambda p: p.multi_label,
     ),
-    *_grid("vote_share_", "VOTE_SHARE", VOTE_SHARE_GRID, "share of the top vote kept:", fits=lambda p: p.multi_label),
+    *_vote_grid(
+        "vote_share_", "VOTE_SHARE", VOTE_SHARE_GRID, "share of the top vote kept:", fits=lambda p: p.multi_label
+    ),
     *(_index_ngram(n) for n in INDEX_NGRAM_GRID),
+    *_vote_grid("vote_power_", "VOTE_POWER", VOTE_POWER_GRID, "similarity power of a neighbour's vote (0: one each):"),
+    *_vote_grid("vote_prior_", "VOTE_PRIOR", VOTE_PRIOR_GRID, "votes divided by label frequency to the power"),
+    *_vote_grid("index_", "INDEX_SCORING", INDEX_SCORING_GRID, "neighbour similarity:"),
     Operator(
         "label_list",
         "the list of possible answers in the system prompt (vocabularies of up to 60 labels)",

@@ -1,0 +1,84 @@
+"""Harness code: text as weighted terms, and the training examples most similar to an input. Stdlib only (copied
+into harnesses by ``harness_code.definitions``).
+
+Terms (``_text_terms``): ``ngram`` 0 gives lower-cased words and single CJK characters; ``n`` > 0 character
+n-grams of the lower-cased text with runs of whitespace as one space (Chinese, SMILES, spelling variants);
+``(lo, hi)`` every n-gram length from lo to hi. The index scores a query against every training input by TF-IDF
+cosine (term frequencies damped) or by BM25 (k1 1.5, b 0.75, divided by the best score, so the most similar example
+has similarity 1 either way).
+"""
+
+
+def _text_terms(text, ngram):
+    """The terms of ``text``: words (``ngram`` 0), character n-grams (n) or all n-grams from lo to hi ((lo, hi))."""
+    import re
+
+    if not ngram:
+        return re.findall(r"[a-z0-9]+|[^\x00-\x7f]", str(text).lower())
+    lo, hi = (ngram, ngram) if isinstance(ngram, int) else ngram
+    chars = re.sub(r"\s+", " ", str(text).lower())
+    return [chars[i : i + n] for n in range(lo, hi + 1) for i in range(max(1, len(chars) - n + 1))]
+
+
+class _NeighbourIndex:
+    """The training inputs, searchable by similarity: ``scoring`` "tfidf" (cosine) or "bm25"."""
+
+    def __init__(self, train, ngram=0, scoring="tfidf"):
+        import math
+        from collections import Counter
+
+        self.ngram, self.scoring = ngram, scoring
+        self.targets = [str(item["target"]).strip() for item in train]
+        docs = [Counter(self.tokens(item["input"])) for item in train]
+        df = Counter(token for doc in docs for token in doc)
+        n = len(docs)
+        self.lengths = [sum(doc.values()) for doc in docs]
+        self.mean_length = sum(self.lengths) / max(1, n) or 1.0
+        if scoring == "bm25":
+            self.idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+        else:
+            self.idf = {t: math.log((1 + n) / (1 + c)) + 1 for t, c in df.items()}
+        self.postings: dict = {}  # term -> [(example, weight)]
+        for i, doc in enumerate(docs):
+            weights = self._bm25_terms(doc, self.lengths[i]) if scoring == "bm25" else self.weigh(doc)
+            for token, weight in weights.items():
+                self.postings.setdefault(token, []).append((i, weight))
+
+    def tokens(self, text):
+        return _text_terms(text, self.ngram)
+
+    def weigh(self, counts):
+        """TF-IDF weights of term counts (term frequency damped: 1 + log count), unit length."""
+        import math
+
+        vector = {t: (1 + math.log(c)) * self.idf.get(t, 1.0) for t, c in counts.items()}
+        norm = math.sqrt(sum(v * v for v in vector.values())) or 1.0
+        return {t: v / norm for t, v in vector.items()}
+
+    def _bm25_terms(self, counts, length):
+        k1, b = 1.5, 0.75
+        norm = k1 * (1 - b + b * length / self.mean_length)
+        return {t: c * (k1 + 1) / (c + norm) for t, c in counts.items()}
+
+    def similarities(self, text):
+        """The similarity of ``text`` to every training input, in training order."""
+        from collections import Counter
+
+        counts = Counter(self.tokens(text))
+        sims = [0.0] * len(self.targets)
+        if self.scoring == "bm25":
+            for token in counts:
+                idf = self.idf.get(token, 0.0)
+                for i, weight in self.postings.get(token, ()):
+                    sims[i] += idf * weight
+            top = max(sims, default=0.0)
+            return [s / top for s in sims] if top > 0 else sims
+        for token, weight in self.weigh(counts).items():
+            for i, theirs in self.postings.get(token, ()):
+                sims[i] += weight * theirs
+        return sims
+
+    def nearest(self, text, k):
+        """The ``k`` most similar training examples as (similarity, target), most similar first."""
+        sims = self.similarities(text)
+        return [(sim, self.targets[i]) for sim, i in sorted(((s, i) for i, s in enumerate(sims)), reverse=True)[:k]]
