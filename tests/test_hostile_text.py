@@ -12,6 +12,7 @@ import io
 import json
 import re
 import subprocess
+from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from rich.text import Text
 from test_hostile_harnesses import current_test
 
 from metaharness.candidate import Candidate
+from metaharness.cli.bench import GridLines
 from metaharness.evaluation.records import ExampleRecord, write_records
 from metaharness.report import write_report
 from metaharness.report.summary import write_summary_markdown
@@ -227,3 +229,12 @@ def test_summary_md_and_the_html_report_show_a_hostile_summary_and_error_as_text
     assert "boom \\ud800 \\x00 [/bogus]" in rendered_md  # shown as its escapes
     assert "<img" not in page and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
     assert "boom \\ud800" in page and "\\x1b[31mred" in page
+
+
+def test_the_grid_shows_a_cell_that_failed_on_hostile_text_inert():
+    out = io.StringIO()
+    lines = GridLines(Console(file=out, force_terminal=True, color_system="truecolor", width=400))
+    failed = SimpleNamespace(status="failed", seconds=3.0, error=HOSTILE_ERROR, stopped=None)
+    lines.cell_finished(SimpleNamespace(name="A/tps/seed0"), failed, 1, 2)  # type: ignore[arg-type]
+    shown = out.getvalue()
+    assert "boom \\ud800 \\x00 [/bogus] [link=https://evil.example]x[/link]" in shown and "\x1b]8;" not in shown

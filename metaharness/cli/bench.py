@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from metaharness.agents.tool_bench import AGENTS as TOOL_AGENTS
 from metaharness.agents.tool_bench import METRICS as TOOL_METRICS
@@ -39,6 +38,7 @@ from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.models import connect
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+from metaharness.text import terminal
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -326,11 +326,11 @@ class GridLines:
         if record.status == "done":
             self.console.print(f"[{done}/{total} done] [green]finished[/] {cell.name} {took}")
         elif record.status == "capped":
-            stopped = escape(str(record.stopped or "its cap"))
-            self.console.print(f"[{done}/{total} done] [yellow]capped[/] {cell.name} {took}: {stopped}")
+            stopped = terminal(str(record.stopped or "its cap"))  # a run's own words may quote a harness
+            self.console.print(f"[{done}/{total} done] [yellow]capped[/] {cell.name} {took}:", stopped)
         else:
-            error = escape(str(record.error))
-            self.console.print(f"[{done}/{total} done] [red]failed[/] {cell.name} {took}: {error}")
+            error = terminal(str(record.error))
+            self.console.print(f"[{done}/{total} done] [red]failed[/] {cell.name} {took}:", error)
 
 
 def _names(option: str, text: str | None) -> list[str] | None:
