@@ -77,6 +77,9 @@ class Evaluation:
     increments: list[Increment] = field(default_factory=list)
     # Scored with no model call: its outputs were the same under stand-in answers (``metaharness.search.model_free``).
     model_free: bool = False
+    # Its score on the held-out examples that choose the returned candidate among the search's best
+    # (``metaharness.search.staging.ExampleOrder.confirm``), once it was a contender; no proposer ever sees it.
+    confirm: Evaluation | None = None
 
     @property
     def primary(self) -> float:
@@ -116,11 +119,13 @@ class Evaluation:
             share=max(self.share, more.share),
             increments=[*self.increments, *more.increments],
             model_free=self.model_free and more.model_free,
+            confirm=more.confirm or self.confirm,
         )
 
     def to_dict(self) -> dict[str, Any]:
         data = {**asdict(self), "seconds": round(self.seconds, 3)}
         data["increments"] = [i.to_dict() for i in self.increments]
+        data["confirm"] = self.confirm.to_dict() if self.confirm is not None else None
         return data
 
     @classmethod
@@ -137,6 +142,7 @@ class Evaluation:
             share=int(data.get("share", 0)),
             increments=[Increment.from_dict(i) for i in data.get("increments", [])],
             model_free=bool(data.get("model_free", False)),
+            confirm=Evaluation.from_dict(data["confirm"]) if isinstance(data.get("confirm"), dict) else None,
         )
 
 

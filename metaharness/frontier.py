@@ -1,4 +1,5 @@
-"""The search frontier: the best candidate, and the Pareto set of score against context size and cost.
+"""The search frontier: the best candidate (the one a run returns), and the Pareto set of score against context size
+and cost.
 
 Only *supported* candidates count (scored on every example of the search's share; see
 ``metaharness.candidate.Candidate.supported``): a candidate scored on a few examples so far is not compared on
@@ -36,11 +37,20 @@ def evaluated(records: Iterable[Candidate]) -> list[Candidate]:
     return [r for r in records if r.supported]
 
 
+def rank(record: Candidate) -> tuple[bool, float, float]:
+    """What the best maximises: a candidate confirmed on held-out examples before one that is not, then the
+    confirmed score, then the validation score (see ``best``)."""
+    confirm = record.evaluation.confirm if record.evaluation is not None else None
+    return (confirm is not None, confirm.primary if confirm is not None else 0.0, record.score)
+
+
 def best(records: Iterable[Candidate]) -> Candidate | None:
-    """The highest validation score among supported candidates; the earliest wins a tie (as the store's ``best``
-    ref does)."""
+    """The candidate the run returns among supported candidates: when some were confirmed on the held-out examples
+    that choose it (the search's best contenders, ``metaharness.search.loop``), the highest confirmed score, ties
+    by validation score; else the highest validation score. The earliest wins a tie (as the store's ``best`` ref
+    does)."""
     done = evaluated(records)
-    return max(done, key=lambda r: r.score) if done else None
+    return max(done, key=rank) if done else None
 
 
 def pareto_front(records: Iterable[Candidate]) -> list[Candidate]:

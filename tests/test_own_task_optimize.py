@@ -19,6 +19,7 @@ from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, ServedModel, T
 from metaharness.candidate import Evaluation
 from metaharness.errors import InputError
 from metaharness.models.replaying import ReplayingClient
+from metaharness.models.stand_in import StandInClient
 from metaharness.runner.optimize import optimize, run_config
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.runner.task import seeds_of, task_source
@@ -33,13 +34,16 @@ NUMERIC = '[data]\ninput = "question"\ntarget = "answer"\nval_size = 8\nsplit_se
 
 class TaskRecorder(FakeEvaluator):
     """FakeEvaluator over the task ``optimize()`` opened (kept in ``OPENED`` with its val ids, one entry per
-    session: the evaluator that replays programs on recorded calls is not counted); a program without a
-    ``# score=`` line (a standard seed) scores 0.2, on every example of its trace as the real evaluator records it."""
+    session: the evaluators that replay programs on recorded calls or check them with stand-in models are not
+    counted); a program without a ``# score=`` line (a standard seed) scores 0.2, on every example of its trace as
+    the real evaluator records it."""
 
-    def __init__(self, task: Task, model: Any, *, val_limit: int | None = None, workers: int | None = None) -> None:
+    def __init__(
+        self, task: Task, model: Any, *, val_limit: int | None = None, workers: int | None = None, **_: Any
+    ) -> None:
         super().__init__()
         self.task, self.val_limit = task, val_limit
-        if not isinstance(model, ReplayingClient):
+        if not isinstance(model, (ReplayingClient, StandInClient)):
             OPENED.append((task, self.examples("val")))
 
     def examples(self, split: str) -> list[str]:
@@ -346,6 +350,7 @@ def test_optimize_evaluates_on_a_dask_cluster_from_the_command_line(tmp_path):
             dataset="mytask",
             iters=0,
             val_limit=3,
+            holdout=0,  # the seeds' examples only (held-out ones would confirm the seeds)
             task_model=f"openai:fake@{served.base_url}",
             dask_scheduler=cluster.scheduler_address,
             run_dir="run",

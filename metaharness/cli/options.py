@@ -94,7 +94,9 @@ def evals_per_iter_option() -> Any:
 
 def val_limit_option() -> Any:
     """``--val-limit N``: a whole number >= 1."""
-    return typer.Option(None, "--val-limit", min=1, help="Use the first N validation examples only.")
+    return typer.Option(
+        None, "--val-limit", min=1, help="Search on the first N validation examples only (held-out ones come after)."
+    )
 
 
 def harness_seconds_option() -> Any:
@@ -117,7 +119,10 @@ def holdout_option(default: str) -> Any:
         None,
         "--holdout",
         min=0,
-        help=f"Validation examples kept out of the search, to judge what it returns (default: {default}).",
+        help=(
+            "Validation examples no proposer sees: a third choose what the run returns among the search's best, "
+            f"the rest score it (default: {default})."
+        ),
     )
 
 

@@ -136,9 +136,10 @@ def optimize(
     names = list(resolved.seed_names) if resolved.seed_names else None
     seeded = stored is not None and 0 in RunDirectory.browse(Path(run_dir)).completed_iterations()
     starts = [] if seeded else seeds_of(task, names, files=resolved.seed_files)  # committed: files may be gone
-    val = [example.id for example in task.load("val")][: resolved.val_limit]
-    ExampleOrder.of(val, seed=resolved.search.seed, holdout=resolved.search.holdout)  # enough examples to search
-    session = LoopSettings(resolved.dataset, resolved.search, iterations, test=test)
+    val = [example.id for example in task.load("val")]
+    search = resolved.search
+    ExampleOrder.split(val, seed=search.seed, limit=resolved.val_limit, holdout=search.holdout)  # enough examples
+    session = LoopSettings(resolved.dataset, search, iterations, test=test, limit=resolved.val_limit)
     return _run(Path(run_dir), resolved, task, starts, session, workers, data_dir, events, stop)
 
 
@@ -185,7 +186,8 @@ def _run(
         task_client = connect(settings.task_model, ledger=costs.ledger)
         limits = SandboxLimits(average_seconds=settings.harness_seconds)  # the time bound of each evaluation
         proposer_client = connect_proposer(settings.proposer_model, costs.ledger) if settings.proposer_model else None
-        evaluator = TaskEvaluator(task, task_client, val_limit=settings.val_limit, workers=workers, limits=limits)
+        # the search's share: LoopSettings.limit
+        evaluator = TaskEvaluator(task, task_client, workers=workers, limits=limits)
         replaying = ReplayingClient.of(task_client)
         replay = (
             Replayer(

@@ -42,9 +42,10 @@ failures in a row in one session the run logs a stop and raises ``ProposerFailed
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -75,6 +76,8 @@ from metaharness.search.staging import (
     Standing,
     alternatives,
     decide,
+    paired,
+    sample_variance,
     trace_outputs,
 )
 from metaharness.search.test_split import TestSplit, score_test_split
@@ -95,6 +98,8 @@ from metaharness.store.protocol import RunStore
 
 # The share of what an iteration may spend that the proposer's predictions may take (the rest is for measuring).
 PREDICTING_SHARE = 0.25
+# How many of the search's best the held-out confirm examples choose the returned candidate among.
+CONTENDERS = 2
 
 
 class LoopEvents:
@@ -136,13 +141,16 @@ class LoopSettings:
     """One session of the loop: the ``task``'s name, the run's ``search`` settings (as resolved: each iteration
     takes up to ``search.proposals_per_iteration()`` proposals and evaluates them with ``search.evaluation``
     within ``search.budget``), the ``iterations`` to reach after the seeds, and whether to evaluate the best and
-    the frontier on the test split at the end (``test``: ``True`` within the default bound, or a ``TestSplit``;
-    when the split is available)."""
+    the frontier on the test split at the end (``test``: ``True`` within the default bound, or a ``TestSplit``; when
+    the split is available), and how many validation
+    examples the search's share may hold (``limit``: the first ones of the split; the held-out examples come from
+    the rest, `ExampleOrder.split`)."""
 
     task: str
     search: SearchSettings
     iterations: int
     test: bool | TestSplit = True
+    limit: int | None = None
 
 
 class Spending(Protocol):
@@ -305,8 +313,11 @@ class Optimizer:
         for action in self.store.recover():
             self.events.note(action)
         try:
-            self.order = ExampleOrder.of(
-                self.evaluator.examples("val"), seed=self.settings.search.seed, holdout=self.settings.search.holdout
+            self.order = ExampleOrder.split(
+                self.evaluator.examples("val"),
+                seed=self.settings.search.seed,
+                limit=self.settings.limit,
+                holdout=self.settings.search.holdout,
             )
             # Iteration 0 evaluates the seeds; a plan left open by an interrupted run is finished first.
             iteration, failures = 0, 0
@@ -570,22 +581,63 @@ class Optimizer:
         self.events.candidate_finished(failed)
 
     def _judge(self) -> None:
-        """Score the best candidate on the held-out validation examples, once per candidate (when there are any)."""
+        """Choose the candidate the run returns and score it on examples no proposer has seen (when the run holds
+        some out): the search's best contenders (`_contenders`) not confirmed yet are scored on the held-out
+        ``confirm`` examples, which makes the best the highest confirmed score (``metaharness.frontier.best``), and
+        the best, once chosen, on the ``judge`` examples (once per candidate, saved as its ``holdout`` result)."""
+        if not self.order.holdout:
+            return
+        for candidate in self._contenders():
+            self._check_stop()
+            assert candidate.evaluation is not None
+            confirm = self._held_out(candidate, "confirm", self.order.confirm)
+            evaluation = dataclasses.replace(candidate.evaluation, confirm=confirm)
+            self.store.record_confirmation(dataclasses.replace(candidate, evaluation=evaluation))
         best = frontier.best(self.store.candidates())
-        if not self.order.holdout or best is None or self.store.split_result(best.id, "holdout") is not None:
+        if best is None or not self.order.judge or self.store.split_result(best.id, "holdout") is not None:
             return
         self._check_stop()
-        self.events.candidate_started(best.id, "holdout", best.summary)
-        harness = self.store.work_file(best.id, best.source)
+        self.store.save_split_result(best.id, "holdout", self._held_out(best, "holdout", self.order.judge))
+
+    def _contenders(self) -> list[Candidate]:
+        """The supported candidates the held-out examples must choose among, not confirmed yet: the ``CONTENDERS``
+        best by validation score with distinct outputs (a candidate whose outputs equal a better one's is that one),
+        leaving out any whose paired deficit to the top is more than two standard errors (no contender on this
+        evidence)."""
+        ranked = sorted((c for c in self.store.candidates() if c.supported), key=lambda c: -c.score)
+        if not ranked:
+            return []
+        chosen: list[Candidate] = []
+        outputs: dict[str, dict[str, str]] = {}
+        for candidate in ranked:
+            if len(chosen) >= CONTENDERS:
+                break
+            behind = paired(ranked[0], candidate)  # the top's paired lead over it, example by example
+            lead = sum(behind) / len(behind) if behind else 0.0
+            spread = math.sqrt(sample_variance(behind) / len(behind)) if len(behind) > 1 else 0.0
+            if lead > 2 * spread + 1e-12:
+                continue
+            path = self.store.path / candidate.trace if candidate.trace is not None else None
+            outputs[candidate.id] = trace_outputs(path) if path is not None else {}
+            if not any(outputs[candidate.id] == outputs[c.id] for c in chosen):
+                chosen.append(candidate)
+        return [c for c in chosen if c.evaluation is not None and c.evaluation.confirm is None]
+
+    def _held_out(self, candidate: Candidate, split: str, ids: Sequence[str]) -> Evaluation:
+        """``candidate`` scored on the held-out examples ``ids`` (its records under ``split``): with no model call
+        when it is model-free and its outputs still ignore the model's answers there, else by the evaluator."""
+        self.events.candidate_started(candidate.id, f"{split} +{len(ids)}", candidate.summary)
+        trace = self.store.trace_path(candidate.id, split)
+        if self.model_free is not None and candidate.evaluation is not None and candidate.evaluation.model_free:
+            found = self.model_free(candidate.source, ids)
+            if found.evaluation is not None and found.trace is not None:
+                atomic_write_text(trace, found.trace.read_text(encoding="utf-8"))
+                return dataclasses.replace(found.evaluation, split=split)
+        harness = self.store.work_file(candidate.id, candidate.source)
         evaluation = self.evaluator.evaluate(
-            harness,
-            "val",
-            trace_path=self.store.trace_path(best.id, "holdout"),
-            progress=self._progress,
-            examples=list(self.order.holdout),
+            harness, "val", trace_path=trace, progress=self._progress, examples=list(ids)
         )
-        evaluation = dataclasses.replace(evaluation, split="holdout")
-        self.store.save_split_result(best.id, "holdout", evaluation)
+        return dataclasses.replace(evaluation, split=split)
 
     def _holdout_of(self, best: Candidate | None) -> float | None:
         judged = self.store.split_result(best.id, "holdout") if best is not None else None
@@ -649,7 +701,7 @@ class Optimizer:
         return RunState(
             task=self.settings.task,
             iteration=iteration,
-            candidates=self.store.candidates(),
+            candidates=[_without_held_out(c) for c in self.store.candidates()],
             proposals=self.settings.search.proposals_per_iteration(),
             budget=self.spending.left(),
             run_dir=self.store.path,
@@ -746,8 +798,8 @@ class Optimizer:
     def _replay_evidence(self, candidate: Candidate, iteration: int) -> None:
         """Record, at no cost, the candidate's scores on the search examples its nearest evaluated ancestor was
         scored on wherever every call it makes there is one the run already made (the module docstring)."""
-        if self.replay is None or (candidate.prediction is not None and candidate.prediction.repeat == 0.0):
-            return  # (a proposer that predicts no call of it repeats its parent's: nothing to replay)
+        if self.replay is None:
+            return
         by_id = {c.id: c for c in self.store.candidates()}
         base = evaluated_ancestor(candidate, by_id)
         if base is None or base.evaluation is None:
@@ -819,3 +871,10 @@ def _checked(proposal: object) -> Proposal:
             "source (expected a candidate id or None, and the program's text)"
         )
     return proposal
+
+
+def _without_held_out(candidate: Candidate) -> Candidate:
+    """``candidate`` as a proposer sees it: nothing of the held-out examples (their confirm score) in it."""
+    if candidate.evaluation is None or candidate.evaluation.confirm is None:
+        return candidate
+    return dataclasses.replace(candidate, evaluation=dataclasses.replace(candidate.evaluation, confirm=None))

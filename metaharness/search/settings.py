@@ -33,14 +33,14 @@ DEFAULT_EVALUATION: Policy = "planner"
 class SearchSettings:
     """How the loop searches: the evaluation policy (``evaluation``) and its allocation ``solver`` (``auto`` or
     ``exact``), the example order's ``seed`` (the proposer's too) and the validation examples it holds out
-    (``holdout``), the proposals an iteration takes (``proposals``; None: ``proposals_per_iteration`` decides),
-    the least first stage of a candidate's evaluation (``first_stage``), every limit on spending (``budget``),
-    and after how many proposer failures in a row a session stops (``max_proposer_failures``). InputError naming
-    the first bad one when made."""
+    (``holdout``; None: `metaharness.search.staging.auto_holdout`), the proposals an iteration takes
+    (``proposals``; None: ``proposals_per_iteration`` decides), the least first stage of a candidate's evaluation
+    (``first_stage``), every limit on spending (``budget``), and after how many proposer failures in a row a
+    session stops (``max_proposer_failures``). InputError naming the first bad one when made."""
 
     evaluation: Policy = DEFAULT_EVALUATION
     seed: int = 0
-    holdout: int = 0
+    holdout: int | None = None
     proposals: int | None = None
     budget: SearchBudget = field(default_factory=SearchBudget)
     solver: AllocationSolver = "auto"
@@ -52,7 +52,7 @@ class SearchSettings:
             if value is not None and (not _whole(value) or value < low):
                 raise InputError(f"--{name.replace('_', '-')} must be a whole number >= {low}, got {value!r}.")
         for name, value, low in [
-            ("holdout", self.holdout, 0),
+            ("holdout", 0 if self.holdout is None else self.holdout, 0),
             ("seed", self.seed, -(2**63)),
             ("max_proposer_failures", self.max_proposer_failures, 1),
         ]:

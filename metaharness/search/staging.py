@@ -102,12 +102,16 @@ SLOPE_PRIOR_SD = 0.5
 # supported candidate was never scored again: a recorded run's best was lost so.)
 MERGE_EXAMPLES = 11
 TOP_TWO = 0.5  # top-two Thompson sampling's probability of measuring the draw's winner (Russo's beta)
+# Held out of the search by default: 40% of the validation examples (20 of 50), unless there are fewer than 10.
+HOLDOUT_SHARE = 0.4
+MIN_HOLDOUT_EXAMPLES = 10
 
 
 @dataclass(frozen=True)
 class ExampleOrder:
     """The run's validation examples in one seeded order: the search's ``share`` first, then ``holdout``, examples
-    the search never scores (used only to judge the returned candidates)."""
+    no proposer ever sees in a trace, a score or a workspace: its first third (``confirm``) chooses the candidate the
+    run returns among the search's best, the rest (``judge``) scores what it returns, once chosen."""
 
     search: tuple[str, ...]
     holdout: tuple[str, ...] = ()
@@ -127,6 +131,38 @@ class ExampleOrder:
         cut = len(order) - holdout
         return cls(tuple(order[:cut]), tuple(order[cut:]))
 
+    @classmethod
+    def split(
+        cls, ids: Sequence[str], *, seed: int, limit: int | None = None, holdout: int | None = None
+    ) -> ExampleOrder:
+        """A run's order over its task's validation ``ids`` (split order): the search's share is the first ``limit``
+        of them (all when None; the order of `of`), and ``holdout`` more are held out: from the examples after the
+        first ``limit`` when there are any, else the last of the order. ``holdout`` None: `auto_holdout`."""
+        held = auto_holdout(len(ids), limit) if holdout is None else holdout
+        if limit is None or limit >= len(ids):
+            return cls.of(ids, seed=seed, holdout=held)
+        if held < 0:
+            raise InputError(f"--holdout must be >= 0, got {held}.")
+        if held > len(ids) - limit:
+            raise InputError(
+                f"--holdout {held} with --val-limit {limit}: only {len(ids) - limit} of the {len(ids)} validation "
+                "examples are left outside the search's; hold out fewer or search on fewer."
+            )
+        search = cls.of(ids[:limit], seed=seed).search
+        rest = list(ids[limit:])
+        random.Random(f"holdout-order:{seed}").shuffle(rest)
+        return cls(search, tuple(rest[:held]))
+
+    @property
+    def confirm(self) -> tuple[str, ...]:
+        """The held-out examples that choose the returned candidate among the search's best (a third)."""
+        return self.holdout[: confirm_size(len(self.holdout))]
+
+    @property
+    def judge(self) -> tuple[str, ...]:
+        """The held-out examples that score the returned candidate, never used to choose it."""
+        return self.holdout[confirm_size(len(self.holdout)) :]
+
     @property
     def share(self) -> int:
         return len(self.search)
@@ -135,6 +171,20 @@ class ExampleOrder:
         """The first ``count`` search examples not in ``scored``, in order."""
         done = set(scored)
         return [i for i in self.search if i not in done][:count]
+
+
+def auto_holdout(examples: int, limit: int | None = None) -> int:
+    """The validation examples a run holds out when none is said: ``HOLDOUT_SHARE`` of them (none with fewer than
+    ``MIN_HOLDOUT_EXAMPLES`` in all), at most what the search's ``limit`` leaves."""
+    if examples < MIN_HOLDOUT_EXAMPLES:
+        return 0
+    wanted = round(HOLDOUT_SHARE * examples)
+    return min(wanted, examples - limit) if limit is not None and limit < examples else wanted
+
+
+def confirm_size(holdout: int) -> int:
+    """How many of ``holdout`` held-out examples choose the returned candidate: a third (at least one of two)."""
+    return max(1, holdout // 3) if holdout >= 2 else 0
 
 
 def reference(candidates: Sequence[Candidate]) -> Candidate | None:
@@ -252,7 +302,7 @@ class Calibration:
             diffs = [s - theirs[i] for i, s in mine.items() if i in theirs]
             if diffs:
                 evidence.append((c, base, diffs))
-        variances = [_variance(d) for _, _, d in evidence if len(d) > 1]
+        variances = [sample_variance(d) for _, _, d in evidence if len(d) > 1]
         pooled = max(MIN_NOISE, sum(variances) / len(variances)) if variances else DEFAULT_NOISE
         scaled, unscaled, gains = [], [], []
         for c, base, diffs in evidence:
@@ -447,7 +497,7 @@ class Standing:
         hidden = {cid for members in self.merged.values() for cid in members}
         pool = [c for c in self.candidates if not c.failed and not c.supported and c.id not in hidden]
         evidence = {c.id: self._evidence(c) for c in pool}
-        noises = [_variance(d) for d in evidence.values() if len(d) > 1]
+        noises = [sample_variance(d) for d in evidence.values() if len(d) > 1]
         noise_prior = max(DEFAULT_NOISE / 4, sum(noises) / len(noises)) if noises else DEFAULT_NOISE
         arms = []
         for c in pool:
@@ -542,7 +592,8 @@ def _at(candidate: Candidate) -> int:
     return int(digits) if digits else 0
 
 
-def _variance(values: Sequence[float]) -> float:
+def sample_variance(values: Sequence[float]) -> float:
+    """The unbiased sample variance of two or more values."""
     mean = sum(values) / len(values)
     return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
 

@@ -49,6 +49,7 @@ from git.objects.fun import tree_to_stream
 from gitdb import IStream, LooseObjectDB
 from gitdb.exc import ODBError
 
+from metaharness import frontier
 from metaharness.candidate import CANDIDATE_ID, EVALUATED, FAILED, Candidate, Evaluation, Prediction, id_number
 from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.errors import InputError
@@ -357,13 +358,13 @@ class GitStore:
         return sha, (result_ref(candidate.id), sha, stored.result or ZERO_SHA)
 
     def _best_update(self, candidate: Candidate, sha: str) -> list[tuple[str, str, str]]:
-        """The move of ``best`` to ``sha`` when ``candidate`` is supported and beats the best (ties: the earlier), or
-        is the best and ``sha`` its newer commit."""
+        """The move of ``best`` to ``sha`` when ``candidate`` is supported and beats the best by
+        ``metaharness.frontier.rank`` (ties: the earlier), or is the best and ``sha`` its newer commit."""
         best = self.best()
         current = self._resolve(BEST_REF)
         if not candidate.supported or current == sha:
             return []
-        if best is not None and best.id != candidate.id and candidate.score <= best.score:
+        if best is not None and best.id != candidate.id and frontier.rank(candidate) <= frontier.rank(best):
             return []
         return [(BEST_REF, sha, current or ZERO_SHA)]
 

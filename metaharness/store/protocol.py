@@ -30,8 +30,12 @@ class CandidateStore(Protocol):
       committing an id twice is an error.
     - ``record_evaluation(candidate) -> Candidate``: records a committed candidate's evaluation as it stands now
       (continued on more examples), durable and atomic like ``commit``, with an ``"evaluation"`` log line; returns
-      the candidate as ``candidates()`` returns it from then on. The best is the supported candidate (scored on its
-      whole share) with the highest score.
+      the candidate as ``candidates()`` returns it from then on. The best is ``metaharness.frontier.best`` of the
+      candidates: among the supported ones (scored on their whole share), the highest held-out confirmed score when
+      some are confirmed, else the highest score.
+    - ``record_confirmation(candidate) -> Candidate``: records a supported candidate's score on the held-out
+      examples that choose the returned candidate (``candidate.evaluation.confirm``), durable and atomic like
+      ``record_evaluation`` (the best may move), with a ``"confirm"`` split line and no evaluation line.
     - ``record_failure(candidate) -> Candidate``: records that a committed candidate cannot run
       (``candidate.error``), with a ``"failure"`` log line; returns it failed, as it stays.
     - ``work_file(id, source) -> Path``: writes ``source`` to the file the candidate is checked and evaluated from;
@@ -61,6 +65,8 @@ class CandidateStore(Protocol):
     def commit(self, candidate: Candidate) -> None: ...
 
     def record_evaluation(self, candidate: Candidate) -> Candidate: ...
+
+    def record_confirmation(self, candidate: Candidate) -> Candidate: ...
 
     def record_failure(self, candidate: Candidate) -> Candidate: ...
 

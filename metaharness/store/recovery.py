@@ -10,6 +10,7 @@ out twice. Every repair is one line of the list ``recover`` returns, for the use
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,12 @@ def recover(run: RunDirectory) -> list[str]:
                 f"recorded {candidate.id}'s evaluation on {candidate.evaluation.examples} examples from the "
                 "journal (scored before the run was stopped)"
             )
+        elif (confirm := candidate.evaluation.confirm if candidate.evaluation else None) is not None and (
+            stored.supported and stored.evaluation is not None and stored.evaluation.confirm is None
+        ):  # a kill between the journal and the note: the held-out score is kept, the search's as stored
+            held = dataclasses.replace(stored.evaluation, confirm=confirm)
+            run.record_confirmation(dataclasses.replace(stored, evaluation=held))
+            actions.append(f"recorded {candidate.id}'s held-out confirmation from the journal")
         run.journal.drop_evidence(candidate.id)
     rebuilt = _rebuild_log(run) if not run.log_records() else []
     actions += rebuilt or _complete_log(run)

@@ -282,6 +282,19 @@ class RunDirectory:
         self.journal.drop_evidence(candidate.id)
         return recorded
 
+    def record_confirmation(self, candidate: Candidate) -> Candidate:
+        """Record ``candidate``'s score on the held-out examples that choose the returned candidate (its
+        evaluation's ``confirm``): journal, git note (and ``best``, which it may move), a ``"confirm"`` split line;
+        no evaluation line, since nothing of its search evaluation changed."""
+        assert candidate.evaluation is not None and candidate.evaluation.confirm is not None
+        _require_space(self.path)
+        self.journal.save_evidence(candidate)
+        with _disk(self.path):
+            recorded = self.store.record_evaluation(candidate.id, candidate.evaluation)
+        self.log(SplitLine("confirm", candidate.id, candidate.evaluation.confirm))
+        self.journal.drop_evidence(candidate.id)
+        return recorded
+
     def record_failure(self, candidate: Candidate) -> Candidate:
         """Record that a committed candidate cannot run (``candidate.error`` says why), with a log line."""
         _require_space(self.path)

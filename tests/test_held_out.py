@@ -1,0 +1,132 @@
+"""The candidate a run returns is chosen on validation examples no proposer has seen: a harness that looks up the
+search examples' answers tops the search and is not returned; the held-out scores never reach a proposer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import ScriptedModel, ScriptedProposer
+
+from metaharness.budget import SearchBudget
+from metaharness.errors import InputError
+from metaharness.evaluation.task_evaluator import TaskEvaluator
+from metaharness.models.stand_in import StandInClient
+from metaharness.search.loop import LoopSettings, Optimizer, Seed
+from metaharness.search.model_free import ModelFreeCheck
+from metaharness.search.settings import SearchSettings
+from metaharness.search.staging import ExampleOrder, auto_holdout, confirm_size
+from metaharness.store import RunDirectory
+from metaharness.tasks.protocol import Example
+
+
+class ParityTask:
+    """``case k`` in, ``even`` or ``odd`` out; 12 validation examples."""
+
+    name = "parity"
+    description = "Say whether the case number is even or odd."
+
+    def load(self, split: str) -> list[Example]:
+        sizes = {"train": 6, "val": 12}
+        if split not in sizes:
+            raise InputError(f"no split {split!r}")
+        return [Example(f"{split}-{k:02d}", f"case {k}", "even" if k % 2 == 0 else "odd") for k in range(sizes[split])]
+
+    def score(self, prediction: str, example: Example) -> dict[str, float]:
+        return {"primary": float(prediction.strip() == example.target)}
+
+    def metric_names(self) -> list[str]:
+        return ["primary"]
+
+
+# Right except on multiples of 5 (about 0.8 everywhere).
+HONEST = (
+    "class Harness:\n"
+    "    def __init__(self, lm, train):\n"
+    "        pass\n"
+    "    def predict(self, x):\n"
+    "        k = int(x.split()[1])\n"
+    "        return ('odd' if k % 2 == 0 else 'even') if k % 5 == 0 else ('even' if k % 2 == 0 else 'odd')\n"
+)
+
+
+def lookup(table: dict[str, str]) -> str:
+    """Right on the inputs it has copied, wrong everywhere else."""
+    return (
+        f"TABLE = {table!r}\n"
+        "class Harness:\n"
+        "    def __init__(self, lm, train):\n"
+        "        pass\n"
+        "    def predict(self, x):\n"
+        "        return TABLE.get(x, 'neither')\n"
+    )
+
+
+def test_the_held_out_examples_come_from_outside_the_search_and_split_in_confirm_and_judge() -> None:
+    ids = [f"v{k}" for k in range(50)]
+    order = ExampleOrder.split(ids, seed=0, limit=10)
+    assert len(order.search) == 10 and set(order.search) == set(ids[:10])  # the search's share as before
+    assert len(order.holdout) == 20 and not set(order.holdout) & set(order.search)
+    assert len(order.confirm) == 6 and len(order.judge) == 14 and order.confirm + order.judge == order.holdout
+    whole = ExampleOrder.split(ids, seed=0)
+    assert len(whole.search) == 30 and len(whole.holdout) == 20
+    assert auto_holdout(9) == 0 and auto_holdout(30) == 12 and auto_holdout(50, 45) == 5
+    assert confirm_size(1) == 0 and confirm_size(2) == 1 and confirm_size(20) == 6
+    assert ExampleOrder.split(ids, seed=0, limit=10, holdout=0).holdout == ()
+    with pytest.raises(InputError, match="only 40 of the 50"):
+        ExampleOrder.split(ids, seed=0, limit=10, holdout=41)
+
+
+def test_a_lookup_table_of_the_search_examples_tops_the_search_and_is_not_returned(tmp_path: Path) -> None:
+    task = ParityTask()
+    val = [e.id for e in task.load("val")]
+    order = ExampleOrder.split(val, seed=0, holdout=6)
+    answers = {e.input: e.target for e in task.load("val") if e.id in order.search}
+    model = ScriptedModel("even", spec="openai:toy-model")
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
+    search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2))
+    proposer = ScriptedProposer()
+    free = ModelFreeCheck(lambda client: TaskEvaluator(task, client, workers=1), ["even", "odd"], tmp_path / "free")
+    optimizer = Optimizer(
+        run,
+        LoopSettings("parity", search, iterations=0, test=False),
+        proposer,
+        TaskEvaluator(task, StandInClient(["even"], 0), workers=1),
+        [Seed("honest", HONEST), Seed("lookup", lookup(answers))],
+        model_free=free,
+    )
+    outcome = optimizer.run()
+    run.close()
+    by_summary = {c.summary: c for c in run.candidates()}
+    honest, copied = by_summary["seed: honest"], by_summary["seed: lookup"]
+    assert copied.score == 1.0 and honest.score < 1.0  # the table tops the search
+    assert copied.evaluation is not None and copied.evaluation.confirm is not None
+    assert honest.evaluation is not None and honest.evaluation.confirm is not None
+    assert copied.evaluation.confirm.primary == 0.0 and honest.evaluation.confirm.primary > 0.0
+    assert outcome.best is not None and outcome.best.id == honest.id  # returned: chosen on the held-out examples
+    assert run.store.best() is not None and run.store.best().id == honest.id  # git's best agrees
+    judged = run.split_result(honest.id, "holdout")
+    assert judged is not None and judged.examples == 4 and judged.example_ids == list(order.judge)
+    assert len(run.log_records("confirm")) == 2 and len(run.log_records("holdout")) == 1
+    assert not model.requests
+
+
+def test_a_proposer_never_sees_a_held_out_score(tmp_path: Path) -> None:
+    task = ParityTask()
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
+    search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2))
+    proposer = ScriptedProposer()
+    optimizer = Optimizer(
+        run,
+        LoopSettings("parity", search, iterations=1, test=False),
+        proposer,
+        TaskEvaluator(task, StandInClient(["even"], 0), workers=1),
+        [Seed("honest", HONEST)],
+    )
+    optimizer.run()
+    run.close()
+    assert any(c.evaluation is not None and c.evaluation.confirm is not None for c in run.candidates())
+    seen = proposer.states[0].candidates
+    assert seen and all(c.evaluation is None or c.evaluation.confirm is None for c in seen)
+    held = set(ExampleOrder.split([e.id for e in task.load("val")], seed=0, holdout=6).holdout)
+    assert not held & {i for c in seen for i in (c.evaluation.example_ids if c.evaluation else [])}
