@@ -12,6 +12,8 @@ from metaharness.budget import SearchBudget
 from metaharness.errors import InputError
 from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.models.stand_in import StandInClient
+from metaharness.search.baseline import KS, NeighbourVote
+from metaharness.search.judgement import paired_interval
 from metaharness.search.loop import LoopSettings, Optimizer, Seed
 from metaharness.search.model_free import ModelFreeCheck
 from metaharness.search.settings import SearchSettings
@@ -94,6 +96,7 @@ def test_a_lookup_table_of_the_search_examples_tops_the_search_and_is_not_return
         TaskEvaluator(task, StandInClient(["even"], 0), workers=1),
         [Seed("honest", HONEST), Seed("lookup", lookup(answers))],
         model_free=free,
+        baseline=NeighbourVote.scorer(task),
     )
     outcome = optimizer.run()
     run.close()
@@ -109,6 +112,14 @@ def test_a_lookup_table_of_the_search_examples_tops_the_search_and_is_not_return
     assert judged is not None and judged.examples == 4 and judged.example_ids == list(order.judge)
     assert len(run.log_records("confirm")) == 2 and len(run.log_records("holdout")) == 1
     assert not model.requests
+    [judgement] = run.log_records("judgement")  # the returned candidate, the best seed and the baseline, paired
+    assert judgement["examples"] == 4 and judgement["scores"]["returned"]["id"] == honest.id
+    assert judgement["scores"]["best seed"]["id"] == honest.id  # the returned candidate is a seed here
+    assert set(judgement["scores"]) == {"returned", "best seed", "baseline"} and judgement["baseline"]["k"] in KS
+    over = {c["over"]: c for c in judgement["comparisons"]}
+    assert over["best seed"]["difference"] == 0.0 and over["best seed"]["interval"] == [0.0, 0.0]
+    low, high = over["baseline"]["interval"]
+    assert low <= over["baseline"]["difference"] <= high and over["baseline"]["above_zero"] == (low > 0)
 
 
 def test_a_proposer_never_sees_a_held_out_score(tmp_path: Path) -> None:
@@ -130,3 +141,12 @@ def test_a_proposer_never_sees_a_held_out_score(tmp_path: Path) -> None:
     assert seen and all(c.evaluation is None or c.evaluation.confirm is None for c in seen)
     held = set(ExampleOrder.split([e.id for e in task.load("val")], seed=0, holdout=6).holdout)
     assert not held & {i for c in seen for i in (c.evaluation.example_ids if c.evaluation else [])}
+
+
+def test_a_paired_interval_holds_the_mean_and_is_the_same_on_every_call() -> None:
+    a, b = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    mean, low, high = paired_interval(a, b)
+    assert mean == pytest.approx(2 / 6) and low <= mean <= high and (mean, low, high) == paired_interval(a, b)
+    assert paired_interval([1.0] * 6, [0.0] * 6) == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="same examples"):
+        paired_interval([1.0], [1.0, 0.0])

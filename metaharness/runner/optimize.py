@@ -40,6 +40,7 @@ from metaharness.runner.events import RunEvents
 from metaharness.runner.ledger import run_ledger
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.runner.task import run_task, seeds_of, task_source
+from metaharness.search.baseline import NeighbourVote
 from metaharness.search.loop import LoopEvents, LoopSettings, Optimizer, Outcome, Seed, StopRequest
 from metaharness.search.model_free import ModelFreeCheck
 from metaharness.search.replay import Replayer
@@ -226,6 +227,7 @@ def _run(
             write_summary=lambda: write_summary_markdown(run),
             replay=replay,
             model_free=model_free,
+            baseline=NeighbourVote.scorer(task),
         )
         return optimizer.run()
     finally:

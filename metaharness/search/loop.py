@@ -66,6 +66,7 @@ from metaharness.candidate import (
 )
 from metaharness.errors import BudgetExceeded, MetaharnessError, ModelUnavailable
 from metaharness.evaluation.protocol import CandidateEvaluator, CandidateFailed
+from metaharness.search.judgement import Judged, comparisons
 from metaharness.search.model_free import ModelFreeCheck
 from metaharness.search.protocol import Proposal, Proposer, ReplayFunction, RunState
 from metaharness.search.settings import SearchSettings
@@ -89,6 +90,7 @@ from metaharness.store.log import (
     Identical,
     IterationFacts,
     IterationLine,
+    JudgementLine,
     PhaseSpendLine,
     ProposerFailureLine,
     StagingReport,
@@ -151,6 +153,10 @@ class LoopSettings:
     iterations: int
     test: bool | TestSplit = True
     limit: int | None = None
+
+
+# The no-model baseline on validation examples: their primary scores (in the order asked) and its settings.
+Baseline = Callable[[Sequence[str]], tuple[list[float], dict[str, object]]]
 
 
 class Spending(Protocol):
@@ -267,7 +273,9 @@ class Optimizer:
     on recorded calls (``metaharness.search.replay.Replayer``): the proposer reads it, and the loop records what it
     measured as a new candidate's free first stage; ``model_free``, when given, finds the candidates whose outputs
     do not depend on the model's answers and scores them with no model call
-    (``metaharness.search.model_free.ModelFreeCheck``), their whole share at once, the held-out judge too.
+    (``metaharness.search.model_free.ModelFreeCheck``), their whole share at once, the held-out judge too;
+    ``baseline``, when given, scores the no-model baseline on validation examples for the run's judgement
+    (``metaharness.search.judgement``).
     """
 
     def __init__(
@@ -284,10 +292,12 @@ class Optimizer:
         write_summary: Callable[[], object] | None = None,
         replay: ReplayFunction | None = None,
         model_free: ModelFreeCheck | None = None,
+        baseline: Baseline | None = None,
     ) -> None:
         self.store = store
         self.replay = replay
         self.model_free = model_free
+        self.baseline = baseline
         self._replayed: dict[str, int] = {}  # candidate -> examples its replay scored (this session)
         self._model_free: dict[str, int] = {}  # candidate -> examples scored with no model call (this session)
         self._checks: dict[int, FreeChecks] = {}  # iteration -> what its model-free checks cost
@@ -336,6 +346,7 @@ class Optimizer:
                         f"last error: {self._last_proposer_error()[:500]}. Fix the cause (the errors are in "
                         "summary.jsonl and SUMMARY.md), then rerun the same command to continue"
                     )
+            self._judgement()
             if self.settings.test:
                 test = self._test_split()
         except BudgetExceeded as exc:
@@ -638,6 +649,45 @@ class Optimizer:
             harness, "val", trace_path=trace, progress=self._progress, examples=list(ids)
         )
         return dataclasses.replace(evaluation, split=split)
+
+    def _judgement(self) -> None:
+        """Once the last iteration is done: the returned candidate, the best seed and the baseline on the judge
+        examples, paired, logged as a ``JudgementLine`` (not again while the last one judged the same candidate)."""
+        judge = list(self.order.judge)
+        candidates = self.store.candidates()
+        returned = frontier.best(candidates)
+        if not judge or returned is None:
+            return
+        done = [line.get("scores") for line in self.store.log_records(JudgementLine.kind)]
+        if any(isinstance(d, dict) and d.get("returned", {}).get("id") == returned.id for d in done[-1:]):
+            return  # judged already (a rerun of a finished run)
+        seed = frontier.best([c for c in candidates if c.iteration == 0])
+        judged = [self._judged("returned", returned, judge)]
+        if seed is not None:
+            judged.append(self._judged("best seed", seed, judge))
+        settings: dict[str, object] = {}
+        if self.baseline is not None:
+            scores, settings = self.baseline(judge)
+            judged.append(Judged("baseline", None, tuple(scores)))
+        self.store.log(
+            JudgementLine(
+                max(self.store.completed_iterations(), default=0),
+                len(judge),
+                {j.name: {"id": j.id, "score": round(j.score, 4)} for j in judged},
+                comparisons(judged[0], judged[1:]),
+                settings,
+            )
+        )
+
+    def _judged(self, name: str, candidate: Candidate, judge: list[str]) -> Judged:
+        """``candidate``'s scores on the judge examples, in their order (scored and saved once, if not yet)."""
+        evaluation = self.store.split_result(candidate.id, "holdout")
+        if evaluation is None:
+            self._check_stop()
+            evaluation = self._held_out(candidate, "holdout", judge)
+            self.store.save_split_result(candidate.id, "holdout", evaluation)
+        scores = dict(zip(evaluation.example_ids, evaluation.example_scores, strict=False))
+        return Judged(name, candidate.id, tuple(scores.get(i, 0.0) for i in judge))
 
     def _holdout_of(self, best: Candidate | None) -> float | None:
         judged = self.store.split_result(best.id, "holdout") if best is not None else None

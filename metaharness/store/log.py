@@ -300,6 +300,20 @@ class TestSkippedLine(_Line):
     reason: str
 
 
+@dataclass(frozen=True)
+class JudgementLine(_Line):
+    """What the search bought, on the ``examples`` held out to judge it (``metaharness.search.judgement``): each
+    contestant's score there (``scores``: name -> {id, score}) and the returned candidate's paired difference over
+    the others with 95% intervals (``comparisons``), after ``iteration``."""
+
+    kind: ClassVar[str] = "judgement"
+    iteration: int
+    examples: int
+    scores: Mapping[str, Mapping[str, object]]
+    comparisons: Sequence[Mapping[str, object]]
+    baseline: Mapping[str, object]
+
+
 LogLine = (
     StartLine
     | CandidateLine
@@ -312,4 +326,5 @@ LogLine = (
     | StopLine
     | ProposerFailureLine
     | TestSkippedLine
+    | JudgementLine
 )
