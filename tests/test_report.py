@@ -226,11 +226,12 @@ def test_one_truth_for_cost_the_spent_box_the_chart_summary_and_spend_jsonl_agre
     seed = Evaluation("val", {"primary": 0.4}, {**cost, "context_tokens": 100.0}, 4, share=4)
     run.commit(Candidate("c001", None, 0, "class Harness: pass\n", status="evaluated", summary="s", evaluation=seed))
     free = {"input_tokens": 5000.0, "output_tokens": 500.0, "charged_tokens": 0.0, "charged_examples": 0.0}
-    replayed = Evaluation("val", {"primary": 0.7}, {**free, "context_tokens": 100.0}, 4, share=4)
+    confirm = Evaluation("confirm", {"primary": 0.5}, {"input_tokens": 300.0, "charged_tokens": 300.0}, 2)
+    replayed = Evaluation("val", {"primary": 0.7}, {**free, "context_tokens": 100.0}, 4, share=4, confirm=confirm)
     run.commit(
         Candidate("c002", "c001", 1, "class Harness: x = 1\n", status="evaluated", summary="r", evaluation=replayed)
     )
-    for role, tokens in (("task", 4000), ("task", 1500), ("task", 2500), ("task", 700)):
+    for role, tokens in (("task", 4000), ("task", 1500), ("task", 300), ("task", 2500), ("task", 700)):
         run.record_spend("local:smollm2-135m", role, 0.0, input_tokens=tokens)
     for it, tokens in ((0, 4000), (1, 5500)):
         measure = {"evals": 2, "tokens": 4000 if it == 0 else 1500, "usd": 0}
@@ -248,14 +249,15 @@ def test_one_truth_for_cost_the_spent_box_the_chart_summary_and_spend_jsonl_agre
     table = {row[0]: row[1:] for row in rows}
     assert table["measuring"] == ["4", "5,500", "$0.0000"] and table["the test split"] == ["5", "2,500", "$0.0000"]
     assert table["task-model calls of evaluations stopped before they were recorded"] == ["", "700", "$0.0000"]
-    assert table["everything (spend.jsonl)"] == ["", "8,700", "$0.0000"] and run.spent()["tokens"] == 8700
+    assert table["choosing and judging on held-out examples"] == ["2", "300", "$0.0000"]
+    assert table["everything (spend.jsonl)"] == ["", "9,000", "$0.0000"] and run.spent()["tokens"] == 9000
     assert table["cached and replayed calls: free, in no total"] == ["6", "11,500", "$0.0000"]
     assert "the proposer model" not in table  # the offline proposer calls no model
     page = render_html(view)
-    assert "the whole run (spend.jsonl): 8,700 tokens" in page  # the chart ends at the same total
-    assert "<td>everything (spend.jsonl)</td><td></td><td>8,700</td>" in page
-    assert "| everything (spend.jsonl) |  | 8,700 | $0.0000 |" in render_markdown(view)
+    assert "the whole run (spend.jsonl): 9,000 tokens" in page  # the chart ends at the same total
+    assert "<td>everything (spend.jsonl)</td><td></td><td>9,000</td>" in page
+    assert "| everything (spend.jsonl) |  | 9,000 | $0.0000 |" in render_markdown(view)
     run.record_spend("anthropic:claude-sonnet-4-5", "proposer", 0.25, input_tokens=1000, output_tokens=200)
     table = {row[0]: row[1:] for row in RunView.load(run).spend_story()[0]}
-    assert table["the proposer model"] == ["", "1,200", "$0.2500"] and table["everything (spend.jsonl)"][1] == "9,900"
+    assert table["the proposer model"] == ["", "1,200", "$0.2500"] and table["everything (spend.jsonl)"][1] == "10,200"
     run.close()

@@ -249,11 +249,12 @@ class RunView:
         each iteration's budget).
 
         The rows add up to the last, ``everything``, which is the total of ``spend.jsonl`` (what the caps count and
-        the cost chart ends at): predicting, checking and measuring (the iteration lines' ``spend``), judging on the
-        held-out examples and the test split (their saved results), the proposer's own model calls (``spend.jsonl``
-        by role), and what is left: task-model calls of an evaluation stopped before its result was recorded (an
-        older run, which did not split its iterations' spend: predicting, checking and those). Below the total, the
-        free calls: what the cached and replayed calls would have cost, counted in no total."""
+        the cost chart ends at): predicting, checking and measuring (the iteration lines' ``spend``), the held-out
+        examples (choosing among the search's best, judging the best) and the test split (their saved results), the
+        proposer's own model calls (``spend.jsonl`` by role), and what is left: task-model calls of an evaluation
+        stopped before its result was recorded (an older run, which did not split its iterations' spend: predicting,
+        checking and those). Below the total, the free calls: what the cached and replayed calls would have cost,
+        counted in no total."""
         spends = self.iteration_spend()
         split = bool(spends) and all(s.parts["predict"] is not None for s in spends)
         rows: list[list[str]] = []
@@ -265,9 +266,14 @@ class RunView:
             part = _summed([s.parts[key] for s in spends])
             counted.append(part)
             rows.append(_spend_row(name, part))
-        for name, results in (("judging on held-out examples", self.holdout), ("the test split", self.test)):
+        confirmed = [r.evaluation.confirm for r in self.records if r.evaluation and r.evaluation.confirm]
+        held_out = [*confirmed, *self.holdout.values()]
+        for name, results in (
+            ("choosing and judging on held-out examples", held_out),
+            ("the test split", [*self.test.values()]),
+        ):
             if results:
-                part = _summed([ev.spend().to_json() for ev in results.values()])
+                part = _summed([ev.spend().to_json() for ev in results])
                 counted.append(part)
                 rows.append(_spend_row(name, part))
         if self.spent is not None:
@@ -301,6 +307,7 @@ class RunView:
         """What the calls answered for free cost where they were first made: example-evaluations and tokens of every
         evaluation (validation stages, held-out, test) beyond what the run was charged for it; USD 0."""
         evaluations = [r.evaluation for r in self.records if r.evaluation is not None]
+        evaluations += [ev.confirm for ev in evaluations if ev.confirm is not None]
         evaluations += [*self.holdout.values(), *self.test.values()]
         evals = tokens = 0.0
         for ev in evaluations:

@@ -50,7 +50,7 @@ from metaharness.models.stand_in import StandInClient
 from metaharness.runner.optimize import stored_settings
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.runner.task import run_task, seeds_of, task_source
-from metaharness.search.loop import Seed
+from metaharness.search.loop import CONTENDERS, Seed
 from metaharness.search.staging import ExampleOrder
 from metaharness.search.test_split import TestSplit
 from metaharness.store.run_dir import RunDirectory
@@ -241,8 +241,8 @@ def estimate_run(
     rates = rates if rates is not None else seed_rates(task, seeds, settings.task_model, timed=timed)
     prices = PriceTable()
     task_price = prices.lookup(settings.task_model)
-    share, holdout = _search_examples(settings, task)
-    val = share + holdout
+    order = _examples(settings, task)
+    share, holdout = len(order.search), len(order.holdout)
     mean = _mean(rates)
     parts: list[Part] = []
 
@@ -268,12 +268,13 @@ def estimate_run(
         span = f"iteration {todo[0]}" if len(todo) == 1 else f"iterations {todo[0]}-{todo[-1]}"
         parts.append(part(span, budget * len(todo), f"at most ({budget:g} an iteration)"))
     if holdout:
-        judged = len(todo) + (0 if 0 in done else 1)
-        parts.append(part("held-out judging", judged * holdout, "at most (once per new best)"))
+        rounds = len(todo) + (0 if 0 in done else 1)
+        held = rounds * (CONTENDERS * len(order.confirm) + len(order.judge))
+        parts.append(part("held-out examples", held, f"at most ({CONTENDERS} contenders and a new best a round)"))
     plan = TestSplit.of(test)
     test_size = _split_size(task, "test")
     if plan is not None and test_size:
-        n = test_size if plan.whole else min(plan.limit if plan.limit is not None else val, test_size)
+        n = plan.examples(share, test_size)
         parts.append(part("test split", n, f"the best on {n} of {test_size}; each front member as much"))
     proposer = _proposer_part(settings, len(todo), prices)
     if proposer is not None:
@@ -284,11 +285,10 @@ def estimate_run(
     return estimate
 
 
-def _search_examples(settings: RunSettings, task: Task) -> tuple[int, int]:
-    """(the search's share of validation examples, the held-out ones), as the loop orders them."""
-    val = [example.id for example in task.load("val")][: settings.val_limit]
-    order = ExampleOrder.of(val, seed=settings.search.seed, holdout=settings.search.holdout or 0)
-    return len(order.search), len(order.holdout)
+def _examples(settings: RunSettings, task: Task) -> ExampleOrder:
+    """The run's validation examples as the loop orders them: the search's share and the held-out ones."""
+    val = [example.id for example in task.load("val")]
+    return ExampleOrder.split(val, seed=settings.search.seed, limit=settings.val_limit, holdout=settings.search.holdout)
 
 
 def _mean(rates: list[SeedRate]) -> SeedRate:

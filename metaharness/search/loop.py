@@ -889,7 +889,13 @@ class Optimizer:
         if plan is None:
             return {}
         return score_test_split(
-            self.store, self.evaluator, plan, stop=self._check_stop, events=self.events, progress=self._progress
+            self.store,
+            self.evaluator,
+            plan,
+            validation=self.order.share,
+            stop=self._check_stop,
+            events=self.events,
+            progress=self._progress,
         )
 
     def _write_summary(self) -> None:

@@ -3,8 +3,9 @@
 What is scored: the best candidate, then the other members of the Pareto front (score vs. context vs. cost), each on
 the first ``n`` examples of the test split, in split order: ``TestSplit.limit`` examples (``metaharness optimize
 --test-limit N``), the whole split with ``TestSplit(whole=True)`` (``--test-limit all``), and by default as many as
-the run has validation examples (after ``--val-limit``): a small trial run gets a small test, and the test of each
-candidate costs at most what one full validation evaluation of it costs. ``--no-test`` scores nothing.
+the search scores each candidate on (its share of the validation examples, ``--val-limit``): a small trial run gets
+a small test, and the test of each candidate costs at most what one full validation evaluation of it costs.
+``--no-test`` scores nothing.
 
 How: in stages of ``STAGE`` examples (about the examples in flight). Each stage's result is saved, merged with the
 candidate's earlier stages (``evals/<id>.test.json``, its note, a ``test`` line in ``summary.jsonl``), before the next
@@ -39,7 +40,7 @@ STAGE = 8
 @dataclass(frozen=True)
 class TestSplit:
     """How a session scores the test split (the module docstring): at most ``limit`` examples per candidate, the
-    whole split when ``whole``, else (neither given) as many as the run's validation examples."""
+    whole split when ``whole``, else (neither given) as many as the search's validation examples."""
 
     __test__ = False  # not a pytest test class
     limit: int | None = None
@@ -61,12 +62,12 @@ class TestSplit:
             return test
         return cls() if test else None
 
-    def examples(self, evaluator: CandidateEvaluator, split_size: int) -> int:
-        """How many of the split's ``split_size`` examples each candidate is scored on."""
+    def examples(self, validation: int, split_size: int) -> int:
+        """How many of the split's ``split_size`` examples each candidate is scored on, in a run whose search scores
+        candidates on ``validation`` examples."""
         if self.whole:
             return split_size
-        wanted = self.limit if self.limit is not None else len(evaluator.examples("val"))
-        return min(wanted, split_size)
+        return min(self.limit if self.limit is not None else validation, split_size)
 
     def describe(self) -> str:
         """The bound in words, for notes and the dry run."""
@@ -74,7 +75,7 @@ class TestSplit:
             return "the whole test split"
         if self.limit is not None:
             return f"at most {self.limit} test examples per candidate"
-        return "as many test examples per candidate as the run has validation examples"
+        return "as many test examples per candidate as the search has validation examples"
 
 
 class TestEvents(Protocol):
@@ -99,13 +100,15 @@ def score_test_split(
     evaluator: CandidateEvaluator,
     plan: TestSplit,
     *,
+    validation: int,
     stop: Callable[[], None],
     events: TestEvents,
     progress: Progress | None = None,
 ) -> dict[str, Evaluation]:
-    """Score the run's best and Pareto front on the test split as ``plan`` bounds it (the module docstring); returns
-    every target's saved result. ``stop()`` raises to stop between stages; a split this evaluator cannot score is
-    logged (``test_skipped``) and noted, and nothing is scored."""
+    """Score the run's best and Pareto front on the test split as ``plan`` bounds it (the module docstring; the search
+    scores candidates on ``validation`` examples); returns every target's saved result. ``stop()`` raises to stop
+    between stages; a split this evaluator cannot score is logged (``test_skipped``) and noted, and nothing is
+    scored."""
     chosen = targets(store.candidates())
     saved = {c.id: store.test_result(c.id) for c in chosen}
     if not chosen:
@@ -117,7 +120,7 @@ def score_test_split(
             events.note(f"test split not evaluated: {reason}")
         return {cid: ev for cid, ev in saved.items() if ev is not None}
     split = evaluator.examples("test")
-    n = plan.examples(evaluator, len(split))
+    n = plan.examples(validation, len(split))
     done = [c.id for c in chosen if (ev := saved[c.id]) is not None and ev.examples >= n]
     if done:
         kept = ", ".join(f"{cid} {saved[cid].primary:.3f} on {saved[cid].examples}" for cid in done)  # type: ignore[union-attr]
