@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,11 @@ def test_history_defaults_to_the_latest_run_under_runs(run_dir, tmp_path):
     for args in ((), ("--run-dir", "toy")):  # the latest run under runs/, and a run named by its folder there
         out = _cli("history", *args, cwd=tmp_path)
         assert out.returncode == 0 and "c002 *" in out.stdout and "runs/toy" in out.stdout, out.stderr
+    (tmp_path / "runs" / "older").symlink_to(run_dir)
+    os.utime(run_dir / "summary.jsonl")
+    out = _cli("show", "best", "--no-source", cwd=tmp_path)  # several runs: the one chosen is named
+    assert out.returncode == 0 and "the latest of 2 runs under runs/ (name another with --run-dir)" in out.stderr
+    assert "run: runs/" in out.stderr and _cli("show", "best", "--run-dir", "toy", cwd=tmp_path).stderr == ""
 
 
 def test_show_prints_metadata_note_and_program(run_dir):

@@ -20,10 +20,11 @@ import typer
 import typer.main
 from rich.console import Console
 from rich.text import Text
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from metaharness import __version__
 from metaharness.cli import bench, browse, evaluate, init_task, plan, search
+from metaharness.cli.output import pipe_width
 from metaharness.errors import MetaharnessError
 from metaharness.text import terminal
 
@@ -55,17 +56,23 @@ for _group in (init_task, search, browse, evaluate, plan, bench):
     _group.register(app)
 
 
-def plain_flags(command: TyperCommand | TyperGroup) -> TyperCommand | TyperGroup:
-    """``command`` (and its subcommands) with no type shown beside a flag in its help: typer writes ``<bool>``
-    beside ``--resume`` or ``--help``, which take no value (a flag's metavar is never used otherwise)."""
+def for_help(command: TyperCommand | TyperGroup) -> TyperCommand | TyperGroup:
+    """``command`` (and its subcommands) as its help shows it: no type beside a flag (typer writes ``<bool>`` beside
+    ``--resume`` or ``--help``, which take no value; a flag's metavar is never used otherwise), and every default in
+    one form, ``[default: ...]``: a default said in words (``show_default="no cap"``, for an option whose value is
+    resolved later) is shown as a literal one is, where typer would put it in parentheses."""
     helper = command.get_help_option(typer.Context(command))
     for param in [*command.params, *([helper] if helper is not None else [])]:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
+        if isinstance(param, TyperOption) and isinstance(param.show_default, str):
+            words = param.show_default
+            param.show_default = True
+            param._extract_default_help_str = lambda *, ctx, words=words: words  # type: ignore[method-assign]
     if isinstance(command, TyperGroup):
         for sub in command.commands.values():
             if isinstance(sub, (TyperCommand, TyperGroup)):
-                plain_flags(sub)
+                for_help(sub)
     return command
 
 
@@ -76,10 +83,16 @@ def main(argv: list[str] | None = None) -> None:
     outside a command that handles it by typer's "Aborted!" with exit code 1.
     """
     err = Console(stderr=True, soft_wrap=True)  # one message, one line, even when stderr is a pipe
+    width = pipe_width()
+    if width is not None:  # help piped (`metaharness optimize --help | less`): as wide as the results (cli.output)
+        # Start-up: only piped output needs typer's help renderer set up front.
+        from typer import rich_utils
+
+        rich_utils.MAX_WIDTH = width
     try:
         command = typer.main.get_command(app)
         assert isinstance(command, TyperGroup)  # the app has subcommands
-        plain_flags(command)(args=argv, prog_name="metaharness")
+        for_help(command)(args=argv, prog_name="metaharness")
     except MetaharnessError as exc:
         # The message may quote a harness's error: text, not markup (metaharness.text).
         err.print(Text.assemble(("error:", "bold red"), " ", terminal(str(exc))))

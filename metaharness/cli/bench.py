@@ -19,7 +19,6 @@ from rich.console import Console
 from metaharness.agents.tool_bench import AGENTS as TOOL_AGENTS
 from metaharness.agents.tool_bench import METRICS as TOOL_METRICS
 from metaharness.agents.tool_bench import ToolAgentSettings, run_bench
-from metaharness.cli.browse import console
 from metaharness.cli.options import (
     dask_scheduler_option,
     data_dir_option,
@@ -34,6 +33,7 @@ from metaharness.cli.options import (
     task_model_option,
     val_limit_option,
 )
+from metaharness.cli.output import console as output_console
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.models import connect
@@ -55,8 +55,10 @@ def _puzzle_command(env_name: str) -> Callable[..., None]:
             None, "--model", help="Model spec, e.g. local:smollm2-135m, openai:gpt-4.1-mini."
         ),
         slack: int = typer.Option(2, "--slack", help="Budget B = T* + slack."),
-        episodes: int | None = typer.Option(None, "--episodes", help="Instances per bin (default: all)."),
-        bins: str | None = typer.Option(None, "--bins", help="Comma-separated bins, e.g. easy,hard (default: all)."),
+        episodes: int | None = typer.Option(None, "--episodes", help="Instances per bin.", show_default="all"),
+        bins: str | None = typer.Option(
+            None, "--bins", help="Comma-separated bins, e.g. easy,hard.", show_default="all"
+        ),
         oracle_subagents: bool = typer.Option(
             False, "--oracle-subagents", help="Simulate and label with the true environment."
         ),
@@ -74,7 +76,9 @@ def _puzzle_command(env_name: str) -> Callable[..., None]:
         instances: str = typer.Option(
             DEFAULT_SETS[env_name], "--instances", help="Shipped set name or instance-set .json path."
         ),
-        out: Path | None = typer.Option(None, "--out", help="Append episodes as JSONL (a rerun resumes)."),
+        out: Path | None = typer.Option(
+            None, "--out", help="Append episodes as JSONL (a rerun resumes).", show_default="a summary table only"
+        ),
     ) -> None:
         # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
         from rich.progress import Progress
@@ -84,7 +88,7 @@ def _puzzle_command(env_name: str) -> Callable[..., None]:
         client = None
         if model is not None and agent not in MODEL_FREE:
             client = connect(model)
-        console = Console(width=max(Console().width, 130))
+        console = output_console()
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(f"{env_name} {agent}", total=None)
 
@@ -131,7 +135,9 @@ def tools(
     temperature: float = typer.Option(0.7, help="Sampling temperature of votes and self-consistency paths."),
     min_steps: int = typer.Option(10, help="Minimum plan length."),
     candidates: int = typer.Option(8, help="Tools retrieved per step (BM25) and shown to the model."),
-    out: Path | None = typer.Option(None, help="JSONL of per-task records (default runs/tools/AGENT-seedS.jsonl)."),
+    out: Path | None = typer.Option(
+        None, help="JSONL of per-task records.", show_default="runs/tools/AGENT-seedS.jsonl"
+    ),
 ) -> None:
     """Execute long tool plans in ToolWorld (1,000+ tools, exact-match success) with one agent."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
@@ -156,7 +162,7 @@ def tools(
     for key in TOOL_METRICS:
         table.add_column(key.replace("_", " "), justify="right")
     table.add_row(*(str(summary[k]) for k in TOOL_METRICS))
-    console = Console()
+    console = output_console()
     console.print(table)
     console.print(f"records: {path}  summary: {path.with_suffix('.summary.json')}")
 
@@ -165,21 +171,25 @@ def harness(
     out: Path = typer.Option(
         ..., "--out", help="Experiment folder; a rerun resumes it (settings not given are the stored ones)."
     ),
-    datasets: str | None = typer.Option(None, "--datasets", help="Comma-separated tasks (default: all three)."),
+    datasets: str | None = typer.Option(
+        None, "--datasets", help="Comma-separated tasks.", show_default="lawbench,symptom2disease,uspto"
+    ),
     proposers: str | None = typer.Option(
         None,
         "--proposers",
-        help="Comma-separated proposers (default: base,tps; without a proposer model: offline).",
+        help="Comma-separated proposers.",
+        show_default="base,tps; without a proposer model: offline",
     ),
     arms: str | None = typer.Option(
         None,
         "--arms",
-        help="Comma-separated evaluation policies compared at equal spend (default: planner,greedy,best-of-n,"
-        "halving,gate): the planner's staged evaluation and its baselines.",
+        help="Comma-separated evaluation policies compared at equal spend: the planner's staged evaluation and its "
+        "baselines.",
+        show_default="planner,greedy,best-of-n,halving,gate",
     ),
     holdout: int | None = holdout_option("a third of --val-limit, else 0"),
-    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated proposer seeds (default: 0,1,2)."),
-    iters: int | None = iters_option(None, "Iterations per run (default: 12)."),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated proposer seeds.", show_default="0,1,2"),
+    iters: int | None = iters_option(None, "Iterations per run.", "12"),
     evals_per_iter: int | None = evals_per_iter_option(),
     val_limit: int | None = val_limit_option(),
     task_model: str | None = task_model_option(),
@@ -190,7 +200,7 @@ def harness(
     jobs: int = typer.Option(1, "--jobs", help="Cells run at once (processes; mind the model endpoints' limits)."),
     data_dir: Path | None = data_dir_option(),
     test: bool | None = typer.Option(
-        None, "--test/--no-test", help="Score each run's best on the test split (default: test)."
+        None, "--test/--no-test", help="Score each run's best on the test split.", show_default="test"
     ),
     proposer_option: list[str] = proposer_option_option(
         "KEY=VALUE for every cell's proposer (the seed is set per cell)."
@@ -203,7 +213,7 @@ def harness(
     from metaharness.experiment import run_experiment
     from metaharness.experiment.grid import check_models
 
-    show = console()
+    show = output_console()
     template = settings_change(
         task_model=task_model,
         proposer_model=proposer_model,

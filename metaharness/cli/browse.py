@@ -14,24 +14,22 @@ import typer
 from rich.console import Console
 
 from metaharness.candidates.protocol import HARNESS_FILE
+from metaharness.cli.output import console, shorten
 from metaharness.errors import InputError
 from metaharness.store import GitStore, RunDirectory
 from metaharness.store.git_store import METADATA_FILE, readable_note, result_ref
 from metaharness.text import terminal, visible
 
 RUNS_ROOT = Path("runs")
-RUN_DIR_HELP = "Run directory, or a run's name under runs/ (default: this directory if it is a run, else the latest)."
+RUN_DIR_HELP = "Run directory, or a run's name under runs/."
+RUN_DIR_DEFAULT = "this directory if it is a run, else the latest under runs/"
 # What plain git shows of the search: every candidate's commit and every result commit (results/cNNN), with scores.
 GIT_TREE = ("log", "--graph", "--oneline", "--branches", "--tags", "--decorate")
 
 
-def console() -> Console:
-    return Console(highlight=False)
-
-
 def resolve_run(run: str | None) -> Path:
     """A run directory from a path or a name under ``runs/``; by default the current directory when it is a run,
-    else the most recently changed run under ``runs/``."""
+    else the most recently changed run under ``runs/``, named on stderr (with how many runs there are)."""
     if run:
         places = list(dict.fromkeys([Path(run), RUNS_ROOT / run]))
         for path in places:
@@ -44,12 +42,17 @@ def resolve_run(run: str | None) -> Path:
     runs = [p for p in RUNS_ROOT.glob("*") if GitStore.exists(p)] if RUNS_ROOT.is_dir() else []
     if not runs:
         raise InputError(f"No run found in {RUNS_ROOT}/; start one with: metaharness optimize --dataset NAME --iters N")
-    return max(runs, key=lambda p: (p / "summary.jsonl").stat().st_mtime if (p / "summary.jsonl").exists() else 0)
+    latest = max(runs, key=lambda p: (p / "summary.jsonl").stat().st_mtime if (p / "summary.jsonl").exists() else 0)
+    others = f", the latest of {len(runs)} runs under {RUNS_ROOT}/" if len(runs) > 1 else ""
+    Console(stderr=True, highlight=False).print(
+        f"[yellow]run: {latest}{others} (name another with --run-dir)[/]", soft_wrap=True
+    )
+    return latest
 
 
 def run_dir_option() -> Any:
     """``--run-dir DIR``: the one way every subcommand names its run."""
-    return typer.Option(None, "--run-dir", metavar="DIR", help=RUN_DIR_HELP)
+    return typer.Option(None, "--run-dir", metavar="DIR", help=RUN_DIR_HELP, show_default=RUN_DIR_DEFAULT)
 
 
 def named_run(run_dir: str | None, old: str | None, old_form: str) -> Path:
@@ -101,7 +104,7 @@ def history(
             f"{pred:.3f}" if isinstance(pred, (int, float)) else "",
             f"{r.evaluation.cost.get('context_tokens', 0):.0f}" if r.evaluation else "",
             f"{r.evaluation.cost.get('usd', 0):.4f}" if r.evaluation else "",
-            terminal((r.summary + (f" -- {r.error.splitlines()[0]}" if r.error else ""))[:90]),
+            terminal(shorten(r.summary + (f" -- {r.error.splitlines()[0]}" if r.error else ""), 120)),
         )
     out.print(table)
     if predicted:
@@ -111,7 +114,7 @@ def history(
         for col in PREDICTED_HEADERS:
             waiting.add_column(col)
         for row in view.predicted_rows():
-            waiting.add_row(*row[:-1], terminal(row[-1][:60]))
+            waiting.add_row(*row[:-1], terminal(shorten(row[-1], 80)))
         out.print(waiting)
     for note in view.notes():
         out.print(f"[yellow]{note}[/]")
@@ -213,7 +216,7 @@ def diff(
 def report(
     old_run: str | None = typer.Argument(None, hidden=True, metavar="RUN"),
     run_dir: str | None = run_dir_option(),
-    out: Path | None = typer.Option(None, "--out", help="Where to write the page (default RUN/report.html)."),
+    out: Path | None = typer.Option(None, "--out", help="Where to write the page.", show_default="RUN/report.html"),
 ) -> None:
     """Write a self-contained HTML page with the run's story, plots and tables (opens offline in any browser)."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.

@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from metaharness.candidates import seed_path
-from metaharness.cli.options import harness_seconds_option
+from metaharness.cli.options import data_dir_option, harness_seconds_option
+from metaharness.cli.output import console as output_console
 from metaharness.errors import InputError
+from metaharness.evaluation.evaluator import DEFAULT_WORKERS
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.models.spec import parse_spec
 from metaharness.runner.task import seed_sources
@@ -48,10 +49,17 @@ def eval_command(
     ),
     split: str = typer.Option("val", "--split", help="Split to score: val or test (train also works)."),
     task_model: str = typer.Option(DEFAULT_TASK_MODEL_SPEC, "--task-model", help="Model spec of the task model."),
-    limit: int | None = typer.Option(None, "--limit", help="Score only the first N examples."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", help="Folder with the splits (else download)."),
-    out: Path | None = typer.Option(None, "--out", help="Folder for summary.json and records.jsonl."),
-    workers: int | None = typer.Option(None, "--workers", help="Examples in flight at once (default 8)."),
+    limit: int | None = typer.Option(None, "--limit", help="Score only the first N examples.", show_default="all"),
+    data_dir: Path | None = data_dir_option(),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Folder for summary.json and records.jsonl.",
+        show_default="runs/eval/TASK-SPLIT-NAME-TIME",
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", help="Examples in flight at once.", show_default=str(DEFAULT_WORKERS)
+    ),
     task_setting: list[str] = typer.Option(
         [], "--task-setting", "-T", help="KEY=VALUE for a task folder or hf: dataset (e.g. -T data.config=main)."
     ),
@@ -68,7 +76,7 @@ def eval_command(
     for option, count in (("--limit", limit), ("--workers", workers)):
         if count is not None and count < 1:
             raise InputError(f"{option} must be at least 1, got {count}.")
-    console = Console()
+    console = output_console()
     task = open_task(dataset, data_dir=data_dir, settings=flat_settings(task_setting))
     for note in task.notes if isinstance(task, CustomTask) else []:
         console.print(f"[yellow]note: {note}[/]")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from metaharness.cli.browse import console
+from metaharness.cli.output import console
 from metaharness.errors import InputError
 from metaharness.tasks.custom import open_task_folder
 from metaharness.tasks.custom.task import EXAMPLE

@@ -19,6 +19,7 @@ import typer
 from metaharness.budget import DEFAULT_EVALS_PER_ITER, Budget
 from metaharness.errors import InputError
 from metaharness.evaluation.sandbox import AVERAGE_SECONDS
+from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.runner.settings import SettingsChange
 
 
@@ -49,7 +50,14 @@ def parse_options(pairs: list[str]) -> dict[str, object]:
 
 def max_cost_option(help: str) -> Any:
     """``--max-cost USD``, checked by ``parse_usd`` (default: no cap)."""
-    return typer.Option(None, "--max-cost", parser=lambda text: parse_usd("--max-cost", text), metavar="USD", help=help)
+    return typer.Option(
+        None,
+        "--max-cost",
+        parser=lambda text: parse_usd("--max-cost", text),
+        metavar="USD",
+        help=help,
+        show_default="no cap",
+    )
 
 
 def proposer_option_option(help: str) -> Any:
@@ -59,17 +67,22 @@ def proposer_option_option(help: str) -> Any:
 
 def dask_scheduler_option(help: str) -> Any:
     """``--dask-scheduler ADDRESS`` (default: evaluate here)."""
-    return typer.Option(None, "--dask-scheduler", metavar="ADDRESS", help=help)
+    return typer.Option(None, "--dask-scheduler", metavar="ADDRESS", help=help, show_default="evaluate here")
 
 
 def ray_address_option(help: str) -> Any:
     """``--ray-address ADDRESS`` (default: evaluate here)."""
-    return typer.Option(None, "--ray-address", metavar="ADDRESS", help=help)
+    return typer.Option(None, "--ray-address", metavar="ADDRESS", help=help, show_default="evaluate here")
 
 
 def task_model_option() -> Any:
     """``--task-model SPEC`` (default: the embedded model)."""
-    return typer.Option(None, "--task-model", help="Model spec the harnesses call (default: the embedded local model).")
+    return typer.Option(
+        None,
+        "--task-model",
+        help="Model spec the harnesses call.",
+        show_default=f"{DEFAULT_TASK_MODEL_SPEC} (embedded)",
+    )
 
 
 def proposer_model_option() -> Any:
@@ -77,8 +90,8 @@ def proposer_model_option() -> Any:
     return typer.Option(
         None,
         "--proposer-model",
-        help="Model spec of the proposer, e.g. anthropic:claude-sonnet-4-5 (default: the hosted model of the API key "
-        "set, if any).",
+        help="Model spec of the proposer, e.g. anthropic:claude-sonnet-4-5.",
+        show_default="the hosted model of the API key set, if any",
     )
 
 
@@ -88,14 +101,19 @@ def evals_per_iter_option() -> Any:
         None,
         "--evals-per-iter",
         min=1,
-        help=f"Full evaluations' worth of examples per iteration (default {DEFAULT_EVALS_PER_ITER}).",
+        help="Full evaluations' worth of examples per iteration.",
+        show_default=str(DEFAULT_EVALS_PER_ITER),
     )
 
 
 def val_limit_option() -> Any:
     """``--val-limit N``: a whole number >= 1."""
     return typer.Option(
-        None, "--val-limit", min=1, help="Search on the first N validation examples only (held-out ones come after)."
+        None,
+        "--val-limit",
+        min=1,
+        help="Search on the first N validation examples only (held-out ones come after).",
+        show_default="all",
     )
 
 
@@ -107,9 +125,10 @@ def harness_seconds_option() -> Any:
         min=0.001,
         metavar="S",
         help=(
-            f"Seconds of the harness's own time (model calls excluded) an evaluation of a candidate allows per example "
-            f"on average, at least 120 s in all; past it the examples left score 0 (default {AVERAGE_SECONDS:g})."
+            "Seconds of the harness's own time (model calls excluded) an evaluation of a candidate allows per example "
+            "on average, at least 120 s in all; past it the examples left score 0."
         ),
+        show_default=f"{AVERAGE_SECONDS:g}",
     )
 
 
@@ -121,19 +140,20 @@ def holdout_option(default: str) -> Any:
         min=0,
         help=(
             "Validation examples no proposer sees: a third choose what the run returns among the search's best, "
-            f"the rest score it (default: {default})."
+            "the rest score it."
         ),
+        show_default=default,
     )
 
 
-def iters_option(default: int | None, help: str) -> Any:
-    """``--iters N``: a whole number >= 0."""
-    return typer.Option(default, "--iters", min=0, help=help)
+def iters_option(default: int | None, help: str, shown: str | None = None) -> Any:
+    """``--iters N``: a whole number >= 0; ``shown`` says what the command takes without it when ``default`` is None."""
+    return typer.Option(default, "--iters", min=0, help=help, show_default=shown if shown is not None else True)
 
 
 def data_dir_option() -> Any:
     """``--data-dir DIR``: where the paper's datasets' splits are (else downloaded)."""
-    return typer.Option(None, "--data-dir", help="Folder with the task's splits (else downloaded).")
+    return typer.Option(None, "--data-dir", help="Folder with the task's splits.", show_default="download them")
 
 
 def settings_change(

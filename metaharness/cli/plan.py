@@ -67,7 +67,9 @@ def register(app: typer.Typer) -> None:
         solver: str = typer.Option(
             "exact", "--solver", help="exact, ilp (SCIP) or auto; for a program graph the selection solvers."
         ),
-        time_limit: float = typer.Option(None, "--time-limit", help="Seconds the ILP may take (default: no limit)."),
+        time_limit: float = typer.Option(
+            None, "--time-limit", help="Seconds the ILP may take.", show_default="no limit"
+        ),
     ) -> None:
         """Print the best feasible plan (or status "infeasible" and why) as JSON; a program graph (problem
         "selection") prints what to implement and evaluate. Bad files exit with code 2 and say what is wrong.
@@ -102,7 +104,9 @@ def register(app: typer.Typer) -> None:
         ),
         plans: int = typer.Option(4, "--plans", "-m", help="Candidate plans sampled per call (M)."),
         solver: str = typer.Option("exact", "--solver", help="exact, ilp or auto."),
-        horizon: int = typer.Option(None, "--horizon", help="The most steps a route may take (default: nodes)."),
+        horizon: int = typer.Option(
+            None, "--horizon", help="The most steps a route may take.", show_default="the graph's nodes"
+        ),
         max_tokens: int = typer.Option(512, "--max-tokens", help="Answer length cap per subagent call."),
     ) -> None:
         """Run the MCP server (stdio): `plan` (history, goal, remaining budget; per call also plans, horizon,

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from metaharness.candidate import Candidate
-from metaharness.cli.browse import RUNS_ROOT, console, resolve_run
+from metaharness.cli.browse import RUNS_ROOT, resolve_run
 from metaharness.cli.options import (
     dask_scheduler_option,
     data_dir_option,
@@ -36,13 +36,16 @@ from metaharness.cli.options import (
     task_model_option,
     val_limit_option,
 )
+from metaharness.cli.output import console, shorten
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
+from metaharness.evaluation.evaluator import DEFAULT_WORKERS
 from metaharness.runner.events import RunEvents
 from metaharness.runner.models import default_models
 from metaharness.runner.optimize import optimize, stored_settings
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.search.loop import Outcome, StopRequest
+from metaharness.search.settings import DEFAULT_EVALUATION, DEFAULT_PROPOSALS
 from metaharness.search.test_split import TestSplit
 from metaharness.store import RunDirectory
 from metaharness.tasks import CustomTask, open_task
@@ -60,7 +63,10 @@ def optimize_command(
     ),
     iters: int = iters_option(12, "Total iterations of the run (a rerun continues up to this)."),
     proposer: str | None = typer.Option(
-        None, "--proposer", help="offline (default without a key), base, tps, or a baseline."
+        None,
+        "--proposer",
+        help="offline, base, tps, or a baseline.",
+        show_default="tps with an API key, else offline",
     ),
     proposer_model: str | None = proposer_model_option(),
     task_model: str | None = task_model_option(),
@@ -68,44 +74,65 @@ def optimize_command(
         None,
         "--evaluation",
         help=(
-            "How validation examples are allotted to candidates (planner: staged by the TPS planner, the default; "
+            "How validation examples are allotted to candidates (planner: staged by the TPS planner; "
             "greedy, best-of-n, halving, gate, threshold, thompson: baselines; all: every candidate in full, "
             "which records every outcome for a study)."
         ),
+        show_default=DEFAULT_EVALUATION,
     ),
     evals_per_iter: int | None = evals_per_iter_option(),
     proposals: int | None = typer.Option(
-        None, "--proposals", min=1, help="Proposals an iteration takes (default 12; best-of-n: --evals-per-iter)."
+        None,
+        "--proposals",
+        min=1,
+        help="Proposals an iteration takes.",
+        show_default=f"{DEFAULT_PROPOSALS}; best-of-n: --evals-per-iter",
     ),
-    seed: int | None = typer.Option(None, "--seed", help="Orders the validation examples and seeds the proposer."),
-    holdout: int | None = holdout_option("0"),
-    run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (default runs/<dataset>-<proposer>)."),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Orders the validation examples and seeds the proposer.", show_default="0"
+    ),
+    holdout: int | None = holdout_option("40% of the validation examples, from outside --val-limit's; none below 10"),
+    run_dir: Path | None = typer.Option(
+        None, "--run-dir", help="Run directory.", show_default="runs/<dataset>-<proposer>"
+    ),
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run (its settings are reused)."),
     data_dir: Path | None = data_dir_option(),
     val_limit: int | None = val_limit_option(),
     max_cost: float | None = max_cost_option("Stop cleanly once this many USD are spent (whole run, every model)."),
     max_tokens: int | None = typer.Option(
-        None, "--max-tokens", min=0, help="Stop cleanly once this many tokens (input + output) are spent (whole run)."
+        None,
+        "--max-tokens",
+        min=0,
+        help="Stop cleanly once this many tokens (input + output) are spent (whole run).",
+        show_default="no cap",
     ),
     budget: str | None = typer.Option(
         None,
         "--budget",
         metavar="evals=N,tokens=N,usd=X",
         help="What the whole run may spend: validation example-evaluations, tokens, dollars.",
+        show_default="no cap",
     ),
     iter_budget: str | None = typer.Option(
         None,
         "--iter-budget",
         metavar="evals=N,tokens=N,usd=X",
         help="What one iteration's evaluations may spend: example-evaluations, task-model tokens, dollars.",
+        show_default="evals from --evals-per-iter",
     ),
     raise_caps: bool = typer.Option(
         False, "--raise-caps", help="Let this session raise a cap the run was started with (to continue a capped run)."
     ),
     max_proposer_failures: int | None = typer.Option(
-        None, "--max-proposer-failures", min=1, help="Stop after this many proposer failures in a row [default: 3]."
+        None,
+        "--max-proposer-failures",
+        min=1,
+        help="Stop after this many proposer failures in a row.",
+        show_default="3",
     ),
-    workers: int | None = typer.Option(None, "--workers", min=1, help="Examples evaluated in parallel."),
+    workers: int | None = typer.Option(
+        None, "--workers", min=1, help="Examples evaluated in parallel.", show_default=str(DEFAULT_WORKERS)
+    ),
     test: bool = typer.Option(
         True, "--test/--no-test", help="Evaluate the best and the frontier on the test split at the end."
     ),
@@ -114,13 +141,15 @@ def optimize_command(
         "--test-limit",
         metavar="N|all",
         help="Test examples per candidate at the end, in stages Ctrl-C can stop; a finished run never scores them "
-        "again [default: as many as the run's validation examples].",
+        "again.",
+        show_default="as many as the search's validation examples",
     ),
     seed_harnesses: str | None = typer.Option(
         None,
         "--seed-harnesses",
         metavar="NAMES|FILES",
-        help="Comma-separated seed harnesses to start from: names of the task's (default: all) or .py files.",
+        help="Comma-separated seed harnesses to start from: names of the task's or .py files.",
+        show_default="all of the task's",
     ),
     old_seeds: str | None = typer.Option(None, "--seeds", hidden=True),
     proposer_option: list[str] = proposer_option_option(
@@ -426,13 +455,13 @@ class ProgressEvents(RunEvents):
         # The error and the summary are a harness's and a proposer's text: shown inert (metaharness.text).
         if c.failed:
             error = next(iter((c.error or "").splitlines()), "")
-            line = Text.assemble((f"{c.id} failed", "red"), f" ({c.parent or 'root'}): ", terminal(error[:160]))
+            line = Text.assemble((f"{c.id} failed", "red"), f" ({c.parent or 'root'}): ", terminal(shorten(error, 160)))
         elif c.implemented:
             line = Text(f"{c.id} implemented, not evaluated ({c.parent or 'root'} -> {c.id}) ")
-            line.append_text(terminal(c.summary[:100]))
+            line.append_text(terminal(shorten(c.summary, 100)))
         else:
             line = Text.assemble(f"{c.id} val ", (c.result(), "bold"), f" ({c.parent or 'root'} -> {c.id}) ")
-            line.append_text(terminal(c.summary[:100]))
+            line.append_text(terminal(shorten(c.summary, 100)))
         self.progress.console.print(line)
 
 
@@ -463,17 +492,17 @@ def final_table(console: Console, run_dir: Path, outcome: Outcome) -> None:
         )
     # A column with nothing to say (no test result; no dollar spent, as on a local model) is left out.
     columns = [col for col in rows[0] if any(row[col] and row[col] != "0.0000" for row in rows)] if rows else []
-    # The numbers keep their width; the summary gets what is left of the line (a pipe is 80 columns wide). Each
-    # column takes its widest cell and 3 more (padding and the space between columns), the edges 2.
+    # The numbers keep their width; the summary gets what is left of the line (metaharness.cli.output: a pipe is as
+    # wide as the terminal it is read in). Each column takes its widest cell and 3 more (padding and the space
+    # between columns), the edges 2.
     used = sum(max(len(col), *(len(row[col]) for row in rows)) + 3 for col in columns) + 2
-    room = max(16, min(60, console.width - used - 3))
+    room = max(16, min(80, console.width - used - 3))
     table = Table(title=f"{run.path}: best and Pareto front (score vs. context vs. cost)", box=box.SIMPLE_HEAD)
     for col in columns:
         table.add_column(col, no_wrap=True, justify="left" if col in ("id", "parent") else "right")
     table.add_column("summary", no_wrap=True)
     for c, row in zip(shown.values(), rows, strict=True):
-        summary = c.summary if len(c.summary) <= room else c.summary[: room - 1] + "…"
-        table.add_row(*(row[col] for col in columns), terminal(summary))
+        table.add_row(*(row[col] for col in columns), terminal(shorten(c.summary, room)))
     console.print(table)
     console.print(
         f"{len(view.records)} candidates, {outcome.iterations_done} iterations done"
