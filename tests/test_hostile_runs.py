@@ -121,7 +121,7 @@ def test_a_second_ctrl_c_stops_the_run_at_once_and_leaves_no_sandbox(tmp_path):
     argv += ["--iters", "0", "--val-limit", "2", "--no-test", "--run-dir", str(tmp_path / "run")]
     run = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: len(processes_named(name)) == 2, 120)
+        wait_for(lambda: len(processes_named(name)) >= 1, 120)  # a sandbox of the seed hangs (check or evaluation)
         run.send_signal(signal.SIGINT)
         time.sleep(1)
         assert run.poll() is None  # the first Ctrl-C lets the stage under way finish
