@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The core install, without the `local` extra, in a fresh virtual environment (issue 15):
 #   1. `pip install .` brings no llama_cpp (nothing is compiled);
-#   2. `metaharness plan solve` solves a plan graph file, and every model-free README/docs example runs;
+#   2. `metaharness plan solve` solves a plan graph file, and every model-free docs example runs;
 #   3. a `local:` spec is refused with one line and exit code 2; `plan serve` without --model answers `solve` and
 #      says that `plan` needs a model;
 #   4. `metaharness plan serve --model openai:...@URL` answers a real `mcp` client session (tools listed, `solve` and
@@ -57,7 +57,7 @@ EOF
   "$work/solved.json"
 step "ok: metaharness plan solve -> $(tr -d ' \n' < "$work/solved.json" | cut -c1-80)..."
 
-# 2b. every model-free example of the README's "Planner core" section and of docs/ runs in this environment (the
+# 2b. every model-free example of docs/ runs in this environment (the
 #     blocks run with the fresh interpreter; pytest and the extraction come from the dev environment)
 if ! METAHARNESS_EXAMPLES_PYTHON="$venv/python" "$DEV_PYTHON" -m pytest -q -p no:cacheprovider \
     tests/test_docs_examples.py -k "without_a_model or every_kind" > "$work/examples.log" 2>&1; then

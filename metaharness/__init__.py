@@ -1,7 +1,7 @@
 """metaharness: optimise LLM harnesses with a proposer model, TPS plan graphs and a budgeted solver.
 
 ``from metaharness import optimize, run_config``: a whole search from settings (``metaharness.runner.optimize``,
-the library behind ``metaharness optimize``). Where things are (the README's "Architecture" section has the whole
+the library behind ``metaharness optimize``). Where things are (docs/architecture.md has the whole
 tree; each stage's seam is its ``protocol.py``):
 
 - ``metaharness.runner``: a whole search built from settings (``optimize``; the run's settings, resolved once from

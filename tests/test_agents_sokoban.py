@@ -224,4 +224,4 @@ def test_tape_through_the_planning_session_solves_the_same_levels_as_before():
             if run_episode(env, TapeAgent(planner), slack=2).success:
                 solved.append(inst.id)
         assert solved == expected["solved"], name
-    assert len(recorded["sokoban eps=0.3 m=4"]["solved"]) == 60  # the README's 20/20/20
+    assert len(recorded["sokoban eps=0.3 m=4"]["solved"]) == 60  # docs/agent-benchmarks.md's 20/20/20

@@ -1,4 +1,4 @@
-"""Every example in the README's "Planner core" section and in docs/ runs as written.
+"""Every example in docs/ runs as written.
 
 A page's fenced blocks run in order, in one temporary working directory per page, each ``python`` block in a fresh
 interpreter (so a block may read a file an earlier block of the page wrote). A ``python`` block whose first line
@@ -6,9 +6,10 @@ is ``# needs: model`` uses the embedded model (``local:smollm2-135m``); those ru
 runs every page again with them. Such a block is followed by a ``text`` block showing what it prints on the embedded
 model (a page never leaves a reader with an example that shows nothing); the slow test checks that it prints that:
 something, starting and ending with the lines shown, compared by their first word (the model's own words may differ
-from one machine to another). In ``bash`` blocks the cheap lines run: ``metaharness plan solve FILE``.
-A ``json`` plan graph followed by a ``json`` result is solved and must give that result (``seconds`` aside).
-docs/own-task.md is checked by its own tests.
+from one machine to another). A ``python`` block whose first line is ``# not run here: REASON`` (a search that takes
+minutes, a cluster, a hosted model's key) is only compiled. In ``bash`` blocks the cheap lines run:
+``metaharness plan solve FILE``. A ``json`` plan graph followed by a ``json`` result is solved and must give that
+result (``seconds`` aside). docs/own-task.md is checked by its own tests.
 
 The blocks run with ``METAHARNESS_EXAMPLES_PYTHON`` when it is set (an interpreter, e.g. a fresh virtual environment's
 with only ``pip install .``: ``.ci/core_install.sh`` runs the model-free examples so), else with this one.
@@ -33,6 +34,7 @@ from metaharness.planner import PlanGraph, solve
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS_MODEL = "# needs: model"
+NOT_RUN = "# not run here:"
 CHEAP_COMMAND = re.compile(r"^metaharness plan solve \S+")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 PYTHON = os.environ.get("METAHARNESS_EXAMPLES_PYTHON") or sys.executable
@@ -50,19 +52,16 @@ class Block:
         return self.text.startswith(NEEDS_MODEL)
 
     @property
+    def not_run(self) -> bool:
+        return self.text.startswith(NOT_RUN)
+
+    @property
     def where(self) -> str:
         return f"{self.page}:{self.line}"
 
 
-def planner_section(readme: str) -> tuple[str, int]:
-    """The README's "Planner core" section and the line it starts on."""
-    start = readme.index("\n## Planner core\n") + 1
-    end = readme.find("\n## ", start)
-    return readme[start : end if end >= 0 else None], readme[:start].count("\n") + 1
-
-
 def pages() -> dict[str, tuple[str, int]]:
-    found = {"README.md": planner_section((ROOT / "README.md").read_text())}
+    found = {}
     for path in sorted((ROOT / "docs").glob("*.md")):
         if path.name != "own-task.md":
             found[f"docs/{path.name}"] = (path.read_text(), 1)
@@ -154,7 +153,9 @@ def run_page(page: str, cwd: Path, *, with_model: bool) -> None:
     page_blocks = blocks(page)
     check_json(page_blocks)
     for block in page_blocks:
-        if block.language == "python" and (with_model or not block.needs_model):
+        if block.language == "python" and block.not_run:
+            compile(block.text, block.where, "exec")
+        elif block.language == "python" and (with_model or not block.needs_model):
             printed = run_python(block, cwd, timeout=1800 if block.needs_model else 120)
             shown = shown_output(page_blocks, block)
             if block.needs_model and shown is not None:

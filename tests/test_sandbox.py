@@ -60,7 +60,7 @@ def test_this_machine_holds_every_guarantee():
     assert "namespaces" in machine["layers"] and "seccomp" in machine["layers"]
     if machine["uid"] == 0:
         assert "a uid of its own" in machine["layers"]
-        assert machine["whole_sandbox"] == ["memory", "pids", "cpu", "cpu share"]  # cgroup v1 here (README's table)
+        assert machine["whole_sandbox"] == ["memory", "pids", "cpu", "cpu share"]  # cgroup v1 here (docs/sandbox.md)
 
 
 # Harnesses that misbehave on the first validation example (the one about a back): what they do (a statement in

@@ -22,7 +22,7 @@ Each controller is looked up in ``/proc/self/mountinfo`` (v1 hierarchies, and th
 own there: as root, or where the group was delegated. On v2 the memory and pids controllers must also be enabled
 for the children of this process's group (its ``cgroup.subtree_control``); CPU time is counted in every v2 group.
 ``held`` says which controllers this machine gives a sandbox; where one is missing the process limits alone hold
-(see the README's sandbox table).
+(see the table of docs/sandbox.md).
 """
 
 from __future__ import annotations

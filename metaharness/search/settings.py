@@ -23,9 +23,9 @@ from metaharness.planner.allocation import ALLOCATION_SOLVERS, AllocationSolver
 from metaharness.search.staging import POLICIES, Policy
 
 DEFAULT_PROPOSALS = 12
-# The evaluation policy of a new run (see metaharness.search.staging). README "Which policy is the default" gives the
-# evidence: on the replayed real runs the planner is level with every baseline and spends less than every one that
-# fills its budget; the threshold rule, level on average, spends less still but has the worst runs.
+# The evaluation policy of a new run (see metaharness.search.staging). docs/staged-evaluation.md ("Which policy is the
+# default") gives the evidence: on the replayed real runs the planner is level with every baseline and spends less
+# than every one that fills its budget; the threshold rule, level on average, spends less still but has the worst runs.
 DEFAULT_EVALUATION: Policy = "planner"
 
 
