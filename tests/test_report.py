@@ -81,6 +81,7 @@ def run(tmp_path):
 def test_html_is_self_contained_with_the_four_plots(run):
     page = render_html(RunView.load(run))
     assert page.count("<svg") == 5  # score, predicted vs actual, program graph, tokens, USD
+    assert all(f"<section id='{part}'>" in page for part in ("glance", "scores", "graph", "cost", "tables"))
     assert "&lt;c003&gt; &amp; co" in page and "<c003>" not in page  # user text is escaped
     # nothing is fetched: no external scripts, styles, images or fonts
     assert not re.search(r"\b(src|href)\s*=", page)

@@ -5,8 +5,9 @@ glance (what was tried, what won, where the spend went against the budget), then
 predicted vs. actual score, the lasting program graph (candidates coloured by score, predicted programs apart), cost
 over time (what the run was charged, ending at the Spent box's total); then the tables: Pareto front, predicted vs.
 actual scores with their mean absolute error, predicted vs. realised cost per iteration, the candidates, and the
-predicted programs not yet chosen.
-A partly scored candidate is drawn and listed with its examples (``0.667 (3/4)``) and counted as no result.
+predicted programs not yet chosen. Each part is a ``<section>`` with an id (``glance``, ``scores``, ``graph``,
+``cost``, ``tables``), so a link or a screenshot can name one. A partly scored candidate is drawn and listed with its
+examples (``0.667 (3/4)``) and counted as no result.
 """
 
 from __future__ import annotations
@@ -187,6 +188,7 @@ def render_html(view: RunView) -> str:
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>metaharness run {html.escape(str(cfg.get('dataset')))}</title>",
         f"<style>{PAGE_STYLE}</style></head><body>",
+        "<section id='glance'>",
         f"<h1>metaharness run: {html.escape(str(cfg.get('dataset')))}</h1>",
         f"<p>task model <code>{html.escape(str(cfg.get('task_model')))}</code>, "
         f"proposer <code>{html.escape(str(cfg.get('proposer')))}</code>, "
@@ -194,17 +196,19 @@ def render_html(view: RunView) -> str:
         f"{len(view.records)} candidates; {html.escape(headline)}</p>",
         story_html(view),
         "".join(f"<p class='note'>{inert_html(n)}</p>" for n in view.notes()),
+        "</section><section id='scores'>",
         "<div class='grid'><div><h2>Validation score per iteration</h2>",
         score_chart(view),
         "</div><div><h2>Predicted vs. actual score</h2>",
         prediction_chart(view),
-        "</div></div><h2>Program graph (colour = validation score, red ring = best; predicted programs hollow, "
+        "</div></div></section><section id='graph'>",
+        "<h2>Program graph (colour = validation score, red ring = best; predicted programs hollow, "
         f"{len(view.predicted_nodes())} not yet chosen)</h2>",
         "<div class='tree'>",
         program_graph_svg(view.graph, best.id if best else None, view.records) if view.graph is not None else "",
-        "</div><h2>Cost over time</h2><div class='grid'>",
+        "</div></section><section id='cost'><h2>Cost over time</h2><div class='grid'>",
         cost_chart(view),
-        "</div><h2>Pareto front: score vs. context tokens vs. USD</h2>",
+        "</div></section><section id='tables'><h2>Pareto front: score vs. context tokens vs. USD</h2>",
         html_table(["id", "val", "context tok", "USD", "summary"], front),
         "<h2>Predicted vs. actual score of every candidate with a prediction</h2>",
         _prediction_table(view),
@@ -223,6 +227,7 @@ def render_html(view: RunView) -> str:
             if failed
             else ""
         ),
+        "</section>",
         f"<script>{PAGE_SCRIPT}</script>",
         "</body></html>",
     ]
