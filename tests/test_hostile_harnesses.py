@@ -468,7 +468,7 @@ def call(name, *args):
 def raw_calls(body: str) -> str:
     """``body`` after the definition of ``call`` (raw system calls by this machine's numbers, as the filter resolves
     them)."""
-    import pyseccomp
+    import pyseccomp  # type: ignore[import-untyped]
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) for name in SYSCALLS}
     return RAW_CALLS.format(numbers=numbers) + textwrap.dedent(body)

@@ -16,21 +16,26 @@ from metaharness.runner.settings import RunSettings, SettingsChange
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_TASK = ROOT / "tasks" / "custom" / "example"
 ZERO_SHOT = ROOT / "candidates" / "standard" / "zero_shot.py"
-NEW_RUN = {"dataset": "symptom2disease", "task_model": "local:smollm2-135m", "proposer": "offline"}
+
+
+def new_run(harness_seconds: float | None = None) -> SettingsChange:
+    return SettingsChange(
+        dataset="symptom2disease", task_model="local:smollm2-135m", proposer="offline", harness_seconds=harness_seconds
+    )
 
 
 def test_the_bound_is_a_run_setting_with_a_default():
-    default = RunSettings.resolve(SettingsChange(**NEW_RUN), None)
+    default = RunSettings.resolve(new_run(), None)
     assert default.harness_seconds == AVERAGE_SECONDS == SandboxLimits().average_seconds
     assert default.to_json()["harness_seconds"] == AVERAGE_SECONDS
-    tight = RunSettings.resolve(SettingsChange(**NEW_RUN, harness_seconds=2.5), None)
+    tight = RunSettings.resolve(new_run(harness_seconds=2.5), None)
     assert RunSettings.from_json(tight.to_json()).harness_seconds == 2.5
     assert RunSettings.resolve(SettingsChange(), tight).harness_seconds == 2.5  # a resume keeps it
     with pytest.raises(InputError, match="started with --harness-seconds 2.5, not 3.0"):
         RunSettings.resolve(SettingsChange(harness_seconds=3.0), tight)
     for bad in (0, -1.0, float("inf"), float("nan")):
         with pytest.raises(InputError, match="--harness-seconds must be a number of seconds > 0"):
-            RunSettings.resolve(SettingsChange(**NEW_RUN, harness_seconds=bad), None)
+            RunSettings.resolve(new_run(harness_seconds=bad), None)
     before = {k: v for k, v in default.to_json().items() if k != "harness_seconds"}
     assert RunSettings.from_json(before).harness_seconds == AVERAGE_SECONDS  # a run from before the setting
 
