@@ -668,7 +668,7 @@ def test_a_kernel_without_proc_subsets_shows_the_host_files_empty(tmp_path):
     )
     assert child.returncode == 0, child.stderr
     shown = json.loads(child.stdout)
-    OBSERVED[current_test()] = {f"/proc/{name}, /proc mounted whole": repr(text) for name, text in shown.items()}
+    OBSERVED[current_test()] = {f"{name} with /proc mounted whole": f"reads {text!r}" for name, text in shown.items()}
     assert shown == {"loadavg": "", "meminfo": "", "cmdline": "", "key-users": ""}
 
 
