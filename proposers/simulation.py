@@ -1,16 +1,19 @@
 """How the offline proposer predicts one revision (TPS's state simulation), from the cheapest evidence that exists.
 
-Three sources, tried in order of what they cost:
+Four sources, tried in order of what they cost:
 
 1. **replay** (free, exact): a chain of revisions that only post-process answers makes its base's calls, so it is
    run on the validation examples its base was scored on through recorded calls (``RunState.replay``). Where
    every example replays, its score there is not predicted but known, and two revisions with the same predictions on
    every example are one program for the search (the merge key is the base and that behaviour). The loop records
    the replay as the committed candidate's first stage, so nobody pays to measure it again.
-2. **probe** (``probe_size`` > 0; costs task-model calls, charged to the iteration's budget through
+2. **model-free** (free, exact): a revision of a base whose outputs do not depend on the model's answers is run on
+   the base's validation examples with no model call (``RunState.model_free``); when it is model-free too, its
+   score there is known, and one whose outputs equal its base's is its base (not proposed).
+3. **probe** (``probe_size`` > 0; costs task-model calls, charged to the iteration's budget through
    ``RunState.predicting``): the revision runs on held-out *training* examples and its gain over its base's probe
    is estimated with a prior fitted on the run's probes (``metaharness.proposers.probe``).
-3. **prior** (free): what revisions of the same operator family gained over their base in this run, measured on
+4. **prior** (free): what revisions of the same operator family gained over their base in this run, measured on
    paired validation examples (`FamilyGains`); before any was measured, no gain with the default spread.
 
 A prediction says which it came from (``data["predicted_by"]``); its ``repeat`` (the share of its calls that repeat
@@ -36,8 +39,10 @@ from metaharness.planner.subagents import CandidatePlan, PlanningTask, Simulated
 from metaharness.proposers.operators import Operator, get_operator
 from metaharness.proposers.probe import ChangePrior, PredictionBudgetSpent, ProbeResult, Spread, estimate_change
 from metaharness.proposers.program_search import MIN_STD, GainCalibration, base_of, predicted_score
+from metaharness.search.model_free import record_outputs
 from metaharness.search.protocol import RunState
 from metaharness.search.replay import Replay
+from metaharness.store.files import read_jsonl
 
 if TYPE_CHECKING:
     from metaharness.proposers.offline import OfflineProposer
@@ -166,8 +171,11 @@ class RevisionSimulator:
             op, revision, revised = found
             chain = [*chain, name]
             replayable = self.state.replay is not None and all(get_operator(n).post_processing for n in chain)
+            free = self.state.model_free is not None and base.evaluation is not None and base.evaluation.model_free
             if replayable:
                 step = self._replayed(revision.summary, revision.source, base, chain)
+            elif free and (checked := self._model_free(revision.summary, revision.source, base, chain)) is not None:
+                step = checked
             else:
                 step = self._probed_or_prior(revision.summary, revision.source, base, chain, source, op)
             self.seen.add(revised)
@@ -231,6 +239,49 @@ class RevisionSimulator:
             key=key,
             score=None if broken else round(score, 6),
             std=round(sd * len(missed) / n, 6),
+            node_cost=(1.0, 0.0, 0.0),
+            data=data,
+        )
+
+    def _model_free(self, summary: str, source: str, base: Candidate, chain: list[str]) -> SimulatedStep | None:
+        """A revision of a model-free base, scored with no model call on the base's examples when it is model-free
+        too (exact, like a complete replay); None when it reads the model's answers (it is predicted otherwise)."""
+        assert self.state.model_free is not None and base.evaluation is not None
+        ids = list(base.evaluation.example_ids)
+        found = self.state.model_free(source, ids)
+        if found.evaluation is None or found.trace is None:
+            return None
+        outputs = record_outputs(read_jsonl(found.trace))
+        before = _outputs(base, self.state)
+        same = before is not None and all(json.dumps(before.get(i)) == outputs.get(i) for i in ids)
+        signature = hashlib.sha256(json.dumps(sorted(outputs.items())).encode()).hexdigest()[:16]
+        self.replayed += 1
+        score = found.evaluation.primary
+        data = {
+            **self._common(source, summary, base, chain, "model-free"),
+            "hypothesis": (
+                f"its outputs do not depend on the model's answers: scored {score:.3f} on all {len(ids)} of "
+                f"{base.id}'s examples with no model call ({base.id}: {base.score:.3f})"
+            ),
+            "model_free": {
+                "examples": found.evaluation.examples,
+                "score": round(score, 4),
+                "errors": found.evaluation.errors,
+                "runs": found.runs,
+            },
+            "same_as_base": same,
+            "tokens_per_example": 0.0,
+            "usd_per_example": 0.0,
+            "repeat": 1.0,
+            "signature": signature,
+        }
+        broken = found.evaluation.errors > found.evaluation.examples / 2
+        return SimulatedStep(
+            state=f"model-free: {score:.2f} on {len(ids)} of {base.id}'s examples, no model call",
+            cost=(0.0, 0.0, 0.0),
+            key=f"{base.id}|{signature}",
+            score=None if broken else round(score, 6),
+            std=0.0,
             node_cost=(1.0, 0.0, 0.0),
             data=data,
         )

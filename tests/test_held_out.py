@@ -88,7 +88,7 @@ def test_a_lookup_table_of_the_search_examples_tops_the_search_and_is_not_return
     run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
     search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2))
     proposer = ScriptedProposer()
-    free = ModelFreeCheck(lambda client: TaskEvaluator(task, client, workers=1), ["even", "odd"], tmp_path / "free")
+    free = ModelFreeCheck(task, lambda view, client: TaskEvaluator(view, client, workers=1), tmp_path / "free")
     optimizer = Optimizer(
         run,
         LoopSettings("parity", search, iterations=0, test=False),

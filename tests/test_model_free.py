@@ -48,7 +48,7 @@ CONSTRAINED = (
 
 
 def check(tmp_path: Path) -> ModelFreeCheck:
-    return ModelFreeCheck(lambda client: TaskEvaluator(ToyTask(), client, workers=1), ANSWERS, tmp_path / "checks")
+    return ModelFreeCheck(ToyTask(), lambda task, client: TaskEvaluator(task, client, workers=1), tmp_path / "checks")
 
 
 def test_a_stand_in_varies_its_answer_with_the_salt_and_nothing_else() -> None:
@@ -76,22 +76,45 @@ def test_a_schema_value_validates_against_its_schema() -> None:
     assert all(v["n"] >= 3 and v["tags"] == ["text"] for v in values)
 
 
+# Reads the answer only for inputs that mention a fever (val-0001), else answers by a rule.
+PARTLY = harness(answer="'[DIAGNOSIS]' + (response.strip() if 'fever' in x else 'psoriasis') + '[/DIAGNOSIS]'")
+# Memoises the model's answer by input: the repeats see the first answer only.
+MEMO = (
+    "class Harness:\n"
+    "    def __init__(self, lm, train):\n"
+    "        self.lm, self.memo = lm, {}\n"
+    "    def predict(self, x):\n"
+    "        if x not in self.memo:\n"
+    "            self.memo[x] = self.lm(x)\n"
+    "        return '[DIAGNOSIS]' + self.memo[x] + '[/DIAGNOSIS]'\n"
+)
+# Parses the answer as JSON: every stand-in answer raises the same error, which the model's might not.
+PARSES = harness(answer="__import__('json').loads(response)['label']")
+
+
 @pytest.mark.parametrize(
     ("source", "free"),
-    [(IGNORES, True), (harness(answer=TAGGED), False), (FORMAT, False), (CONSTRAINED, False)],
-    ids=["ignores-the-answer", "reads-it", "reads-one-form", "json-enum"],
+    [
+        (IGNORES, IDS),
+        (harness(answer=TAGGED), []),
+        (FORMAT, []),
+        (CONSTRAINED, []),
+        (PARTLY, ["val-0000", "val-0002"]),
+        (MEMO, []),
+        (PARSES, []),
+    ],
+    ids=["ignores-the-answer", "reads-it", "reads-one-form", "json-enum", "partly", "memoises", "parses-json"],
 )
-def test_only_a_program_whose_outputs_ignore_the_answers_is_model_free(tmp_path: Path, source: str, free: bool):
+def test_only_outputs_that_ignore_the_answers_are_free(tmp_path: Path, source: str, free: list[str]) -> None:
     found = check(tmp_path)(source, IDS)
-    assert found.model_free is free
-    assert found.runs >= 2 and found.seconds >= 0
+    assert list(found.free) == free and found.model_free is (free == IDS)
+    assert found.runs == 1 and found.seconds >= 0  # one sandbox run: every example three times
     if free:
-        assert found.evaluation is not None and found.evaluation.model_free
-        assert found.evaluation.example_ids == IDS and found.evaluation.primary == pytest.approx(2 / 3)
-        assert found.evaluation.spend() == Spend()
-        assert found.runs == 3  # the screen (here every example) under two salts, then every example under a third
-    else:
-        assert found.runs == 2  # the screen settles it (the first salt answers in the form the shots show)
+        assert found.evaluation is not None and found.evaluation.model_free is (free == IDS)
+        assert found.evaluation.example_ids == free and found.evaluation.spend() == Spend()
+        assert found.trace is not None and len(found.trace.read_text().splitlines()) == len(free)
+    if source == IGNORES:
+        assert found.evaluation is not None and found.evaluation.primary == pytest.approx(2 / 3)
 
 
 def test_a_program_that_does_not_load_is_left_to_the_evaluation(tmp_path: Path) -> None:
@@ -123,7 +146,31 @@ def test_the_loop_scores_a_model_free_proposal_with_no_model_call_and_says_so(tm
     assert free.evaluation.spend() == Spend() and free.score == pytest.approx(2 / 3)
     line = run.log_records("iteration")[-1]
     assert line["model_free"] == {free.id: 3} and free.id not in line["allotted"]
-    assert line["checks"]["candidates"] == 1 and line["checks"]["model_free"] == 1 and line["checks"]["runs"] == 3
+    assert line["checks"]["candidates"] == 1 and line["checks"]["model_free"] == 1 and line["checks"]["runs"] == 1
     assert line["identical"]["charged"] == 0
     seeds = run.log_records("iteration")[0]
     assert seeds["checks"]["model_free"] == 0 and seeds["model_free"] == {}
+
+
+def test_the_loop_scores_free_the_examples_where_the_answer_cannot_matter_and_pays_for_the_rest(tmp_path: Path):
+    model = ScriptedModel(diagnose, spec="openai:toy-model")
+    client = Client("openai:toy-model", model, cache=ResponseCache(tmp_path / "cache.sqlite"), ledger=Ledger())
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "openai:toy-model"})
+    search = SearchSettings(evaluation="all", budget=SearchBudget(evals_per_iter=2))
+    proposer = ScriptedProposer({1: [Proposal("c001", PARTLY, "read the model on fevers only")]})
+    Optimizer(
+        run,
+        LoopSettings("toy", search, iterations=1, test=False),
+        proposer,
+        TaskEvaluator(ToyTask(), client, workers=1),
+        [Seed("rule", IGNORES)],
+        model_free=check(tmp_path),
+    ).run()
+    run.close()
+    partly = next(c for c in run.candidates() if c.summary == "read the model on fevers only")
+    assert partly.supported and partly.evaluation is not None and not partly.evaluation.model_free
+    first, *rest = partly.evaluation.increments
+    assert first.examples == 2 and first.spend == Spend()  # val-0000 and val-0002: no model call
+    assert sum(i.examples for i in rest) == 1 and sum(i.spend.evals for i in rest) == 1.0  # val-0001: paid
+    assert len(model.requests) == 1 and "fever" in model.requests[0].messages[-1]["content"]
+    assert run.log_records("iteration")[-1]["model_free"] == {partly.id: 2}

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,15 +31,22 @@ STAND_IN_SPEC = "stand-in:varied-answers"
 
 class StandInClient:
     """A ``ModelClient`` whose answers vary with ``salt`` (see the module docstring); ``context_window`` is the
-    real model's, so harnesses that fit their prompts to it build the same requests."""
+    real model's, so harnesses that fit their prompts to it build the same requests. With ``repeats``, the n-th
+    repeat of a request is answered as salt ``salt + n`` would answer it: one run over the examples repeated
+    asks every example under several answers."""
 
     spec = STAND_IN_SPEC
 
-    def __init__(self, answers: Sequence[str], salt: int, context_window: int | None = None) -> None:
+    def __init__(
+        self, answers: Sequence[str], salt: int, context_window: int | None = None, *, repeats: bool = False
+    ) -> None:
         self.answers = list(dict.fromkeys(a for a in answers if isinstance(a, str) and a.strip())) or ["yes", "no"]
         self.salt = salt
         if context_window:
             self.context_window = context_window
+        self.repeats = repeats
+        self._seen: Counter[str] = Counter()
+        self._lock = threading.Lock()
 
     def complete(self, request: ChatRequest, *, role: Role = "task") -> ChatResult:
         shown = [str(m.get("content")) for m in request.messages if m.get("role") == "assistant" and m.get("content")]
@@ -46,12 +55,17 @@ class StandInClient:
             [request.messages, request.max_tokens, request.stop, request.json_schema], sort_keys=True, default=str
         )
         start = int.from_bytes(hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+        salt = self.salt
+        if self.repeats:  # each repeat of a request is answered with the next salt
+            with self._lock:
+                salt += self._seen[key]
+                self._seen[key] += 1
         # The first salt answers as the request's own assistant turns do (the form the harness was written to
         # read), when it has any; every other salt takes the next answers of the pool, so no two salts agree.
         first = start % len(dict.fromkeys(shown)) if shown else start % len(pool)
         choices = []
         for k in range(max(1, request.n)):
-            pick = first + self.salt + k
+            pick = first + salt + k
             text = pool[pick % len(pool)]
             if request.json_schema is not None:
                 parsed = schema_value(request.json_schema, text, pick)

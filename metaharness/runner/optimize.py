@@ -198,8 +198,8 @@ def _run(
             else None
         )
         model_free = ModelFreeCheck(
-            lambda client: TaskEvaluator(task, client, workers=MODEL_FREE_WORKERS, limits=limits),
-            [example.target for example in task.load("train")],
+            task,
+            lambda view, client: TaskEvaluator(view, client, workers=MODEL_FREE_WORKERS, limits=limits),
             run_dir / "model-free",
             context_window(task_client),
         )

@@ -636,19 +636,24 @@ class Optimizer:
 
     def _held_out(self, candidate: Candidate, split: str, ids: Sequence[str]) -> Evaluation:
         """``candidate`` scored on the held-out examples ``ids`` (its records under ``split``): with no model call
-        when it is model-free and its outputs still ignore the model's answers there, else by the evaluator."""
+        on those whose outputs ignore the model's answers (all of them for a model-free candidate, checked again
+        here), by the evaluator on the rest."""
         self.events.candidate_started(candidate.id, f"{split} +{len(ids)}", candidate.summary)
         trace = self.store.trace_path(candidate.id, split)
-        if self.model_free is not None and candidate.evaluation is not None and candidate.evaluation.model_free:
-            found = self.model_free(candidate.source, ids)
-            if found.evaluation is not None and found.trace is not None:
-                atomic_write_text(trace, found.trace.read_text(encoding="utf-8"))
-                return dataclasses.replace(found.evaluation, split=split)
+        found = self.model_free(candidate.source, ids) if self.model_free is not None else None
+        free = found.evaluation if found is not None and found.trace is not None else None
+        rest = [i for i in ids if free is None or i not in free.example_ids]
+        if free is not None and found is not None and found.trace is not None:
+            atomic_write_text(trace, found.trace.read_text(encoding="utf-8"))
+        if not rest:
+            assert free is not None
+            return dataclasses.replace(free, split=split)
+        part = trace.with_name(f"{candidate.id}.{split}.part.jsonl")
         harness = self.store.work_file(candidate.id, candidate.source)
-        evaluation = self.evaluator.evaluate(
-            harness, "val", trace_path=trace, progress=self._progress, examples=list(ids)
-        )
-        return dataclasses.replace(evaluation, split=split)
+        paid = self.evaluator.evaluate(harness, "val", trace_path=part, progress=self._progress, examples=rest)
+        merge_trace(trace, part, keep=list(free.example_ids) if free is not None else [])
+        evaluation = free.merge(paid) if free is not None else paid
+        return dataclasses.replace(evaluation, split=split, model_free=False)
 
     def _judgement(self) -> None:
         """Once the last iteration is done: the returned candidate, the best seed and the baseline on the judge
@@ -759,6 +764,7 @@ class Optimizer:
             predicting=Meter(allowance if predictions else Budget(0, 0, 0)),
             predictions=predictions,
             replay=self.replay,
+            model_free=self.model_free,
         )
 
     def _realise(self, entry: PlanEntry, iteration: int) -> None:
@@ -826,8 +832,8 @@ class Optimizer:
         return out
 
     def _model_free_evidence(self, candidate: Candidate, iteration: int) -> bool:
-        """Record the candidate's whole share, scored with no model call, when its outputs do not depend on the
-        model's answers (``metaharness.search.model_free``); False when they do (or there is no check)."""
+        """Record, with no model call, the candidate's search examples whose outputs do not depend on the model's
+        answers (``metaharness.search.model_free``): True when that is all of them (it is model-free)."""
         if self.model_free is None:
             return False
         found = self.model_free(candidate.source, list(self.order.search))
@@ -836,26 +842,30 @@ class Optimizer:
         if found.evaluation is None or found.trace is None:
             return False
         crash_point("candidate:evaluated")
+        what = "model-free" if found.model_free else "their outputs ignore the model's answers"
         self.events.candidate_started(
-            candidate.id, f"val +{found.evaluation.examples} (model-free: no model call)", candidate.summary
+            candidate.id, f"val +{found.evaluation.examples} ({what}: no model call)", candidate.summary
         )
         part = self.store.trace_path(candidate.id, "val").with_name(f"{candidate.id}.val.part.jsonl")
         atomic_write_text(part, found.trace.read_text(encoding="utf-8"))
         self._record(candidate, found.evaluation, part, iteration)
         self._model_free[candidate.id] = found.evaluation.examples
-        return True
+        return found.model_free
 
     def _replay_evidence(self, candidate: Candidate, iteration: int) -> None:
         """Record, at no cost, the candidate's scores on the search examples its nearest evaluated ancestor was
-        scored on wherever every call it makes there is one the run already made (the module docstring)."""
+        scored on, and it is not yet, wherever every call it makes there is one the run already made (the module
+        docstring)."""
         if self.replay is None:
             return
         by_id = {c.id: c for c in self.store.candidates()}
+        candidate = by_id.get(candidate.id, candidate)
         base = evaluated_ancestor(candidate, by_id)
         if base is None or base.evaluation is None:
             return
         search = set(self.order.search)
-        ids = [i for i in base.evaluation.example_ids if i in search]
+        scored = set(candidate.evaluation.example_ids) if candidate.evaluation else set()
+        ids = [i for i in base.evaluation.example_ids if i in search and i not in scored]
         replay = self.replay(candidate.source, ids)
         if replay.evaluation is None or replay.trace is None:
             return

@@ -1,23 +1,23 @@
-"""Free and exact: a program whose outputs do not depend on the model's answers is scored with no model call.
+"""Free and exact: what a program outputs where the model's answers cannot change it is scored with no model call.
 
 A harness may call the task model and then ignore what it says (a vote of the nearest training examples' labels
-that gives the model's own answer no weight, a classifier, a lookup): every example it is scored on then buys a
-model call that cannot change the score. `ModelFreeCheck` finds such programs before anything is spent: it runs
-the program in the sandbox with stand-in models (`metaharness.models.stand_in.StandInClient`) that answer every
-request differently, salt after salt, and compares the outputs example by example:
+that gives the model's own answer no weight, a classifier, a lookup), everywhere or on some examples (a classifier
+that lets the model break near-ties only). Each such example would buy a model call that cannot change its score.
+`ModelFreeCheck` finds them before anything is spent: it runs the program once in the sandbox on every example
+``SALTS`` times over (`Repeated`), through a stand-in model (`metaharness.models.stand_in.StandInClient`) that
+answers each repeat of a request differently, and compares the outputs example by example. An example is *free*
+when its outputs are the same under every answer, its calls as many each time (a harness that memoises its calls is
+not taken at its word) and no error came after a call (a stand-in's answer may break what the model's would not):
+its output does not depend on the model there, and the first pass's record is its result, with no model call and
+nothing charged. A program free on every example asked is *model-free* (``Evaluation.model_free``): the loop
+scores its whole share so, the held-out examples too.
 
-1. a screen: ``SCREEN`` examples under two salts; one output that differs settles it (model-dependent), which is
-   what most programs show at once;
-2. otherwise every example under ``SALTS`` salts (the screen's runs reused). Outputs the same under every salt, on
-   every example: the program is *model-free* there, and the first salt's run is its evaluation, recorded with no
-   model call and nothing charged (``Evaluation.model_free``).
-
-It is a check on every example it scores, not a guess from a few: a judge on held-out examples or the test split
-runs it again on those. The answers a stand-in gives are ones a harness can read (the request's own assistant
-turns, the run's recorded responses, the task's training answers), so the code that reads an answer runs; a
-program that reads only one exotic form of answer that none of the salts gives could pass where it should not,
-which is why three salts and every example are asked. Costs: sandbox time only, in ``ModelFree.seconds`` (the
-loop reports it per iteration); no token, no dollar.
+It is a check on every example it scores, not a guess from a few: the judge examples are checked again when a
+model-free candidate is scored on them. The answers a stand-in gives are ones a harness can read (the request's own
+assistant turns first, the run's recorded responses, the task's training answers), so the code that reads an
+answer runs; a program that reads only one exotic form of answer that none of the three answers takes could pass
+where it should not. Costs: one sandbox evaluation (one ``__init__``, three predictions per example), in
+``ModelFree.seconds``; no token, no dollar.
 """
 
 from __future__ import annotations
@@ -34,42 +34,67 @@ from metaharness.candidate import Evaluation
 from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.evaluation.protocol import CandidateEvaluator, CandidateFailed
 from metaharness.models.stand_in import StandInClient
+from metaharness.search.replay import free_evaluation
 from metaharness.store.files import atomic_write_text, read_jsonl
+from metaharness.tasks.protocol import Example, Task
 
-SCREEN = 3  # examples of the first look under two salts
-SALTS = 3  # stand-ins every example of a model-free program is run with
+SALTS = 3  # answers every example's calls get, one per pass
 MAX_ANSWERS = 200  # answers a stand-in picks from (besides the request's own assistant turns)
 
 
 @dataclass(frozen=True)
 class ModelFree:
-    """What the check found on the examples asked: ``evaluation`` (the first salt's, with nothing charged) and
-    ``trace`` (its records) when the program is model-free there, else None; ``seconds`` of sandbox time and
-    ``runs`` (sandbox evaluations) it took."""
+    """What the check found on the examples asked: ``evaluation`` over the free examples (nothing charged) and
+    ``trace`` (their records), None when none is free; ``model_free`` when every example asked is free; the
+    ``seconds`` of sandbox time it took."""
 
     evaluation: Evaluation | None
     trace: Path | None
+    model_free: bool
     seconds: float
-    runs: int
+    runs: int = 1
 
     @property
-    def model_free(self) -> bool:
-        return self.evaluation is not None
+    def free(self) -> tuple[str, ...]:
+        """The examples whose outputs do not depend on the model's answers."""
+        return tuple(self.evaluation.example_ids) if self.evaluation is not None else ()
 
 
-Evaluators = Callable[[StandInClient], CandidateEvaluator]
+Evaluators = Callable[[Task, StandInClient], CandidateEvaluator]
+REPEAT = "#pass"  # an example's id in the check's repeated view: ``<id>#pass<k>``
+
+
+class Repeated:
+    """``task`` with every example of a scored split repeated ``times`` over (ids ``<id>#pass<k>``, all of pass 0
+    first), so one evaluation asks each example under several answers; the training split is the task's."""
+
+    def __init__(self, task: Task, times: int) -> None:
+        self.task, self.times = task, times
+        self.name, self.description = task.name, task.description
+
+    def load(self, split: str) -> list[Example]:
+        examples = self.task.load(split)
+        if split == "train":
+            return examples
+        return [dataclasses.replace(e, id=f"{e.id}{REPEAT}{k}") for k in range(self.times) for e in examples]
+
+    def score(self, prediction: str, example: Example) -> dict[str, float]:
+        return self.task.score(prediction, example)
+
+    def metric_names(self) -> list[str]:
+        return self.task.metric_names()
 
 
 class ModelFreeCheck:
-    """Runs the check of the module docstring. ``evaluator_for(client)``: the run's evaluator over a stand-in;
-    ``answers``: the answers stand-ins pick from (the task's training answers; ``learn`` adds recorded responses);
-    ``folder``: where programs and records are written; ``context_window``: the real model's."""
+    """Runs the check of the module docstring on ``task``. ``evaluator_for(task, client)``: the run's evaluator on a
+    task over a stand-in (one example in flight, so one harness answers every pass); the stand-ins pick from the
+    task's training answers (``learn`` adds recorded responses); ``folder``: where programs and records are
+    written; ``context_window``: the real model's."""
 
-    def __init__(
-        self, evaluator_for: Evaluators, answers: Sequence[str], folder: Path, context_window: int | None = None
-    ) -> None:
+    def __init__(self, task: Task, evaluator_for: Evaluators, folder: Path, context_window: int | None = None) -> None:
+        self.task = Repeated(task, SALTS)
         self.evaluator_for = evaluator_for
-        self.answers = list(dict.fromkeys(answers))
+        self.answers = list(dict.fromkeys(e.target for e in task.load("train")))
         self.folder = Path(folder)
         self.context_window = context_window
         self._runs = 0
@@ -85,73 +110,52 @@ class ModelFreeCheck:
 
     def __call__(self, source: str, examples: Sequence[str], split: str = "val") -> ModelFree:
         """The check of ``source`` on ``examples`` (ids of ``split``)."""
-        started, runs = time.monotonic(), 0
+        started = time.monotonic()
+        ids = list(dict.fromkeys(examples))
         folder = self.folder / hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         harness = folder / HARNESS_FILE
         atomic_write_text(harness, source)
-        ids = list(dict.fromkeys(examples))
-        screen, rest = ids[:SCREEN], ids[SCREEN:]
-
-        def run(salt: int, part: list[str]) -> tuple[Evaluation, Path] | None:
-            nonlocal runs
-            if not part:
-                return None
-            runs += 1
-            self._runs += 1
-            path = folder / f"{split}-{self._runs}-salt{salt}.jsonl"
-            evaluator = self.evaluator_for(StandInClient(self.answers, salt, self.context_window))
-            return evaluator.evaluate(harness, split, trace_path=path, examples=part), path
-
-        def done(found: tuple[Evaluation, Path] | None = None) -> ModelFree:
-            evaluation, trace = found if found is not None else (None, None)
-            return ModelFree(evaluation, trace, round(time.monotonic() - started, 3), runs)
-
+        self._runs += 1
+        path = folder / f"{split}-{self._runs}.jsonl"
+        evaluator = self.evaluator_for(self.task, StandInClient(self.answers, 0, self.context_window, repeats=True))
+        asked = [f"{i}{REPEAT}{k}" for k in range(SALTS) for i in ids]
         try:
-            first = [run(0, screen), run(1, screen)]
-            if not ids or _differ(first):
-                return done()
-            whole = [run(0, rest), run(1, rest)]
-            if rest and _differ(whole):
-                return done()
-            last = run(2, ids)
-            if _differ([_joined(first[0], whole[0], folder / "joined.jsonl"), last]):
-                return done()
+            evaluation = evaluator.evaluate(harness, split, trace_path=path, examples=asked) if ids else None
         except CandidateFailed:
-            return done()
-        joined = _joined(first[0], whole[0], folder / f"{split}-{self._runs}-model-free.jsonl")
-        assert joined is not None
-        evaluation, trace = joined
-        return done((dataclasses.replace(evaluation, model_free=True), trace))
+            evaluation = None
+        seconds = round(time.monotonic() - started, 3)
+        runs: dict[str, list[dict[str, object]]] = {}
+        for record in read_jsonl(path) if evaluation is not None else []:
+            original = str(record.get("id")).rsplit(REPEAT, 1)[0]
+            runs.setdefault(original, []).append({**record, "id": original})
+        free = [runs[i][0] for i in ids if _same(runs.get(i, []))]
+        if evaluation is None or not free:
+            return ModelFree(None, None, False, seconds)
+        trace = folder / f"{split}-{self._runs}.free.jsonl"
+        atomic_write_text(trace, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in free))
+        whole = len(free) == len(ids)
+        kept = free_evaluation(evaluation, free, answered="stand_in_calls")
+        return ModelFree(dataclasses.replace(kept, model_free=whole), trace, whole, seconds)
 
 
-def _outputs(found: tuple[Evaluation, Path] | None) -> dict[str, str]:
-    return record_outputs(read_jsonl(found[1])) if found is not None else {}
+def _same(records: Sequence[dict[str, object]]) -> bool:
+    """Whether an example's ``SALTS`` records agree: one output, as many calls each time, and no error after a
+    call (an error may come from a stand-in's answer, e.g. one that is no JSON: the real model's may not raise)."""
+    if len(records) != SALTS:
+        return False
+    calls = {len(c) if isinstance(c := r.get("calls"), list) else 0 for r in records}
+    if any(r.get("error") for r in records) and calls != {0}:
+        return False
+    return len(set(record_outputs(records, keyed=False).values())) == 1 and len(calls) == 1
 
 
-def record_outputs(records: Sequence[dict[str, object]]) -> dict[str, str]:
+def record_outputs(records: Sequence[dict[str, object]], *, keyed: bool = True) -> dict[str, str]:
     """Example id -> output of each record (its ``prediction`` as JSON; an error as ``error: ...``): what two runs
-    are compared by."""
+    are compared by (``keyed`` False: by the records' positions instead, for repeats of one example)."""
     out: dict[str, str] = {}
-    for record in records:
+    for k, record in enumerate(records):
         if isinstance(record.get("id"), str):
             error = record.get("error")
-            out[str(record["id"])] = f"error: {error}" if error else json.dumps(record.get("prediction"))
+            key = str(record["id"]) if keyed else str(k)
+            out[key] = f"error: {error}" if error else json.dumps(record.get("prediction"))
     return out
-
-
-def _differ(runs: Sequence[tuple[Evaluation, Path] | None]) -> bool:
-    """Whether two runs over the same examples gave some example different outputs."""
-    a, b = (_outputs(r) for r in runs)
-    return a.keys() != b.keys() or any(a[i] != b[i] for i in a)
-
-
-def _joined(
-    head: tuple[Evaluation, Path] | None, tail: tuple[Evaluation, Path] | None, path: Path
-) -> tuple[Evaluation, Path] | None:
-    """Two runs of one salt over consecutive parts as one: the evaluation merged and the records in one file."""
-    if head is None or tail is None:
-        return head or tail
-    evaluation = head[0].merge(tail[0])
-    lines = [p.read_text(encoding="utf-8") for p in (head[1], tail[1])]
-    atomic_write_text(path, "".join(text if text.endswith("\n") or not text else text + "\n" for text in lines))
-    return evaluation, path

@@ -24,7 +24,9 @@ returns new candidate programs. The whole contract of ``Proposer.propose``:
 - It never evaluates on the validation or test split: the loop does, within budget. It may read what a program
   would score on recorded calls (``state.replay``: on validation examples its base was scored on, through a model
   that answers only calls the run already made; free, and the loop records it as the candidate's evidence when it
-  is committed). It may run candidates on a few *training* examples (a probe) through the sandboxed evaluator:
+  is committed), and what a program whose outputs do not depend on the model's answers scores with no model call
+  (``state.model_free``: free and exact; the loop scores such a candidate so too). It may run candidates on a few
+  *training* examples (a probe) through the sandboxed evaluator:
   a probe's task-model calls are predictions, spent from the iteration's budget, so before each it asks
   ``state.predicting.affords(cost)`` and afterwards ``charge`` s what the probe cost (``metaharness.budget.Meter``);
   when ``state.predictions`` is False (the evaluation policy reads no prediction) it predicts nothing that costs.
@@ -42,10 +44,14 @@ from typing import Protocol, runtime_checkable
 from metaharness.budget import Budget, Meter
 from metaharness.candidate import Candidate, Prediction
 from metaharness.planner.graph import PlanGraph
+from metaharness.search.model_free import ModelFree
 from metaharness.search.replay import Replay
 
 # ``replay(source, example_ids)``: the program on those validation examples, through recorded calls only.
 ReplayFunction = Callable[[str, Sequence[str]], Replay]
+# ``model_free(source, example_ids)``: the program on those validation examples with no model call, when its outputs
+# do not depend on the model's answers there (``metaharness.search.model_free``).
+ModelFreeFunction = Callable[[str, Sequence[str]], ModelFree]
 
 
 @dataclass
@@ -65,6 +71,7 @@ class RunState:
     predictions: bool = True
     # Free evidence (see the module docstring); None outside a run, or when the task model keeps no response cache.
     replay: ReplayFunction | None = None
+    model_free: ModelFreeFunction | None = None
     run_dir: Path | None = None
     # The run's lasting program graph, synced with ``candidates`` (see the module docstring); the loop always sets
     # it, ``None`` only in a state built by hand (build one with metaharness.store.program_graph.sync).

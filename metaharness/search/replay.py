@@ -94,7 +94,7 @@ class Replayer:
         trace = folder / f"val-{len(self._memo)}.replayed.jsonl"
         atomic_write_text(trace, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in replayed))
         outputs = {str(r.get("id")): _text(r.get("prediction")) for r in replayed}
-        return Replay(_restricted(evaluation, replayed), outputs, missed, trace)
+        return Replay(free_evaluation(evaluation, replayed), outputs, missed, trace)
 
 
 def _records(path: Path) -> list[dict[str, object]]:
@@ -139,9 +139,12 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _restricted(evaluation: Evaluation, records: list[dict[str, object]]) -> Evaluation:
-    """``evaluation`` over ``records`` only (in their order): mean scores, summed costs (nothing charged: every
-    call was a repeat), per-example scores."""
+def free_evaluation(
+    evaluation: Evaluation, records: Sequence[dict[str, object]], answered: str = "cached_calls"
+) -> Evaluation:
+    """``evaluation`` over ``records`` only (in their order): mean scores, summed costs with nothing charged (every
+    call was answered for free: ``answered`` counts them, ``cached_calls`` for a replay's repeats), per-example
+    scores."""
     n = len(records)
     names = sorted({str(k) for r in records for k in _scores(r)})
     calls = [c for r in records for c in _calls(r)]
@@ -152,7 +155,7 @@ def _restricted(evaluation: Evaluation, records: list[dict[str, object]]) -> Eva
         "usd": 0.0,
         "context_tokens": tokens_in / n,
         "calls": float(len(calls)),
-        "cached_calls": float(len(calls)),
+        answered: float(len(calls)),
         "charged_examples": 0.0,
         "charged_tokens": 0.0,
     }
