@@ -8,7 +8,11 @@ or nothing is left to try:
    generated from parameter grids) of the frontier (the best evaluated candidates that still have an untried
    revision, ties in the seed's order), spread across operator families; then, level by level, revisions of the
    most promising predicted candidates anywhere in the graph, into chains of up to ``depth`` revisions
-   (compositions of operators, each step its own node);
+   (compositions of operators, each step its own node). Two-parent combinations (``operators.combine``) take the
+   iteration's ``COMBINE_PARTNERS`` best evaluated programs as second parents. When the local edits are
+   exhausted (all it made is known exactly, by replay, to score no better than the best), it goes farther
+   instead of offering nothing worth evaluating: past the simulation cap down the whole ranking (seeds included),
+   then chains up to ``FARTHER_DEPTH`` revisions longer;
 2. simulation (`metaharness.proposers.simulation.RevisionSimulator`), from the cheapest evidence there is: a
    chain that only post-processes answers is replayed on its base's validation examples through recorded calls
    (free and exact, and the loop keeps the replay as the candidate's first stage); with ``probe_size`` > 0 the
@@ -20,8 +24,9 @@ or nothing is left to try:
 4. labels: +1 predicted to beat the best score, -1 dead end (most examples error), 0 otherwise.
 
 The proposer does not choose what to evaluate: the loop allots evaluations. It returns up to ``state.proposals``
-proposals in the order the revisions were generated (so "best of N" is "the first N"), then, if this iteration
-made fewer, the run's earlier predictions nobody took, oldest first. Every proposal carries its full prediction
+proposals in the order the revisions were generated (so "best of N" is "the first N"), those known exactly to be
+no better than the best after the others, then, if this iteration made fewer, the run's earlier predictions nobody
+took, oldest first. Every proposal carries its full prediction
 (score, std, what predicted it, cost per example, repeat, chain). Nothing here evaluates on the validation split
 (a replay only reads what the run's calls already answered), and nothing depends on ``PYTHONHASHSEED``: a different
 ``seed`` gives other probe examples, another operator order and other tie-breaks.
@@ -45,7 +50,7 @@ from metaharness.planner.program import IMPLEMENTED, PREDICTED, depth, nodes_wit
 from metaharness.planner.result import PlanResult
 from metaharness.planner.subagents import CandidatePlan, PlanningTask
 from metaharness.planner.subagents.stage_io import StageRecord
-from metaharness.proposers.operators import Operator, Revision, answer_profile, applicable
+from metaharness.proposers.operators import COMBINATIONS, Operator, Revision, answer_profile, applicable
 from metaharness.proposers.probe import ChangePrior, Prober, Spread
 from metaharness.proposers.program_search import (
     GainCalibration,
@@ -63,6 +68,10 @@ from metaharness.tasks.protocol import Task
 GENERATED = "generation"  # the "selection" a proposal records: taken in the order it was generated
 REVISIONS_KEPT = 64  # sources whose revisions are memoised (applying the whole library to one takes a while)
 SIMULATED_PER_PROPOSAL = 4  # at most this many revisions simulated per wanted proposal (the rest merged or broke)
+# While nothing proposable was made, simulating goes on up to this many times as far, over the whole ranking.
+FARTHER = 3
+FARTHER_DEPTH = 2  # and chains may grow this much longer than ``depth``
+COMBINE_PARTNERS = 2  # the best distinct evaluated programs offered as second parents (``operators.combine``)
 
 
 def task_model_price(model: ModelClient | str) -> Price:
@@ -116,14 +125,31 @@ class OfflineProposer:
         self.price = task_model_price(task_model)
         self._exhausted: set[str] = set()  # digests of sources whose every revision is known
         self._revisions: OrderedDict[str, list[tuple[Operator, Revision, str]]] = OrderedDict()
+        self.partners: list[tuple[str, str]] = []  # (id, source) of the second parents combinations take
+
+    def _key(self, source: str) -> str:
+        """What a source's revisions depend on: the source and the partners on offer."""
+        return digest(source) + "|" + ",".join(name for name, _ in self.partners)
+
+    def _operators(self, source: str) -> list[Operator]:
+        """The (restricted) library's operators that apply to ``source``: one-parent ones, then every two-parent
+        combination bound to each partner it can combine with."""
+        ops = applicable(source, self.profile)
+        ops += [
+            combination.partner(name, other)
+            for combination in COMBINATIONS
+            if combination.fits(self.profile)
+            for name, other in self.partners
+            if combination.combines(source, other)
+        ]
+        return [o for o in ops if self.operators is None or o.name.partition("+")[0] in self.operators]
 
     def revisions(self, source: str) -> list[tuple[Operator, Revision, str]]:
         """Every revision of ``source`` the (restricted) library makes: operator, revision and the digest of its
         source, in library order; the last sources' revisions are kept, since a pass revisits them."""
-        key = digest(source)
+        key = self._key(source)
         if key not in self._revisions:
-            ops = [o for o in applicable(source, self.profile) if self.operators is None or o.name in self.operators]
-            made = [(op, op.apply(source)) for op in ops]
+            made = [(op, op.apply(source)) for op in self._operators(source)]
             self._revisions[key] = [(op, rev, digest(rev.source)) for op, rev in made]
             while len(self._revisions) > REVISIONS_KEPT:
                 self._revisions.popitem(last=False)
@@ -131,9 +157,9 @@ class OfflineProposer:
         return self._revisions[key]
 
     def untried(self, source: str, seen: set[str]) -> bool:
-        """Whether some revision of ``source`` is not known yet (remembered once exhausted: what is known only
-        grows)."""
-        key = digest(source)
+        """Whether some revision of ``source`` is not known yet (remembered once exhausted, for the same partners:
+        what is known only grows)."""
+        key = self._key(source)
         if key in self._exhausted:
             return False
         if any(d not in seen for _, _, d in self.revisions(source)):
@@ -159,44 +185,78 @@ class OfflineProposer:
         seen |= {digest(n.data["source"]) for n in nodes_with(graph, PREDICTED) if n.data.get("source")}
         simulator = RevisionSimulator(self, graph, state, calibration, sources, seen, prior, spread, families)
         ranking = _ranked(state.evaluated(), rng)
+        self.partners = [(c.id, c.source) for c in ranking[:COMBINE_PARTNERS]]
         made: list[NodeId] = []
         rounds: list[list[StageRecord]] = []
 
         def proposable(node_id: NodeId) -> bool:
             node = graph.node(node_id)
-            return not node.dead_end and not (node.data.get("predicted_by") == "replay" and node.data["same_as_base"])
+            exact = node.data.get("predicted_by") in ("replay", "model-free")
+            return not node.dead_end and not (exact and node.data["same_as_base"])
 
         def live() -> int:
             return sum(1 for n in made if proposable(n))
 
-        def grow(starts: list[NodeId], plans: int, per_start: int) -> bool:
+        best = max(c.score for c in state.evaluated())
+
+        def worth(node_id: NodeId) -> bool:
+            """Proposable and not known exactly (a complete replay) to score no better than the best."""
+            node = graph.node(node_id)
+            replay = node.data.get("replay")
+            known = node.data.get("predicted_by") == "replay" and isinstance(replay, dict) and not replay.get("missed")
+            return proposable(node_id) and (not known or (node.score or 0.0) > best)
+
+        def hopeful() -> int:
+            return sum(1 for n in made if worth(n))
+
+        def grow(starts: list[NodeId], plans: int, per_start: int, depth_limit: int) -> bool:
             sampler = OperatorSampler(self, graph, starts, sources, seen, rng, per_start=per_start)
-            growth = grow_round(state, graph, sampler=sampler, simulator=simulator, plans=plans, depth_limit=self.depth)
+            growth = grow_round(
+                state, graph, sampler=sampler, simulator=simulator, plans=plans, depth_limit=depth_limit
+            )
             made.extend(growth.added)
             rounds.append(growth.stages)
             return bool(growth.added)
 
         # Passes until enough candidates: revisions of the frontier (the best evaluated candidates that still have
         # an untried revision, so the search moves down the ranking once the top ones are exhausted), keeping room
-        # for extensions, then extensions of the most promising predictions, one level at a time.
-        while live() < want and simulator.simulated < SIMULATED_PER_PROPOSAL * want:
+        # for extensions, then extensions of the most promising predictions, one level at a time. While nothing
+        # hopeful was made (all it made is known exactly, by replay, to be no better than the best), it goes
+        # farther: past the simulation cap down the whole ranking (seeds included), then longer chains, until
+        # something hopeful is made or nothing is left to try.
+        cap = SIMULATED_PER_PROPOSAL * want
+        depth_limit = self.depth
+        exhausted = False  # a pass at the deepest chains found nothing left to try
+
+        def more() -> bool:
+            if not hopeful():
+                return simulator.simulated < FARTHER * cap
+            return live() < want and simulator.simulated < cap
+
+        while more():
             need = want - live()
             simulated = simulator.simulated
             starts = list(itertools.islice((c for c in ranking if self.untried(c.source, seen)), self.frontier))
             starts = [s for s in starts if simulator.afford_base(s)] or starts[:1]
-            reserve = min(need // 3, self.extend * self.extensions * (self.depth - 1))
+            reserve = min(need // 3, self.extend * self.extensions * (depth_limit - 1))
             if starts:
                 m = need - reserve
-                grow([s.id for s in starts], m, per_start=-(-m // len(starts)))
-            for _level in range(self.depth - 1):
+                grow([s.id for s in starts], m, -(-m // len(starts)), depth_limit)
+            for _level in range(depth_limit - 1):
                 need = want - live()
-                promising = self._promising(graph, simulator, seen, rng) if need > 0 else []
-                if not promising or not grow(promising, min(need, self.extensions * len(promising)), self.extensions):
+                promising = self._promising(graph, simulator, seen, rng, depth_limit) if need > 0 else []
+                if not promising or not grow(
+                    promising, min(need, self.extensions * len(promising)), self.extensions, depth_limit
+                ):
                     break
-            if simulator.simulated == simulated:  # nothing left to try
-                break
+            if simulator.simulated == simulated:  # nothing left to try at this depth
+                exhausted = depth_limit >= self.depth + FARTHER_DEPTH
+                if hopeful() or exhausted:
+                    break
+                depth_limit += 1
         backlog = [n.id for n in nodes_with(graph, PREDICTED) if proposable(n.id) and n.id not in made]
-        fresh = [n for n in made if proposable(n)]
+        # Known to be no better than the best (an exact replay): last, since the loop records it free anyway.
+        fresh = [n for n in made if worth(n)] + [n for n in made if proposable(n) and not worth(n)]
         chosen = (fresh + backlog)[: state.proposals]
         out = proposals(state, graph, PlanResult("feasible", GENERATED, evaluate=chosen)) if chosen else []
         predicted = nodes_with(graph, PREDICTED)
@@ -228,6 +288,9 @@ class OfflineProposer:
                 "made": [str(n) for n in made],
                 "dead_ends": [str(n) for n in made if graph.node(n).dead_end],
                 "proposed": [str(n) for n in chosen],
+                "hopeful": [str(n) for n in made if worth(n)],
+                # why making stopped: enough proposable revisions, the simulation cap, or nothing left to try
+                "stopped": "enough" if live() >= want and hopeful() else "exhausted" if exhausted else "cap",
                 "predicting": record,
                 "rounds": rounds,
             },
@@ -235,14 +298,14 @@ class OfflineProposer:
         return out
 
     def _promising(
-        self, graph: PlanGraph, simulator: RevisionSimulator, seen: set[str], rng: random.Random
+        self, graph: PlanGraph, simulator: RevisionSimulator, seen: set[str], rng: random.Random, depth_limit: int
     ) -> list[NodeId]:
         """The ``extend`` most promising predicted (or implemented, unevaluated) candidates that can take one more
-        revision: highest predicted score first, ties in the seed's order."""
+        revision within ``depth_limit``: highest predicted score first, ties in the seed's order."""
         nodes = [
             n
             for n in nodes_with(graph, PREDICTED, IMPLEMENTED)
-            if not n.dead_end and _clean(n) and depth(graph, n.id) < self.depth
+            if not n.dead_end and _clean(n) and depth(graph, n.id) < depth_limit
         ]
         ties = {n.id: rng.random() for n in nodes}
         ranked = sorted(nodes, key=lambda n: (-(n.score or 0.0), ties[n.id]))
@@ -264,7 +327,7 @@ def _clean(node: Node) -> bool:
     """Whether no example errored where the node was replayed or probed."""
     return all(
         not isinstance(node.data.get(kind), dict) or node.data[kind].get("errors", 0) == 0
-        for kind in ("replay", "probe")
+        for kind in ("replay", "model_free", "probe")
     )
 
 

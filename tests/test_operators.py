@@ -19,6 +19,7 @@ from fakes import ScriptedLM
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
 from metaharness.proposers.operators import (
+    COMBINATIONS,
     OPERATOR_NAMES,
     OPERATORS,
     AnswerProfile,
@@ -315,7 +316,7 @@ def test_operators_refuse_what_they_cannot_edit() -> None:
     assert "snap_to_labels" not in names and "more_retrieved" in names
     names = {op.name for op in applicable(seed("lawbench", "retrieval"), PROFILE["lawbench"])}
     assert "retro_rules" not in names and "balanced_shots" not in names
-    assert len(set(OPERATOR_NAMES)) == len(OPERATORS)
+    assert len(set(OPERATOR_NAMES)) == len(OPERATORS) + len(COMBINATIONS)
 
 
 def test_parameter_grids_are_families_of_distinct_operators_that_set_absolute_values() -> None:

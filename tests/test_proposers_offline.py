@@ -236,17 +236,18 @@ def test_proposals_do_not_depend_on_the_hash_seed_and_a_seed_is_a_replicate(shar
 
 
 def test_the_frontier_moves_down_the_ranking_once_the_best_candidates_revisions_are_all_known(task) -> None:
-    """When every revision of the best candidate is a known candidate, the proposer revises the next one instead
-    of returning nothing."""
-    from metaharness.proposers.operators import answer_profile, applicable
+    """When every revision of the best candidate is a known candidate (its combinations with the other seed
+    too), the proposer revises the next one instead of returning nothing."""
+    from metaharness.proposers.operators import COMBINATIONS, answer_profile, applicable
 
     proposer = get_proposer("offline", task=task, task_model=keyword_model(), probe_size=4, plans=3, frontier=1)
     state = _state()
-    best = state.candidates[1]  # retrieval, the better seed
+    other, best = state.candidates[:2]  # retrieval, the better seed
     profile = answer_profile(task.load("train"))
+    ops = applicable(best.source, profile) + [c.partner(other.id, other.source) for c in COMBINATIONS]
     tried = [
         Candidate(id=f"r{i}", parent=best.id, source=op.apply(best.source).source, iteration=1, status="failed")
-        for i, op in enumerate(applicable(best.source, profile))
+        for i, op in enumerate(ops)
     ]
     state.candidates.extend(tried)
     proposals = proposer.propose(state)
@@ -380,3 +381,49 @@ def test_family_gains_are_measured_paired_and_shrunk_towards_no_gain() -> None:
     mean, sd = gains.prior("snap_to_labels")
     assert mean == pytest.approx(0.75 / (3 + FAMILY_WEIGHT)) and sd == pytest.approx(0.25)
     assert gains.prior("answer_format")[0] < 0 and gains.prior("retrieve_k2")[0] == 0.0 and gains.revisions == 4
+
+
+@pytest.mark.slow
+def test_twelve_iterations_never_go_without_a_proposal_worth_evaluating_while_blocks_remain(
+    shared_data_dir, tmp_path
+) -> None:
+    """The real loop, evaluator and free replay over 3 validation examples, one evaluation an iteration, a small
+    block library and chains of one revision, so the local edits around the best run out (on 3 examples most
+    post-processing revisions replay exactly, no better than the best): every iteration still offers a proposal
+    worth evaluating (not known exactly to score no better than the best), from lower ranked candidates, longer
+    chains or combinations, unless the proposer found nothing left to try at all."""
+    from metaharness.evaluation.task_evaluator import TaskEvaluator
+    from metaharness.models.cache import ResponseCache
+    from metaharness.models.client import Client
+    from metaharness.models.ledger import Ledger
+    from metaharness.models.replaying import ReplayingClient
+    from metaharness.search.loop import LoopSettings, Optimizer, Seed
+    from metaharness.search.replay import Replayer
+    from metaharness.search.settings import SearchBudget, SearchSettings
+    from metaharness.store import RunDirectory
+
+    real = get_task("symptom2disease", data_dir=shared_data_dir)
+    client = Client("openai:keywords", keyword_model(), cache=ResponseCache(tmp_path / "cache.sqlite"), ledger=Ledger())
+    evaluator = TaskEvaluator(real, client, val_limit=3, workers=2)
+    replaying = ReplayingClient.of(client)
+    assert replaying is not None
+    replay = Replayer(TaskEvaluator(real, replaying, workers=2), tmp_path / "replays")
+    blocks = ["snap_to_labels", "neighbour_vote", "model_free_vote", "vote_k9", "vote_k3", "combine_fallback"]
+    blocks.append("combine_vote")
+    offline_proposer = get_proposer(
+        "offline", task=NoValTask(real), task_model=keyword_model(), plans=2, depth=1, operators=blocks
+    )
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "symptom2disease", "task_model": "scripted", "val_limit": 3})
+    search = SearchSettings(evaluation="best-of-n", budget=SearchBudget(evals_per_iter=1))
+    seeds = [Seed(name, (SEEDS / "symptom2disease" / f"{name}.py").read_text()) for name in ("zero_shot", "retrieval")]
+    settings = LoopSettings("symptom2disease", search, 12, test=False, limit=3)
+    outcome = Optimizer(run, settings, offline_proposer, evaluator, seeds, replay=replay).run()
+    candidates = run.candidates()
+    run.close()
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "run" / "proposer" / "planning").iterdir())]
+    assert outcome.iterations_done == 12 and len(records) == 12
+    offered = [(len(set(r["hopeful"]) & set(r["proposed"])), r["stopped"]) for r in records]
+    assert all(hopeful or stopped == "exhausted" for hopeful, stopped in offered), str(offered)
+    chains = [c.prediction.extra.get("chain_ops") for c in candidates if c.prediction]
+    # two-parent revisions were proposed
+    assert any(isinstance(ops, list) and any(str(op).startswith("combine_") for op in ops) for ops in chains)

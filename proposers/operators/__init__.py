@@ -28,8 +28,16 @@ and every chain of applicable operators is a valid harness. The families, one mo
 from __future__ import annotations
 
 from metaharness.errors import InputError
-from metaharness.proposers.operators.base import AnswerProfile, Operator, Revision, answer_profile, label_atoms
+from metaharness.proposers.operators.base import (
+    AnswerProfile,
+    Combination,
+    Operator,
+    Revision,
+    answer_profile,
+    label_atoms,
+)
 from metaharness.proposers.operators.classifiers import CLASSIFIER_OPERATORS
+from metaharness.proposers.operators.combine import COMBINATIONS, COMBINE_OPERATORS
 from metaharness.proposers.operators.constrained import CONSTRAINED_OPERATORS
 from metaharness.proposers.operators.editing import harness_editor
 from metaharness.proposers.operators.labels import LABEL_OPERATORS
@@ -40,15 +48,19 @@ OPERATORS: tuple[Operator, ...] = (
     *LABEL_OPERATORS,
     *CLASSIFIER_OPERATORS,
     *CONSTRAINED_OPERATORS,
+    *COMBINE_OPERATORS,
     *PROMPT_OPERATORS,
     *SMILES_OPERATORS,
 )
-OPERATOR_NAMES = tuple(op.name for op in OPERATORS)
+# Every name a restriction of the library may use: the one-parent operators and the two-parent combinations.
+OPERATOR_NAMES = tuple(op.name for op in OPERATORS) + tuple(c.name for c in COMBINATIONS)
 
 __all__ = [
+    "COMBINATIONS",
     "OPERATORS",
     "OPERATOR_NAMES",
     "AnswerProfile",
+    "Combination",
     "Operator",
     "Revision",
     "answer_profile",
@@ -59,10 +71,18 @@ __all__ = [
 
 
 def get_operator(name: str) -> Operator:
+    """The operator ``name``; for a two-parent revision bound to a partner (``combine_vote+c015``), the bound
+    operator without the partner's source: its name, family and flags are right, it applies to nothing."""
+    base, bound, partner = name.partition("+")
+    if bound:
+        for combination in COMBINATIONS:
+            if combination.name == base:
+                return combination.partner(partner, "")
     for op in OPERATORS:
         if op.name == name:
             return op
-    raise InputError(f"Unknown operator '{name}': use one of {', '.join(OPERATOR_NAMES)}.")
+    known = ", ".join(OPERATOR_NAMES)
+    raise InputError(f"Unknown operator '{name}': use one of {known} (a combination bound to a partner: NAME+ID).")
 
 
 def applicable(source: str, profile: AnswerProfile | None = None) -> list[Operator]:

@@ -15,6 +15,8 @@ from metaharness.proposers.operators.editing import SourceEditor, harness_editor
 LIST_SEPARATORS = (";", "；", ",", "，")
 _SMILES = re.compile(r"^[A-Za-z0-9@+\-\[\]()=#$%/\\.:*]+$")
 _CJK = re.compile(r"[\u3400-\u9fff]")
+# What every combined harness calls (``harness_pairing``): how a source is recognised as one.
+COMBINED_MARK = "_load_harness("
 
 
 @dataclass(frozen=True)
@@ -107,3 +109,41 @@ class Operator:
         new_source, summary = self._apply(source)
         parse(new_source)  # an operator must never produce a syntax error (the parse is cached for the next edit)
         return Revision(new_source, summary, self.name)
+
+
+@dataclass(frozen=True)
+class Combination:
+    """A two-parent revision: ``combine(source, other, other_name)`` writes one harness from two (``source``, the
+    revised candidate, and ``other``, its partner, named ``other_name`` in the summary and the new file) and
+    returns (new source, summary). It never sees a partner by itself: the proposer picks one and binds it with
+    ``partner(other_name, other_source)``, a plain one-parent ``Operator`` named ``<name>+<other_name>``, so every
+    stage downstream (sampling, simulation, chains) handles operators of one parent only. ``post_processing``:
+    the combined harness makes only calls its parents make, so where both were evaluated it replays from their
+    recorded calls."""
+
+    name: str
+    description: str
+    _combine: Callable[[str, str, str], tuple[str, str]]
+    fits: Callable[[AnswerProfile], bool] = lambda profile: True
+    post_processing: bool = True
+    family: str = "combine"
+
+    def combines(self, source: str, other: str) -> bool:
+        """Whether the two are distinct harnesses, neither of them a combination already (files stay readable)."""
+        return (
+            source != other
+            and all(harness_editor(text) is not None for text in (source, other))
+            and not any(COMBINED_MARK in text for text in (source, other))
+        )
+
+    def partner(self, other_name: str, other_source: str) -> Operator:
+        """The one-parent operator that combines a source with ``other_source``."""
+        return Operator(
+            f"{self.name}+{other_name}",
+            f"{self.description} (with {other_name})",
+            lambda editor: self.combines(editor.source, other_source),
+            lambda source: self._combine(source, other_source, other_name),
+            fits=self.fits,
+            post_processing=self.post_processing,
+            family=self.family,
+        )

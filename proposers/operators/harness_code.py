@@ -21,6 +21,7 @@ from metaharness.proposers.operators import (
     harness_answers,
     harness_constrained,
     harness_label_models,
+    harness_pairing,
     harness_text_index,
 )
 
@@ -29,6 +30,7 @@ MODULES: tuple[ModuleType, ...] = (
     harness_text_index,
     harness_label_models,
     harness_constrained,
+    harness_pairing,
 )
 
 
