@@ -16,9 +16,27 @@ Operators compose: each edits the output of the previous one (a vote, then more 
 and every chain of applicable operators is a valid harness. The families, one module each:
 
 - ``.labels``: label vocabularies of any size from the training answers, single or multi-label: snapping,
-  neighbour votes (and their settings), fallbacks, a label list in the prompt, label-balanced shots;
+  neighbour votes (and their settings: K, the model's weight, share, terms, BM25, similarity power,
+  label-frequency correction), fallbacks, a label list in the prompt, label-balanced shots;
+- ``.classifiers``: a label classifier trained on the training examples (nearest centroid, naive Bayes, softmax
+  regression), mixed with the model's answer by a weight, and its settings;
+- ``.constrained``: model calls constrained to the training labels (a JSON-schema enum), a shortlist the model
+  chooses from, the Meta-Harness paper's label-primed query and draft-then-verify;
+- ``.combine``: two-parent revisions (below);
 - ``.prompts``: answer-format sentence, answer length, retrieval size;
 - ``.smiles``: canonical SMILES and model-free retro rules for molecule answers.
+
+``.settings`` makes the operators that set one module constant (a grid per setting); the code a revision adds to a
+harness is real, tested, stdlib-only Python in the ``harness_*`` modules, copied by name (``.harness_code``).
+
+Two-parent revisions (``Combination``, in ``COMBINATIONS``, not in ``OPERATORS``): ``combines(source, other)``
+says whether two harness sources can be combined (distinct, neither a combination already);
+``partner(other_name, other_source) -> Operator`` binds the second parent and returns a plain one-parent operator
+named ``<name>+<other_name>`` (its family, ``fits`` and ``post_processing`` the combination's), whose ``apply(source)``
+writes one harness holding both. Whoever offers combinations (the offline proposer) picks the partner and binds it;
+everything downstream sees one-parent operators only. ``get_operator("<name>+<id>")`` gives the bound operator
+without the partner's source (right name, family and flags; it applies to nothing), which is what a recorded chain
+needs. ``post_processing`` of a combination means: its calls are its two parents' calls.
 
 >>> src = open("candidates/symptom2disease/zero_shot.py").read()  # doctest: +SKIP
 >>> get_operator("snap_to_labels").apply(src).summary  # doctest: +SKIP
