@@ -12,6 +12,7 @@ from metaharness.budget import SearchBudget
 from metaharness.errors import InputError
 from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.models.stand_in import StandInClient
+from metaharness.report import write_summary_markdown
 from metaharness.search.baseline import KS, NeighbourVote
 from metaharness.search.judgement import paired_interval
 from metaharness.search.loop import LoopSettings, Optimizer, Seed
@@ -120,6 +121,11 @@ def test_a_lookup_table_of_the_search_examples_tops_the_search_and_is_not_return
     assert over["best seed"]["difference"] == 0.0 and over["best seed"]["interval"] == [0.0, 0.0]
     low, high = over["baseline"]["interval"]
     assert low <= over["baseline"]["difference"] <= high and over["baseline"]["above_zero"] == (low > 0)
+    text = write_summary_markdown(run).read_text(encoding="utf-8")
+    assert "6 held out (2 choose what the run returns, 4 judge it)" in text
+    assert "confirmed 1.0000 on 2 held-out examples" in text or "confirmed 0.5000 on 2 held-out examples" in text
+    assert "## What the search bought (judged on 4 held-out examples nothing was chosen by)" in text
+    assert "- returned minus best seed: +0.0000, 95% interval [+0.0000, +0.0000] (not above 0)" in text
 
 
 def test_a_proposer_never_sees_a_held_out_score(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from metaharness.models.client import Client
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ChatRequest
 from metaharness.models.stand_in import StandInClient, schema_value
+from metaharness.report import write_summary_markdown
 from metaharness.search.loop import LoopSettings, Optimizer, Seed
 from metaharness.search.model_free import ModelFreeCheck
 from metaharness.search.protocol import Proposal
@@ -174,3 +175,6 @@ def test_the_loop_scores_free_the_examples_where_the_answer_cannot_matter_and_pa
     assert sum(i.examples for i in rest) == 1 and sum(i.spend.evals for i in rest) == 1.0  # val-0001: paid
     assert len(model.requests) == 1 and "fever" in model.requests[0].messages[-1]["content"]
     assert run.log_records("iteration")[-1]["model_free"] == {partly.id: 2}
+    text = write_summary_markdown(run).read_text(encoding="utf-8")
+    assert "## Free evidence, and spend on outputs the run already had" in text
+    assert "| 0 | 1 candidate, 3 examples | none |" in text and "| 1 | 1 candidate, 2 examples | none |" in text

@@ -84,8 +84,8 @@ def render_markdown(view: RunView) -> str:
         "",
         f"- task model: `{cfg.get('task_model')}`; proposer: `{cfg.get('proposer')}`"
         + (f" (`{cfg['proposer_model']}`)" if cfg.get("proposer_model") else ""),
-        f"- validation examples: {cfg.get('val_limit') or 'all'}"
-        + (f", {cfg['holdout']} held out of the search to judge the best" if cfg.get("holdout") else "")
+        f"- validation examples: {cfg.get('val_limit') or 'all'} searched"
+        + held_out_note(view)
         + f"; evaluation: {cfg.get('evaluation', 'best-of-n')}, {cfg.get('evals_per_iter')} full evaluations' worth "
         "of examples per iteration",
         f"- iterations done: {max(iterations, default=0)}"
@@ -112,10 +112,20 @@ def render_markdown(view: RunView) -> str:
         lines += ["", "## Best", "", f"`{best.id}` val {best.result(4)}: {markdown(best.summary)}  "]
         if best.id in view.test:
             lines.append(f"test {view.test[best.id].primary:.4f} on {view.test[best.id].examples} examples  ")
+        confirm = best.evaluation.confirm if best.evaluation is not None else None
+        if confirm is not None:
+            lines.append(
+                f"confirmed {confirm.primary:.4f} on {confirm.examples} held-out examples that chose it among the "
+                "search's best  "
+            )
         if best.id in view.holdout:
             judged = view.holdout[best.id]
-            lines.append(f"held-out val {judged.primary:.4f} on {judged.examples} examples the search never saw  ")
+            lines.append(
+                f"held-out val {judged.primary:.4f} on {judged.examples} examples no proposer saw and nothing was "
+                "chosen by  "
+            )
         lines.append(f"Its program: `git -C {view.path} show best:harness.py`")
+    lines += judgement_lines(view)
     lines += ["", "## Pareto front (val score vs. context tokens per example vs. USD)", ""]
     lines += ["| id | val | test | context tok | USD | summary |", "|---|---|---|---|---|---|"]
     for r in view.front:
@@ -150,6 +160,9 @@ def render_markdown(view: RunView) -> str:
     if allotments:
         lines += ["", "## Staged evaluation: examples allotted per iteration", ""]
         lines += markdown_table(ALLOTMENT_HEADERS, allotments)
+    if free := free_evidence_rows(view):
+        lines += ["", "## Free evidence, and spend on outputs the run already had", "", FREE_LEGEND, ""]
+        lines += markdown_table(FREE_HEADERS, free)
     waiting = view.predicted_rows()
     if waiting:
         lines += ["", f"## Predicted programs not yet chosen ({len(waiting)}; `metaharness history --predicted`)", ""]
@@ -191,6 +204,97 @@ def markdown_cell(text: str, width: int = 120) -> str:
     one line, no HTML, no link, no emphasis, ``|`` escaped). A proposer's summary or a harness's error may be
     anything."""
     return markdown(" ".join(text.split())[:width], block_start=False)
+
+
+FREE_HEADERS = [
+    "iteration",
+    "scored with no model call",
+    "replayed",
+    "check runs (seconds)",
+    "evals charged to identical outputs",
+    "identical to an earlier candidate",
+]
+FREE_LEGEND = (
+    "A candidate's examples where its outputs do not depend on the model's answers are scored with no model call "
+    "(all of them: model-free), those whose calls the run already made are replayed; both cost nothing. The last "
+    "columns count the example-evaluations charged to candidates whose outputs equal an earlier candidate's on "
+    "every example they were scored on (what the run paid for outputs it already had), and name them."
+)
+
+
+def free_evidence_rows(view: RunView) -> list[list[str]]:
+    """Per iteration (its line): what was scored for free and what was charged to outputs the run already had."""
+    rows = []
+    for line in view.log:
+        if line.get("type") != "iteration" or "checks" not in line:
+            continue
+        free, replayed = line.get("model_free") or {}, line.get("replayed") or {}
+        checks, identical = line.get("checks") or {}, line.get("identical") or {}
+        same = identical.get("same_as") or {}
+        rows.append(
+            [
+                str(line.get("iteration")),
+                _examples(free),
+                _examples(replayed),
+                f"{checks.get('runs', 0)} ({float(checks.get('seconds', 0.0)):.1f} s)",
+                f"{float(identical.get('charged', 0.0)):g}",
+                markdown_cell(", ".join(f"{a} = {b}" for a, b in same.items()) or "none", 300),
+            ]
+        )
+    return rows
+
+
+def _examples(scored: dict[str, int]) -> str:
+    """``3 candidates, 30 examples``: candidates scored so and their examples in all."""
+    if not scored:
+        return "none"
+    n = sum(int(v) for v in scored.values())
+    return f"{len(scored)} candidate{'s' if len(scored) != 1 else ''}, {n} examples"
+
+
+def held_out_note(view: RunView) -> str:
+    """How many validation examples were held out of the search, from the run's held-out lines."""
+    confirm = max(
+        (len(line["evaluation"]["example_ids"]) for line in view.log if line.get("type") == "confirm"), default=0
+    )
+    judge = max((int(line.get("examples", 0)) for line in view.log if line.get("type") == "judgement"), default=0)
+    if not confirm and not judge:
+        return ""
+    return f", {confirm + judge} held out ({confirm} choose what the run returns, {judge} judge it)"
+
+
+def judgement_lines(view: RunView) -> list[str]:
+    """The last judgement: the returned candidate, the best seed and the no-model baseline on the judge examples,
+    paired (``metaharness.search.judgement``)."""
+    found = [line for line in view.log if line.get("type") == "judgement"]
+    if not found:
+        return []
+    last = found[-1]
+    scores, baseline = last.get("scores") or {}, last.get("baseline") or {}
+    lines = [
+        "",
+        f"## What the search bought (judged on {last.get('examples')} held-out examples nothing was chosen by)",
+        "",
+    ]
+    rows = [
+        [name, str(entry.get("id") or "no model"), f"{float(entry.get('score', 0.0)):.4f}"]
+        for name, entry in scores.items()
+    ]
+    lines += markdown_table(["", "candidate", "score"], rows)
+    lines.append("")
+    for c in last.get("comparisons") or []:
+        low, high = c.get("interval", [0.0, 0.0])
+        verdict = "above 0" if c.get("above_zero") else "not above 0"
+        lines.append(
+            f"- returned minus {c.get('over')}: {float(c.get('difference', 0.0)):+.4f}, 95% interval "
+            f"[{float(low):+.4f}, {float(high):+.4f}] ({verdict})"
+        )
+    if baseline:
+        lines.append(
+            "- the baseline: a nearest-neighbour vote over the training labels with no model, tuned by leave-one-out "
+            f"on the training examples ({', '.join(f'{k} {v}' for k, v in baseline.items())})"
+        )
+    return lines
 
 
 def write_summary_markdown(run: RunDirectory) -> Path:
