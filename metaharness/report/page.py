@@ -77,6 +77,7 @@ def cost_chart(view: RunView) -> str:
             [Series("tokens charged, every model (cached and replayed calls free)", tokens, "#3b528b", line=True)],
             x_label=x_label,
             y_label="cumulative tokens",
+            y_base=(0.0, 0.0),
         )
     ]
     usd = [
@@ -85,7 +86,10 @@ def cost_chart(view: RunView) -> str:
     if any(y > 0 for _, y, _ in usd):
         charts.append(
             svg_chart(
-                [Series("USD, every model", usd, "#5ec962", line=True)], x_label=x_label, y_label="cumulative USD"
+                [Series("USD, every model", usd, "#5ec962", line=True)],
+                x_label=x_label,
+                y_label="cumulative USD",
+                y_base=(0.0, 0.0),
             )
         )
     else:
