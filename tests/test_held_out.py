@@ -108,7 +108,8 @@ def test_a_lookup_table_of_the_search_examples_tops_the_search_and_is_not_return
     assert honest.evaluation is not None and honest.evaluation.confirm is not None
     assert copied.evaluation.confirm.primary == 0.0 and honest.evaluation.confirm.primary > 0.0
     assert outcome.best is not None and outcome.best.id == honest.id  # returned: chosen on the held-out examples
-    assert run.store.best() is not None and run.store.best().id == honest.id  # git's best agrees
+    stored = run.store.best()
+    assert stored is not None and stored.id == honest.id  # git's best agrees
     judged = run.split_result(honest.id, "holdout")
     assert judged is not None and judged.examples == 4 and judged.example_ids == list(order.judge)
     assert len(run.log_records("confirm")) == 2 and len(run.log_records("holdout")) == 1

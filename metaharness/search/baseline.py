@@ -144,11 +144,11 @@ def _ranked(similarities: list[float], skip: int | None = None) -> list[tuple[fl
 
 def _vote(train: Sequence[Example], neighbours: Sequence[tuple[float, int]], share: float, separator: str) -> str:
     """The labels of ``neighbours`` weighted by similarity: the winner, and any label within ``share`` of it."""
-    votes: Counter[str] = Counter()
+    votes: dict[str, float] = {}
     first: dict[str, int] = {}
     for rank, (similarity, i) in enumerate(neighbours):
         for label in labels_of(train[i].target)[0]:
-            votes[label] += max(similarity, 1e-9)
+            votes[label] = votes.get(label, 0.0) + max(similarity, 1e-9)
             first.setdefault(label, rank)
     if not votes:
         return ""
