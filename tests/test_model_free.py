@@ -177,4 +177,5 @@ def test_the_loop_scores_free_the_examples_where_the_answer_cannot_matter_and_pa
     assert run.log_records("iteration")[-1]["model_free"] == {partly.id: 2}
     text = write_summary_markdown(run).read_text(encoding="utf-8")
     assert "## Free evidence, and spend on outputs the run already had" in text
+    assert "- **Predicting:** 0 task-model tokens in probes" in text and "saved 5 example-evaluations scored" in text
     assert "| 0 | 1 candidate, 3 examples | none |" in text and "| 1 | 1 candidate, 2 examples | none |" in text

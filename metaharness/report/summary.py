@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from metaharness.planner.program import PREDICTED
 from metaharness.report.view import ALLOTMENT_HEADERS, PREDICTED_HEADERS, RunView, cost_cell, cost_of
 from metaharness.store.files import atomic_write_text
 from metaharness.store.run_dir import RunDirectory
@@ -105,6 +106,8 @@ def render_markdown(view: RunView) -> str:
         f"- **Tried:** {view.tried()}",
         f"- **Won:** {markdown(view.won())}",  # it quotes the best's summary
     ]
+    if predicted := prediction_story(view):
+        lines.append(f"- **Predicting:** {predicted}")
     rows, notes = view.spend_story()
     lines += ["- **Spent:** " + "; ".join(notes), ""] + markdown_table(["", "evals", "tokens", "USD"], rows)
     best = view.best
@@ -250,6 +253,33 @@ def _examples(scored: dict[str, int]) -> str:
         return "none"
     n = sum(int(v) for v in scored.values())
     return f"{len(scored)} candidate{'s' if len(scored) != 1 else ''}, {n} examples"
+
+
+def prediction_story(view: RunView) -> str:
+    """What predicting cost (task-model tokens of probes; sandbox time of the free checks) and what it saved: the
+    examples scored with no model call or from recorded calls before any policy decided, and the revisions known
+    exactly to behave as their base, so never proposed."""
+    lines = [line for line in view.log if line.get("type") == "iteration" and "checks" in line]
+    if not lines:
+        return ""
+    tokens = sum(float((line.get("spend") or {}).get("predict", {}).get("tokens", 0.0)) for line in lines)
+    seconds = sum(float((line.get("checks") or {}).get("seconds", 0.0)) for line in lines)
+    free = sum(int(v) for line in lines for v in (line.get("model_free") or {}).values())
+    replayed = sum(int(v) for line in lines for v in (line.get("replayed") or {}).values())
+    same = 0
+    if view.graph is not None:
+        same = sum(
+            1
+            for node in view.graph.nodes
+            if node.status == PREDICTED
+            and node.data.get("same_as_base")
+            and node.data.get("predicted_by") in ("replay", "model-free")
+        )
+    return (
+        f"{tokens:,.0f} task-model tokens in probes and {seconds:,.0f} s of sandbox time in checks; saved "
+        f"{free:,} example-evaluations scored with no model call and {replayed:,} from recorded calls, and "
+        f"{same:,} revisions known to behave exactly as their base were never proposed"
+    )
 
 
 def held_out_note(view: RunView) -> str:
