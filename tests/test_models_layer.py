@@ -326,3 +326,13 @@ def test_concurrency_limit_per_backend():
     for t in threads:
         t.join()
     assert state == {"now": 0, "max": 2, "done": 3}
+
+
+def test_a_prompt_with_a_lone_surrogate_reaches_the_model_escaped_and_is_cached(tmp_path):
+    """Text a trace or a harness holds may carry a lone surrogate, which no SDK, JSON encoder or cache key takes:
+    the client sends it as its backslash escape."""
+    model = ScriptedModel(lambda request: request.messages[-1]["content"], spec="openai:toy")
+    client = Client("openai:toy", model, cache=ResponseCache(tmp_path / "c.sqlite"), ledger=Ledger())
+    request = ChatRequest([{"role": "user", "content": "fever \ud800 and rash"}])
+    assert client.complete(request).text == "fever \\ud800 and rash"
+    assert client.complete(request).cached and len(model.requests) == 1

@@ -13,7 +13,10 @@ retry transient failures (see ``metaharness.models.retry``).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +51,7 @@ class Client:
 
     def complete(self, request: ChatRequest, *, role: Role = "task") -> ChatResult:
         _check_request(request)
+        request = _sendable(request)
         start = time.perf_counter()
         cache = self.cache if is_cacheable(request) else None
         key = request_key(self.spec, request) if cache is not None else ""
@@ -94,6 +98,27 @@ class Client:
                     f"max_tokens."
                 )
             result.choices[index] = repaired.choices[0]
+
+
+def _sendable(request: ChatRequest) -> ChatRequest:
+    """``request`` with every lone surrogate in its messages written as its backslash escape: text a harness or a
+    trace holds may have one, and no provider SDK, JSON encoder or cache key can take it."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.encode("utf-8", "backslashreplace").decode("utf-8") if _SURROGATE.search(value) else value
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return value
+
+    if not any(_SURROGATE.search(json.dumps(m, ensure_ascii=False, default=str)) for m in request.messages):
+        return request
+    return dataclasses.replace(request, messages=clean(request.messages))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _check_request(request: ChatRequest) -> None:
