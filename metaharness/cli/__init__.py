@@ -15,6 +15,7 @@ Each module defines ``register(app)``. Command bodies import heavy libraries whe
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import typer
 import typer.main
@@ -56,6 +57,15 @@ for _group in (init_task, search, browse, evaluate, plan, bench):
     _group.register(app)
 
 
+def _said(words: str) -> Callable[..., str]:
+    """What typer asks an option for its default's help text: ``words``."""
+
+    def extract(*, ctx: typer.Context) -> str:
+        return words
+
+    return extract
+
+
 def for_help(command: TyperCommand | TyperGroup) -> TyperCommand | TyperGroup:
     """``command`` (and its subcommands) as its help shows it: no type beside a flag (typer writes ``<bool>`` beside
     ``--resume`` or ``--help``, which take no value; a flag's metavar is never used otherwise), and every default in
@@ -68,7 +78,7 @@ def for_help(command: TyperCommand | TyperGroup) -> TyperCommand | TyperGroup:
         if isinstance(param, TyperOption) and isinstance(param.show_default, str):
             words = param.show_default
             param.show_default = True
-            param._extract_default_help_str = lambda *, ctx, words=words: words  # type: ignore[method-assign]
+            param._extract_default_help_str = _said(words)  # type: ignore[method-assign]
     if isinstance(command, TyperGroup):
         for sub in command.commands.values():
             if isinstance(sub, (TyperCommand, TyperGroup)):
