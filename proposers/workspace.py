@@ -1,7 +1,8 @@
 """The coding proposer's workspace: a copy of the run it may read, a ``new/`` folder it may write, and its tools.
 
 Layout (what the agent sees; paths are relative to the workspace root)::
-    README.md                      the task, the harness contract and this layout
+    README.md                      the task, the harness contract, this layout and the building blocks
+    blocks.py                      tested stdlib-only code of the building blocks, to copy into a harness
     summary.md                     every candidate: score, cost, parent, what changed; failed ones in brief
     failures.md                    every failed attempt whole: parent, summary, hypothesis, complete error
     candidates/<id>/harness.py     the source of each candidate
@@ -171,8 +172,12 @@ class Workspace:
         if self.root.exists():
             shutil.rmtree(self.root)
         (self.root / "new").mkdir(parents=True)
-        readme = _README.format(task=task_description, contract=CONTRACT) + (_BY_FILE if submit_by_file else "")
-        (self.root / "README.md").write_text(readme, encoding="utf-8")
+        # The operator library loads on first use (the agent sandbox imports this package without it).
+        from metaharness.proposers.operators.catalogue import block_code, catalogue_markdown
+
+        readme = _README.format(task=task_description, contract=CONTRACT) + "\n" + catalogue_markdown()
+        (self.root / "README.md").write_text(readme + (_BY_FILE if submit_by_file else ""), encoding="utf-8")
+        (self.root / "blocks.py").write_text(block_code(), encoding="utf-8")
         (self.root / "summary.md").write_text(summary_table(state), encoding="utf-8")
         (self.root / "failures.md").write_text(failed_attempts(state, None) + "\n", encoding="utf-8")
         for cand in state.candidates:
@@ -447,6 +452,7 @@ Harness contract:
   model call the harness made: the messages it sent (verbatim, one [role] block each) and the model's [response].
 - candidates/<id>/traces.jsonl: the same records as JSON lines (one example a line), for grep.
 - new/<name>/harness.py: where you write new candidates.
+- blocks.py: the building blocks below, as code to copy.
 
 Nothing here is cut: read_file shows a long file in pages (call it again with the offset it gives); grep shows
 the matching part of a long line. Compare prediction, target and the model's response to find what to fix.

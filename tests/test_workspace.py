@@ -81,3 +81,23 @@ def test_grep_shows_the_match_inside_a_long_line(workspace) -> None:
     hits = space.grep(re.escape(target.splitlines()[0]), "candidates/c001/traces.jsonl")
     assert "candidates/c001/traces.jsonl:5: [column " in hits
     assert target.splitlines()[0] in hits
+
+
+def test_the_workspace_tells_the_proposer_about_the_building_blocks(workspace) -> None:
+    """A short catalogue in the README (what each block does, when to use it, which code) and the code itself in
+    blocks.py: a standalone module of stdlib-only definitions a harness can copy."""
+    from metaharness.proposers.operators.catalogue import BLOCKS
+
+    space, *_ = workspace
+    readme = read_all(space, "README.md")
+    assert "## Building blocks" in readme
+    for block in BLOCKS:
+        assert f"**{block.name}**" in readme and all(name in readme for name in block.code)
+    namespace: dict = {}
+    exec(compile(read_all(space, "blocks.py"), "blocks.py", "exec"), namespace)
+    assert all(name in namespace for block in BLOCKS for name in block.code)
+    train = [
+        {"id": "a", "input": "sneezing nose", "target": "cold"},
+        {"id": "b", "input": "fever rash", "target": "dengue"},
+    ]
+    assert namespace["_LabelClassifier"](train, "centroid", 0).scores("a sneezing nose")["cold"] > 0
