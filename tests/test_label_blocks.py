@@ -14,6 +14,7 @@ import types
 
 import pytest
 from fakes import ScriptedLM
+from test_operators import TRAIN as OPERATOR_TRAIN
 from test_operators import revise, seed
 
 from metaharness.candidates.protocol import LM
@@ -22,25 +23,12 @@ from metaharness.proposers.operators import answer_profile, applicable, get_oper
 from metaharness.proposers.operators.harness_code import definitions, names
 
 TRAIN = [
-    {"id": "t0", "input": "runny nose sneezing sore throat", "target": "common cold"},
-    {"id": "t1", "input": "high fever joint pain rash behind eyes", "target": "dengue"},
-    {"id": "t2", "input": "throbbing headache light hurts nausea", "target": "migraine"},
-    {"id": "t3", "input": "sneezing blocked nose mild cough", "target": "common cold"},
-    {"id": "t4", "input": "fever rash severe joint pain", "target": "dengue"},
-    {"id": "t5", "input": "one sided headache with aura", "target": "migraine"},
-    {"id": "t6", "input": "stuffy nose sneezing tired", "target": "common cold"},
+    *OPERATOR_TRAIN["symptom2disease"],
     {"id": "t7", "input": "headache nausea light sensitivity", "target": "migraine"},
     {"id": "t8", "input": "rash fever pain in joints", "target": "dengue"},
 ]
-CHARGES = [
-    {"id": "l0", "input": "事实:被告人在超市盗窃手机一部，价值三千元。", "target": "盗窃"},
-    {"id": "l1", "input": "事实:被告人持刀故意伤害被害人，致其轻伤。", "target": "故意伤害"},
-    {"id": "l2", "input": "事实:被告人盗窃电动车后又持刀伤害失主。", "target": "盗窃;故意伤害"},
-    {"id": "l3", "input": "事实:被告人在商场盗窃钱包，价值两千元。", "target": "盗窃"},
-    {"id": "l4", "input": "事实:被告人冒充公司员工诈骗他人钱财。", "target": "诈骗"},
-    {"id": "l5", "input": "事实:被告人盗窃并诈骗被害人财物。", "target": "盗窃;诈骗"},
-    {"id": "l6", "input": "事实:被告人殴打他人，故意伤害致其轻伤。", "target": "故意伤害"},
-]
+CHARGES = OPERATOR_TRAIN["lawbench"]
+CHARGE_LABELS = {"盗窃", "故意伤害", "诈骗", "组织、强迫、引诱、容留、介绍卖淫"}
 DIAGNOSES = sorted({item["target"] for item in TRAIN})
 STDLIB = set(sys.stdlib_module_names)
 
@@ -219,7 +207,7 @@ def test_multi_label_tasks_get_an_array_of_labels_joined_as_the_training_answers
     harness, lm = build(source, lambda r: {"answer": ["盗窃", "诈骗"]}, train=CHARGES)
     assert harness.predict("事实:被告人盗窃并诈骗。") == "盗窃;诈骗"
     answer = lm.requests[0].json_schema["properties"]["answer"]
-    assert answer["type"] == "array" and set(answer["items"]["enum"]) == {"盗窃", "故意伤害", "诈骗"}
+    assert answer["type"] == "array" and set(answer["items"]["enum"]) == CHARGE_LABELS
 
 
 def test_an_enum_too_large_for_a_schema_is_not_sent() -> None:
@@ -299,5 +287,5 @@ def test_the_embedded_model_answers_within_the_enum() -> None:
     harness = module.Harness(lm, CHARGES)
     for case in ("事实:被告人在超市盗窃手机一部。", "事实:被告人冒充员工诈骗钱财。"):
         answer = harness.predict(case)
-        assert answer and set(answer.split(";")) <= {"盗窃", "故意伤害", "诈骗"}, answer
+        assert answer and set(answer.split(";")) <= CHARGE_LABELS, answer
     assert all(call["parsed"] is not None for call in recorder.calls)
