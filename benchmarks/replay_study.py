@@ -2,6 +2,7 @@
 
     python benchmarks/replay_study.py RUN_DIR [RUN_DIR ...] --out reports/replay/NAME
     python benchmarks/replay_study.py RUN_DIR ... --replicates 40 --judge 0.33 --evals-per-iter 3 --jobs 2
+    python benchmarks/replay_study.py RUN_DIR ... --identity both --data-dir DATA   # with and without the check
     python benchmarks/replay_study.py --rewrite reports/replay/NAME   # the summary again, from its results.json
 
 What a recorded run is: a run directory in which every candidate was scored once on every validation example (made
@@ -28,6 +29,27 @@ policy (a proposer serving a prediction-free policy would have made its own with
 how policies *spend*, on the same candidates. ``--policies planner,planner-blind`` adds the planner deciding with
 every prediction removed (`Standing.blind`) and paying for none: planner minus it is what the predictions bought.
 
+The identity check (``--identity on``, the default; ``off`` replays as before it, ``both`` replays each way and
+reports what it changed), as the loop does it since issue 46: a revision that cannot change an output costs
+nothing.
+
+- The model-free check (`metaharness.search.model_free`) runs once on every recorded candidate over all of its
+  run's validation examples, in the sandbox over the stand-in (`check_run`; its verdicts are kept in
+  ``--checks``, by default ``reports/replay/model-free-checks/<run>.json``, and reused while the candidate, the
+  examples and the check's code are the same; the sandbox seconds each took are kept with them: a cost in time,
+  no token and no example-evaluation). In the replay a candidate's free search examples are scored with no model
+  call before any policy decides, as `metaharness.search.loop`'s ``_free_evidence`` does (all of its share: a
+  model-free candidate); their calls are not made, so they answer no later request.
+- A stopped answer stands for a longer limit (`metaharness.models.stopped`): a recorded call is not charged when
+  the replayed run made one that differs only in ``max_tokens`` (the same messages and other options, temperature
+  0) and whose answer stopped by itself (fewer output tokens than its own limit) within this call's limit.
+
+Spend on identical outputs (`Replay.identical`): of the example-evaluations charged in iterations >= 1, those to
+proposals whose recorded outputs equal their parent's on every validation example (the measure the issue's
+39-59% are in; by kind of revision, the proposer's ``family``), to those equal to their parent's on the examples
+charged to them, and to those whose outputs equal an earlier candidate's that the replay scored there; as shares
+of the budget (``--evals-per-iter`` times the search share, per iteration) and of what was charged.
+
 Metric: the *judged* score (mean recorded score on the judge examples) of the candidate the return rule returns
 (`metaharness.frontier.best`) after each iteration; and the example-evaluations (predictions included) a policy
 spent to reach greedy's final judged score, per run and on the runs' mean curves (with the count of runs on which
@@ -44,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import multiprocessing
@@ -61,32 +84,52 @@ from metaharness import frontier
 from metaharness.budget import Budget, Spend
 from metaharness.candidate import EVALUATED, FAILED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction
 from metaharness.errors import InputError
+from metaharness.evaluation.sandbox import SandboxLimits
+from metaharness.evaluation.task_evaluator import TaskEvaluator
+from metaharness.models.client import connect
+from metaharness.models.protocol import context_window
 from metaharness.proposers.probe import request_key
 from metaharness.proposers.simulation import DEFAULT_GAIN_SD
+from metaharness.runner.task import run_task
 from metaharness.search.loop import evaluated_ancestor
+from metaharness.search.model_free import ModelFreeCheck, record_outputs
 from metaharness.search.staging import PREDICTION_FREE, ExampleOrder, Policy, Standing, decide
 from metaharness.store import RunDirectory
 from metaharness.store.archive import BUNDLE, restore
-from metaharness.store.files import read_jsonl
+from metaharness.store.files import atomic_write_json, read_jsonl
+from metaharness.tasks.protocol import Task
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS: tuple[Policy, ...] = ("planner", "greedy", "threshold", "thompson", "best-of-n", "halving", "gate")
 BLIND_PLANNER = "planner-blind"  # the planner with every prediction removed: what the predictions bought
+CHECK_CODE = ("metaharness/search/model_free.py", "metaharness/models/stand_in.py")  # what a verdict rests on
 USED = (
     "metaharness/search/staging.py",
     "metaharness/planner/allocation.py",
     "metaharness/frontier.py",
     "benchmarks/replay_study.py",
+    *CHECK_CODE,
 )
+CHECKS = ROOT / "reports" / "replay" / "model-free-checks"  # the verdicts' cache, one JSON per recorded run
+FORMAT = 2  # of a verdicts' file
 
 
 @dataclass(frozen=True)
 class Call:
-    """One recorded task-model call: its request key and what it costs when charged."""
+    """One recorded task-model call: its request key, what it costs when charged, and for a temperature-0 call its
+    ``stem`` (the key without ``max_tokens``), its ``limit`` (``max_tokens``) and the tokens it answered with."""
 
     key: str
     tokens: float
     usd: float
+    stem: str | None = None
+    limit: float | None = None
+    output_tokens: float = 0.0
+
+    @property
+    def stopped(self) -> bool:
+        """Whether its answer ended by itself: fewer tokens than its limit (`metaharness.models.stopped`)."""
+        return self.stem is not None and self.limit is not None and self.output_tokens < self.limit
 
 
 @dataclass
@@ -101,6 +144,10 @@ class Recorded:
     outputs: dict[str, dict[str, str]]
     calls: dict[str, dict[str, tuple[Call, ...]]]
     predicting: dict[int, Spend]
+    settings: dict[str, object] = dataclasses.field(default_factory=dict)
+    responses: list[str] = dataclasses.field(default_factory=list)  # the model's, in candidate order
+    free: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)  # `check_run`'s verdicts
+    checked: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # its scores unlike the recorded
 
     @property
     def iterations(self) -> int:
@@ -118,7 +165,7 @@ def load(path: Path) -> Recorded:
         raise InputError(f"{path} holds no candidate: record a run first (metaharness optimize --evaluation all).")
     scored = [c for c in stored if not c.failed]
     examples = sorted({i for c in scored if c.evaluation for i in c.evaluation.example_ids})
-    scores, outputs, calls = {}, {}, {}
+    scores, outputs, calls, responses = {}, {}, {}, []
     for c in scored:
         ev = c.evaluation
         if ev is None or set(ev.example_ids) != set(examples):
@@ -129,7 +176,7 @@ def load(path: Path) -> Recorded:
             )
         scores[c.id] = dict(zip(ev.example_ids, ev.example_scores, strict=True))
         trace = path / c.trace if c.trace else path / "traces" / f"{c.id}.val.jsonl"
-        outputs[c.id], calls[c.id] = _trace(trace, examples)
+        outputs[c.id], calls[c.id] = _trace(trace, examples, responses)
     bare = [dataclasses.replace(c, status=FAILED if c.failed else IMPLEMENTED, evaluation=None) for c in stored]
     return Recorded(
         path.name,
@@ -139,11 +186,16 @@ def load(path: Path) -> Recorded:
         outputs,
         calls,
         _predicting(run.log_records("phase")),
+        run.settings(),
+        responses,
     )
 
 
-def _trace(path: Path, examples: Sequence[str]) -> tuple[dict[str, str], dict[str, tuple[Call, ...]]]:
-    """Each example's output and calls from a candidate's trace (an example missing from it: no output, no call)."""
+def _trace(
+    path: Path, examples: Sequence[str], responses: list[str]
+) -> tuple[dict[str, str], dict[str, tuple[Call, ...]]]:
+    """Each example's output and calls from a candidate's trace (an example missing from it: no output, no call);
+    the model's responses in it are added to ``responses``."""
     outputs, calls = {}, {}
     for record in read_jsonl(path):
         eid = record.get("id")
@@ -151,16 +203,29 @@ def _trace(path: Path, examples: Sequence[str]) -> tuple[dict[str, str], dict[st
             continue
         error = record.get("error")
         outputs[eid] = f"error: {error}" if error else json.dumps(record.get("prediction"))
-        calls[eid] = tuple(
-            Call(
-                request_key(call),  # type: ignore[arg-type]
-                float(call.get("input_tokens") or 0) + float(call.get("output_tokens") or 0),
-                float(call.get("usd") or 0.0),
-            )
-            for call in record.get("calls") or []
-            if isinstance(call, dict)
-        )
+        made = [call for call in record.get("calls") or [] if isinstance(call, dict)]
+        calls[eid] = tuple(_call(call) for call in made)
+        responses += [call["response"] for call in made if isinstance(call.get("response"), str)]
     return outputs, {i: calls.get(i, ()) for i in examples}
+
+
+def _call(call: dict[str, object]) -> Call:
+    """A recorded call; its stem when it was asked at temperature 0 for one answer and got one without error."""
+    options = call.get("options")
+    options = options if isinstance(options, dict) else {}
+    limit = options.get("max_tokens")
+    plain = options.get("temperature") in (0, 0.0) and options.get("n", 1) == 1 and not call.get("error")
+    stem = None
+    if plain and isinstance(limit, (int, float)):
+        stem = request_key({**call, "options": {k: v for k, v in options.items() if k != "max_tokens"}})  # type: ignore[arg-type]
+    return Call(
+        request_key(call),  # type: ignore[arg-type]
+        float(call.get("input_tokens") or 0) + float(call.get("output_tokens") or 0),  # type: ignore[arg-type]
+        float(call.get("usd") or 0.0),  # type: ignore[arg-type]
+        stem,
+        float(limit) if stem is not None else None,  # type: ignore[arg-type]
+        float(call.get("output_tokens") or 0),  # type: ignore[arg-type]
+    )
 
 
 def _predicting(lines: Iterable[Mapping[str, object]]) -> dict[int, Spend]:
@@ -173,32 +238,165 @@ def _predicting(lines: Iterable[Mapping[str, object]]) -> dict[int, Spend]:
     return out
 
 
+# --- the model-free check ---------------------------------------------------------------------------------------
+def check_run(
+    run: Recorded, cache: Path, *, data_dir: Path | None = None, task: Task | None = None, window: int | None = None
+) -> dict[str, object]:
+    """`ModelFreeCheck` on every recorded candidate of ``run`` over all its validation examples, its verdicts (the
+    free examples of each candidate) kept in ``run.free`` and in ``cache/<run name>.json``, whose verdicts are
+    reused while the candidate's source, the examples and the check's code (``CHECK_CODE``) are the same.
+
+    As the loop does it: the run's task (the one its settings name, opened with ``data_dir``; or ``task``, with
+    ``window`` as the model's context window) in the sandboxed `TaskEvaluator` over the stand-in, one example in
+    flight, the real model's context window (its client's, connected without a call), the stand-ins
+    answering from the task's training answers and then the model's recorded responses (all of the run's, in
+    candidate order: the loop has those of the candidates scored so far; both keep the first ``MAX_ANSWERS``). A
+    verdict is per example, so one check on every example serves every replicate's search share. Also recorded:
+    the sandbox seconds each check took (a cost in time, no token) and the free examples whose output in the check
+    differs from the recorded one, with the score the check gave them (``mismatched``: the check was wrong there,
+    and the loop would record its output; ``run.checked`` holds those scores). Returns what the checks cost and
+    found."""
+    path = cache / f"{run.name}.json"
+    code = _check_code()
+    stored = json.loads(path.read_text()) if path.is_file() else {}
+    valid = (stored.get("check_code"), stored.get("examples"), stored.get("format")) == (code, run.examples, FORMAT)
+    verdicts: dict[str, dict[str, object]] = dict(stored.get("candidates", {})) if valid else {}
+    todo = [c for c in run.candidates if not c.failed and verdicts.get(c.id, {}).get("source") != _digest(c.source)]
+    started = time.perf_counter()
+    if todo:
+        check = _check(run, data_dir) if task is None else _checker(run, task, window)
+        for c in todo:
+            found = check(c.source, run.examples)
+            records = {str(r.get("id")): r for r in read_jsonl(found.trace)} if found.trace is not None else {}
+            seen = record_outputs(list(records.values()))
+            mismatched = {
+                i: float(records[i].get("scores", {}).get("primary", 0.0))  # type: ignore[union-attr]
+                for i in found.free
+                if seen.get(i) != run.outputs[c.id].get(i)
+            }
+            verdicts[c.id] = {
+                "source": _digest(c.source),
+                "free": list(found.free),
+                "seconds": found.seconds,
+                "mismatched": mismatched,
+            }
+        cache.mkdir(parents=True, exist_ok=True)
+        ordered = {c.id: verdicts[c.id] for c in run.candidates if c.id in verdicts}
+        stored = {"format": FORMAT, "check_code": code, "examples": run.examples, "candidates": ordered}
+        atomic_write_json(path, stored)
+    run.free = {cid: frozenset(str(i) for i in v["free"]) for cid, v in verdicts.items()}  # type: ignore[attr-defined]
+    run.checked = {cid: dict(v["mismatched"]) for cid, v in verdicts.items() if v["mismatched"]}  # type: ignore[call-overload]
+    free = [len(run.free[c.id]) for c in run.candidates if c.id in run.free]
+    wrong = [(cid, i, score) for cid, by in run.checked.items() for i, score in by.items()]
+    return {
+        "candidates": len(free),
+        "model_free": sum(1 for n in free if n == len(run.examples)),
+        "partly_free": sum(1 for n in free if 0 < n < len(run.examples)),
+        "free_examples": sum(free),
+        "mismatched": len(wrong),
+        "mismatched_score": sum(1 for cid, i, score in wrong if score != run.scores[cid][i]),
+        "sandbox_seconds": round(sum(float(v["seconds"]) for v in verdicts.values()), 1),  # type: ignore[arg-type]
+        "checked_now": len(todo),
+        "seconds_now": round(time.perf_counter() - started, 1),
+        "cache": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
+    }
+
+
+def _check(run: Recorded, data_dir: Path | None) -> ModelFreeCheck:
+    """The loop's check (``metaharness.runner.optimize``) on the task and model the run's settings name."""
+    settings = run.settings
+    source = settings.get("task_source")
+    task = run_task(str(settings["dataset"]), source if isinstance(source, dict) else None, data_dir)  # type: ignore[arg-type]
+    return _checker(run, task, context_window(connect(str(settings["task_model"]), cache=False)))
+
+
+def _checker(run: Recorded, task: Task, window: int | None) -> ModelFreeCheck:
+    """The check on ``task`` (``window``: the model's context window), taught the run's recorded responses."""
+    seconds = run.settings.get("harness_seconds")
+    limits = SandboxLimits(average_seconds=float(seconds)) if isinstance(seconds, (int, float)) else SandboxLimits()
+    check = ModelFreeCheck(
+        task,
+        lambda view, client: TaskEvaluator(view, client, workers=1, limits=limits),
+        Path(tempfile.mkdtemp(prefix=f"model-free-{run.name}-")),
+        window,
+    )
+    check.learn(run.responses)
+    return check
+
+
+def _check_code() -> str:
+    """A digest of the code a verdict depends on (``CHECK_CODE``): verdicts made by other code are made again."""
+    return _digest("".join((ROOT / name).read_text() for name in CHECK_CODE))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _check_task(args: tuple[Recorded, Path, Path | None]) -> tuple[dict[str, object], Recorded]:
+    run, cache, data_dir = args
+    return check_run(run, cache, data_dir=data_dir), run
+
+
 # --- the replay -------------------------------------------------------------------------------------------------
 class Replay:
-    """One policy on one recorded run, with one example order and judge split (module docstring)."""
+    """One policy on one recorded run, with one example order and judge split (module docstring); ``identity``:
+    with the identity check (the module docstring's "The identity check")."""
 
-    def __init__(self, run: Recorded, arm: str, order: ExampleOrder, evals_per_iter: float) -> None:
-        self.run, self.order = run, order
+    def __init__(
+        self, run: Recorded, arm: str, order: ExampleOrder, evals_per_iter: float, *, identity: bool = True
+    ) -> None:
+        self.run, self.order, self.identity = run, order, identity
         self.blind = arm == BLIND_PLANNER
         self.policy: Policy = "planner" if self.blind else arm  # type: ignore[assignment]
         self.limit = evals_per_iter * order.share
         self.candidates: list[Candidate] = []
         self.made: set[str] = set()  # request keys the replayed run has made (its response cache)
+        self.stems: dict[str, float] = {}  # stem -> tokens of a stopped answer the replayed run paid for
         self.spent = Spend()  # iterations >= 1, predictions included for a policy that reads them
         self.predicted = Spend()  # of which predictions
+        self.charged: dict[str, list[str]] = {}  # candidate -> examples charged to it in iterations >= 1
 
     def add(self, iteration: int, *, scored: bool = False) -> list[str]:
         """Commit the recorded candidates of ``iteration`` (scored on the whole share when ``scored``: the state
-        an episode starts from), then score each for free where its calls were all made. Returns their ids."""
+        an episode starts from), then score each for free where its output ignores the model's answers (with the
+        identity check) and where its calls were all made. Returns their ids."""
         fresh = [c for c in self.run.candidates if c.iteration == iteration]
         self.candidates += [dataclasses.replace(c, prediction=self._predicted(c)) for c in fresh]
         ids = [c.id for c in fresh if not c.failed]
         for cid in ids:
+            if self.identity:
+                self._model_free(cid, iteration)
             if scored:
-                self._score(cid, list(self.order.search), iteration, charge=False)
+                done = set(self._examples(cid))
+                self._score(cid, [i for i in self.order.search if i not in done], iteration, charge=False)
             else:
                 self._replay(cid, iteration)
         return ids
+
+    def _model_free(self, cid: str, iteration: int) -> None:
+        """Free evidence with no model call: the search examples where the model-free check found the candidate's
+        output the same under every stand-in answer (all of them: model-free)."""
+        free = self.run.free.get(cid, frozenset())
+        ids = [i for i in self.order.search if i in free]
+        if ids:
+            self._score(cid, ids, iteration, charge=False, model_free=len(ids) == self.order.share)
+
+    def _made(self, call: Call) -> bool:
+        """Whether the replayed run has the answer to ``call``: it made the same request, or (with the identity
+        check) one that differs only in ``max_tokens`` and whose answer stopped by itself within this limit."""
+        if call.key in self.made:
+            return True
+        if not self.identity or call.stem is None or call.limit is None:
+            return False
+        tokens = self.stems.get(call.stem)
+        return tokens is not None and tokens <= call.limit
+
+    def _make(self, calls: Iterable[Call]) -> None:
+        for call in calls:
+            self.made.add(call.key)
+            if call.stopped:
+                self.stems.setdefault(str(call.stem), call.output_tokens)
 
     def _predicted(self, candidate: Candidate) -> Prediction | None:
         """The candidate's prediction as the proposer would have made it from what *this replay* has scored.
@@ -223,7 +421,8 @@ class Replay:
             ids = list(base.evaluation.example_ids)
             theirs = dict(zip(ids, base.evaluation.example_scores, strict=True))
             mine = self.run.scores[candidate.id]
-            known = [i for i in ids if all(call.key in self.made for call in self.run.calls[candidate.id][i])]
+            free = self.run.free.get(candidate.id, frozenset()) if self.identity else frozenset()
+            known = [i for i in ids if i in free or all(self._made(call) for call in self.run.calls[candidate.id][i])]
             got = set(known)
             score = (sum(mine[i] for i in known) + sum(theirs[i] for i in ids if i not in got)) / len(ids)
             missed = (len(ids) - len(known)) / len(ids)
@@ -244,8 +443,11 @@ class Replay:
             return
         search = set(self.order.search)
         calls = self.run.calls[cid]
+        done = set(self._examples(cid))
         free = [
-            i for i in base.evaluation.example_ids if i in search and all(call.key in self.made for call in calls[i])
+            i
+            for i in base.evaluation.example_ids
+            if i in search and i not in done and all(self._made(call) for call in calls[i])
         ]
         if free:
             self._score(cid, free, iteration, charge=False)
@@ -291,19 +493,27 @@ class Replay:
     def _by_id(self, cid: str) -> Candidate:
         return next(c for c in self.candidates if c.id == cid)
 
-    def _score(self, cid: str, ids: list[str], iteration: int, *, charge: bool = True) -> Spend:
-        """Record ``ids`` for ``cid`` with the recorded scores, charging each call the replayed run has not made."""
+    def _score(
+        self, cid: str, ids: list[str], iteration: int, *, charge: bool = True, model_free: bool | None = None
+    ) -> Spend:
+        """Record ``ids`` for ``cid`` with the recorded scores, charging each call the replayed run has not made;
+        ``model_free`` (True: all of its share) records them with no model call at all."""
+        if not ids:
+            return Spend()
         charged_examples, charged_tokens, usd, tokens = 0.0, 0.0, 0.0, 0.0
-        for i in ids:
-            new = [call for call in self.run.calls[cid][i] if call.key not in self.made]
+        for i in [] if model_free is not None else ids:
+            new = [call for call in self.run.calls[cid][i] if not self._made(call)]
             tokens += sum(call.tokens for call in self.run.calls[cid][i])
             if charge and new:
                 charged_examples += 1
                 charged_tokens += sum(call.tokens for call in new)
                 usd += sum(call.usd for call in new)
-            self.made.update(call.key for call in self.run.calls[cid][i])
+                if iteration > 0:
+                    self.charged.setdefault(cid, []).append(i)
+            self._make(self.run.calls[cid][i])
         spend = Spend(charged_examples, charged_tokens, usd)
-        scores = [self.run.scores[cid][i] for i in ids]
+        checked = self.run.checked.get(cid, {}) if model_free is not None else {}
+        scores = [checked.get(i, self.run.scores[cid][i]) for i in ids]  # with no model call: what the check scored
         more = Evaluation(
             "val",
             {"primary": sum(scores) / len(scores)},
@@ -319,6 +529,7 @@ class Replay:
             example_scores=scores,
             share=self.order.share,
             increments=[Increment(iteration, len(ids), spend)],
+            model_free=bool(model_free),
         )
         index = next(k for k, c in enumerate(self.candidates) if c.id == cid)
         candidate = self.candidates[index]
@@ -342,31 +553,74 @@ class Replay:
             return 0.0
         return statistics.fmean(self.run.scores[best.id][i] for i in self.order.holdout)
 
+    def identical(self) -> dict[str, object]:
+        """Where the example-evaluations charged in iterations >= 1 went (the module docstring's "Spend on
+        identical outputs"): ``charged`` in all; ``parent``, to candidates whose recorded outputs equal their
+        parent's on every validation example, and ``kinds``, that spend by kind of revision (the proposer's
+        ``family``); ``parent_charged``, to candidates whose outputs equal their parent's on every example charged to
+        them; ``same``, to candidates whose outputs equal, on every validation example, those of a candidate
+        committed before them that the replay scored on the examples charged to them."""
+        outputs, order = self.run.outputs, {c.id: k for k, c in enumerate(self.run.candidates)}
+        parents = {c.id: c.parent for c in self.run.candidates}
+        kinds = {c.id: _kind(c) for c in self.run.candidates}
+        scored = {c.id: set(c.evaluation.example_ids) for c in self.candidates if c.evaluation is not None}
+        out: dict[str, float] = {"charged": 0.0, "parent": 0.0, "parent_charged": 0.0, "same": 0.0}
+        by_kind: dict[str, float] = {}
+        for cid, ids in self.charged.items():
+            mine, n = outputs[cid], float(len(ids))
+            theirs = outputs.get(str(parents[cid]))
+            out["charged"] += n
+            if theirs == mine:
+                out["parent"] += n
+                by_kind[kinds[cid]] = by_kind.get(kinds[cid], 0.0) + n
+            if theirs is not None and all(theirs.get(i) == mine[i] for i in ids):
+                out["parent_charged"] += n
+            if any(order[d] < order[cid] and scored[d] >= set(ids) and outputs[d] == mine for d in scored):
+                out["same"] += n
+        return {**out, "kinds": by_kind}
+
 
 def _order(run: Recorded, replicate: int, judge: float) -> ExampleOrder:
     holdout = min(len(run.examples) - 1, max(1, round(judge * len(run.examples))))
     return ExampleOrder.of(run.examples, seed=replicate, holdout=holdout)
 
 
+def _kind(candidate: Candidate) -> str:
+    """The kind of revision ``candidate`` is: its proposer's ``family`` (else its summary's first words)."""
+    extra = candidate.prediction.extra if candidate.prediction is not None else {}
+    family = extra.get("family")
+    return str(family) if family else " ".join(candidate.summary.split()[:4]) or "?"
+
+
+Curve = list[tuple[float, float, float]]  # per iteration 1..: judged score returned, evals and tokens spent so far
+
+
 def sequential(
-    run: Recorded, policy: str, replicate: int, judge: float, evals_per_iter: float
-) -> list[tuple[float, float, float]]:
-    """Per iteration 1..: (judged score returned, example-evaluations spent so far, tokens so far)."""
-    replay = Replay(run, policy, _order(run, replicate, judge), evals_per_iter)
+    run: Recorded, policy: str, replicate: int, judge: float, evals_per_iter: float, identity: bool = True
+) -> tuple[Curve, dict[str, object]]:
+    """The replay's curve (per iteration 1..: judged score returned, example-evaluations spent so far, tokens so
+    far) and where its charged example-evaluations went (`Replay.identical`)."""
+    replay = Replay(run, policy, _order(run, replicate, judge), evals_per_iter, identity=identity)
     replay.iterate(0)
     out = []
     for iteration in range(1, run.iterations + 1):
         replay.iterate(iteration)
         out.append((replay.judged(), replay.spent.evals, replay.spent.tokens))
-    return out
+    return out, replay.identical()
 
 
 def episode(
-    run: Recorded, policy: str, replicate: int, judge: float, evals_per_iter: float, iteration: int
+    run: Recorded,
+    policy: str,
+    replicate: int,
+    judge: float,
+    evals_per_iter: float,
+    iteration: int,
+    identity: bool = True,
 ) -> tuple[float, float]:
     """Recorded iteration ``iteration`` alone, from every earlier candidate scored on the whole share: (judged gain
     of what is returned over what was returned before, example-evaluations spent)."""
-    replay = Replay(run, policy, _order(run, replicate, judge), evals_per_iter)
+    replay = Replay(run, policy, _order(run, replicate, judge), evals_per_iter, identity=identity)
     for earlier in range(iteration):
         replay.add(earlier, scored=True)
     before = replay.judged()
@@ -488,12 +742,71 @@ def summarise_episodes(gains: Mapping[tuple[str, int], Mapping[str, list[tuple[f
     return out
 
 
+SHARES = ("parent", "parent_charged", "same")  # `Replay.identical`'s spends, reported as shares
+
+
+def summarise_identical(
+    spends: Mapping[str, Mapping[str, Sequence[Mapping[str, object]]]], budgets: Mapping[str, float]
+) -> dict[str, object]:
+    """``spends[run][policy]``: per replicate, `Replay.identical`. Per run and policy: the example-evaluations
+    charged (mean) and each of ``SHARES`` as a share of the run's budget (``budgets[run]``, iterations >= 1) with
+    its 95% interval over replicates, ``parent`` also as a share of what was charged (``parent_spent``); over the
+    runs the same by the two-stage bootstrap (runs, then replicates; over replicates for one run), and the
+    parent-identical spend by kind of revision (mean example-evaluations per run)."""
+    runs: dict[str, dict[str, object]] = {}
+    groups: dict[str, dict[str, list[list[float]]]] = {}
+    kinds: dict[str, dict[str, float]] = {}
+    for name, by_policy in spends.items():
+        budget = budgets[name]
+        runs[name] = {}
+        for policy, rows in by_policy.items():
+            values = {key: [float(r[key]) / budget for r in rows] for key in SHARES}  # type: ignore[arg-type]
+            values["parent_spent"] = [
+                float(r["parent"]) / float(r["charged"]) if r["charged"] else 0.0  # type: ignore[arg-type]
+                for r in rows
+            ]
+            values["charged"] = [float(r["charged"]) for r in rows]  # type: ignore[arg-type]
+            runs[name][policy] = {key: interval(v) for key, v in values.items()}
+            for key, v in values.items():
+                groups.setdefault(policy, {}).setdefault(key, []).append(v)
+            for row in rows:
+                for kind, evals in row["kinds"].items():  # type: ignore[attr-defined]
+                    mine = kinds.setdefault(policy, {})
+                    mine[kind] = mine.get(kind, 0.0) + evals / len(rows) / len(spends)
+    over = {policy: {key: bootstrap(v) for key, v in by_key.items()} for policy, by_key in groups.items()}
+    ranked = {p: {k: round(v, 2) for k, v in sorted(ks.items(), key=lambda kv: -kv[1])} for p, ks in kinds.items()}
+    return {"budget": dict(budgets), "runs": runs, "over_runs": over, "kinds": ranked}
+
+
+def summarise_bought(
+    without: Mapping[str, Mapping[str, Sequence[Curve]]], with_: Mapping[str, Mapping[str, Sequence[Curve]]]
+) -> dict[str, object]:
+    """What the identity check changed, policy by policy, replicate by replicate (the same order and split): the
+    judged score after the last iteration and the example-evaluations spent, with and without it, and with minus
+    without with its 95% interval (per run over replicates; over runs by the two-stage bootstrap)."""
+    runs: dict[str, dict[str, object]] = {}
+    groups: dict[str, dict[str, list[list[float]]]] = {}
+    for name, by_policy in with_.items():
+        runs[name] = {}
+        for policy, rows in by_policy.items():
+            before = without[name][policy]
+            values = {
+                "judged": [a[-1][0] - b[-1][0] for a, b in zip(rows, before, strict=True)],
+                "evals": [a[-1][1] - b[-1][1] for a, b in zip(rows, before, strict=True)],
+            }
+            runs[name][policy] = {key: interval(v) for key, v in values.items()}
+            for key, v in values.items():
+                groups.setdefault(policy, {}).setdefault(key, []).append(v)
+    over = {policy: {key: bootstrap(v) for key, v in by_key.items()} for policy, by_key in groups.items()}
+    return {"runs": runs, "over_runs": over}
+
+
 # --- the command ------------------------------------------------------------------------------------------------
-def _sequential_task(args: tuple[Recorded, str, int, float, float]) -> list[tuple[float, float, float]]:
+def _sequential_task(args: tuple[Recorded, str, int, float, float, bool]) -> tuple[Curve, dict[str, object]]:
     return sequential(*args)
 
 
-def _episode_task(args: tuple[Recorded, str, int, float, float, int]) -> tuple[float, float]:
+def _episode_task(args: tuple[Recorded, str, int, float, float, int, bool]) -> tuple[float, float]:
     return episode(*args)
 
 
@@ -502,6 +815,30 @@ def _map(function, tasks: list, jobs: int) -> list:  # type: ignore[no-untyped-d
         with multiprocessing.Pool(jobs) as pool:
             return pool.map(function, tasks, chunksize=2)
     return [function(task) for task in tasks]
+
+
+def _check_runs(
+    runs: Sequence[Recorded], cache: Path, data_dir: Path | None, jobs: int, described: dict[str, dict[str, object]]
+) -> dict[str, object]:
+    """`check_run` on every run (its verdicts set in ``run.free``, what it found in ``described[run]["checks"]``);
+    returns the totals: sandbox seconds the checks took (when made), checks made now and this step's seconds."""
+    started = time.perf_counter()
+    found = _map(_check_task, [(run, cache, data_dir) for run in runs], jobs)
+    for run, (summary, checked) in zip(runs, found, strict=True):
+        run.free, run.checked = checked.free, checked.checked
+        described[run.name]["checks"] = summary
+    summaries = [summary for summary, _ in found]
+    return {
+        "candidates": sum(int(s["candidates"]) for s in summaries),  # type: ignore[call-overload]
+        "model_free": sum(int(s["model_free"]) for s in summaries),  # type: ignore[call-overload]
+        "partly_free": sum(int(s["partly_free"]) for s in summaries),  # type: ignore[call-overload]
+        "free_examples": sum(int(s["free_examples"]) for s in summaries),  # type: ignore[call-overload]
+        "mismatched": sum(int(s["mismatched"]) for s in summaries),  # type: ignore[call-overload]
+        "mismatched_score": sum(int(s["mismatched_score"]) for s in summaries),  # type: ignore[call-overload]
+        "sandbox_seconds": round(sum(float(s["sandbox_seconds"]) for s in summaries), 1),  # type: ignore[arg-type]
+        "checked_now": sum(int(s["checked_now"]) for s in summaries),  # type: ignore[call-overload]
+        "seconds_now": round(time.perf_counter() - started, 1),
+    }
 
 
 def _describe(run: Recorded) -> dict[str, object]:
@@ -531,6 +868,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         help=f"comma-separated (default: every arm; also {BLIND_PLANNER}, the planner with predictions removed)",
     )
     parser.add_argument("--episodes", action="store_true", help="also replay every recorded iteration alone")
+    parser.add_argument(
+        "--identity",
+        choices=("on", "off", "both"),
+        default="on",
+        help="the identity check: model-free examples scored with no model call, a stopped answer standing for a "
+        "longer limit (on, the default); off reproduces the replays made before it; both replays each way and "
+        "reports what it changed",
+    )
+    parser.add_argument(
+        "--checks",
+        type=Path,
+        default=CHECKS,
+        help="where the model-free checks' verdicts are kept and reused, one JSON per recorded run "
+        "(default reports/replay/model-free-checks)",
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, help="the tasks' data for the checks (else METAHARNESS_DATA_DIR)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     parser.add_argument("--out", type=Path, default=None, help="write results.json and results.md here")
     parser.add_argument(
@@ -551,6 +906,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         raise SystemExit(f"unknown policies {', '.join(unknown)}: use {', '.join((*ARMS, BLIND_PLANNER))}")
     started = time.perf_counter()
     runs = [load(path) for path in args.runs]
+    modes = {"on": (True,), "off": (False,), "both": (False, True)}[args.identity]
     results: dict[str, object] = {
         "commit": _commit(),
         "runs": {run.name: _describe(run) for run in runs},
@@ -558,16 +914,36 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         "judge": args.judge,
         "evals_per_iter": args.evals_per_iter,
         "policies": policies,
+        "identity": args.identity,
     }
+    if True in modes:
+        results["checks"] = _check_runs(runs, args.checks, args.data_dir, args.jobs, results["runs"])  # type: ignore[arg-type]
     replicates = range(args.replicates)
-    tasks = [(run, p, k, args.judge, args.evals_per_iter) for run in runs for p in policies for k in replicates]
-    done = iter(_map(_sequential_task, tasks, args.jobs))
-    curves = {run.name: {p: [next(done) for _ in replicates] for p in policies} for run in runs}
-    results["sequential"] = summarise(curves)
+    budgets = {run.name: args.evals_per_iter * _order(run, 0, args.judge).share * run.iterations for run in runs}
+    curves: dict[bool, dict[str, dict[str, list[Curve]]]] = {}
+    identical: dict[str, object] = {}
+    for identity in modes:
+        tasks = [
+            (run, p, k, args.judge, args.evals_per_iter, identity) for run in runs for p in policies for k in replicates
+        ]
+        done = iter(_map(_sequential_task, tasks, args.jobs))
+        rows = {run.name: {p: [next(done) for _ in replicates] for p in policies} for run in runs}
+        curves[identity] = {name: {p: [c for c, _ in r] for p, r in by.items()} for name, by in rows.items()}
+        spends = {name: {p: [s for _, s in r] for p, r in by.items()} for name, by in rows.items()}
+        identical["on" if identity else "off"] = summarise_identical(spends, budgets)
+    main_mode = modes[-1]
+    results["sequential"] = summarise(curves[main_mode])
+    results["identical"] = identical
+    if len(modes) == 2:
+        results["without_identity"] = summarise(curves[False])
+        results["bought"] = summarise_bought(curves[False], curves[True])
     if args.episodes:
         episodes = [(run, t) for run in runs for t in range(1, run.iterations + 1)]
         etasks = [
-            (run, p, k, args.judge, args.evals_per_iter, t) for run, t in episodes for p in policies for k in replicates
+            (run, p, k, args.judge, args.evals_per_iter, t, main_mode)
+            for run, t in episodes
+            for p in policies
+            for k in replicates
         ]
         edone = iter(_map(_episode_task, etasks, args.jobs))
         gains = {(run.name, t): {p: [next(edone) for _ in replicates] for p in policies} for run, t in episodes}
@@ -665,7 +1041,120 @@ def report(results: Mapping[str, object]) -> str:
             "",
         ]
         lines += [f"- {b}: {m:+.4f} [{lo:+.4f}, {hi:+.4f}]" for b, (m, lo, hi) in episodes["planner_minus"].items()]
+    more = _identity_report(results)
+    if more:
+        lines += ["", *more] if lines[-1] else more
     return "\n".join(lines)
+
+
+def _identity_report(results: Mapping[str, object]) -> list[str]:
+    """The identity check's sections: where the charged example-evaluations went, with and without it; what it
+    changed; what the checks found and took. Nothing for a replay made before it."""
+    identical = results.get("identical")
+    if not isinstance(identical, dict):
+        return []
+    lines: list[str] = []
+    budgets = next(iter(identical.values()))["budget"]
+    for mode, summary in identical.items():
+        with_or = "with" if mode == "on" else "without"
+        lines += [
+            f"## Spend on identical outputs, {with_or} the identity check",
+            "",
+            f"Example-evaluations charged in iterations 1-{_last_iteration(results)} (budget per run: "
+            f"{', '.join(sorted({f'{b:g}' for b in budgets.values()}))}) that went to proposals whose outputs equal "
+            "their parent's on every validation example, as a share of the budget and of what was charged; to "
+            "proposals whose outputs equal their parent's on the examples charged to them; and to proposals whose "
+            "outputs equal an earlier candidate's the replay had scored there. Mean [95% interval: two-stage "
+            "bootstrap over runs, then replicates; over replicates for one run]:",
+            "",
+            "| policy | charged | parent-identical, of the budget | of what was charged | parent-identical on the "
+            "charged examples, of the budget | identical to an earlier scored candidate, of the budget |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for policy, row in summary["over_runs"].items():
+            lines.append(
+                f"| {policy} | {row['charged'][0]:.1f} | {_share(row['parent'])} | {_share(row['parent_spent'])} | "
+                f"{_share(row['parent_charged'])} | {_share(row['same'])} |"
+            )
+        lines.append("")
+        kinds = {p: k for p, k in summary["kinds"].items() if k}
+        if kinds:
+            lines += ["Parent-identical spend by kind of revision (mean example-evaluations per run):", ""]
+            lines += [f"- {p}: " + ", ".join(f"{k} {v:g}" for k, v in ks.items()) for p, ks in kinds.items()]
+            lines.append("")
+        policies = list(summary["over_runs"])
+        lines += [
+            "Per run, parent-identical share of the budget (mean over replicates):",
+            "",
+            "| run | " + " | ".join(policies) + " |",
+            "| --- | " + " | ".join("---" for _ in policies) + " |",
+        ]
+        for name, by_policy in summary["runs"].items():
+            cells = " | ".join(f"{by_policy[p]['parent'][0]:.0%}" for p in policies)
+            lines.append(f"| {name} | {cells} |")
+        lines.append("")
+    bought = results.get("bought")
+    if isinstance(bought, dict):
+        before = results["without_identity"]["pooled"] or {}  # type: ignore[index]
+        after = results["sequential"]["pooled"] or {}  # type: ignore[index]
+        lines += [
+            "## What the identity check changed",
+            "",
+            "Judged score after the last iteration and example-evaluations spent, without -> with the identity "
+            "check (same orders and splits), and with minus without, mean [95% interval: runs, then replicates]; "
+            "the example-evaluations at which the runs' mean curve reaches greedy's final judged score, without -> "
+            "with:",
+            "",
+            "| policy | judged | judged, with minus without | example-evaluations | spent, with minus without | "
+            "reaches greedy's final judged score at |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for policy, row in bought["over_runs"].items():
+            curves = (before.get("curves", {}).get(policy), after.get("curves", {}).get(policy))
+            judged = " -> ".join(f"{c['judged'][-1]:.3f}" for c in curves if c) if all(curves) else ""
+            evals = " -> ".join(f"{c['evals'][-1]:.0f}" for c in curves if c) if all(curves) else ""
+            reach = f"{before.get('reach', {}).get(policy)} -> {after.get('reach', {}).get(policy)}"
+            (m, lo, hi), (e, elo, ehi) = row["judged"], row["evals"]
+            lines.append(
+                f"| {policy} | {judged} | {m:+.4f} [{lo:+.4f}, {hi:+.4f}] | {evals} | {e:+.1f} [{elo:+.1f}, "
+                f"{ehi:+.1f}] | {reach} |"
+            )
+        lines.append("")
+    checks = results.get("checks")
+    if isinstance(checks, dict):
+        lines += [
+            "## The model-free checks",
+            "",
+            f"{checks['candidates']} candidates checked, each once on every validation example of its run: "
+            f"{checks['model_free']} model-free, {checks['partly_free']} free on some examples, "
+            f"{checks['free_examples']} free (candidate, example) pairs, of which {checks['mismatched']} have an "
+            f"output in the check unlike the recorded one (the check was wrong there; the replay scores them as "
+            f"the check did) and {checks['mismatched_score']} a score unlike it. Sandbox time when the verdicts "
+            f"were made: {checks['sandbox_seconds']:g} s (no token, no example-evaluation); made in this replay: "
+            f"{checks['checked_now']} ({checks['seconds_now']:g} s wall), the rest read from the cache.",
+            "",
+            "| run | candidates | model-free | free on some examples | free examples | output unlike the recorded "
+            "one (score unlike it) | sandbox seconds |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for name, run in results["runs"].items():  # type: ignore[attr-defined]
+            c = run.get("checks")
+            if c:
+                lines.append(
+                    f"| {name} | {c['candidates']} | {c['model_free']} | {c['partly_free']} | {c['free_examples']} | "
+                    f"{c['mismatched']} ({c['mismatched_score']}) | {c['sandbox_seconds']:g} |"
+                )
+        lines.append("")
+    return lines
+
+
+def _share(values: Sequence[float]) -> str:
+    m, lo, hi = values
+    return f"{m:.1%} [{lo:.1%}, {hi:.1%}]"
+
+
+def _last_iteration(results: Mapping[str, object]) -> int:
+    return max(int(run["iterations"]) for run in results["runs"].values())  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ import json
 from pathlib import Path
 
 import pytest
+from fakes import ToyTask
 from studies import load_study
+from test_one_budget import TAGGED, harness
 
 from metaharness.budget import Spend
 from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation, Increment, Prediction
@@ -38,10 +40,21 @@ class Program:
     prompt: str  # what its calls ask (a post-processing revision keeps its parent's)
     salt: str  # its behaviour (a copy keeps its parent's)
     rate: float
+    max_tokens: int | None = None  # its calls' answer-length limit
+    answered: int = 10  # the tokens each answer took
 
 
-def _record(run: RunDirectory, cid: str, parent: str | None, iteration: int, program: Program, predicted: float | None):
-    prediction = None if predicted is None else Prediction(score=predicted, std=0.1, base=parent)
+def _record(
+    run: RunDirectory,
+    cid: str,
+    parent: str | None,
+    iteration: int,
+    program: Program,
+    predicted: float | None,
+    family: str | None = None,
+):
+    extra = {"family": family} if family else {}
+    prediction = None if predicted is None else Prediction(score=predicted, std=0.1, base=parent, extra=extra)
     candidate = Candidate(cid, parent, iteration, f"{program}", IMPLEMENTED, summary=cid, prediction=prediction)
     run.commit(candidate)
     scores = [_solved(program.salt, program.rate, e) for e in EXAMPLES]
@@ -55,9 +68,9 @@ def _record(run: RunDirectory, cid: str, parent: str | None, iteration: int, pro
             "calls": [
                 {
                     "messages": [{"role": "user", "content": f"{program.prompt} {e}"}],
-                    "options": {"temperature": 0},
+                    "options": {"temperature": 0, **({"max_tokens": program.max_tokens} if program.max_tokens else {})},
                     "input_tokens": 90,
-                    "output_tokens": 10,
+                    "output_tokens": program.answered,
                     "usd": 0.0,
                 }
             ],
@@ -221,7 +234,7 @@ def test_a_prediction_never_reads_the_judge_examples(runs: list[Path]) -> None:
 def test_the_study_summarises_with_intervals_over_replicates_runs_and_iterations(runs: list[Path], tmp_path) -> None:
     study = load_study("replay_study")
     out = tmp_path / "out"
-    results = study.main([*map(str, runs), "--replicates", "3", "--episodes", "--out", str(out)])
+    results = study.main([*map(str, runs), "--replicates", "3", "--episodes", "--identity", "off", "--out", str(out)])
     sequential = results["sequential"]
     assert set(sequential["runs"]) == {"run0", "run1"}
     run0 = sequential["runs"]["run0"]
@@ -283,3 +296,167 @@ def test_the_runs_pooled_reach_greedys_mean_final_score_and_count_the_runs_withi
     assert pooled["goal"] == pytest.approx(0.6)
     assert pooled["reach"] == {"planner": 30.0, "greedy": 180.0}  # greedy: 0.55, 0.55, 0.6
     assert (pooled["half"], pooled["of"]) == (1, 2)
+
+
+# --- the identity check ----------------------------------------------------------------------------------------
+def record_identity_run(path: Path) -> Path:
+    """Two seeds (c001 reads the model's answers, each of 5 tokens under a limit of 24; c002 is model-free) and one
+    iteration of five children: c003 only raises c001's limit to 64 and c004 changes c002's prompt (both output what
+    their parents do and no model call can change that), c005 changes c001's prompt and happens to output what c001
+    does, c006 changes c001's prompt and its outputs, c007 cuts c001's limit to 4, below its answers."""
+    run = RunDirectory.open(path, CONFIG)
+    try:
+        reads, free = Program("pA", "a", 0.4, 24, 5), Program("pB", "b", 0.5, 24, 5)
+        _record(run, "c001", None, 0, reads, None)
+        _record(run, "c002", None, 0, free, None)
+        children = [
+            ("c003", "c001", dataclasses.replace(reads, max_tokens=64), "answer_tokens"),
+            ("c004", "c002", dataclasses.replace(free, prompt="pB2"), "prompt"),
+            ("c005", "c001", dataclasses.replace(reads, prompt="pA2"), "prompt"),
+            ("c006", "c001", Program("pA3", "c", 0.6, 24, 5), "prompt"),
+            ("c007", "c001", Program("pA", "d", 0.3, 4, 4), "answer_tokens"),
+        ]
+        for cid, parent, program, family in children:
+            _record(run, cid, parent, 1, program, predicted=program.rate, family=family)
+    finally:
+        run.close()
+    return path
+
+
+FREE = {"c002": frozenset(EXAMPLES), "c004": frozenset(EXAMPLES)}  # the model-free check's verdicts
+
+
+def test_the_identity_check_charges_nothing_for_outputs_no_model_call_can_change(tmp_path) -> None:
+    """With the check, a model-free candidate's examples and a call that repeats a stopped answer under a larger
+    limit cost nothing, so the parent-identical spend is the prompt change whose outputs happened to equal its
+    parent's (no check can know that in advance); without it, every child is charged, as the replays before it."""
+    study = load_study("replay_study")
+    run = study.load(record_identity_run(tmp_path / "run"))
+    run.free = dict(FREE)
+    wrong = next(i for i in study._order(run, 0, 1 / 3).search if run.scores["c004"][i] == 0.0)
+    run.checked = {"c004": {wrong: 1.0}}  # where the check's output was not the model's: scored as the check did
+    spent = {}
+    for identity in (False, True):
+        replay = study.Replay(run, "greedy", study._order(run, 0, 1 / 3), 10.0, identity=identity)
+        replay.iterate(0)
+        replay.iterate(1)
+        spent[identity] = replay.identical()
+        by_id = {c.id: c.evaluation for c in replay.candidates}
+        assert all(by_id[c].examples == 10 for c in by_id)  # every candidate scored on its whole share
+        assert by_id["c002"].model_free == by_id["c004"].model_free == identity
+        scores = dict(zip(by_id["c004"].example_ids, by_id["c004"].example_scores, strict=True))
+        assert scores[wrong] == (1.0 if identity else 0.0)
+    assert spent[False] == {
+        "charged": 50.0,
+        "parent": 30.0,  # c003, c004, c005
+        "parent_charged": 30.0,
+        "same": 30.0,
+        "kinds": {"answer_tokens": 10.0, "prompt": 20.0},
+    }
+    assert spent[True] == {
+        "charged": 30.0,
+        "parent": 10.0,
+        "parent_charged": 10.0,
+        "same": 10.0,
+        "kinds": {"prompt": 10.0},
+    }
+    by_cid = {cid: len(ids) for cid, ids in replay.charged.items()}
+    assert by_cid == {"c005": 10, "c006": 10, "c007": 10}  # c007's limit is below the answers' 5 tokens: new calls
+
+
+def test_an_answer_cut_by_its_limit_stands_for_no_other_limit(tmp_path) -> None:
+    study = load_study("replay_study")
+    run = study.load(record_identity_run(tmp_path / "run"))
+    replay = study.Replay(run, "greedy", study._order(run, 0, 1 / 3), 10.0)
+    stem = "stem"
+    cut = study.Call("k24", 100.0, 0.0, stem, 24.0, 24.0)  # used its whole limit: maybe cut
+    replay._make([cut])
+    assert not replay._made(study.Call("k64", 100.0, 0.0, stem, 64.0, 30.0))
+    replay._make([study.Call("k32", 100.0, 0.0, stem, 32.0, 20.0)])  # stopped after 20 tokens
+    assert replay._made(study.Call("k64", 100.0, 0.0, stem, 64.0, 20.0))
+    assert replay._made(study.Call("k20", 100.0, 0.0, stem, 20.0, 20.0))
+    assert not replay._made(study.Call("k16", 100.0, 0.0, stem, 16.0, 16.0))
+    off = study.Replay(run, "greedy", study._order(run, 0, 1 / 3), 10.0, identity=False)
+    off._make([study.Call("k32", 100.0, 0.0, stem, 32.0, 20.0)])
+    assert not off._made(study.Call("k64", 100.0, 0.0, stem, 64.0, 20.0))
+
+
+def test_the_study_reports_the_identical_spend_with_and_without_the_check(tmp_path) -> None:
+    """``--identity both``: the verdicts come from the checks' cache (a valid one: no check is made again), and the
+    report says where the spend went each way and what the check changed."""
+    study = load_study("replay_study")
+    path = record_identity_run(tmp_path / "run")
+    run = study.load(path)
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    verdicts = {
+        c.id: {"source": study._digest(c.source), "free": sorted(FREE.get(c.id, ())), "seconds": 1.5, "mismatched": {}}
+        for c in run.candidates
+    }
+    cache = {
+        "format": study.FORMAT,
+        "check_code": study._check_code(),
+        "examples": run.examples,
+        "candidates": verdicts,
+    }
+    (checks / "run.json").write_text(json.dumps(cache))
+    out = tmp_path / "out"
+    args = [str(path), "--replicates", "3", "--policies", "greedy,planner", "--evals-per-iter", "10"]
+    results = study.main([*args, "--identity", "both", "--checks", str(checks), "--out", str(out)])
+    assert results["checks"]["checked_now"] == 0 and results["checks"]["sandbox_seconds"] == 10.5
+    assert results["checks"]["model_free"] == 2
+    greedy = results["identical"]
+    assert greedy["off"]["over_runs"]["greedy"]["parent"][0] == pytest.approx(0.3)  # of a budget of 100
+    assert greedy["on"]["over_runs"]["greedy"]["parent"][0] == pytest.approx(0.1)
+    assert greedy["on"]["kinds"]["greedy"] == {"prompt": 10.0}
+    assert results["bought"]["over_runs"]["greedy"]["evals"][0] == pytest.approx(-20.0)
+    written = (out / "results.md").read_text()
+    for heading in ("without the identity check", "with the identity check", "What the identity check changed"):
+        assert heading in written
+    assert "The model-free checks" in written
+
+
+def test_the_model_free_check_runs_once_per_candidate_and_is_read_back(tmp_path, monkeypatch) -> None:
+    """The check itself, in the sandbox over the stand-in on a recorded run of the toy task: a harness that ignores
+    the model's answer is free on every example, one that reads it on none; the verdicts are kept and a second
+    replay reads them instead of checking again."""
+    study = load_study("replay_study")
+    ignores = harness(answer="'[DIAGNOSIS]' + ('dengue' if 'fever' in x else 'psoriasis') + '[/DIAGNOSIS]'")
+    task = ToyTask()
+    examples = task.load("val")
+    run = RunDirectory.open(tmp_path / "toy", CONFIG)
+    try:
+        for cid, source in (("c001", harness(answer=TAGGED)), ("c002", ignores)):
+            candidate = Candidate(cid, None, 0, source, IMPLEMENTED, summary=cid)
+            run.commit(candidate)
+            records = [
+                {
+                    "id": e.id,
+                    "prediction": "[DIAGNOSIS]" + ("dengue" if "fever" in e.input else "psoriasis") + "[/DIAGNOSIS]",
+                    "scores": {"primary": 1.0},
+                    "calls": [{"messages": [], "options": {"temperature": 0}, "response": "psoriasis"}],
+                }
+                for e in examples
+            ]
+            trace = run.trace_path(cid, "val")
+            trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+            ids = [e.id for e in examples]
+            evaluation = Evaluation("val", {"primary": 1.0}, examples=3, example_ids=ids, example_scores=[1.0] * 3)
+            run.record_evaluation(
+                dataclasses.replace(candidate, status=EVALUATED, evaluation=evaluation, trace=run.relative(trace))
+            )
+    finally:
+        run.close()
+    recorded = study.load(tmp_path / "toy")
+    found = study.check_run(recorded, tmp_path / "checks", task=task)
+    assert recorded.free == {"c001": frozenset(), "c002": frozenset(e.id for e in examples)}
+    assert (found["checked_now"], found["model_free"], found["mismatched"]) == (2, 1, 0)
+    assert found["sandbox_seconds"] > 0
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a cached verdict was checked again")
+
+    monkeypatch.setattr(study, "ModelFreeCheck", refused)
+    again = study.load(tmp_path / "toy")
+    assert study.check_run(again, tmp_path / "checks", task=task)["checked_now"] == 0
+    assert again.free == recorded.free
