@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from metaharness.proposers.operators.base import Operator
+from metaharness.proposers.operators.base import COMBINED_MARK, Operator
 from metaharness.proposers.operators.editing import (
     SourceEditor,
     add_constants,
@@ -103,7 +103,9 @@ def _replacer(
 
 
 def _no_replacer(editor: SourceEditor) -> bool:
-    return _calls_model(editor) and not any(r in editor.source for r in REPLACERS)
+    """A harness that asks the model itself (not one already replaced, nor two candidates combined, whose own
+    ``predict`` only combines its parents' answers)."""
+    return _calls_model(editor) and not any(r in editor.source for r in (*REPLACERS, COMBINED_MARK))
 
 
 CONSTRAINED_OPERATORS: tuple[Operator, ...] = (
