@@ -102,6 +102,7 @@ def test_partners_are_bound_into_one_parent_operators_and_named_by_them() -> Non
         "combine_weight_2.0",
         "classifier_centroid",
     } <= names and "combine_weight_1.0" not in names
+    assert not {"label_primed_query", "draft_verify"} & names  # they would replace what combines the parents
 
 
 def test_a_combined_seed_pair_is_a_working_harness_on_each_task() -> None:
