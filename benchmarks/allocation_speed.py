@@ -24,7 +24,8 @@ import statistics
 import time
 
 from metaharness.budget import Budget, Spend
-from metaharness.planner.allocation import Allocation, Arm, allocate, stage_options
+from metaharness.search.staging import Allocation, Arm, allocate
+from metaharness.search.staging.arms import stage_options
 
 SHARE = 50
 

@@ -77,8 +77,7 @@ ARMS: tuple[Policy, ...] = ("planner", "greedy", "threshold", "thompson", "best-
 BASELINES: tuple[Policy, ...] = ("halving", "greedy", "threshold", "thompson", "best-of-n", "gate")
 # The files whose code the study runs (a run with local changes to them says so beside its commit).
 USED = (
-    "metaharness/search/staging.py",
-    "metaharness/planner/allocation.py",
+    "metaharness/search/staging",
     "metaharness/budget.py",
     "metaharness/candidate.py",
     "metaharness/frontier.py",

@@ -1,4 +1,5 @@
-"""Staged evaluation as a planning problem (metaharness.planner.allocation) and the typed budget (metaharness.budget).
+"""Staged evaluation as a planning problem (metaharness.search.staging.allocation) and the typed budget
+(metaharness.budget).
 
 The exact solver is checked against brute force on small random problems: every combination of targets that keeps
 the budget (with the reserve to complete a chosen arm) is valued and the best net value must equal the solver's.
@@ -17,16 +18,9 @@ import pytest
 
 from metaharness.budget import Budget, SearchBudget, Spend
 from metaharness.errors import InputError
-from metaharness.planner.allocation import (
-    DEFAULT_PRICE_PER_SHARE,
-    Arm,
-    allocate,
-    posterior,
-    spread,
-    stage_options,
-    stages,
-    value,
-)
+from metaharness.search.staging.allocation import DEFAULT_PRICE_PER_SHARE, allocate
+from metaharness.search.staging.arms import Arm, posterior, spread, stage_options, stages
+from metaharness.search.staging.objective import value
 
 PER_EXAMPLE = Spend(1, 100, 0)
 

@@ -376,7 +376,7 @@ def test_a_chain_commits_its_intermediate_as_the_parent_and_predictions_last_acr
 
 
 def test_plan_entries_order_chains_share_steps_and_reuse_what_is_committed():
-    from metaharness.search.loop import plan_entries
+    from metaharness.search.plan import plan_entries
 
     def p(name, parent="c001", steps=(), node=None):
         return Proposal(parent, f"# {name}", name, node=node if node is not None else name, intermediates=list(steps))

@@ -135,7 +135,7 @@ class ProbingProposer(ScriptedProposer):
 
 def _run(tmp_path: Path, proposer, evaluation: str, replay=None, iterations: int = 1) -> RunDirectory:
     run = RunDirectory.open(tmp_path / "run", CONFIG)
-    settings = SearchSettings(evaluation=evaluation, budget=SearchBudget(evals_per_iter=2))  # type: ignore[arg-type]
+    settings = SearchSettings(evaluation=evaluation, budget=SearchBudget(evals_per_iter=2))
     Optimizer(
         run,
         LoopSettings("toy", settings, iterations),

@@ -1,6 +1,7 @@
-"""The evaluation policies of metaharness.search.staging, round by round, against their sources.
+"""The evaluation policies of metaharness.search.staging (planner.py, baselines.py), round by round, against their
+sources.
 
-A small driver plays `Optimizer._evaluate`: build a `Standing`, `decide`, score the steps' examples (fixed outcomes
+A small driver plays `StagedEvaluation.run`: build a `Standing`, `decide`, score the steps' examples (fixed outcomes
 per candidate and example), again until a round has no steps. Every example costs one example-evaluation.
 """
 
@@ -20,10 +21,9 @@ from metaharness.search.staging import (
     ExampleOrder,
     Round,
     Standing,
-    _better_half,
-    _halving_schedule,
     decide,
 )
+from metaharness.search.staging.baselines import _better_half, _halving_schedule
 
 SHARE = 24
 IDS = [f"v{i:02d}" for i in range(SHARE)]
@@ -73,7 +73,7 @@ def _drive(
         if outputs:
             known = {c.id: {i: outputs[c.id][i] for i in c.evaluation.example_ids} for c in candidates if c.evaluation}
         standing = Standing(candidates, ORDER, budget.left(spent), 1, proposals, outputs=known)
-        decision = decide(standing, policy)  # type: ignore[arg-type]
+        decision = decide(standing, policy)
         if not decision.steps:
             return candidates, spent, rounds
         rounds.append(decision)

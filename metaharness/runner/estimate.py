@@ -50,7 +50,8 @@ from metaharness.models.stand_in import StandInClient
 from metaharness.runner.optimize import stored_settings
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.runner.task import run_task, seeds_of, task_source
-from metaharness.search.loop import CONTENDERS, Seed
+from metaharness.search.held_out import CONTENDERS
+from metaharness.search.loop import Seed
 from metaharness.search.staging import ExampleOrder
 from metaharness.search.test_split import TestSplit
 from metaharness.store.run_dir import RunDirectory

@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 
 from metaharness.budget import SearchBudget
 from metaharness.errors import InputError
-from metaharness.planner.allocation import ALLOCATION_SOLVERS, AllocationSolver
-from metaharness.search.staging import POLICIES, Policy
+from metaharness.search.staging import ALLOCATION_SOLVERS, AllocationSolver, policy_names
 
 DEFAULT_PROPOSALS = 12
 # The evaluation policy of a new run (see metaharness.search.staging). docs/staged-evaluation.md ("Which policy is the
 # default") gives the evidence: on the replayed real runs the planner is level with every baseline and spends less
 # than every one that fills its budget; the threshold rule, level on average, spends less still but has the worst runs.
-DEFAULT_EVALUATION: Policy = "planner"
+DEFAULT_EVALUATION = "planner"
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class SearchSettings:
     (``first_stage``), every limit on spending (``budget``), and after how many proposer failures in a row a
     session stops (``max_proposer_failures``). InputError naming the first bad one when made."""
 
-    evaluation: Policy = DEFAULT_EVALUATION
+    evaluation: str = DEFAULT_EVALUATION
     seed: int = 0
     holdout: int | None = None
     proposals: int | None = None
@@ -58,8 +57,8 @@ class SearchSettings:
         ]:
             if not _whole(value) or value < low:
                 raise InputError(f"--{name.replace('_', '-')} must be a whole number >= {low}, got {value!r}.")
-        if self.evaluation not in POLICIES:
-            raise InputError(f"Unknown --evaluation {self.evaluation!r}; use one of {', '.join(POLICIES)}.")
+        if self.evaluation not in policy_names():
+            raise InputError(f"Unknown --evaluation {self.evaluation!r}; use one of {', '.join(policy_names())}.")
         if self.solver not in ALLOCATION_SOLVERS:
             raise InputError(f"--solver must be one of {', '.join(ALLOCATION_SOLVERS)}, got {self.solver!r}.")
 

@@ -1,0 +1,122 @@
+"""Free evidence (`FreeEvidence`): what the loop scores of a new candidate before any policy decides, at no cost.
+
+A candidate whose outputs do not depend on the model's answers is scored with no model call
+(``metaharness.search.model_free``: its whole share when it is model-free, else the examples where its outputs
+ignore the answers); otherwise it is replayed (``metaharness.search.replay``) on the examples its nearest evaluated
+ancestor was scored on, through a model that answers only calls the run already made, and the examples whose
+every call was recorded become its first stage. A revision that only post-processes answers is so scored on its
+parent's whole share, and no policy pays for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from metaharness.candidate import Candidate
+from metaharness.search.events import LoopEvents
+from metaharness.search.model_free import ModelFreeCheck
+from metaharness.search.protocol import ReplayFunction
+from metaharness.search.stages import FreeFacts, StagedEvaluation
+from metaharness.search.staging import evaluated_ancestor
+from metaharness.store.crash import crash_point
+from metaharness.store.files import atomic_write_text, read_jsonl
+from metaharness.store.log import FreeChecks
+from metaharness.store.protocol import RunStore
+
+
+class FreeEvidence:
+    """Scores new candidates for free (module docstring) through ``stages`` (which records each as a stage), with
+    ``model_free`` and ``replay`` when given; counts what it scored and what its checks cost, for the record."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        stages: StagedEvaluation,
+        events: LoopEvents,
+        model_free: ModelFreeCheck | None,
+        replay: ReplayFunction | None,
+        check_stop: Callable[[], None],
+    ) -> None:
+        self.store, self.stages, self.events, self.check_stop = store, stages, events, check_stop
+        self.model_free, self.replay = model_free, replay
+        self._replayed: dict[str, int] = {}  # candidate -> examples its replay scored (this session)
+        self._model_free: dict[str, int] = {}  # candidate -> examples scored with no model call (this session)
+        self._checks: dict[int, FreeChecks] = {}  # iteration -> what its model-free checks cost
+
+    def score(self, iteration: int, proposals: list[str]) -> None:
+        """Score what can be scored for free before any policy decides: each new candidate not scored yet, with no
+        model call when its outputs do not depend on the model's answers (its whole share), else on the recorded
+        calls it repeats (a rerun after a kill does what is left)."""
+        if self.model_free is not None:
+            self.model_free.learn(self._recorded_responses())
+        for cid in proposals:
+            self.check_stop()
+            by_id = {c.id: c for c in self.store.candidates()}
+            candidate = by_id.get(cid)
+            if candidate is None or candidate.failed or candidate.evaluated:
+                continue
+            if not self._model_free_evidence(candidate, iteration):
+                self._replay_evidence(candidate, iteration)
+
+    def facts(self, iteration: int) -> FreeFacts:
+        """What the free evidence did this session (the iteration's checks), for the iteration's line."""
+        return FreeFacts(dict(self._replayed), dict(self._model_free), self._checks.get(iteration, FreeChecks()))
+
+    def _recorded_responses(self) -> list[str]:
+        """The task model's responses in the run's traces, in candidate order (forms of answer the harnesses were
+        written to read: what the model-free check's stand-ins answer with)."""
+        out: list[str] = []
+        for c in self.store.candidates():
+            if c.trace is None or c.evaluation is None or c.evaluation.model_free:
+                continue
+            for record in read_jsonl(self.store.path / c.trace):
+                calls = record.get("calls")
+                for call in calls if isinstance(calls, list) else []:
+                    if isinstance(call, dict) and isinstance(call.get("response"), str):
+                        out.append(call["response"])
+        return out
+
+    def _model_free_evidence(self, candidate: Candidate, iteration: int) -> bool:
+        """Record, with no model call, the candidate's search examples whose outputs do not depend on the model's
+        answers (``metaharness.search.model_free``): True when that is all of them (it is model-free)."""
+        if self.model_free is None:
+            return False
+        found = self.model_free(candidate.source, list(self.stages.order.search))
+        checks = self._checks.setdefault(iteration, FreeChecks())
+        self._checks[iteration] = checks.add(found.seconds, found.runs, found.model_free)
+        if found.evaluation is None or found.trace is None:
+            return False
+        crash_point("candidate:evaluated")
+        what = "model-free" if found.model_free else "their outputs ignore the model's answers"
+        self.events.candidate_started(
+            candidate.id, f"val +{found.evaluation.examples} ({what}: no model call)", candidate.summary
+        )
+        part = self.store.trace_path(candidate.id, "val").with_name(f"{candidate.id}.val.part.jsonl")
+        atomic_write_text(part, found.trace.read_text(encoding="utf-8"))
+        self.stages.record(candidate, found.evaluation, part, iteration)
+        self._model_free[candidate.id] = found.evaluation.examples
+        return found.model_free
+
+    def _replay_evidence(self, candidate: Candidate, iteration: int) -> None:
+        """Record, at no cost, the candidate's scores on the search examples its nearest evaluated ancestor was
+        scored on, and it is not yet, wherever every call it makes there is one the run already made (the module
+        docstring)."""
+        if self.replay is None:
+            return
+        by_id = {c.id: c for c in self.store.candidates()}
+        candidate = by_id.get(candidate.id, candidate)
+        base = evaluated_ancestor(candidate, by_id)
+        if base is None or base.evaluation is None:
+            return
+        search = set(self.stages.order.search)
+        scored = set(candidate.evaluation.example_ids) if candidate.evaluation else set()
+        ids = [i for i in base.evaluation.example_ids if i in search and i not in scored]
+        replay = self.replay(candidate.source, ids)
+        if replay.evaluation is None or replay.trace is None:
+            return
+        self.events.candidate_started(candidate.id, f"val +{replay.evaluation.examples} (replayed)", candidate.summary)
+        part = self.store.trace_path(candidate.id, "val").with_name(f"{candidate.id}.val.part.jsonl")
+        atomic_write_text(part, replay.trace.read_text(encoding="utf-8"))
+        self.stages.record(candidate, dataclasses.replace(replay.evaluation), part, iteration)
+        self._replayed[candidate.id] = replay.evaluation.examples
