@@ -60,9 +60,11 @@ def _fill(standing: Standing, plan: Allocation) -> Round:
     posterior mean (ties: the earlier) that is worth completing and whose completion fits what is left; none when
     none is. Worth completing: its posterior mean gain over the reference plus what a supported candidate's free
     children were worth in this run (`Standing.child_lift`) is not below 0, i.e. counting that option, it is at
-    least as likely as not to beat the reference once completed."""
+    least as likely as not to beat the reference once completed. An arm whose outputs so far equal a supported
+    candidate's (`Standing.twin`) is not completed: that option is the twin's already, and what it could add lies
+    only in its unscored examples, which the solver weighs."""
     lift = standing.child_lift
-    worth = (a for a in standing.arms if a.options and a.mean + lift >= 0)
+    worth = (a for a in standing.arms if a.options and a.mean + lift >= 0 and standing.twin(a.id) is None)
     for arm in sorted(worth, key=lambda a: -a.mean):
         if standing.budget.allows(standing.cost_to(arm.id, arm.share)):
             step = arm.options[0]

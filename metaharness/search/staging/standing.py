@@ -211,6 +211,19 @@ class Standing:
             best[parent.id] = max(best.get(parent.id, 0.0), child.score - parent.score)
         return sum(max(0.0, gain) for gain in best.values()) / len(best) if best else 0.0
 
+    def twin(self, cid: str) -> str | None:
+        """A supported candidate whose outputs equal ``cid``'s on every example ``cid`` was scored on (None when
+        there is none, or ``cid`` has no scored example with a known output): a candidate it can differ from only on
+        its unscored examples."""
+        mine = (self.outputs or {}).get(cid) or {}
+        if not mine:
+            return None
+        for other in self.candidates:
+            theirs = (self.outputs or {}).get(other.id) or {}
+            if other.id != cid and other.supported and all(theirs.get(i) == o for i, o in mine.items()):
+                return other.id
+        return None
+
     def arm(self, cid: str) -> Arm:
         return next(a for a in self.arms if a.id == cid)
 
