@@ -265,17 +265,19 @@ def test_the_planner_completes_what_free_children_make_worth_completing() -> Non
 
 def test_the_fill_does_not_complete_a_candidate_whose_outputs_so_far_are_a_supported_ones() -> None:
     """A proposal scored free on most of its share with the outputs of the run's free child (its twin so far) could
-    differ only on the rest: the fill, which would complete it for the free-children option, leaves it (that option
-    is the twin's); the same proposal with outputs of its own is completed as before."""
+    differ only on the rest: it is expected to score what its twin did (not what it was predicted), so it is no
+    leader, and the fill, which would complete it for the free-children option, leaves it (that option is the
+    twin's); the same proposal with outputs of its own is completed as before."""
     seed, child = _seed(0.5), _free_child("c004", 0.75)
     assert child.evaluation is not None
-    seen = IDS[:20]
+    seen = IDS[:8]  # fewer than MERGE_EXAMPLES: not merged into its twin
     twin = _evaluate(_proposal("c002", 0.6, std=0.02), seen, _scores(0.75, 9), 1)
     outputs = {"c001": {i: f"seed {i}" for i in IDS}, "c004": {i: f"child {i}" for i in IDS}}
     as_twin = {**outputs, "c002": {i: f"child {i}" for i in seen}}
     standing = Standing([seed, child, twin], ORDER, Budget(evals=2 * SHARE), 1, ["c002"], outputs=as_twin)
     assert standing.twin("c002") == "c004" and standing.twin("c001") is None
     assert decide(standing, "planner").rule != "fill"
+    assert standing.arm("c002").mean == pytest.approx(0.0) and standing.leader() is None  # expected: the twin's
     own = {**outputs, "c002": {i: f"own {i}" for i in seen}}
     standing = Standing([seed, child, twin], ORDER, Budget(evals=2 * SHARE), 1, ["c002"], outputs=own)
     assert standing.twin("c002") is None and decide(standing, "planner").rule == "fill"

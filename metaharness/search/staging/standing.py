@@ -140,7 +140,9 @@ class Standing:
         return {k: v for k, v in out.items() if v}
 
     def _arms(self) -> list[Arm]:
-        """Every implemented or partly scored candidate not merged into another, as an allocation arm."""
+        """Every implemented or partly scored candidate not merged into another, as an allocation arm; a candidate
+        with a `twin` is expected to score what its twin scored (its prediction, made before its outputs were
+        known, no longer counts)."""
         ref = self.reference
         ref_score = ref.score if ref is not None else 0.0
         hidden = {cid for members in self.merged.values() for cid in members}
@@ -151,6 +153,8 @@ class Standing:
         arms = []
         for c in pool:
             mean, sd = prior_of(c, self.by_id, self.calibration)
+            if (twin := self.twin(c.id)) is not None:  # it behaved as the twin wherever it was scored
+                mean = self.by_id[twin].score
             diffs = evidence[c.id]
             gain, variance, noise = posterior(mean - ref_score, sd**2, diffs, noise_prior=noise_prior)
             scored = c.evaluation.example_ids if c.evaluated and c.evaluation else []
