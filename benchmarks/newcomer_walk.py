@@ -127,9 +127,15 @@ def main() -> None:
         seen = totals(run_dir)
         if len(set(seen.values())) != 1:
             failed.append(f"the totals disagree: {seen}")
+        data = str(Path(given.data_dir).resolve())
+
+        def scrub(text: str) -> str:
+            """The text with the machine's paths written DATA and WORK."""
+            return text.replace(data, "DATA").replace(str(work), "WORK")
+
         (out / "git-show-best.txt").write_text(f"$ git show best\n{shown.stdout}", encoding="utf-8")
-        (out / "SUMMARY.md").write_text((run_dir / "SUMMARY.md").read_text(encoding="utf-8"), encoding="utf-8")
-        (out / "estimate.txt").write_text(f"$ {' '.join(dry.argv)}\n{dry.stdout}", encoding="utf-8")
+        (out / "SUMMARY.md").write_text(scrub((run_dir / "SUMMARY.md").read_text(encoding="utf-8")), encoding="utf-8")
+        (out / "estimate.txt").write_text(scrub(f"$ {' '.join(dry.argv)}\n{dry.stdout}"), encoding="utf-8")
         walk = [
             "# A newcomer's walk through the README",
             "",
@@ -159,8 +165,7 @@ def main() -> None:
             "## Every command",
         ]
         for step in steps:
-            text = (step.stdout + step.stderr).replace(str(Path(given.data_dir).resolve()), "DATA")
-            text = text.replace(str(work), "WORK")
+            text = scrub(step.stdout + step.stderr)
             walk += [
                 "",
                 f"`{' '.join(step.argv)}`: exit {step.code}, {step.seconds:.0f} s",
@@ -169,7 +174,7 @@ def main() -> None:
                 text.rstrip(),
                 "```",
             ]
-        (out / "walk.md").write_text("\n".join(walk).replace(str(Path(given.data_dir).resolve()), "DATA") + "\n")
+        (out / "walk.md").write_text(scrub("\n".join(walk)) + "\n", encoding="utf-8")
     print("\n".join(walk[:24]))
     if failed:
         raise SystemExit(1)
