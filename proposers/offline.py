@@ -10,9 +10,9 @@ or nothing is left to try:
    most promising predicted candidates anywhere in the graph, into chains of up to ``depth`` revisions
    (compositions of operators, each step its own node). Two-parent combinations (``operators.combine``) take the
    iteration's ``COMBINE_PARTNERS`` best evaluated programs as second parents. When the local edits are
-   exhausted (all it made is known exactly, by replay, to score no better than the best), it goes farther
-   instead of offering nothing worth evaluating: past the simulation cap down the whole ranking (seeds included),
-   then chains up to ``FARTHER_DEPTH`` revisions longer;
+   exhausted (all it made is known exactly, by replay or with no model call, to score no better than the best),
+   it goes farther instead of offering nothing worth evaluating: past the simulation cap down the whole ranking
+   (seeds included), then chains up to ``FARTHER_DEPTH`` revisions longer;
 2. simulation (`metaharness.proposers.simulation.RevisionSimulator`), from the cheapest evidence there is: a
    chain that only post-processes answers is replayed on its base's validation examples through recorded calls
    (free and exact, and the loop keeps the replay as the candidate's first stage); with ``probe_size`` > 0 the
@@ -200,10 +200,12 @@ class OfflineProposer:
         best = max(c.score for c in state.evaluated())
 
         def worth(node_id: NodeId) -> bool:
-            """Proposable and not known exactly (a complete replay) to score no better than the best."""
+            """Proposable and not known exactly (a complete replay, or scored with no model call) to score no better
+            than the best."""
             node = graph.node(node_id)
-            replay = node.data.get("replay")
-            known = node.data.get("predicted_by") == "replay" and isinstance(replay, dict) and not replay.get("missed")
+            how, replay = node.data.get("predicted_by"), node.data.get("replay")
+            complete = how == "replay" and isinstance(replay, dict) and not replay.get("missed")
+            known = complete or how == "model-free"
             return proposable(node_id) and (not known or (node.score or 0.0) > best)
 
         def hopeful() -> int:
@@ -221,7 +223,7 @@ class OfflineProposer:
         # Passes until enough candidates: revisions of the frontier (the best evaluated candidates that still have
         # an untried revision, so the search moves down the ranking once the top ones are exhausted), keeping room
         # for extensions, then extensions of the most promising predictions, one level at a time. While nothing
-        # hopeful was made (all it made is known exactly, by replay, to be no better than the best), it goes
+        # hopeful was made (all it made is known exactly to be no better than the best), it goes
         # farther: past the simulation cap down the whole ranking (seeds included), then longer chains, until
         # something hopeful is made or nothing is left to try.
         cap = SIMULATED_PER_PROPOSAL * want
@@ -255,7 +257,7 @@ class OfflineProposer:
                     break
                 depth_limit += 1
         backlog = [n.id for n in nodes_with(graph, PREDICTED) if proposable(n.id) and n.id not in made]
-        # Known to be no better than the best (an exact replay): last, since the loop records it free anyway.
+        # Known exactly to be no better than the best: last, since the loop records it free anyway.
         fresh = [n for n in made if worth(n)] + [n for n in made if proposable(n) and not worth(n)]
         chosen = (fresh + backlog)[: state.proposals]
         out = proposals(state, graph, PlanResult("feasible", GENERATED, evaluate=chosen)) if chosen else []
