@@ -6,32 +6,35 @@
 - ``offline``: no hosted model; operator-library revisions, predicted from recorded calls where they only
   post-process answers, else from what their operator family gained in the run (or, with ``probe_size`` > 0, by
   probing held-out training examples), returned in the order they were made (``.offline``); the loop allots their
-  evaluations. ``offline-greedy``,
-  ``offline-random``, ``offline-best-of-n``: the same proposer under those names (the selection rule they named
-  is the loop's now).
-- ``base``: the Meta-Harness coding agent (``.base``); needs a proposer model with tool calling.
+  evaluations.
+- ``coding``: the Meta-Harness coding agent (``.coding``); needs a proposer model with tool calling.
 - ``tps``: the coding agent after TPS planning over program space (``.tps``); ``tps-greedy``,
   ``tps-random``, ``tps-best-of-n``: the same planning with a baseline selection rule.
 
+Old names still work (``RENAMED``), with a note where a user typed them: ``base`` is ``coding`` (a prediction's
+``base`` is the candidate it was made from; the proposer is named for what it is), and ``offline-greedy``,
+``offline-random``, ``offline-best-of-n`` are ``offline`` (the selection rule they named is the loop's
+``--evaluation`` now, so they were one proposer under four names).
+
 ``get_proposer(name, options, task=..., task_model=..., model=..., run_dir=...)``: ``task`` is a
 ``Task`` or task name; ``task_model`` the fixed task model (offline: required, used for the
-probe); ``model`` the proposer model (``base`` and ``tps``: required; ``claude-code[:MODEL]`` or ``codex[:MODEL]``
+probe); ``model`` the proposer model (``coding`` and ``tps``: required; ``claude-code[:MODEL]`` or ``codex[:MODEL]``
 make a coding-agent CLI the engine that writes the candidates, ``.engines``; ``connect_proposer`` builds
-either); ``run_dir``: offline probe files go under ``<run_dir>/proposer/probe``, base/tps transcripts and planning
+either); ``run_dir``: offline probe files go under ``<run_dir>/proposer/probe``, coding/tps transcripts and planning
 records under ``<run_dir>/proposer`` (else under the run directory the loop passes in ``RunState.run_dir``).
 
 The options are typed (``OfflineOptions``, ``CodingOptions``, ``TPSOptions``; constructing them is
 the check, ``proposer_options`` builds them from ``-P KEY=VALUE`` settings):
 
 - ``seed`` (int, default 0), ``workers`` (examples in flight for probes), ``probe_size`` (held-out training
-  examples per probe; offline 0: no probe, tps 6, base 4; a probe's calls are spent from the iteration's budget),
+  examples per probe; offline 0: no probe, tps 6, coding 4; a probe's calls are spent from the iteration's budget),
   ``plans`` (offline: the least number of new candidates per iteration, default 12; tps: revisions sampled per
   iteration, default 4), ``operators`` (offline: restrict the operator library to these names), ``frontier`` /
   ``extend`` (offline: parents revised at a time; candidates extended per level),
   ``depth`` (offline and tps: longest revision chain from an implemented candidate, default 3), ``max_steps`` /
-  ``max_tokens`` (base/tps: agent turns per iteration, answer tokens per turn), ``context_tokens`` (base/tps: the
+  ``max_tokens`` (coding/tps: agent turns per iteration, answer tokens per turn), ``context_tokens`` (coding/tps: the
   proposer model's context window, which the agent's transcript is compacted to fit; default the client's, else
-  32768), ``agent_seconds`` (base/tps with a coding-agent CLI: the wall-time limit of one of its sessions, default
+  32768), ``agent_seconds`` (coding/tps with a coding-agent CLI: the wall-time limit of one of its sessions, default
   1800).
 """
 
@@ -49,7 +52,7 @@ from metaharness.models import connect
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ModelClient
 from metaharness.models.spec import parse_spec
-from metaharness.proposers.base import MAX_STEPS, CodingProposer
+from metaharness.proposers.coding import MAX_STEPS, CodingProposer
 from metaharness.proposers.engines import EngineClient, is_engine
 from metaharness.search.protocol import Proposer
 from metaharness.tasks import get_task
@@ -58,10 +61,16 @@ from metaharness.tasks.protocol import Task
 T = TypeVar("T")
 
 _SELECTIONS = {"": "auto", "-greedy": "greedy", "-random": "random", "-best-of-n": "best_of_n"}
-_FAMILIES = ("offline", "tps")
-PROPOSER_NAMES: tuple[str, ...] = ("offline", "base", "tps") + tuple(
-    f"{family}{suffix}" for family in _FAMILIES for suffix in _SELECTIONS if suffix
+PROPOSER_NAMES: tuple[str, ...] = ("offline", "coding", "tps") + tuple(
+    f"tps{suffix}" for suffix in _SELECTIONS if suffix
 )
+# Old names, still accepted (stored runs and grids hold them), and what each is now (the module docstring).
+RENAMED = {
+    "base": "coding",
+    "offline-greedy": "offline",
+    "offline-random": "offline",
+    "offline-best-of-n": "offline",
+}
 
 
 def _whole(value: object) -> bool:
@@ -131,7 +140,7 @@ class OfflineOptions(ProposerOptions):
 
 @dataclass(frozen=True)
 class CodingOptions(ProposerOptions):
-    """The ``base`` coding agent's (see the module docstring)."""
+    """The ``coding`` agent's (see the module docstring)."""
 
     probe_size: int = _integer(4)
     max_steps: int = _integer(MAX_STEPS)
@@ -159,20 +168,37 @@ def _task(task: Task | str, data_dir: str | Path | None) -> Task:
     return task
 
 
+def proposer_name(name: str) -> str:
+    """The proposer's name now: ``name`` (any case, spaces around) or, for an old name, its new one (`RENAMED`)."""
+    plain = name.strip().lower()
+    return RENAMED.get(plain, plain)
+
+
+def renamed_note(name: str) -> str | None:
+    """What to say to a user who typed an old proposer name (None for a current one)."""
+    plain = name.strip().lower()
+    if plain not in RENAMED:
+        return None
+    why = "" if plain == "base" else " (the selection is --evaluation's)"
+    return (
+        f"--proposer {plain} is deprecated: it is the {RENAMED[plain]} proposer{why}; use --proposer {RENAMED[plain]}."
+    )
+
+
 def _split(name: str) -> tuple[str, str]:
-    if name == "base":
-        return "base", "auto"
+    name = proposer_name(name)
+    if name in ("offline", "coding"):
+        return name, "auto"
     for suffix, selection in _SELECTIONS.items():
-        for family in _FAMILIES:
-            if name == family + suffix:
-                return family, selection
+        if name == "tps" + suffix:
+            return "tps", selection
     raise InputError(f"Unknown proposer '{name}': use one of {', '.join(PROPOSER_NAMES)}.")
 
 
 def options_class(name: str) -> type[ProposerOptions]:
     """The options the proposer ``name`` takes; raises InputError for an unknown proposer."""
     family, _ = _split(name.strip().lower())
-    return {"offline": OfflineOptions, "base": CodingOptions, "tps": TPSOptions}[family]
+    return {"offline": OfflineOptions, "coding": CodingOptions, "tps": TPSOptions}[family]
 
 
 def proposer_keys(name: str) -> tuple[str, ...]:
@@ -181,7 +207,8 @@ def proposer_keys(name: str) -> tuple[str, ...]:
 
 
 def needs_model(name: str) -> bool:
-    """True for the proposers that drive a coding agent with a proposer model (``base``, ``tps`` and its baselines)."""
+    """True for the proposers that drive a coding agent with a proposer model (``coding``, ``tps`` and its
+    baselines)."""
     return _split(name.strip().lower())[0] != "offline"
 
 
@@ -243,8 +270,8 @@ def check_proposer_model(name: str, spec: str) -> None:
         return
     if not needs_model(name):
         raise InputError(
-            f"{spec} is a coding-agent engine for the base and tps proposers, not for {name}; use --proposer base or "
-            "--proposer tps with it."
+            f"{spec} is a coding-agent engine for the coding and tps proposers, not for {name}; use --proposer coding "
+            "or --proposer tps with it."
         )
     EngineClient(spec).check()
 
@@ -281,7 +308,7 @@ def get_proposer(
         return OfflineProposer(
             task,
             task_model,
-            name=name.strip().lower(),
+            name=proposer_name(name),
             probe_dir=str(Path(run_dir) / "proposer" / "probe") if run_dir else None,
             plans=checked.plans,
             extend=checked.extend,

@@ -1,4 +1,4 @@
-"""Coding-agent CLIs as the engine of the ``base`` and ``tps`` proposers: Claude Code and Codex, run headless.
+"""Coding-agent CLIs as the engine of the ``coding`` and ``tps`` proposers: Claude Code and Codex, run headless.
 
 ``--proposer-model claude-code[:MODEL]`` or ``codex[:MODEL]`` (``MODEL`` as the CLI's ``--model`` / ``-m`` takes
 it; without it, the CLI's default) makes the coding agent write the iteration's candidates instead of the built-in

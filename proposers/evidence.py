@@ -10,7 +10,7 @@ shows everything.
 
 A trace record (one validation example, ``ExampleRecord``) is rendered with
 its input, target, prediction, scores, error and every model call the harness made: the messages it sent, verbatim,
-and the model's answer, with tokens and options. The workspace of the ``base`` agent writes the same rendering to
+and the model's answer, with tokens and options. The workspace of the ``coding`` agent writes the same rendering to
 one file per example (``.workspace``).
 """
 

@@ -99,9 +99,9 @@ def calibrate(state: RunState, *, prior: float = 0.02) -> GainCalibration:
     run's evaluated candidates that carry a prediction, shrunk towards 1 by ``prior`` (in squared score units,
     about two pairs of gain 0.1), clipped to [0, 1.5]. Probes of a dozen examples are noisy; this is how the
     proposer learns how much to trust them."""
-    scores = {c.id: c.score for c in state.evaluated()}
+    scores = {c.id: c.score for c in state.supported()}
     pairs = []
-    for cand in state.evaluated():
+    for cand in state.supported():
         pred = cand.prediction or Prediction()
         base = pred.base
         if base is None or base not in scores:
@@ -126,7 +126,7 @@ def predicted_score(base_score: float, raw_gain: float, calibration: GainCalibra
 def recalibrate(graph: PlanGraph, state: RunState, calibration: GainCalibration) -> int:
     """Re-predict every predicted node from its recorded raw gain over its evaluated base with ``calibration``;
     returns how many predictions changed."""
-    scores = {c.id: c.score for c in state.evaluated()}
+    scores = {c.id: c.score for c in state.supported()}
     changed = 0
     for node in nodes_with(graph, PREDICTED):
         base, gain = node.data.get("base"), node.data.get("raw_gain")
@@ -159,7 +159,7 @@ def grow_round(
 ) -> Growth:
     """One round of TPS's stages over ``graph``: the proposer's sampler and simulator, merging by behaviour key
     (the planner's key merger, no model), labels by predicted score against the best measured one."""
-    best = max((c.score for c in state.evaluated()), default=0.0)
+    best = max((c.score for c in state.supported()), default=0.0)
     return grow(
         graph,
         planning_task(state, graph),

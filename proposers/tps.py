@@ -21,7 +21,7 @@ per-example validation traces with the prompts the harness sent and the model's 
 their errors. The planner's selection then picks what to implement and evaluate over the whole graph within the
 iteration's budget (task-model tokens and dollars of evaluation, plus the priced implementation tokens), and the
 coding agent implements exactly those chains, each step as its own candidate. When planning produces nothing
-usable (a weak model), the agent falls back to the ``base`` behaviour and says so in the record.
+usable (a weak model), the agent falls back to the ``coding`` proposer's behaviour and says so in the record.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from metaharness.planner.program import PREDICTED, depth, nodes_with
 from metaharness.planner.result import PlanResult, PlanResultJSON
 from metaharness.planner.subagents import CandidatePlan, PlanningTask, SimulatedStep
 from metaharness.planner.subagents.stage_io import StageRecord
-from metaharness.proposers.base import CodingProposer, submitted, to_proposal
+from metaharness.proposers.coding import CodingProposer, submitted, to_proposal
 from metaharness.proposers.evidence import failed_attempts, records_within, sources_within, trace_excerpts
 from metaharness.proposers.offline import task_model_price
 from metaharness.proposers.probe import PredictionBudgetSpent, ProbeResult
@@ -78,7 +78,7 @@ SIMULATOR_TOKENS = 6_000  # evidence shown to the simulator per revision
 
 class PlanningRecord(TypedDict, total=False):
     """An iteration's ``planning.json``: the stages over the run's graph, the nodes they added, the selection, and
-    why the agent fell back to the base proposer's way (``fallback``) when it did."""
+    why the agent fell back to the coding proposer's way (``fallback``) when it did."""
 
     iteration: int
     stages: list[StageRecord]
@@ -171,7 +171,7 @@ class TPSProposer(CodingProposer):
         """Stages 1-4 over the run's graph, then the selection; returns it (None: nothing to choose) and the record
         of every stage."""
         record: PlanningRecord = {"iteration": state.iteration}
-        if not state.evaluated() or self.prober is None:
+        if not state.supported() or self.prober is None:
             return None, record
         graph, calibration = recalibrated_graph(state)
         growth = grow_round(
@@ -199,7 +199,7 @@ class TPSProposer(CodingProposer):
         workspace = self.workspace(state)
         path = workspace.root.parent / "planning.json"
         if result is None:
-            record["fallback"] = "planning produced no usable candidate; the agent proposes as the base proposer does"
+            record["fallback"] = "planning produced no usable candidate; the agent proposes as the coding proposer does"
             path.write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
             return super().propose(state)
         path.write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
@@ -270,7 +270,7 @@ class RevisionSampler:
         return calls
 
     def sample(self, task: PlanningTask, plans: int) -> list[CandidatePlan]:
-        ranked = sorted(self.state.evaluated(), key=lambda c: -c.score)
+        ranked = sorted(self.state.supported(), key=lambda c: -c.score)
         frontier = ranked[:3]
         budget = self.proposer.evidence_tokens(SAMPLER_TOKENS)
         predicted = [

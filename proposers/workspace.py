@@ -122,7 +122,7 @@ def write_traces(folder: Path, trace: Path | None) -> int:
 def summary_table(state: RunState) -> str:
     """Markdown summary of the run: evaluated candidates best first, then failed attempts with their errors."""
     rows = ["| id | parent | iteration | score | context tokens | what changed |", "|---|---|---|---|---|---|"]
-    for c in sorted(state.evaluated(), key=lambda c: -c.score):
+    for c in sorted(state.supported(), key=lambda c: -c.score):
         rows.append(
             f"| {c.id} | {c.parent or '-'} | {c.iteration} | {c.score:.3f} | "
             f"{c.cost.get('context_tokens', 0):.0f} | {c.summary.replace('|', '/')[:160]} |"

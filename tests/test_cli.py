@@ -105,12 +105,13 @@ def test_optimize_refuses_what_it_cannot_run_in_one_line(tmp_path, options, mess
             {"proposer": "tps", "proposer_model": "openai:m@ftp://host"},
             "Base URL 'ftp://host' in 'openai:m@ftp://host'",
         ),
-        ({"proposer": "base"}, "The base proposer drives a coding agent and needs a proposer model"),
+        ({"proposer": "coding"}, "The coding proposer drives a coding agent and needs a proposer model"),
+        ({"proposer": "base"}, "The coding proposer drives a coding agent and needs a proposer model"),
         (
             {"proposer": "tps", "proposer_model": "local:smollm2-135m", "proposer_option": ["context_tokens=-1"]},
             "must be an integer >= 256",
         ),
-        ({"proposer": "nope"}, "Unknown proposer 'nope': use one of offline, base, tps"),
+        ({"proposer": "nope"}, "Unknown proposer 'nope': use one of offline, coding, tps"),
     ],
     ids=[
         "negative budget",
@@ -132,6 +133,7 @@ def test_optimize_refuses_what_it_cannot_run_in_one_line(tmp_path, options, mess
         "an unknown provider",
         "a bad base URL",
         "a coding proposer without a model",
+        "the coding proposer by its old name, without a model",
         "a bad context window",
         "an unknown proposer",
     ],

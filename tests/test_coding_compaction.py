@@ -22,7 +22,7 @@ from test_proposers_offline import _state
 from metaharness.errors import MetaharnessError
 from metaharness.models import RetryPolicy, connect
 from metaharness.proposers import get_proposer
-from metaharness.proposers.base import CHARS_PER_TOKEN
+from metaharness.proposers.coding import CHARS_PER_TOKEN
 from metaharness.tasks import get_task
 
 CONTEXT = 16384  # the server's window, in tokens as the server counts them (characters / CHARS_PER_TOKEN)
@@ -109,7 +109,7 @@ def server():
 
 def proposer(server: ToolCallingServer, task, run_dir, **settings):
     client = connect(f"openai:agent@{server.base_url}", cache=False, server="vllm", retry=RetryPolicy(max_attempts=1))
-    return get_proposer("base", model=client, task=task, run_dir=run_dir, max_tokens=MAX_TOKENS, **settings)
+    return get_proposer("coding", model=client, task=task, run_dir=run_dir, max_tokens=MAX_TOKENS, **settings)
 
 
 def test_a_long_session_stays_within_the_context_window_and_finishes(server, shared_data_dir, tmp_path):

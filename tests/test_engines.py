@@ -1,5 +1,5 @@
 """Coding-agent CLIs as the proposer's engine: the real CLIs' event formats, sessions of a stand-in CLI on PATH
-(tests/standins/agent_cli.py) in the agent sandbox, spend, failures, and the base and tps proposers driving it."""
+(tests/standins/agent_cli.py) in the agent sandbox, spend, failures, and the coding and tps proposers driving it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from metaharness.errors import ConfigurationError, InputError
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ChatRequest, StructuredOutputError, Usage
 from metaharness.proposers import check_proposer_model, get_proposer
-from metaharness.proposers.base import CodingProposer, ProposerEngineFailed
+from metaharness.proposers.coding import CodingProposer, ProposerEngineFailed
 from metaharness.proposers.engines import ENGINES, EngineClient, engine_of
 from metaharness.search.protocol import RunState
 from metaharness.tasks import Task, open_task
@@ -83,7 +83,7 @@ def test_check_says_what_to_install_or_set(standins, monkeypatch, tmp_path):
         EngineClient("claude-code").check()
     with pytest.raises(ConfigurationError, match="codex is not logged in .* set CODEX_API_KEY or OPENAI_API_KEY"):
         check_proposer_model("tps", "codex")
-    with pytest.raises(InputError, match="coding-agent engine for the base and tps proposers, not for offline"):
+    with pytest.raises(InputError, match="coding-agent engine for the coding and tps proposers, not for offline"):
         check_proposer_model("offline", "claude-code")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "standin:ok")
     EngineClient("claude-code").check()
@@ -111,7 +111,7 @@ def test_a_session_writes_candidates_in_the_sandbox_and_is_recorded_and_charged(
     monkeypatch.setenv("METAHARNESS_SECRET", "do-not-leak")
     state, task = example_state(proposals=2)
     ledger = Ledger()
-    proposer = get_proposer("base", task=task, model=EngineClient(engine, ledger=ledger), run_dir=tmp_path / "run")
+    proposer = get_proposer("coding", task=task, model=EngineClient(engine, ledger=ledger), run_dir=tmp_path / "run")
     proposals = proposer.propose(state)
     assert [p.summary for p in proposals] == ["stand-in revision cand1", "stand-in revision cand2"]
     assert all(p.parent == "c003" and p.source.endswith("revised by the stand-in agent\n") for p in proposals)
@@ -144,8 +144,8 @@ def test_a_session_writes_candidates_in_the_sandbox_and_is_recorded_and_charged(
 def test_the_dollar_cap_left_is_the_sessions_budget_flag(standins, monkeypatch, tmp_path):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "standin:ok")
     state, task = example_state()
-    state.budget = Budget(usd=0.75)
-    proposer = get_proposer("base", task=task, model="claude-code:sonnet", run_dir=tmp_path)
+    state.money_left = Budget(usd=0.75)
+    proposer = get_proposer("coding", task=task, model="claude-code:sonnet", run_dir=tmp_path)
     proposer.propose(state)
     (session,) = [
         json.loads(line)
@@ -158,7 +158,7 @@ def test_the_dollar_cap_left_is_the_sessions_budget_flag(standins, monkeypatch, 
 def test_a_failing_import_gets_one_repair_session(standins, monkeypatch, tmp_path):
     monkeypatch.setenv("CODEX_API_KEY", "standin:broken")
     state, task = example_state()
-    proposer = get_proposer("base", task=task, model="codex", run_dir=tmp_path)
+    proposer = get_proposer("coding", task=task, model="codex", run_dir=tmp_path)
     (proposal,) = proposer.propose(state)
     assert "no_such_module" not in proposal.source  # the second session rewrote it
     sessions = (tmp_path / "proposer" / "iter-1" / "scratch" / "standin-sessions.jsonl").read_text().splitlines()
@@ -173,7 +173,7 @@ def test_a_failing_import_gets_one_repair_session(standins, monkeypatch, tmp_pat
 def test_a_failed_session_fails_the_iteration_with_the_clis_words(standins, monkeypatch, tmp_path):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "standin:fail")
     state, task = example_state()
-    proposer = get_proposer("base", task=task, model="claude-code", run_dir=tmp_path)
+    proposer = get_proposer("coding", task=task, model="claude-code", run_dir=tmp_path)
     with pytest.raises(
         ProposerEngineFailed, match="claude-code wrote no candidate: success: API Error: 529 overloaded"
     ):
@@ -184,7 +184,7 @@ def test_a_failed_session_fails_the_iteration_with_the_clis_words(standins, monk
 def test_a_session_past_its_wall_time_is_killed(standins, monkeypatch, tmp_path):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "standin:slow")
     state, task = example_state()
-    proposer = get_proposer("base", task=task, model="claude-code", run_dir=tmp_path, agent_seconds=8)
+    proposer = get_proposer("coding", task=task, model="claude-code", run_dir=tmp_path, agent_seconds=8)
     with pytest.raises(ProposerEngineFailed, match="stopped at the wall-time limit of 8 s"):
         proposer.propose(state)
     events = (tmp_path / "proposer" / "iter-1" / "transcript.jsonl").read_text().splitlines()
@@ -246,7 +246,7 @@ def test_tps_plans_with_the_engine_then_the_engines_agent_writes_the_chosen_plan
 def test_optimize_with_the_base_proposer_on_an_engine_commits_its_edits_and_keeps_its_transcript(
     standins, monkeypatch, tmp_path
 ):
-    """``metaharness optimize --proposer base --proposer-model claude-code`` as ``optimize()`` runs it: the engine is
+    """``metaharness optimize --proposer coding --proposer-model claude-code`` as ``optimize()`` runs it: the engine is
     checked before the run starts, its session's edits become committed candidates of iteration 1, and its
     transcript is in the run directory. The evaluator is the fake of tests/fakes.py (no task model is called)."""
     import shutil
@@ -264,7 +264,7 @@ def test_optimize_with_the_base_proposer_on_an_engine_commits_its_edits_and_keep
     settings = run_config(
         str(folder),
         task_model="openai:fake@http://127.0.0.1:9/v1",
-        proposer="base",
+        proposer="coding",
         proposer_model="claude-code",
         proposals=2,
         evaluation="greedy",

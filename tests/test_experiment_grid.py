@@ -448,7 +448,7 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
     [
         (["--seeds", "0,x"], "--seeds takes comma-separated integers"),
         (["--datasets", "gsm8k"], "--datasets: unknown task(s) gsm8k"),
-        (["--proposers", "base"], "needs a proposer model"),
+        (["--proposers", "coding"], "needs a proposer model"),
         (["--max-cost", "-3"], "--max-cost takes an amount of USD >= 0"),
         (["--jobs", "0"], "--jobs takes a number of cells >= 1"),
         (["-P", "seed=4"], "'seed' is set per cell"),

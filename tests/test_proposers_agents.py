@@ -1,4 +1,4 @@
-"""The coding proposers (``base``, ``tps``) through real model clients.
+"""The coding proposers (``coding``, ``tps``) through real model clients.
 
 - Anthropic: the real ``anthropic`` SDK against a mock HTTP transport answering with Messages API responses of the
   recorded shape (``tool_use`` blocks, usage fields); the proposer's tools run for real (workspace files, sandboxed
@@ -90,7 +90,7 @@ def test_base_writes_checks_and_reports_a_failed_import(anthropic, task, tmp_pat
             ("finish", {}),
         ]
     )
-    proposer = get_proposer("base", model=client, task=task, run_dir=tmp_path)
+    proposer = get_proposer("coding", model=client, task=task, run_dir=tmp_path)
     proposals = proposer.propose(_state(evals=2))
     assert [p.parent for p in proposals] == ["c1", "c0"]
     assert "K = 4" in proposals[0].source and proposals[0].summary == "retrieve 4 examples"
@@ -170,8 +170,8 @@ def test_local_server_proposers_and_the_loop_go_on(local_openai_server, shared_d
     task = get_task("symptom2disease", data_dir=shared_data_dir)
     client = connect(spec, cache=False)
     # A 135M model on a shared CPU: keep its turns few and short.
-    base = get_proposer("base", model=client, task=task, run_dir=tmp_path / "base", max_steps=3, max_tokens=160)
-    proposals = base.propose(_state(evals=1))
+    coding = get_proposer("coding", model=client, task=task, run_dir=tmp_path / "base", max_steps=3, max_tokens=160)
+    proposals = coding.propose(_state(evals=1))
     assert len(proposals) <= 1
     assert (tmp_path / "base" / "proposer" / "iter-1" / "transcript.json").is_file()
     tps = get_proposer(
@@ -194,7 +194,7 @@ def test_local_server_proposers_and_the_loop_go_on(local_openai_server, shared_d
         1,
         env={"METAHARNESS_DATA_DIR": str(shared_data_dir)},
         timeout=800,
-        proposer="base",
+        proposer="coding",
         proposer_model=spec,
         val_limit=2,
         proposer_option=["max_steps=3", "max_tokens=160"],

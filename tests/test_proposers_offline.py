@@ -21,7 +21,7 @@ from metaharness.budget import Budget, Meter
 from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
-from metaharness.proposers import PROPOSER_NAMES, get_proposer
+from metaharness.proposers import PROPOSER_NAMES, get_proposer, proposer_name, renamed_note
 from metaharness.proposers.probe import ChangePrior, HeldOutTask, Spread, estimate_change
 from metaharness.search.protocol import Proposal, Proposer, RunState
 from metaharness.tasks import get_task
@@ -95,7 +95,7 @@ def offline(task, **options) -> Proposer:
 def _run_state(proposals: int, *, context_tokens: float = 300.0, iteration: int = 1) -> RunState:
     """Two evaluated seeds (zero-shot 0.1, retrieval 0.2) on 50 validation examples, with measured tokens."""
     state = _state(iteration, proposals)
-    for cand in state.evaluated():
+    for cand in state.supported():
         assert cand.evaluation is not None
         cand.evaluation.examples = 50
         cand.evaluation.cost["context_tokens"] = context_tokens
@@ -274,7 +274,7 @@ def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
         operators=["snap_to_labels", "answer_format"],
     )
     proposals = proposer.propose(_state(evals=4))
-    assert proposer.name == "offline-greedy"
+    assert proposer.name == "offline"  # an old name of the offline proposer (metaharness.proposers.RENAMED)
     (snapped,) = [p for p in proposals if prediction(p)["chain_ops"] == ["snap_to_labels"] and p.parent == "c0"]
     # "Dengu fever" snaps to "dengue": seed 0's probe sample holds a dengue case, which flips to correct.
     assert prediction(snapped)["flips"]["gained"] and not prediction(snapped)["flips"]["lost"]
@@ -282,7 +282,11 @@ def test_snapping_is_predicted_to_help_when_the_model_misspells(task) -> None:
 
 
 def test_names_and_errors(task) -> None:
-    assert {"offline", "offline-greedy", "offline-random", "offline-best-of-n"} <= set(PROPOSER_NAMES)
+    assert {"offline", "coding", "tps", "tps-greedy"} <= set(PROPOSER_NAMES)
+    for old, now in {"base": "coding", "offline-greedy": "offline", "offline-best-of-n": "offline"}.items():
+        assert old not in PROPOSER_NAMES and proposer_name(old) == now
+        assert f"use --proposer {now}" in (renamed_note(old) or "")
+    assert renamed_note("offline") is None
     with pytest.raises(InputError, match="Unknown proposer"):
         get_proposer("oracle", task=task, task_model=keyword_model())
     with pytest.raises(InputError, match="Unknown proposer option 'unknown_key'"):  # the options are typed

@@ -40,6 +40,7 @@ from metaharness.cli.output import console, shorten
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.evaluation.evaluator import DEFAULT_WORKERS
+from metaharness.proposers import proposer_name, renamed_note
 from metaharness.runner.events import RunEvents
 from metaharness.runner.models import default_models
 from metaharness.runner.optimize import optimize, stored_settings
@@ -65,7 +66,7 @@ def optimize_command(
     proposer: str | None = typer.Option(
         None,
         "--proposer",
-        help="offline, base, tps, or a baseline.",
+        help="offline, coding, tps, or a baseline (tps-greedy, tps-random, tps-best-of-n).",
         show_default="tps with an API key, else offline",
     ),
     proposer_model: str | None = proposer_model_option(),
@@ -173,6 +174,7 @@ def optimize_command(
     out = console()
     seed_harnesses = _renamed_seeds(out, seed_harnesses, old_seeds)
     task, run_dir, stored = _task_and_run(dataset, task_setting, data_dir, run_dir, resume, proposer)
+    proposer = _renamed_proposer(out, proposer)
     change = settings_change(
         task_model=task_model,
         proposer=proposer,
@@ -262,6 +264,16 @@ def _new_run(out: Console, change: SettingsChange, task: Task | None) -> Setting
         out.print(f"[yellow]note: {note}[/]")
     named = SettingsChange(task_model=models.task_model, proposer=models.proposer, proposer_model=models.proposer_model)
     return named.over(change)
+
+
+def _renamed_proposer(out: Console, proposer: str | None) -> str | None:
+    """``--proposer`` by its name now, with a deprecation note for an old name (``metaharness.proposers.RENAMED``;
+    the default run directory keeps the name typed, so an old run is found again)."""
+    note = renamed_note(proposer) if proposer is not None else None
+    if note is None:
+        return proposer
+    out.print(f"[yellow]note: {note}[/]")
+    return proposer_name(proposer) if proposer is not None else None
 
 
 def _renamed_seeds(out: Console, seed_harnesses: str | None, old_seeds: str | None) -> str | None:

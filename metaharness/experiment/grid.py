@@ -66,7 +66,7 @@ SPEC_FILE = "experiment.json"
 CELLS_FILE = "cells.jsonl"
 LOCK_FILE = ".experiment.lock"
 PAPER_DATASETS = ("lawbench", "symptom2disease", "uspto")
-PAPER_PROPOSERS = ("base", "tps")
+PAPER_PROPOSERS = ("coding", "tps")
 PAPER_SEEDS = (0, 1, 2)
 PAPER_ITERATIONS = 12
 # The evaluation policies a grid compares at equal spend (every policy a run can take).

@@ -14,7 +14,7 @@ from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 # Hosted proposer models used when the matching key is set and no proposer model is named.
 HOSTED_PROPOSERS = (("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"), ("OPENAI_API_KEY", "openai:gpt-4.1"))
 # The proposers that drive a coding agent with a proposer model.
-MODEL_PROPOSERS = ("base", "tps")
+MODEL_PROPOSERS = ("coding", "tps")
 
 
 class Models(NamedTuple):

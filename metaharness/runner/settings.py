@@ -51,7 +51,7 @@ from metaharness.budget import Budget, SearchBudget
 from metaharness.errors import InputError
 from metaharness.evaluation.sandbox import AVERAGE_SECONDS
 from metaharness.models.spec import parse_spec
-from metaharness.proposers import ProposerOptions, needs_model, proposer_options
+from metaharness.proposers import ProposerOptions, needs_model, proposer_name, proposer_options
 from metaharness.proposers.engines import is_engine
 from metaharness.runner.models import MODEL_PROPOSERS, default_models
 from metaharness.search.settings import SearchSettings
@@ -274,8 +274,11 @@ _CHANGE_FIELDS = {f.name for f in fields(SettingsChange)}
 
 
 def _normalised(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Given settings as the run keeps them: seed lists as tuples, the task source as JSON holds it."""
+    """Given settings as the run keeps them: seed lists as tuples, the task source as JSON holds it, the proposer by
+    its name now (an old name, e.g. ``base``, is its new one: ``metaharness.proposers.RENAMED``)."""
     out = dict(values)
+    if isinstance(out.get("proposer"), str):
+        out["proposer"] = proposer_name(out["proposer"])
     for key in ("seed_names", "seed_files"):
         if out.get(key) is not None:
             out[key] = tuple(out[key])

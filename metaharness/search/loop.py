@@ -284,7 +284,7 @@ class Optimizer:
             self.order,
             self.settings.search,
             self.account,
-            self._budget,
+            self._left,
             self._check_stop,
         )
         self.free = FreeEvidence(self.store, self.stages, self.events, self.model_free, self.replay, self._check_stop)
@@ -343,7 +343,7 @@ class Optimizer:
 
     # -- spending -------------------------------------------------------------------------------------------
 
-    def _budget(self, iteration: int) -> Budget:
+    def _left(self, iteration: int) -> Budget:
         """What this iteration may still spend of the run's budget: its limit per iteration less what the iteration
         spent (predictions, checks, evaluation), within what the run's limit leaves (the seeds: only the run's
         limit binds). The example-evaluations from the run's account, its tokens and dollars from the ledger."""
@@ -413,13 +413,13 @@ class Optimizer:
         """What the proposer sees: every committed candidate (failed ones with their errors), the program graph,
         what its predictions may spend (nothing under a policy that reads none) and the free replay."""
         predictions = get_policy(self.settings.search.evaluation).asks_predictions
-        allowance = Budget(*(v * PREDICTING_SHARE for v in self._budget(iteration).vector()))
+        allowance = Budget(*(v * PREDICTING_SHARE for v in self._left(iteration).vector()))
         return RunState(
             task=self.settings.task,
             iteration=iteration,
             candidates=[_without_held_out(c) for c in self.store.candidates()],
             proposals=self.settings.search.proposals_per_iteration(),
-            budget=self.spending.left(),
+            money_left=self.spending.left(),
             run_dir=self.store.path,
             graph=self.store.program_graph(),
             predicting=Meter(allowance if predictions else Budget(0, 0, 0)),

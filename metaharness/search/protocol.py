@@ -36,6 +36,7 @@ returns new candidate programs. The whole contract of ``Proposer.propose``:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,9 +63,9 @@ class RunState:
     iteration: int
     candidates: list[Candidate]
     proposals: int
-    # What the run may still spend, tokens and dollars of every model (a proposer's own spend included); math.inf
-    # where nothing is capped. The evaluation budget is the loop's (metaharness.search.staging), not the proposer's.
-    budget: Budget = field(default_factory=Budget)
+    # What the run's budget leaves of tokens and dollars for every model (a proposer's own spend included); math.inf
+    # where nothing is capped. What evaluation may spend is the loop's (metaharness.search.staging), not the proposer's.
+    money_left: Budget = field(default_factory=Budget)
     # What this iteration's predictions (task-model calls made while proposing: probes) may spend, and have spent.
     predicting: Meter = field(default_factory=Meter)
     # Whether the run's evaluation policy reads predictions; when False the proposer makes none that costs anything.
@@ -77,9 +78,15 @@ class RunState:
     # it, ``None`` only in a state built by hand (build one with metaharness.store.program_graph.sync).
     graph: PlanGraph | None = None
 
-    def evaluated(self) -> list[Candidate]:
-        """The supported candidates: scored on every example of the search's share."""
+    def supported(self) -> list[Candidate]:
+        """The supported candidates: scored on every example of the search's share (``Candidate.supported``)."""
         return [c for c in self.candidates if c.supported]
+
+    def evaluated(self) -> list[Candidate]:
+        """Deprecated name of `supported` (it never returned every evaluated candidate: a partly scored one is
+        evaluated, not supported); kept for proposers written before it was renamed."""
+        warnings.warn("RunState.evaluated() is now RunState.supported()", DeprecationWarning, stacklevel=2)
+        return self.supported()
 
     def partial(self) -> list[Candidate]:
         """The candidates scored on part of the search's share so far."""

@@ -34,7 +34,7 @@ class FreeFacts:
 
 class StagedEvaluation:
     """Scores and records stages of validation examples for the loop: ``store`` keeps them, ``evaluator`` scores
-    them, ``order`` says which examples come next, ``account`` counts what they spent, ``budget(iteration)`` is what
+    them, ``order`` says which examples come next, ``account`` counts what they spent, ``left(iteration)`` is what
     the iteration may still spend, ``check_stop`` raises at a safe point when the user asked to stop."""
 
     def __init__(
@@ -45,11 +45,11 @@ class StagedEvaluation:
         order: ExampleOrder,
         search: SearchSettings,
         account: SpendAccount,
-        budget: Callable[[int], Budget],
+        left: Callable[[int], Budget],
         check_stop: Callable[[], None],
     ) -> None:
         self.store, self.evaluator, self.events, self.order = store, evaluator, events, order
-        self.search, self.account, self.budget, self.check_stop = search, account, budget, check_stop
+        self.search, self.account, self.left, self.check_stop = search, account, left, check_stop
 
     def standing(self, iteration: int, proposals: list[str]) -> Standing:
         """What the policy decides from now (see ``metaharness.search.staging``)."""
@@ -60,7 +60,7 @@ class StagedEvaluation:
         return Standing(
             candidates,
             self.order,
-            self.budget(iteration),
+            self.left(iteration),
             iteration,
             proposals,
             self.search.first_stage,
@@ -104,7 +104,7 @@ class StagedEvaluation:
             allotted={cid: (before[cid], after.get(cid, before[cid])) for cid in sorted(before)},
             predicted=predicted,
             realised=realised,
-            budget=first.budget,
+            budget=first.left,
             reference=first.reference.id if first.reference else None,
             calibration=first.calibration.to_json(),
             alternatives=alternatives(first) if iteration > 0 and first.arms else {},

@@ -61,12 +61,12 @@ class KeyJudgeMerger:
         self.judge = ModelStage(model, max_tokens=16, **options) if model is not None else None
         self.similarity = similarity
         self.max_judge_calls = max_judge_calls
-        self._budget = max_judge_calls  # judge calls left in the current merge
+        self._judge_calls_left = max_judge_calls  # judge calls left in the current merge
 
     def merge(self, task: PlanningTask, states: list[PredictedState]) -> list[int]:
         groups: list[int] = []
         representatives: list[int] = []
-        self._budget = self.max_judge_calls
+        self._judge_calls_left = self.max_judge_calls
         for i, state in enumerate(states):
             match = next((r for r in representatives if self._same(states[r], state)), None)
             groups.append(i if match is None else match)
@@ -83,11 +83,11 @@ class KeyJudgeMerger:
         left, right = normalise(a.state), normalise(b.state)
         if left == right:
             return True
-        if self.judge is None or self._budget < 2:
+        if self.judge is None or self._judge_calls_left < 2:
             return False
         if difflib.SequenceMatcher(None, left, right).ratio() < self.similarity:
             return False
-        self._budget -= 2
+        self._judge_calls_left -= 2
         return _judged_same(self.judge, a.state, b.state) and _judged_same(self.judge, b.state, a.state)
 
 

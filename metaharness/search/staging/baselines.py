@@ -55,7 +55,7 @@ def _in_order(standing: Standing, ids: Sequence[str], rule: str) -> Round:
         if not arm.options:
             continue
         full = arm.options[-1]
-        if not standing.budget.allows(spent + full.cost):
+        if not standing.left.allows(spent + full.cost):
             break
         steps[cid], spent = full.target, spent + full.cost
     return Round(steps, rule, spent)
@@ -76,7 +76,7 @@ class Greedy:
             if not arm.options or (self.above_reference and not arm.predicted > bar):
                 continue
             full = arm.options[-1]
-            if standing.budget.allows(spent + full.cost):
+            if standing.left.allows(spent + full.cost):
                 steps[arm.id], spent = full.target, spent + full.cost
         return Round(steps, self.name, spent)
 
@@ -155,7 +155,7 @@ class Halving:
             steps, spent = {}, Spend()
             for arm in behind:
                 cost = standing.cost_to(arm.id, count)
-                if standing.budget.allows(spent + cost):
+                if standing.left.allows(spent + cost):
                     steps[arm.id], spent = count, spent + cost
             if steps:
                 return Round(steps, self.name, spent)
@@ -165,7 +165,7 @@ class Halving:
             survivors = _better_half(standing, survivors, share)[:1]
         (last,) = survivors
         cost = standing.cost_to(last.id, share)
-        if last.examples < share and standing.budget.allows(cost):
+        if last.examples < share and standing.left.allows(cost):
             return Round({last.id: share}, self.name, cost)
         return Round({}, self.name, Spend())
 
@@ -177,7 +177,7 @@ def _examples_affordable(standing: Standing, arms: Sequence[Arm]) -> float:
     """How many example-evaluations the iteration's evaluation budget buys in all (what is left plus what its
     stages spent): its ``evals``, else its tokens or dollars at the arms' mean predicted cost per example (inf
     when nothing is capped)."""
-    left, spent = standing.budget.vector(), standing.spent.vector()
+    left, spent = standing.left.vector(), standing.spent.vector()
     if math.isfinite(left[0]):
         return left[0] + spent[0]
     examples = sum(max(1, a.share - a.examples) for a in arms)
@@ -228,7 +228,7 @@ class Gate:
                 cost = Spend()
                 for i in todo:
                     cost = cost + standing.costs[cid][i]
-                if not standing.budget.allows(cost):
+                if not standing.left.allows(cost):
                     return Round({}, self.name, Spend())
                 return Round({cid: len(mine) + len(todo)}, self.name, cost, ids={cid: todo})
             parent = evaluated_ancestor(candidate, standing.by_id, supported=True)
@@ -238,7 +238,7 @@ class Gate:
                 total = Spend()
                 for i in standing.order.next_ids(list(mine), share):
                     total = total + standing.costs[cid][i]
-                if standing.budget.allows(total):
+                if standing.left.allows(total):
                     return Round({cid: share}, self.name, total)
                 return Round({}, self.name, Spend())
         return Round({}, self.name, Spend())
@@ -291,9 +291,9 @@ class Thompson:
             reserve = best.options[-1].cost if best.options else Spend()
         elif best is not None:
             reserve = standing.cost_to(arm.id, arm.share) - step.cost
-        if standing.budget.allows(step.cost + reserve):
+        if standing.left.allows(step.cost + reserve):
             return Round({arm.id: step.target}, self.name, step.cost)
-        if best is not None and best.options and standing.budget.allows(best.options[-1].cost):
+        if best is not None and best.options and standing.left.allows(best.options[-1].cost):
             return Round({best.id: best.share}, self.name, best.options[-1].cost)
         return Round({}, self.name, Spend())
 

@@ -36,9 +36,9 @@ class Planner:
         leader = standing.leader()
         if leader is not None:
             target = standing.next_stage(leader)
-            if target is not None and standing.budget.allows(standing.cost_to(leader, target)):
+            if target is not None and standing.left.allows(standing.cost_to(leader, target)):
                 return Round({leader: target}, "leader", standing.cost_to(leader, target))
-        plan = allocate(standing.arms, standing.budget, solver=solver)
+        plan = allocate(standing.arms, standing.left, solver=solver)
         steps = {}
         for cid in plan.targets:
             stage = standing.next_stage(cid)
@@ -66,7 +66,7 @@ def _fill(standing: Standing, plan: Allocation) -> Round:
     lift = standing.child_lift
     worth = (a for a in standing.arms if a.options and a.mean + lift >= 0 and standing.twin(a.id) is None)
     for arm in sorted(worth, key=lambda a: -a.mean):
-        if standing.budget.allows(standing.cost_to(arm.id, arm.share)):
+        if standing.left.allows(standing.cost_to(arm.id, arm.share)):
             step = arm.options[0]
             return Round({arm.id: step.target}, "fill", step.cost, plan)
     return Round({}, "solver", Spend(), plan)

@@ -63,7 +63,7 @@ class Policy(Protocol):
     - ``decide(standing, solver) -> Round``: the next round. ``Round.steps`` maps ids of ``standing.arms`` that
       have options left to the number of examples each is to reach now (more than it has, at most its share), on
       the next examples of ``standing.order`` or on ``Round.ids[id]`` when given; ``Round.predicted`` is their
-      predicted cost, which together fits ``standing.budget`` (`Standing.cost_to`). Empty steps: this iteration's
+      predicted cost, which together fits ``standing.left`` (`Standing.cost_to`). Empty steps: this iteration's
       evaluation is done. The same standing gives the same round (a rule that draws at random seeds its draws
       from the standing). ``solver`` is the allocation solver (`metaharness.search.staging.allocation.allocate`)
       for a rule that solves one; the others ignore it.

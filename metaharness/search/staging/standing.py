@@ -50,16 +50,16 @@ def per_example_costs(
 
 @dataclass
 class Standing:
-    """What a policy decides from: the run's candidates now, its example order, the budget left for this
-    iteration, the iteration's proposals (in the order written), the ladder's first stage, and, when known, each
-    candidate's ``outputs`` (candidate id -> example id -> output, e.g. from `trace_outputs`; what merges alike
-    candidates). ``arms`` are the candidates that can still be scored (one per class of alike candidates);
-    ``merged`` maps each class's arm (or the supported candidate that stands for it) to the candidates merged into
-    it."""
+    """What a policy decides from: the run's candidates now, its example order, what this iteration may still
+    spend (``left``: its budget less what it spent, within what the run's budget leaves), the iteration's proposals
+    (in the order written), the ladder's first stage, and, when known, each candidate's ``outputs`` (candidate id
+    -> example id -> output, e.g. from `trace_outputs`; what merges alike candidates). ``arms`` are the candidates
+    that can still be scored (one per class of alike candidates); ``merged`` maps each class's arm (or the
+    supported candidate that stands for it) to the candidates merged into it."""
 
     candidates: list[Candidate]
     order: ExampleOrder
-    budget: Budget
+    left: Budget
     iteration: int
     proposals: list[str]
     first_stage: int | None = None
@@ -86,7 +86,7 @@ class Standing:
         return Standing(
             stripped,
             self.order,
-            self.budget,
+            self.left,
             self.iteration,
             self.proposals,
             self.first_stage,

@@ -1,4 +1,4 @@
-"""``base``: the Meta-Harness coding proposer, a tool-calling agent over a workspace copy of the run.
+"""``coding``: the Meta-Harness coding proposer, a tool-calling agent over a workspace copy of the run.
 
 Each iteration the agent gets a fresh ``Workspace`` (code, scores and raw
 traces of every candidate, failed attempts with their errors) and writes ``K`` new candidates, each copied from an
@@ -253,10 +253,11 @@ def to_proposal(submission: Submission) -> Proposal:
 
 
 class CodingProposer:
-    """The ``base`` proposer. ``model``: the proposer's ModelClient (or spec); ``task``: the Task; ``task_model``:
-    the task model, used by the agent's ``run_on_train`` tool (held-out training examples, never val)."""
+    """The ``coding`` proposer (once ``base``). ``model``: the proposer's ModelClient (or spec); ``task``: the
+    Task; ``task_model``: the task model, used by the agent's ``run_on_train`` tool (held-out training examples,
+    never val)."""
 
-    name = "base"
+    name = "coding"
 
     def __init__(
         self,
@@ -334,9 +335,9 @@ class CodingProposer:
         """A coding-agent CLI session writes the candidates (the module docstring); a second session fixes the
         submissions whose import check failed. Raises when the CLI failed and nothing was written."""
         folder = workspace.root.parent
-        budget = state.budget.usd if math.isfinite(state.budget.usd) else None
+        usd_left = state.money_left.usd if math.isfinite(state.money_left.usd) else None
         run = engine.run_agent(
-            workspace.root, ENGINE_SYSTEM.format(k=k), brief, folder=folder, budget_usd=budget, turns=self.max_steps
+            workspace.root, ENGINE_SYSTEM.format(k=k), brief, folder=folder, budget_usd=usd_left, turns=self.max_steps
         )
         messages = run.messages
         lines = workspace.collect()
@@ -344,9 +345,9 @@ class CodingProposer:
         if run.error is None and failing and len(workspace.valid()) < k:
             problems = "\n".join(f"- new/{s.name}: {s.error}" for s in failing)
             fix = f"These submissions failed their import check; fix each file (keep its submission.json):\n{problems}"
-            budget = None if budget is None else max(0.0, budget - (run.dollars or 0.0))
+            usd_left = None if usd_left is None else max(0.0, usd_left - (run.dollars or 0.0))
             second = engine.run_agent(
-                workspace.root, ENGINE_SYSTEM.format(k=k), fix, folder=folder, budget_usd=budget, turns=self.max_steps
+                workspace.root, ENGINE_SYSTEM.format(k=k), fix, folder=folder, budget_usd=usd_left, turns=self.max_steps
             )
             messages += second.messages
             lines = workspace.collect()
