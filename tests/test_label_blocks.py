@@ -11,6 +11,7 @@ import ast
 import json
 import sys
 import types
+from collections import Counter
 
 import pytest
 from fakes import ScriptedLM
@@ -138,6 +139,135 @@ def test_bm25_index_ranks_the_matching_example_first() -> None:
         near = index(TRAIN, 0, scoring).nearest("one sided headache with aura", 2)
         assert near[0] == (pytest.approx(1.0, abs=1e-9) if scoring == "bm25" else near[0][0], "migraine")
         assert near[0][0] >= near[1][0]
+
+
+# ---------------------------------------------------------------- blocks that choose their settings on train
+
+
+def twins(groups: int = 6) -> list[dict]:
+    """Two labels, each example with a twin of the other label sharing a rare word with it: its single nearest
+    other example is always wrong, a vote of a few is right (the label word is shared by its half)."""
+    return [
+        {"id": f"{label}{i}", "input": f"{word} {word}s{i} twin{i}", "target": label}
+        for i in range(groups)
+        for label, word in (("apple", "apple"), ("berry", "berry"))
+    ]
+
+
+@pytest.mark.parametrize("scoring", ["tfidf", "bm25"])
+def test_the_index_ranks_every_example_s_nearest_others_as_a_query_would(scoring: str) -> None:
+    index = code("_NeighbourIndex")["_NeighbourIndex"]
+    for train, ngram in ((TRAIN, 0), (TRAIN, 3), (CHARGES, 2)):
+        built = index(train, ngram, scoring)
+        for i, item in enumerate(train):
+            sims = built.similarities(item["input"])
+            queried = sorted(((s, j) for j, s in enumerate(sims) if j != i), reverse=True)[:4]
+            found = built.others(4)[i]
+            assert [j for _, j in found] == [j for _, j in queried]
+            # A BM25 query divides by its best similarity (itself here); ``others`` does not: the same up to scale.
+            scale = found[0][0] / queried[0][0] if scoring == "bm25" else 1.0
+            assert [s for s, _ in found] == pytest.approx([s * scale for s, _ in queried])
+
+
+def test_the_tuned_vote_chooses_its_settings_by_leave_one_out_on_train() -> None:
+    tuned = code("_TunedVote")["_TunedVote"]
+    train = twins()
+    assert tuned(train, 0, 1, 1.0, 1.0).loo == 0.0  # K 1: every example's twin answers
+    vote = tuned(train)
+    assert vote.k > 1 and vote.loo == 1.0 and vote.share == 1.0  # single-label answers: the winner only
+    assert max(vote.scores("apple apples9 twin9"), key=vote.scores("apple apples9 twin9").get) == "apple"
+    assert tuned(train, ngram=0).k > 1  # on words, only a vote of several is right
+    fixed = tuned(train, k=1)  # a setting given is kept, the others are still chosen: n-grams rescue K 1
+    assert fixed.k == 1 and fixed.ngram > 0 and fixed.loo == 1.0
+
+
+def test_the_tuned_vote_scores_each_setting_as_a_vote_without_the_example_would() -> None:
+    """``_loo_vote_hits`` against the plain vote code on every setting: each example voted on by its nearest
+    others (label counts without it), answered exactly or not."""
+    ns = code("_loo_vote_hits", "_NeighbourIndex", "_neighbour_votes", "_prior_corrected", "_decide", "_label_atoms")
+    options = {"k": (1, 2, 9), "power": (0.0, 2.0), "prior": (0.0, 1.0), "share": (1.0, 0.5)}
+    for train in (CHARGES, TRAIN):
+        index = ns["_NeighbourIndex"](train, 2)
+        counts = Counter(label for item in train for label in ns["_label_atoms"](item["target"]))
+        hits = ns["_loo_vote_hits"](index.others(9), train, counts, options)
+        for (k, power, prior, share), found in hits.items():
+            expected = 0
+            for i, item in enumerate(train):
+                own = ns["_label_atoms"](item["target"])
+                sims = index.similarities(item["input"])
+                near = sorted(((s, j) for j, s in enumerate(sims) if j != i), reverse=True)[:k]
+                votes = ns["_neighbour_votes"]([(s, train[j]["target"]) for s, j in near], power)
+                rest = counts - Counter(own)
+                chosen = ns["_decide"](ns["_prior_corrected"](votes, rest, prior), [], 0.0, share)
+                expected += set(chosen) == set(own)
+            assert found == expected, (k, power, prior, share)
+
+
+def test_the_tuned_vote_takes_the_first_best_setting_and_label_sets_only_for_multi_label_answers() -> None:
+    ns = code("_TunedVote", "_loo_vote_hits", "_NeighbourIndex", "_label_counts")
+    tuned = ns["_TunedVote"]
+    for train, multi in ((CHARGES, True), (TRAIN, False)):
+        options = dict(tuned.OPTIONS, share=tuned.OPTIONS["share"] if multi else (1.0,))
+        best = None
+        for ngram in options["ngram"]:
+            index = ns["_NeighbourIndex"](train, ngram)
+            hits = ns["_loo_vote_hits"](index.others(25), train, ns["_label_counts"](train), options)
+            for setting, found in hits.items():
+                if best is None or found > best[0]:
+                    best = (found, ngram, *setting)
+        assert best is not None
+        vote = tuned(train)
+        assert (vote.loo * len(train), vote.ngram, vote.k, vote.power, vote.prior, vote.share) == pytest.approx(best)
+    assert tuned(TRAIN).share == 1.0
+
+
+def test_the_auto_classifier_is_the_kind_and_terms_that_cross_validate_best() -> None:
+    ns = code("_LabelClassifier", "_chosen_classifier")
+    stems = {"alpha": "zorbat", "beta": "quindel", "gamma": "plovix"}
+    train = [
+        {"id": f"{label}{i}", "input": f"{stem}{suffix} w{label}{i}", "target": label}
+        for label, stem in stems.items()
+        for i, suffix in enumerate(["ing", "ed", "er", "s", "ly", "ful"])
+    ]
+    kind, terms, _, _ = ns["_chosen_classifier"](train)
+    assert terms in (2, 3)  # word stems repeat as character n-grams only
+    auto = ns["_LabelClassifier"](train, "auto", "auto")
+    assert (auto.kind, auto.ngram) == (kind, terms)
+    same = ns["_LabelClassifier"](train, kind, terms)
+    assert auto.scores("zorbatish") == pytest.approx(same.scores("zorbatish"))
+    assert max(auto.scores("quindelled"), key=auto.scores("quindelled").get) == "beta"
+    # Logistic regression is tried only when its work fits: never at no room, and scored like the others.
+    assert ns["_chosen_classifier"](train, 0, work=0)[0] in ("centroid", "bayes")
+    assert ns["_chosen_classifier"](TRAIN, 0, work=1e12)[0] in ("centroid", "bayes", "logistic")
+
+
+def test_self_tuning_operators_write_auto_settings_that_grids_may_fix() -> None:
+    profile = answer_profile(TRAIN)
+    names = {op.name for op in applicable(seed("symptom2disease", "retrieval"), profile)}
+    assert {"tuned_vote", "tuned_vote_w0.5", "classifier_auto", "classifier_auto_w0.5"} <= names
+    assert get_operator("tuned_vote").kind == "tuned_vote" and get_operator("classifier_auto").post_processing
+    voted = revise(seed("symptom2disease", "retrieval"), "tuned_vote")
+    for name in ("VOTE_K", "VOTE_POWER", "VOTE_PRIOR", "VOTE_SHARE", "INDEX_NGRAM"):
+        assert f"{name} = 'auto'" in voted
+    answers = set()
+    for reply in ("[DIAGNOSIS]dengue[/DIAGNOSIS]", "no idea"):
+        harness, _ = build(voted, reply)
+        answers.add(harness.predict("sneezing and a stuffy nose"))
+    assert answers == {"[DIAGNOSIS]common cold[/DIAGNOSIS]"}  # at weight 0 the model's answer changes nothing
+    ops = {op.name for op in applicable(voted, profile)}
+    assert {"vote_k3", "char_3grams", "vote_weight_0.5"} <= ops and not {"tuned_vote", "neighbour_vote"} & ops
+    assert "more_voters" not in ops  # a relative step needs a number
+    fixed = revise(voted, "vote_k3", "char_3grams", "neighbour_fallback")
+    harness, _ = build(fixed, "no idea")
+    assert (harness._vote.k, harness._vote.ngram) == (3, 3) and harness._neighbours is harness._vote.index
+    assert harness.predict("sneezing and a stuffy nose") == "[DIAGNOSIS]common cold[/DIAGNOSIS]"
+    classified = revise(seed("lawbench", "zero_shot"), "classifier_auto")
+    assert "CLASSIFIER = 'auto'" in classified
+    harness, _ = build(classified, "[罪名]无<eoa>", train=CHARGES)
+    assert harness._classifier.kind in ("centroid", "bayes", "logistic")
+    assert harness.predict("事实:被告人在超市盗窃手机。") == "[罪名]盗窃<eoa>"
+    fixed_kind = revise(seed("symptom2disease", "zero_shot"), "classifier_centroid")
+    assert "CLASSIFIER = 'auto'" in revise(fixed_kind, "classifier_kind_auto")
 
 
 # ---------------------------------------------------------------- the operators

@@ -41,12 +41,22 @@ BLOCKS: tuple[Block, ...] = (
         ("_NeighbourIndex", "_neighbour_votes", "_prior_corrected", "_decide"),
     ),
     Block(
+        "self-tuning neighbour vote",
+        "the neighbour vote with its terms, K, similarity power, frequency correction and label-set share chosen "
+        "in __init__ by leave-one-out on the training examples the harness receives (any of them can be fixed)",
+        "whenever a vote is worth trying: its settings come from the training data, not from the few validation "
+        "examples a search scores",
+        ("tuned_vote", "tuned_vote_w0.5"),
+        ("_TunedVote", "_decide"),
+    ),
+    Block(
         "label classifier",
         "a classifier trained in __init__ on the training examples (nearest centroid, naive Bayes or softmax "
         "regression over TF-IDF terms; terms chosen by leave-one-out); scores per label, mixed with the model's "
-        "labels by a weight",
+        "labels by a weight; kind 'auto' chooses the kind and terms by 3-fold cross-validation on the training "
+        "examples",
         "label tasks with a few examples per label: it generalises better than a vote of the nearest few",
-        ("classifier_centroid", "classifier_logistic", "classifier_weight_0.5", "classifier_terms_3"),
+        ("classifier_auto", "classifier_centroid", "classifier_logistic", "classifier_weight_0.5"),
         ("_LabelClassifier", "_decide"),
     ),
     Block(

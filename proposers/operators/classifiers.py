@@ -9,7 +9,8 @@ not depend on the model at all. Only post-processing: the model's calls are the 
 
 Settings are module constants that later revisions tune (one operator per value of each grid):
 
-- ``CLASSIFIER``: ``"centroid"``, ``"bayes"`` or ``"logistic"``;
+- ``CLASSIFIER``: ``"centroid"``, ``"bayes"``, ``"logistic"`` or ``"auto"`` (the kind and, with terms "auto", the
+  terms chosen by 3-fold cross-validation on the training examples the harness receives: ``classifier_auto``);
 - ``CLASSIFIER_TERMS``: ``"auto"`` (words, character 2- or 3-grams, chosen by leave-one-out on the training
   examples), 0 (words), n (character n-grams) or (lo, hi);
 - ``CLASSIFIER_EPOCHS`` (logistic), ``CLASSIFIER_PRIOR``, ``CLASSIFIER_MODEL_WEIGHT``, ``CLASSIFIER_SHARE``.
@@ -22,7 +23,14 @@ from collections.abc import Callable
 from metaharness.proposers.operators.base import Operator
 from metaharness.proposers.operators.editing import SourceEditor, add_constants, append_helpers, constant, wrap_predict
 from metaharness.proposers.operators.harness_code import definitions
-from metaharness.proposers.operators.labels import LABEL_HELPERS, LABELLED_ANSWER, labelled, multi_label, with_labels
+from metaharness.proposers.operators.labels import (
+    AUTO,
+    LABEL_HELPERS,
+    LABELLED_ANSWER,
+    labelled,
+    multi_label,
+    with_labels,
+)
 from metaharness.proposers.operators.settings import grid
 
 CLASSIFIER_KINDS = ("centroid", "bayes", "logistic")
@@ -68,11 +76,21 @@ def _add_classifier(kind: str, model_weight: float) -> Callable[[str], tuple[str
         )
         source = append_helpers(source, {**LABEL_HELPERS, **CLASSIFIER_HELPERS})
         return source, (
-            f"mix the model's answer (weight {model_weight} x the best score) with a {kind} label classifier trained "
-            "on the training examples"
+            f"mix the model's answer (weight {model_weight} x the best score) with {_kind(kind)} trained on the "
+            "training examples"
         )
 
     return apply
+
+
+def _kind(kind: object) -> str:
+    if kind == AUTO:
+        return "a label classifier (its kind and terms chosen by 3-fold cross-validation)"
+    return f"a {kind} label classifier"
+
+
+def _kind_name(kind: object) -> str:
+    return "chosen by cross-validation" if kind == AUTO else str(kind)
 
 
 def _no_classifier(editor: SourceEditor) -> bool:
@@ -97,17 +115,19 @@ CLASSIFIER_OPERATORS: tuple[Operator, ...] = (
     *(
         Operator(
             f"classifier_{kind}" + ("" if weight == 0.0 else f"_w{weight}"),
-            f"a {kind} label classifier trained on the training examples (the model's answer at weight {weight})",
+            f"{_kind(kind)} trained on the training examples (the model's answer at weight {weight})",
             _no_classifier,
             _add_classifier(kind, weight),
             fits=labelled,
             post_processing=True,
-            family="label_classifier",
+            family="tuned_classifier" if kind == AUTO else "label_classifier",
         )
-        for kind in CLASSIFIER_KINDS
+        for kind in (*CLASSIFIER_KINDS, AUTO)
         for weight in CLASSIFIER_NEW_WEIGHTS
     ),
-    *grid("classifier_kind_", "CLASSIFIER", CLASSIFIER_KINDS, "label classifier:", labelled, describe=str),
+    *grid(
+        "classifier_kind_", "CLASSIFIER", (*CLASSIFIER_KINDS, AUTO), "label classifier:", labelled, describe=_kind_name
+    ),
     *grid(
         "classifier_terms_", "CLASSIFIER_TERMS", CLASSIFIER_TERMS_GRID, "classifier terms:", labelled, describe=_terms
     ),

@@ -28,6 +28,11 @@ def _label_counts(train):
     return Counter(label for item in train for label in _label_atoms(item["target"]))
 
 
+def _multi_label(train):
+    """Whether at least a tenth of the training answers name several labels."""
+    return sum(len(_label_atoms(item["target"])) > 1 for item in train) * 10 >= max(1, len(train))
+
+
 def _label_joiner(train):
     """The separator the training answers put between labels (``;`` when none names several)."""
     from collections import Counter

@@ -19,7 +19,7 @@ Every token count here is the cautious estimate ``_approx_tokens`` (no tokenizer
 
 # What these definitions use from their sibling modules (the imports are not copied; ``definitions`` copies the
 # definitions they name).
-from metaharness.proposers.operators.harness_answers import _label_atoms
+from metaharness.proposers.operators.harness_answers import _label_atoms, _multi_label
 from metaharness.proposers.operators.harness_label_models import (
     _best_terms,
     _decide,
@@ -34,11 +34,6 @@ _SCHEMA_CHARS = 30000  # the largest enum schema sent (the evaluator refuses sch
 def _approx_tokens(text):
     """A cautious token estimate without the tokenizer: ~3.3 ASCII characters per token, 2.2 tokens otherwise."""
     return int(sum(0.3 if ord(ch) < 128 else 2.2 for ch in str(text))) + 4
-
-
-def _multi_label(train):
-    """Whether at least a tenth of the training answers name several labels."""
-    return sum(len(_label_atoms(item["target"])) > 1 for item in train) * 10 >= max(1, len(train))
 
 
 def _label_schema(labels, multi):

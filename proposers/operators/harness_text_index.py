@@ -78,6 +78,38 @@ class _NeighbourIndex:
                 sims[i] += weight * theirs
         return sims
 
+    def vectors(self):
+        """The TF-IDF vector of every training input, {term: weight} in training order, read off the postings (a
+        "tfidf" index: its postings hold the weights ``weigh`` gives the input's terms)."""
+        found: list = [{} for _ in self.targets]
+        for token, posting in self.postings.items():
+            for i, weight in posting:
+                found[i][token] = weight
+        return found
+
+    def others(self, k):
+        """For every training example, the ``k`` other training examples most similar to its input as (similarity,
+        index), most similar first, ranked as ``nearest`` ranks them: the neighbours a leave-one-out vote asks,
+        from the postings alone (every pair of inputs sharing a term, once per term, both ways at once for the
+        symmetric cosine). It holds all n x n similarities at once: meant for a few thousand examples at most.
+        BM25 similarities are not divided by the best here: a vote decides the same on scores scaled alike."""
+        import heapq
+
+        n = len(self.targets)
+        sims = [[0.0] * n for _ in range(n)]
+        symmetric = self.scoring != "bm25"
+        for token, posting in self.postings.items():
+            idf = self.idf.get(token, 0.0)
+            for a, (i, weight) in enumerate(posting):
+                row, mine = sims[i], weight if symmetric else idf
+                for j, theirs in posting[a + 1 :] if symmetric else posting:
+                    row[j] += mine * theirs
+        if symmetric:
+            for i, row in enumerate(sims):
+                for j in range(i):
+                    row[j] = sims[j][i]
+        return [heapq.nlargest(k, ((s, j) for j, s in enumerate(row) if j != i)) for i, row in enumerate(sims)]
+
     def nearest(self, text, k):
         """The ``k`` most similar training examples as (similarity, target), most similar first."""
         sims = self.similarities(text)

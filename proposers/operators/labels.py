@@ -7,7 +7,10 @@ the span inside ``[TAG]...[/TAG]`` or ``[TAG]...<eoa>`` is replaced, tags kept; 
 whole, labels joined with ``;``.
 
 The votes expose their settings as module constants (``VOTE_K``, ``VOTE_MODEL_WEIGHT``, ``VOTE_SHARE``,
-``INDEX_NGRAM``), so later revisions tune them and a reader finds them at the top of the file.
+``INDEX_NGRAM``), so later revisions tune them and a reader finds them at the top of the file. The self-tuning vote
+(``tuned_vote``) writes its settings as ``"auto"``: the harness chooses them in ``__init__`` by leave-one-out on
+the training examples it receives (``harness_label_models._TunedVote``), so they come from the training split,
+not from the few validation examples a search scores; a grid operator may still fix one of them.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ from metaharness.proposers.operators.settings import grid, step
 # The harness code each kind of revision appends (with what it uses; ``harness_code``).
 LABEL_HELPERS = definitions("_known_labels", "_snap_labels", "_answer_span", "_with_answer")
 NEIGHBOUR_HELPERS = definitions("_NeighbourIndex", "_label_counts", "_neighbour_votes", "_prior_corrected", "_decide")
+TUNED_VOTE_HELPERS = definitions("_TunedVote", "_decide")
+# A setting a block chooses itself from the training examples it receives.
+AUTO = "auto"
 
 # Method-body prefix of the label post-processors: leave a non-text answer alone, else read the labels it names.
 LABELLED_ANSWER = (
@@ -118,6 +124,48 @@ def _vote_operator(k: int, model_weight: float) -> Callable[[str], tuple[str, st
     return apply
 
 
+def _tuned_vote_operator(model_weight: float) -> Callable[[str], tuple[str, str]]:
+    """A vote whose settings are "auto": ``_TunedVote`` chooses them by leave-one-out on the ``train`` it gets."""
+
+    def apply(source: str) -> tuple[str, str]:
+        source = wrap_predict(
+            source,
+            "vote",
+            LABELLED_ANSWER + "voted = _decide(self._vote.scores(x), said, VOTE_MODEL_WEIGHT, self._vote.share)\n"
+            "return _with_answer(answer, voted) if voted else answer\n",
+        )
+        source = add_constants(
+            source,
+            {
+                "VOTE_K": AUTO,
+                "VOTE_MODEL_WEIGHT": model_weight,
+                "VOTE_SHARE": AUTO,
+                "VOTE_POWER": AUTO,
+                "VOTE_PRIOR": AUTO,
+            },
+            "Neighbour vote: neighbours asked, weight of the model's own answer, share of the top vote kept, "
+            "similarity power, label-frequency correction; 'auto': chosen by leave-one-out on the training examples.",
+        )
+        source = add_constants(
+            source,
+            {"INDEX_NGRAM": AUTO, "INDEX_SCORING": "tfidf"},
+            "Neighbour index: terms (0 = words, n > 0 = character n-grams, 'auto': chosen with the vote), similarity.",
+        )
+        source = with_labels(
+            source,
+            "self._vote = _TunedVote(train, INDEX_NGRAM, VOTE_K, VOTE_POWER, VOTE_SHARE, INDEX_SCORING, VOTE_PRIOR)\n",
+            "self._neighbours = self._vote.index\n",
+        )
+        source = append_helpers(source, {**LABEL_HELPERS, **TUNED_VOTE_HELPERS})
+        return source, (
+            f"vote between the model's answer (weight {model_weight} x the top vote) and the labels of the nearest "
+            "training examples, with terms, K, similarity power, frequency correction and label-set share chosen by "
+            "leave-one-out on the training examples"
+        )
+
+    return apply
+
+
 def _neighbour_fallback(source: str) -> tuple[str, str]:
     source = wrap_predict(
         source,
@@ -194,9 +242,11 @@ def _vote_grid(
 def _index_ngram(n: int) -> Operator:
     def can(editor: SourceEditor) -> bool:
         value = constant(editor, "INDEX_NGRAM")
-        return isinstance(value, int) and value != n
+        return isinstance(value, int) and value != n or value == AUTO
 
     def terms(value: object) -> str:
+        if value == AUTO:
+            return "terms chosen by leave-one-out"
         return f"character {value}-grams" if value else "words"
 
     def apply(source: str) -> tuple[str, str]:
@@ -253,6 +303,19 @@ LABEL_OPERATORS: tuple[Operator, ...] = (
         )
         for k in VOTE_K_GRID[1:4]
         for w in VOTE_WEIGHT_GRID[::2]
+    ),
+    *(
+        Operator(
+            "tuned_vote" + ("" if w == 0.0 else f"_w{w}"),
+            "a neighbour vote that chooses its terms, K, similarity power, frequency correction and label-set share "
+            f"by leave-one-out on the training examples (the model's answer at weight {w})",
+            _no_wrap("vote"),
+            _tuned_vote_operator(w),
+            fits=labelled,
+            post_processing=True,
+            family="tuned_vote",
+        )
+        for w in VOTE_WEIGHT_GRID[:3:2]
     ),
     Operator(
         "neighbour_fallback",
