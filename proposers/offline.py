@@ -8,11 +8,12 @@ or nothing is left to try:
    generated from parameter grids) of the frontier (the best evaluated candidates that still have an untried
    revision, ties in the seed's order), spread across operator families; then, level by level, revisions of the
    most promising predicted candidates anywhere in the graph, into chains of up to ``depth`` revisions
-   (compositions of operators, each step its own node). Two-parent combinations (``operators.combine``) take the
-   iteration's ``COMBINE_PARTNERS`` best evaluated programs as second parents. When the local edits are
-   exhausted (all it made is known exactly, by replay or with no model call, to score no better than the best),
-   it goes farther instead of offering nothing worth evaluating: past the simulation cap down the whole ranking
-   (seeds included), then chains up to ``FARTHER_DEPTH`` revisions longer;
+   (compositions of operators, each step its own node). Two-parent combinations (``operators.combine``) take
+   ``COMBINE_PARTNERS`` second parents chosen per evaluated program by complementarity (``complementary_partners``:
+   right where it is wrong on the examples both were scored on); a predicted program takes the best's. When the
+   local edits are exhausted (all it made is known exactly, by replay or with no model call, to score no better
+   than the best), it goes farther instead of offering nothing worth evaluating: past the simulation cap down the
+   whole ranking (seeds included), then chains up to ``FARTHER_DEPTH`` revisions longer;
 2. simulation (`metaharness.proposers.simulation.RevisionSimulator`), from the cheapest evidence there is: a
    chain that only post-processes answers is replayed on its base's validation examples through recorded calls
    (free and exact, and the loop keeps the replay as the candidate's first stage); with ``probe_size`` > 0 the
@@ -71,7 +72,7 @@ SIMULATED_PER_PROPOSAL = 4  # at most this many revisions simulated per wanted p
 # While nothing proposable was made, simulating goes on up to this many times as far, over the whole ranking.
 FARTHER = 3
 FARTHER_DEPTH = 2  # and chains may grow this much longer than ``depth``
-COMBINE_PARTNERS = 2  # the best distinct evaluated programs offered as second parents (``operators.combine``)
+COMBINE_PARTNERS = 2  # second parents offered to each evaluated program (``operators.combine``, ``complementary``)
 
 
 def task_model_price(model: ModelClient | str) -> Price:
@@ -125,11 +126,18 @@ class OfflineProposer:
         self.price = task_model_price(task_model)
         self._exhausted: set[str] = set()  # digests of sources whose every revision is known
         self._revisions: OrderedDict[str, list[tuple[Operator, Revision, str]]] = OrderedDict()
-        self.partners: list[tuple[str, str]] = []  # (id, source) of the second parents combinations take
+        # The second parents combinations take, as (id, source): per first parent's source digest (an evaluated
+        # candidate's), else the best candidate's (``partners_for``).
+        self.partners: dict[str, list[tuple[str, str]]] = {}
+        self.default_partners: list[tuple[str, str]] = []
+
+    def partners_for(self, source: str) -> list[tuple[str, str]]:
+        """The (id, source) partners offered to combine with ``source``."""
+        return self.partners.get(digest(source), self.default_partners)
 
     def _key(self, source: str) -> str:
         """What a source's revisions depend on: the source and the partners on offer."""
-        return digest(source) + "|" + ",".join(name for name, _ in self.partners)
+        return digest(source) + "|" + ",".join(name for name, _ in self.partners_for(source))
 
     def _operators(self, source: str) -> list[Operator]:
         """The (restricted) library's operators that apply to ``source``: one-parent ones, then every two-parent
@@ -139,7 +147,7 @@ class OfflineProposer:
             combination.partner(name, other)
             for combination in COMBINATIONS
             if combination.fits(self.profile)
-            for name, other in self.partners
+            for name, other in self.partners_for(source)
             if combination.combines(source, other)
         ]
         return [o for o in ops if self.operators is None or o.name.partition("+")[0] in self.operators]
@@ -168,7 +176,7 @@ class OfflineProposer:
         return False
 
     def propose(self, state: RunState) -> list[Proposal]:
-        if not state.evaluated() or state.proposals < 1:
+        if not state.supported() or state.proposals < 1:
             return []
         want = max(self.plans, state.proposals)
         rng = random.Random(self.seed * 1009 + state.iteration)
@@ -184,8 +192,12 @@ class OfflineProposer:
         seen = {digest(s) for s in sources.values()}
         seen |= {digest(n.data["source"]) for n in nodes_with(graph, PREDICTED) if n.data.get("source")}
         simulator = RevisionSimulator(self, graph, state, calibration, sources, seen, prior, spread, families)
-        ranking = _ranked(state.evaluated(), rng)
-        self.partners = [(c.id, c.source) for c in ranking[:COMBINE_PARTNERS]]
+        ranking = _ranked(state.supported(), rng)
+        self.partners = {
+            digest(c.source): [(p.id, p.source) for p in complementary_partners(c, ranking, COMBINE_PARTNERS)]
+            for c in ranking
+        }
+        self.default_partners = self.partners[digest(ranking[0].source)]
         made: list[NodeId] = []
         rounds: list[list[StageRecord]] = []
 
@@ -197,7 +209,7 @@ class OfflineProposer:
         def live() -> int:
             return sum(1 for n in made if proposable(n))
 
-        best = max(c.score for c in state.evaluated())
+        best = max(c.score for c in state.supported())
 
         def worth(node_id: NodeId) -> bool:
             """Proposable and not known exactly (a complete replay, or scored with no model call) to score no better
@@ -325,6 +337,38 @@ def _ranked(evaluated: list[Candidate], rng: random.Random) -> list[Candidate]:
     return list(distinct.values())
 
 
+def complementary_partners(first: Candidate, ranking: list[Candidate], count: int) -> list[Candidate]:
+    """The ``count`` partners to offer ``first`` for a combination, from ``ranking`` (best first, one per program):
+    those right where ``first`` is wrong, on the validation examples both were scored on, by how much (the sum of
+    their per-example scores above ``first``'s: all a combination of the two can gain there), then in ranking
+    order those that share no scored example with it (nothing known against them). A candidate that shares
+    scored examples with ``first`` and is better on none of them (a twin, or worse everywhere) is not offered:
+    combined, the two could only lose there."""
+    mine = _example_scores(first)
+    gains: list[tuple[float, int, Candidate]] = []
+    for rank, other in enumerate(ranking):
+        if other.source == first.source:
+            continue
+        theirs = _example_scores(other)
+        shared = mine.keys() & theirs.keys()
+        if not shared:
+            gains.append((0.0, rank, other))
+            continue
+        gain = sum(max(0.0, theirs[example] - mine[example]) for example in shared)
+        if gain > 0:
+            gains.append((gain, rank, other))
+    gains.sort(key=lambda item: (-item[0], item[1]))
+    return [other for _, _, other in gains[:count]]
+
+
+def _example_scores(candidate: Candidate) -> dict[str, float]:
+    """The candidate's primary score on each validation example it was scored on (none recorded: empty)."""
+    evaluation = candidate.evaluation
+    if evaluation is None or len(evaluation.example_ids) != len(evaluation.example_scores):
+        return {}
+    return dict(zip(evaluation.example_ids, evaluation.example_scores, strict=True))
+
+
 def _clean(node: Node) -> bool:
     """Whether no example errored where the node was replayed or probed."""
     return all(
@@ -346,9 +390,9 @@ def _probe_changes(graph: PlanGraph) -> list[tuple[float, int]]:
 def _misses(state: RunState, calibration: GainCalibration) -> list[tuple[float, float, float]]:
     """(actual - predicted score, probe std, sampling variance of the actual) of every evaluated candidate
     predicted by a probe, re-predicted with today's calibration, for ``Spread``."""
-    scores = {c.id: c.score for c in state.evaluated()}
+    scores = {c.id: c.score for c in state.supported()}
     misses = []
-    for cand in state.evaluated():
+    for cand in state.supported():
         pred = cand.prediction or Prediction()
         base, gain, std = pred.base, pred.raw_gain, pred.probe_std
         if base is not None and base in scores and gain is not None and std is not None:

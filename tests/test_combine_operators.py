@@ -10,7 +10,9 @@ from fakes import ScriptedLM
 from test_label_blocks import TRAIN, build
 from test_operators import revise, seed
 
+from metaharness.candidate import Candidate, Evaluation
 from metaharness.errors import InputError
+from metaharness.proposers.offline import complementary_partners
 from metaharness.proposers.operators import COMBINATIONS, OPERATOR_NAMES, applicable, get_operator
 from metaharness.proposers.operators.combine import literal
 
@@ -126,3 +128,54 @@ def test_a_combined_seed_pair_is_a_working_harness_on_each_task() -> None:
         ScriptedLM("CCO", context_window=4096), [{"id": "u", "input": "Input: CCO", "target": "CC.O"}]
     )
     assert harness.predict("Input: CCO") == "CCO"
+
+
+# ---------------------------------------------------------------- which partners the offline proposer offers
+
+
+def scored(cid: str, source: str, scores: list[float], ids: str = "abcd") -> Candidate:
+    """An evaluated candidate scored ``scores`` on the validation examples named by the letters of ``ids``."""
+    evaluation = Evaluation(
+        "val",
+        {"primary": sum(scores) / len(scores)},
+        examples=len(scores),
+        example_ids=list(ids),
+        example_scores=scores,
+    )
+    return Candidate(id=cid, parent=None, source=source, iteration=0, evaluation=evaluation)
+
+
+def test_partners_are_right_where_the_first_is_wrong_and_never_its_twins() -> None:
+    first = scored("a", "A", [1.0, 0.0, 0.0, 1.0])
+    twin = scored("twin", "T", [1.0, 0.0, 0.0, 1.0])  # the best by score, the same outputs where both were scored
+    worse = scored("worse", "W", [0.0, 0.0, 0.0, 1.0])
+    one = scored("one", "O", [0.0, 1.0, 0.0, 0.0])
+    two = scored("two", "W2", [0.0, 1.0, 1.0, 0.0])
+    unknown = scored("unknown", "U", [1.0, 1.0], ids="xy")  # no example scored with the first
+    ranking = [first, twin, unknown, worse, one, two]
+    assert [c.id for c in complementary_partners(first, ranking, 2)] == ["two", "one"]
+    assert [c.id for c in complementary_partners(first, ranking, 9)] == ["two", "one", "unknown"]
+    assert complementary_partners(twin, [twin, first], 2) == []  # a twin of every other candidate: no partner
+
+
+def test_the_offline_proposer_binds_each_candidate_s_own_complementary_partners(shared_data_dir) -> None:
+    from test_proposers_offline import NoValTask, keyword_model
+
+    from metaharness.proposers.offline import OfflineProposer
+    from metaharness.search.protocol import RunState
+    from metaharness.tasks import get_task
+
+    task = NoValTask(get_task("symptom2disease", data_dir=shared_data_dir))
+    zero, few, retrieval = (seed("symptom2disease", name) for name in ("zero_shot", "few_shot", "retrieval"))
+    best = scored("c2", retrieval, [1.0, 1.0, 0.0, 0.0])
+    twin = scored("c1", few, [1.0, 1.0, 0.0, 0.0])  # second by score, but right only where the best is
+    helper = scored("c0", zero, [0.0, 0.0, 1.0, 0.0])
+    state = RunState(task="symptom2disease", iteration=1, candidates=[helper, twin, best], proposals=2)
+    proposer = OfflineProposer(task, keyword_model(), plans=2, operators=["combine_vote"])
+    proposals = proposer.propose(state)
+    assert [name for name, _ in proposer.partners_for(retrieval)] == ["c0"]
+    assert [name for name, _ in proposer.partners_for(zero)] == ["c2", "c1"]  # both right where c0 is wrong
+    assert [name for name, _ in proposer.partners_for("a program not evaluated")] == ["c0"]  # the best's
+    assert proposals and all(p.summary.startswith("combine with c") for p in proposals)
+    pairs = {(p.parent, p.summary.split()[2].rstrip(":")) for p in proposals}
+    assert ("c2", "c0") in pairs and not {("c2", "c1"), ("c1", "c2")} & pairs  # twins are never combined
