@@ -12,17 +12,24 @@ of the project's code: TF-IDF (damped term frequency, unit length) over words or
 answers of the K most similar training examples weighted by similarity, n and K (1, 3, 5, 7, 9, 15, 25) chosen by
 leave-one-out on the fold's training examples, whole answers voted (a label set is one answer).
 
+Beside it, the run's own no-model baseline (``metaharness.search.baseline.NeighbourVote``, the vote a search's
+best is judged against: terms, K and label-set share by leave-one-out with the task's metric), fitted on each
+fold's training examples.
+
 The blocks run as the operators write them into a harness: the harness code of ``harness_code.definitions``,
 executed as a harness executes it, at the settings a revision gives them, with the model's answer at weight 0
-(the model cannot help or hurt), and answers scored with the task's own metric. Model-calling blocks (constrained
+(the model cannot help or hurt), and answers scored with the task's own metric. The self-tuning blocks
+(``tuned_vote``, ``classifier_auto``) choose their settings on each fold's training examples, as a harness does
+on the ``train`` it receives; what they chose per fold is printed. Model-calling blocks (constrained
 answers, the label-primed query, draft-then-verify) need the task model on every example and are not scored here;
 for the shortlist the model chooses from, the share of examples whose labels are all among the classifier's first
 N is printed (what the model can at best reach by choosing).
 
 Printed per task and block: the cross-validated primary score (mean over the training examples), its paired
-difference from the tuned vote with a 95% interval (normal, over examples), and the CPU seconds of this process a
-harness's ``__init__`` took on one fold's training examples (160 of the 200) and ``predict`` took per example
-(process CPU time, so other work on a shared machine slows it less than wall time; still not a final figure).
+differences from the tuned vote and from the run's baseline with 95% intervals (normal, over examples), and the CPU
+seconds of this process a harness's ``__init__`` took on one fold's training examples (160 of the 200, mean over
+folds) and on all of them (once), and ``predict`` took per example (process CPU time, so other work on a shared
+machine slows it less than wall time; still not a final figure).
 """
 
 from __future__ import annotations
@@ -36,18 +43,21 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from metaharness.proposers.operators import answer_profile, label_atoms
 from metaharness.proposers.operators.harness_code import definitions
+from metaharness.search.baseline import NeighbourVote
 from metaharness.tasks import Example, get_task
 
 TASKS = ("symptom2disease", "lawbench", "uspto")
 VOTE_TERMS = (0, 1, 2, 3, 4, 5)
 VOTE_K = (1, 3, 5, 7, 9, 15, 25)
 SHORTLIST = (3, 5)
+RUN_BASELINE = "the run's baseline (metaharness.search.baseline)"
 
 
 def folds(n: int, k: int, seed: int = 0) -> list[list[int]]:
@@ -118,12 +128,28 @@ def tuned_vote(task: Any, train: list[Example], test: list[Example]) -> tuple[li
 
 def _harness_code() -> dict[str, Any]:
     namespace: dict[str, Any] = {}
-    names = ("_LabelClassifier", "_NeighbourIndex", "_neighbour_votes", "_prior_corrected", "_decide", "_label_counts")
+    names = (
+        "_LabelClassifier",
+        "_TunedVote",
+        "_NeighbourIndex",
+        "_neighbour_votes",
+        "_prior_corrected",
+        "_decide",
+        "_label_counts",
+    )
     exec("\n\n".join(definitions(*names).values()), namespace)
     return namespace
 
 
-Block = Callable[[list[dict[str, str]]], Callable[[str], list[str]]]
+@dataclass
+class Trained:
+    """A block trained on one fold: its answer's labels for an input, and the settings it chose itself."""
+
+    predict: Callable[[str], list[str]]
+    chosen: dict[str, Any] = field(default_factory=dict)
+
+
+Block = Callable[[list[dict[str, str]]], Trained]
 
 
 def vote_block(
@@ -132,7 +158,7 @@ def vote_block(
     """The neighbour vote as ``neighbour_vote`` writes it (model weight 0), at these settings."""
     code = _harness_code()
 
-    def train(items: list[dict[str, str]]) -> Callable[[str], list[str]]:
+    def train(items: list[dict[str, str]]) -> Trained:
         index = code["_NeighbourIndex"](items, ngram, scoring)
         counts = code["_label_counts"](items)
 
@@ -140,7 +166,24 @@ def vote_block(
             votes = code["_neighbour_votes"](index.nearest(x, k), power)
             return code["_decide"](code["_prior_corrected"](votes, counts, prior), [], 0.0, share)
 
-        return predict
+        return Trained(predict)
+
+    return train
+
+
+def tuned_vote_block(prior: object = "auto") -> Block:
+    """The self-tuning vote as ``tuned_vote`` writes it (model weight 0): terms, K, power, share (and the
+    frequency correction, unless given) chosen by leave-one-out on the fold's training examples."""
+    code = _harness_code()
+
+    def train(items: list[dict[str, str]]) -> Trained:
+        vote = code["_TunedVote"](items, "auto", "auto", "auto", "auto", "tfidf", prior)
+
+        def predict(x: str) -> list[str]:
+            return code["_decide"](vote.scores(x), [], 0.0, vote.share)
+
+        chosen = {"terms": vote.ngram, "k": vote.k, "power": vote.power, "prior": vote.prior, "share": vote.share}
+        return Trained(predict, chosen)
 
     return train
 
@@ -149,7 +192,7 @@ def classifier_block(kind: str, terms: object = "auto", prior: float = 0.0, shar
     """A label classifier as ``classifier_<kind>`` writes it (model weight 0), at these settings."""
     code = _harness_code()
 
-    def train(items: list[dict[str, str]]) -> Callable[[str], list[str]]:
+    def train(items: list[dict[str, str]]) -> Trained:
         classifier = code["_LabelClassifier"](items, kind, terms, 10)
         counts = code["_label_counts"](items)
 
@@ -157,13 +200,44 @@ def classifier_block(kind: str, terms: object = "auto", prior: float = 0.0, shar
             scores = code["_prior_corrected"](classifier.scores(x), counts, prior)
             return code["_decide"](scores, [], 0.0, share)
 
-        return predict
+        return Trained(predict, {"kind": classifier.kind, "terms": classifier.ngram} if kind == "auto" else {})
 
     return train
 
 
-def blocks(multi_label: bool) -> dict[str, Block]:
+def run_baseline_block(task: Any) -> Block:
+    """The run's own no-model baseline (``metaharness.search.baseline.NeighbourVote``: terms, K and label-set share
+    by leave-one-out with the task's metric), fitted on the fold's training examples; its answer as labels."""
+
+    def train(items: list[dict[str, str]]) -> Trained:
+        vote = NeighbourVote.fit(_FoldTask(task, items))
+        return Trained(
+            lambda x: label_atoms(vote.predict(x)), {k: v for k, v in vote.settings.items() if k != "loo_score"}
+        )
+
+    return train
+
+
+class _FoldTask:
+    """``task`` whose training split is one fold's training examples (the baseline fits on ``load("train")``)."""
+
+    def __init__(self, task: Any, items: list[dict[str, str]]) -> None:
+        self.task, self.items = task, items
+
+    def load(self, split: str) -> list[Example]:
+        assert split == "train", "the baseline reads the training split only"
+        return [Example(item["id"], item["input"], item["target"]) for item in self.items]
+
+    def score(self, prediction: str, example: Example) -> dict[str, float]:
+        return self.task.score(prediction, example)
+
+
+def blocks(task: Any, multi_label: bool) -> dict[str, Block]:
     found = {
+        RUN_BASELINE: run_baseline_block(task),
+        "tuned vote (tuned_vote: all auto)": tuned_vote_block(),
+        "tuned vote, no frequency correction": tuned_vote_block(prior=0.0),
+        "classifier auto (classifier_auto: kind and terms by 3-fold CV)": classifier_block("auto"),
         "vote (neighbour_vote: K 5, words)": vote_block(),
         "vote, character 3-grams": vote_block(3),
         "vote, BM25": vote_block(scoring="bm25"),
@@ -215,7 +289,8 @@ def study(name: str, data_dir: str | None, k: int) -> dict[str, Any]:
     scores: dict[str, list[float]] = {}
     seconds: dict[str, list[float]] = {}
     recall: dict[int, list[float]] = {size: [0.0] * len(examples) for size in SHORTLIST}
-    candidates = blocks(profile.multi_label) if profile.labelled else {}
+    candidates = blocks(task, profile.multi_label) if profile.labelled else {}
+    chosen: dict[str, list[dict[str, Any]]] = {}
     for test in folds(len(examples), k):
         held = set(test)
         train = [examples[i] for i in range(len(examples)) if i not in held]
@@ -227,12 +302,14 @@ def study(name: str, data_dir: str | None, k: int) -> dict[str, Any]:
         items = [e.as_train_item() for e in train]
         for label, block in candidates.items():
             start = time.process_time()
-            predict = block(items)
+            trained = block(items)
             built = time.process_time() - start
+            if trained.chosen:
+                chosen.setdefault(label, []).append(trained.chosen)
             row = scores.setdefault(label, [0.0] * len(examples))
             start = time.process_time()
             for i in test:
-                row[i] = task.score(";".join(predict(examples[i].input)), examples[i])["primary"]
+                row[i] = task.score(";".join(trained.predict(examples[i].input)), examples[i])["primary"]
             per = (time.process_time() - start) / len(test)
             seconds.setdefault(label, []).extend([built, per])
         if profile.labelled:
@@ -248,14 +325,19 @@ def study(name: str, data_dir: str | None, k: int) -> dict[str, Any]:
         "tuned_vote": {"score": statistics.fmean(reference), "choices": choices},
         "blocks": {},
     }
+    everything = [e.as_train_item() for e in examples]
     for label, row in scores.items():
-        diff, lo, hi = paired(row, reference)
         times = seconds[label]
+        start = time.process_time()
+        candidates[label](everything)
         result["blocks"][label] = {
             "score": statistics.fmean(row),
-            "minus_tuned_vote": [round(diff, 4), round(lo, 4), round(hi, 4)],
+            "minus_tuned_vote": [round(x, 4) for x in paired(row, reference)],
+            "minus_run_baseline": [round(x, 4) for x in paired(row, scores[RUN_BASELINE])],
             "init_cpu_seconds": round(statistics.fmean(times[0::2]), 3),
+            "init_cpu_seconds_all": round(time.process_time() - start, 3),
             "predict_cpu_seconds": round(statistics.fmean(times[1::2]), 4),
+            "chosen": chosen.get(label, []),
         }
     if profile.labelled:
         result["shortlist_recall"] = {str(size): statistics.fmean(hits) for size, hits in recall.items()}
@@ -274,19 +356,32 @@ def report(result: dict[str, Any]) -> str:
     if not result["blocks"]:
         lines.append("The answers are not labels: no label block applies.")
         return "\n".join(lines) + "\n"
+    everything = result["examples"]
     lines += [
-        "| block | train-CV | minus tuned vote [95% interval] | init CPU s | predict CPU s |",
-        "|---|---:|---:|---:|---:|",
+        "| block | train-CV | minus tuned vote [95% interval] | minus the run's baseline [95% interval] "
+        f"| init CPU s ({everything * (result['folds'] - 1) // result['folds']}) | init CPU s ({everything}) "
+        "| predict CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for label, row in sorted(result["blocks"].items(), key=lambda kv: -kv[1]["score"]):
-        diff, lo, hi = row["minus_tuned_vote"]
         lines.append(
-            f"| {label} | {row['score']:.3f} | {diff:+.3f} [{lo:+.3f}, {hi:+.3f}] | {row['init_cpu_seconds']:.2f} "
-            f"| {row['predict_cpu_seconds']:.4f} |"
+            f"| {label} | {row['score']:.3f} | {_interval(row['minus_tuned_vote'])} "
+            f"| {_interval(row['minus_run_baseline'])} | {row['init_cpu_seconds']:.2f} "
+            f"| {row['init_cpu_seconds_all']:.2f} | {row['predict_cpu_seconds']:.4f} |"
         )
     recall = ", ".join(f"first {size}: {share:.3f}" for size, share in result["shortlist_recall"].items())
-    lines += ["", f"Shortlist (centroid, terms auto): every gold label among the classifier's {recall}."]
+    lines += ["", f"Shortlist (centroid, terms auto): every gold label among the classifier's {recall}.", ""]
+    lines.append("What the self-tuning blocks chose, per fold:")
+    for label, row in result["blocks"].items():
+        if row["chosen"]:
+            folds = "; ".join(", ".join(f"{k} {v}" for k, v in c.items()) for c in row["chosen"])
+            lines.append(f"- {label}: {folds}")
     return "\n".join(lines) + "\n"
+
+
+def _interval(figures: list[float]) -> str:
+    diff, lo, hi = figures
+    return f"{diff:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
 def main() -> None:
