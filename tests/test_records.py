@@ -148,6 +148,9 @@ def test_log_lines_write_the_documented_json() -> None:
         "considered": ["c002"],
         "allotted": {"c002": [0, 4]},
         "replayed": {"c003": 4},
+        "model_free": {},
+        "checks": {"candidates": 0, "model_free": 0, "runs": 0, "seconds": 0.0},
+        "identical": {"charged": 0.0, "same_as": {}},
         "cost": {
             "predicted": {"evals": 4.0, "tokens": 0.0, "usd": 0.0},
             "realised": {"evals": 4.0, "tokens": 90.0, "usd": 0.0},
