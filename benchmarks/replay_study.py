@@ -104,8 +104,7 @@ ARMS: tuple[Policy, ...] = ("planner", "greedy", "threshold", "thompson", "best-
 BLIND_PLANNER = "planner-blind"  # the planner with every prediction removed: what the predictions bought
 CHECK_CODE = ("metaharness/search/model_free.py", "metaharness/models/stand_in.py")  # what a verdict rests on
 USED = (
-    "metaharness/search/staging.py",
-    "metaharness/planner/allocation.py",
+    "metaharness/search/staging",
     "metaharness/frontier.py",
     "benchmarks/replay_study.py",
     *CHECK_CODE,
