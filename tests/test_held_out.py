@@ -157,3 +157,22 @@ def test_a_paired_interval_holds_the_mean_and_is_the_same_on_every_call() -> Non
     assert paired_interval([1.0] * 6, [0.0] * 6) == (1.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="same examples"):
         paired_interval([1.0], [1.0, 0.0])
+
+
+def test_a_holdout_of_one_has_no_confirm_third_and_judges_the_search_best(tmp_path: Path) -> None:
+    task = ParityTask()
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
+    search = SearchSettings(evaluation="planner", holdout=1, budget=SearchBudget(evals_per_iter=2))
+    optimizer = Optimizer(
+        run,
+        LoopSettings("parity", search, iterations=0, test=False),
+        ScriptedProposer(),
+        TaskEvaluator(task, StandInClient(["even"], 0), workers=1),
+        [Seed("honest", HONEST)],
+    )
+    outcome = optimizer.run()
+    run.close()
+    assert outcome.best is not None and outcome.best.evaluation is not None
+    assert outcome.best.evaluation.confirm is None and not run.log_records("confirm")  # nothing to confirm on
+    judged = run.split_result(outcome.best.id, "holdout")
+    assert judged is not None and judged.examples == 1

@@ -56,7 +56,7 @@ class HeldOutJudge:
         the best, once chosen, on the ``judge`` examples (once per candidate, saved as its ``holdout`` result)."""
         if not self.order.holdout:
             return
-        for candidate in self.contenders():
+        for candidate in self.contenders() if self.order.confirm else []:  # a holdout of 1 or 2 has no confirm third
             self.check_stop()
             assert candidate.evaluation is not None
             confirm = self.score(candidate, "confirm", self.order.confirm)
