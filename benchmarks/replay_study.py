@@ -9,7 +9,9 @@ What a recorded run is: a run directory in which every candidate was scored once
 with ``metaharness optimize --evaluation all --holdout 0 ...``), with its traces (each example's output and every
 task-model call: messages, options, tokens, dollars) and, when its proposer predicted, what the predictions cost
 (the ``"phase"`` lines of ``summary.jsonl`` with ``"phase": "predict"``, one iteration's spend each). ``load``
-reads it through `metaharness.store` and refuses a run whose candidates do not cover every example.
+reads it through `metaharness.store` (a run directory, or one archived and packed as those under
+``reports/replay/recorded`` are: ``<name>.tar.xz``, which the path ``<name>`` also finds) and refuses a run whose
+candidates do not cover every example.
 
 What is replayed: for each *replicate* (a seed), the validation examples are shuffled and split into a search share
 and judge examples (``--judge``, a fraction; the search never sees them), as a run's ``ExampleOrder`` does with
@@ -95,7 +97,7 @@ from metaharness.search.loop import evaluated_ancestor
 from metaharness.search.model_free import ModelFreeCheck, record_outputs
 from metaharness.search.staging import PREDICTION_FREE, ExampleOrder, Policy, Standing, decide
 from metaharness.store import RunDirectory
-from metaharness.store.archive import BUNDLE, restore
+from metaharness.store.archive import BUNDLE, PACKED, restore
 from metaharness.store.files import atomic_write_json, read_jsonl
 from metaharness.tasks.protocol import Task
 
@@ -154,10 +156,20 @@ class Recorded:
 
 
 def load(path: Path) -> Recorded:
-    """The recorded run in ``path`` (module docstring), a run directory or one archived by
-    `metaharness.store.archive` (restored into a temporary folder first); InputError naming what is missing."""
-    if (path / BUNDLE).is_file():
-        path = restore(path, Path(tempfile.mkdtemp(prefix="replay-")) / path.name)
+    """The recorded run in ``path`` (module docstring): a run directory, or one archived by
+    `metaharness.store.archive`, as a folder or packed (``<name>.tar.xz``, also found from ``<name>``), restored
+    into a temporary folder that is removed once read; InputError naming what is missing."""
+    packed = path.with_name(path.name + PACKED)
+    if not path.exists() and packed.is_file():
+        path = packed
+    if not path.is_file() and not (path / BUNDLE).is_file():
+        return _read(path)
+    with tempfile.TemporaryDirectory(prefix="replay-") as scratch:
+        return _read(restore(path, Path(scratch) / path.name.removesuffix(PACKED), cache=scratch))
+
+
+def _read(path: Path) -> Recorded:
+    """The recorded run in the run directory ``path`` (`load`)."""
     run = RunDirectory.browse(path)
     stored = run.candidates()
     if not stored:

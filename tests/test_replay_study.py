@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ from metaharness.candidate import EVALUATED, IMPLEMENTED, Candidate, Evaluation,
 from metaharness.errors import InputError
 from metaharness.search.staging import decide
 from metaharness.store import RunDirectory
-from metaharness.store.archive import archive
+from metaharness.store.archive import archive, pack, unpack
 from metaharness.store.files import append_jsonl
 
 EXAMPLES = [f"e{i:02d}" for i in range(15)]
@@ -153,6 +155,45 @@ def test_an_archived_run_loads_as_the_run_directory_it_was(runs: list[Path], tmp
     assert archived.name == original.name == "run0"
     assert archived.scores == original.scores and archived.outputs == original.outputs
     assert archived.calls == original.calls and archived.predicting == original.predicting
+
+
+def test_a_packed_run_loads_as_its_folder_and_packs_to_the_same_bytes(runs: list[Path], tmp_path) -> None:
+    """Recorded runs are committed packed (one <name>.tar.xz each): the replay reads the file, or finds it from the
+    name without the suffix (the commands in reports/replay/README.md), and unpacks nothing beside it."""
+    study = load_study("replay_study")
+    archive(runs[0], tmp_path / "folder" / "run0")
+    packed = pack(tmp_path / "folder" / "run0", tmp_path / "packed" / "run0.tar.xz")
+    os.utime(tmp_path / "folder" / "run0" / "repository.bundle", (1, 1))  # no time, owner or order gets in
+    again = pack(tmp_path / "folder" / "run0", tmp_path / "again.tar.xz")
+    assert packed.read_bytes() == again.read_bytes()
+    folder = study.load(tmp_path / "folder" / "run0")
+    for read in (study.load(packed), study.load(tmp_path / "packed" / "run0")):
+        assert read.name == "run0" and read.candidates == folder.candidates and read.scores == folder.scores
+        assert read.outputs == folder.outputs and read.calls == folder.calls and read.settings == folder.settings
+    assert sorted(p.name for p in (tmp_path / "packed").iterdir()) == ["run0.tar.xz"]
+    with pytest.raises(InputError, match="no packed run archive"):
+        unpack(tmp_path / "folder" / "run0" / "repository.bundle", tmp_path / "cache")
+
+
+def test_unpacking_happens_once_per_archive_content_and_refuses_what_pack_never_writes(
+    runs: list[Path], tmp_path
+) -> None:
+    archive(runs[0], tmp_path / "run0")
+    packed = pack(tmp_path / "run0", tmp_path / "run0.tar.xz")
+    first = unpack(packed, tmp_path / "cache")
+    assert (
+        first.name == "run0"
+        and (first / "repository.bundle").read_bytes() == (tmp_path / "run0" / "repository.bundle").read_bytes()
+    )
+    (first / "marker").write_text("kept")
+    assert unpack(packed, tmp_path / "cache") == first and (first / "marker").is_file()  # not unpacked again
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    hostile = tmp_path / "run1.tar.xz"
+    with tarfile.open(hostile, "w:xz") as tar:
+        tar.add(tmp_path / "run0" / "repository.bundle", arcname="../escaped.json")
+    with pytest.raises(InputError, match="not unpacked"):
+        unpack(hostile, tmp_path / "cache")
+    assert not (tmp_path / "escaped.json").exists()
 
 
 def test_every_policy_keeps_its_budget_with_predictions_charged_only_to_the_policies_that_read_them(
