@@ -40,6 +40,7 @@ import itertools
 import json
 import random
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 
 from metaharness.candidate import Candidate, Prediction
@@ -166,11 +167,17 @@ class OfflineProposer:
 
     def untried(self, source: str, seen: set[str]) -> bool:
         """Whether some revision of ``source`` is not known yet (remembered once exhausted, for the same partners:
-        what is known only grows)."""
+        what is known only grows). Revisions not memoised are made one at a time until one is new (usually the
+        first): ranking the predicted graph asks this of every node, most of which are never revised."""
         key = self._key(source)
         if key in self._exhausted:
             return False
-        if any(d not in seen for _, _, d in self.revisions(source)):
+        known = self._revisions.get(key)
+        if known is not None:
+            digests: Iterable[str] = (d for _, _, d in known)
+        else:
+            digests = (digest(op.apply(source).source) for op in self._operators(source))
+        if any(d not in seen for d in digests):
             return True
         self._exhausted.add(key)
         return False
