@@ -25,7 +25,8 @@ Layout of the repository (the run directory is its working tree):
   the working tree holds the best harness.
 
 Crash safety: objects are written first (a kill leaves at most unreachable objects, which git ignores), then the
-candidate's tag or result branch, the notes ref and ``best`` move in one ``git update-ref --stdin`` transaction:
+candidate's tag or result branch, the notes ref and ``best`` move in one ``git update-ref --stdin`` transaction
+(``metaharness.store.git_plumbing`` writes the objects, the notes and the transaction):
 all or nothing. A candidate (or a result of it) is therefore either fully committed, with its note and best ref, or
 absent. The working tree is synced afterwards; ``GitStore.clean_interrupted`` repairs a sync or any git command cut
 short by a kill.
@@ -36,17 +37,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import tempfile
 import zlib
-from collections.abc import Mapping
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 import git
-from git.objects.fun import tree_to_stream
-from gitdb import IStream, LooseObjectDB
 from gitdb.exc import ODBError
 
 from metaharness import frontier
@@ -54,18 +50,15 @@ from metaharness.candidate import CANDIDATE_ID, EVALUATED, FAILED, Candidate, Ev
 from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.errors import InputError
 from metaharness.store.crash import crash_point
-from metaharness.text import json_text, utf8, visible
+from metaharness.store.git_plumbing import NOTES_REF, ZERO_SHA, GitObjects, NotesRef
+from metaharness.text import json_text
 
 ROOT_REF = "refs/tags/root"
 BEST_REF = "refs/heads/best"
-NOTES_REF = "refs/notes/metaharness"
 RESULTS_PREFIX = "refs/heads/results/"
 CONFIG_FILE = "run.json"
 METADATA_FILE = "candidate.json"
 EVALUATION_FILE = "evaluation.json"
-ZERO_SHA = "0" * 40
-BLOB_MODE = 0o100644
-AUTHOR = git.Actor("metaharness", "metaharness@localhost")
 # The order of a candidate's files in a diff (``git show``, ``git log -p``): the program first.
 DIFF_ORDER = (HARNESS_FILE, EVALUATION_FILE, METADATA_FILE)
 DIFF_ORDER_FILE = "metaharness-diff-order"
@@ -175,6 +168,12 @@ def readable_note(note: str) -> str:
     return "\n".join(keep) + "\n"
 
 
+def candidate_notes(own: str, result: str | None, note: str) -> dict[str, str]:
+    """The notes of a candidate: ``note`` on its own commit (read back by ``GitStore.candidates``), its readable lines
+    on its newest result commit (what ``git notes show best`` prints)."""
+    return {own: note, **({result: readable_note(note)} if result is not None else {})}
+
+
 def note_evaluation(note: str) -> Evaluation | None:
     """The evaluation a note records (its ``evaluation-json:`` line), or None."""
     for line in note.splitlines():
@@ -243,8 +242,8 @@ class GitStore:
         if repo.working_tree_dir is None:
             raise InputError(f"{repo.git_dir} is a bare git repository, not a metaharness run directory.")
         self.path = Path(repo.working_tree_dir)
-        # Blobs and trees are written in-process (temp file + rename, like git itself); reads go through git.
-        self._objects = LooseObjectDB(str(Path(repo.git_dir) / "objects"))
+        self.objects = GitObjects(repo)
+        self.notes = NotesRef(self.objects)
         self._cache: dict[str, Candidate] = {}
 
     # -- creating and opening -------------------------------------------------------------------------------
@@ -260,10 +259,10 @@ class GitStore:
         repo.git.symbolic_ref("HEAD", BEST_REF)
         store = cls(repo)
         store._configure()
-        tree = store._write_tree({CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n"})
+        tree = store.objects.tree({CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n"})
         message = f"metaharness run: {config.get('dataset', '?')} with task model {config.get('task_model', '?')}\n"
-        root = store._write_commit(tree, message, [])
-        store._update_refs([(ROOT_REF, root, ZERO_SHA)])
+        root = store.objects.commit(tree, message, [])
+        store.objects.update_refs([(ROOT_REF, root, ZERO_SHA)])
         return store
 
     @classmethod
@@ -273,7 +272,7 @@ class GitStore:
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
             raise InputError(f"{path} is not a metaharness run directory (no git repository there).") from exc
         store = cls(repo)
-        if store._resolve(ROOT_REF) is None:
+        if store.objects.resolve(ROOT_REF) is None:
             raise InputError(f"{path} is a git repository but not a metaharness run (it has no 'root' tag).")
         store._configure()
         return store
@@ -307,16 +306,16 @@ class GitStore:
         """Commit ``candidate`` atomically (candidate ref, note and best in one transaction); returns the sha."""
         if not CANDIDATE_ID.match(candidate.id):
             raise ValueError(f"bad candidate id {candidate.id!r}")
-        parent = self._resolve(ROOT_REF) if candidate.parent is None else self._newest(candidate.parent)
+        parent = self.objects.resolve(ROOT_REF) if candidate.parent is None else self._newest(candidate.parent)
         if parent is None:
             raise ValueError(f"parent {candidate.parent!r} of {candidate.id} is not committed")
-        tree = self._write_tree(files_of(candidate))
-        sha = self._write_commit(tree, commit_message(candidate), [parent])
-        notes_old, notes_new = self._write_notes({sha: render_note(candidate)})
+        tree = self.objects.tree(files_of(candidate))
+        sha = self.objects.commit(tree, commit_message(candidate), [parent])
+        notes = self.notes.write({sha: render_note(candidate)})
         crash_point("commit:objects-written")
-        updates = [(f"refs/tags/{candidate.id}", sha, ZERO_SHA), (NOTES_REF, notes_new, notes_old)]
+        updates = [(f"refs/tags/{candidate.id}", sha, ZERO_SHA), notes]
         updates += self._best_update(candidate, sha)
-        self._update_refs(updates)
+        self.objects.update_refs(updates)
         self._cache[sha] = candidate
         crash_point("commit:refs-updated")
         self.sync_worktree()
@@ -328,8 +327,8 @@ class GitStore:
         stored = self.get(cid)
         candidate = dataclasses.replace(stored.candidate, status=EVALUATED, evaluation=evaluation)
         sha, result = self._result_commit(stored, candidate)
-        old, new = self._write_notes(self._candidate_notes(stored.commit, sha, render_note(candidate)))
-        self._update_refs([result, (NOTES_REF, new, old), *self._best_update(candidate, sha)])
+        notes = self.notes.write(candidate_notes(stored.commit, sha, render_note(candidate)))
+        self.objects.update_refs([result, notes, *self._best_update(candidate, sha)])
         crash_point("evaluation:recorded")
         self.sync_worktree()
         return candidate
@@ -339,29 +338,23 @@ class GitStore:
         stored = self.get(cid)
         candidate = dataclasses.replace(stored.candidate, status=FAILED, error=error, evaluation=None)
         sha, result = self._result_commit(stored, candidate)
-        old, new = self._write_notes(self._candidate_notes(stored.commit, sha, render_note(candidate)))
-        self._update_refs([result, (NOTES_REF, new, old)])
+        notes = self.notes.write(candidate_notes(stored.commit, sha, render_note(candidate)))
+        self.objects.update_refs([result, notes])
         return candidate
-
-    @staticmethod
-    def _candidate_notes(own: str, result: str | None, note: str) -> dict[str, str]:
-        """The notes of a candidate: ``note`` on its own commit (read back by ``candidates``), its readable lines on
-        its newest result commit (what ``git notes show best`` prints)."""
-        return {own: note, **({result: readable_note(note)} if result is not None else {})}
 
     def _result_commit(self, stored: StoredCandidate, candidate: Candidate) -> tuple[str, tuple[str, str, str]]:
         """Write the commit of ``candidate``'s result, on the parent of its own commit (so its diff is the revision);
         returns its sha and the move of its result branch, for the caller's ref transaction."""
-        tree = self._write_tree(files_of(candidate))
+        tree = self.objects.tree(files_of(candidate))
         base = [p.hexsha for p in self.repo.commit(stored.commit).parents]
-        sha = self._write_commit(tree, commit_message(candidate, result=True), base)
+        sha = self.objects.commit(tree, commit_message(candidate, result=True), base)
         return sha, (result_ref(candidate.id), sha, stored.result or ZERO_SHA)
 
     def _best_update(self, candidate: Candidate, sha: str) -> list[tuple[str, str, str]]:
         """The move of ``best`` to ``sha`` when ``candidate`` is supported and beats the best by
         ``metaharness.frontier.rank`` (ties: the earlier), or is the best and ``sha`` its newer commit."""
         best = self.best()
-        current = self._resolve(BEST_REF)
+        current = self.objects.resolve(BEST_REF)
         if not candidate.supported or current == sha:
             return []
         if best is not None and best.id != candidate.id and frontier.rank(candidate) <= frontier.rank(best):
@@ -371,15 +364,14 @@ class GitStore:
     def annotate(self, cid: str, note: str) -> None:
         """Replace the note of candidate ``cid`` (e.g. to add its test-split result), on its newest result commit
         too."""
-        sha = self._resolve(f"refs/tags/{cid}")
+        sha = self.objects.resolve(f"refs/tags/{cid}")
         if sha is None:
             raise KeyError(cid)
-        old, new = self._write_notes(self._candidate_notes(sha, self._resolve(result_ref(cid)), note))
-        self._update_refs([(NOTES_REF, new, old)])
+        self.objects.update_refs([self.notes.write(candidate_notes(sha, self.objects.resolve(result_ref(cid)), note))])
 
     def sync_worktree(self) -> None:
         """Make the working tree hold the best candidate's files (HEAD is ``best``)."""
-        if self._resolve(BEST_REF) is not None:
+        if self.objects.resolve(BEST_REF) is not None:
             self.repo.git.reset("--hard", "-q")
 
     def clean_interrupted(self) -> list[str]:
@@ -398,7 +390,7 @@ class GitStore:
         if self.repo.git.symbolic_ref("-q", "HEAD", with_exceptions=False) != BEST_REF:
             self.repo.git.symbolic_ref("HEAD", BEST_REF)
             actions.append("pointed HEAD back at the 'best' branch")
-        if self._resolve(BEST_REF) is not None and self.repo.is_dirty(untracked_files=False):
+        if self.objects.resolve(BEST_REF) is not None and self.repo.is_dirty(untracked_files=False):
             self.sync_worktree()
             actions.append("restored the working tree to the best candidate")
         return actions
@@ -408,7 +400,7 @@ class GitStore:
         each."""
         actions = []
         for cid, sha in self.untagged().items():
-            self._update_refs([(f"refs/tags/{cid}", sha, ZERO_SHA)])
+            self.objects.update_refs([(f"refs/tags/{cid}", sha, ZERO_SHA)])
             actions.append(f"restored the missing tag {cid} from its commit {sha[:10]} (with its note)")
         return actions
 
@@ -419,7 +411,7 @@ class GitStore:
         named by a note (every candidate's commit gets its note in the same transaction as its tag). A result
         commit (``Result-Of``; in a run from before that trailer, one whose parent is a commit of the same
         candidate) is not the candidate's own."""
-        shas = set(self.repo.git.rev_list("--all").split()) | set(self._note_blobs())
+        shas = set(self.repo.git.rev_list("--all").split()) | set(self.notes.blobs())
         named: dict[str, str] = {}
         parents: dict[str, str | None] = {}
         for sha in sorted(shas):
@@ -440,7 +432,7 @@ class GitStore:
 
     def candidates(self) -> list[StoredCandidate]:
         """Every committed candidate, in id order."""
-        notes = self._notes()
+        notes = self.notes.texts()
         refs = self.repo.git.for_each_ref("--format=%(refname) %(objectname)", "refs/tags", RESULTS_PREFIX)
         results = {}
         found = []
@@ -463,31 +455,32 @@ class GitStore:
         return {cid: sha for cid, sha in found if cid not in tagged and self._record(sha).id == cid}
 
     def get(self, cid: str) -> StoredCandidate:
-        sha = self._resolve(f"refs/tags/{cid}")
+        sha = self.objects.resolve(f"refs/tags/{cid}")
         if sha is None:
             known = ", ".join(c.candidate.id for c in self.candidates()) or "none yet"
             raise InputError(f"No candidate '{cid}' in {self.path} (candidates: {known}).")
-        note = self._notes().get(sha, "")
-        return StoredCandidate(with_note(self._record(sha, cid), note), sha, note, self._resolve(result_ref(cid)))
+        note = self.notes.texts().get(sha, "")
+        result = self.objects.resolve(result_ref(cid))
+        return StoredCandidate(with_note(self._record(sha, cid), note), sha, note, result)
 
     def has(self, cid: str) -> bool:
-        return self._resolve(f"refs/tags/{cid}") is not None
+        return self.objects.resolve(f"refs/tags/{cid}") is not None
 
     def best(self) -> Candidate | None:
         """The candidate ``best`` points at (its result commit, or its own commit in a run from before result
         commits)."""
-        sha = self._resolve(BEST_REF)
+        sha = self.objects.resolve(BEST_REF)
         if sha is None:
             return None
         cid = self._claim(sha)
         if cid is not None and self.has(cid):
             return self.get(cid).candidate
-        return with_note(self._record(sha), self._notes().get(sha, ""))
+        return with_note(self._record(sha), self.notes.texts().get(sha, ""))
 
     def _newest(self, cid: str) -> str | None:
         """Candidate ``cid``'s newest commit: its latest result commit, else its own (``None``: not committed)."""
-        own = self._resolve(f"refs/tags/{cid}")
-        return None if own is None else self._resolve(result_ref(cid)) or own
+        own = self.objects.resolve(f"refs/tags/{cid}")
+        return None if own is None else self.objects.resolve(result_ref(cid)) or own
 
     def _record(self, sha: str, cid: str | None = None) -> Candidate:
         """The candidate commit ``sha`` (of candidate ``cid``, when known) holds; a commit whose files cannot be read
@@ -519,72 +512,3 @@ class GitStore:
             f"run directory from a backup, or point the tag at an intact commit of the candidate (git -C {self.path} "
             f"tag -f {tag} SHA; git -C {self.path} fsck checks the objects)."
         )
-
-    # -- git plumbing ----------------------------------------------------------------------------------------
-
-    def _resolve(self, ref: str) -> str | None:
-        try:
-            return git.SymbolicReference.dereference_recursive(self.repo, ref)
-        except ValueError:
-            return None
-
-    def _write_blob(self, data: bytes) -> bytes:
-        return self._objects.store(IStream("blob", len(data), BytesIO(data))).binsha
-
-    def _write_tree(self, files: Mapping[str, str | bytes]) -> str:
-        """A flat tree of blobs; a ``bytes`` value is the binary sha of a blob that is already stored."""
-        entries = []
-        for name in sorted(files):
-            content = files[name]
-            binsha = content if isinstance(content, bytes) else self._write_blob(utf8(content))
-            entries.append((binsha, BLOB_MODE, name))
-        buffer = BytesIO()
-        tree_to_stream(entries, buffer.write)
-        data = buffer.getvalue()
-        return self._objects.store(IStream("tree", len(data), BytesIO(data))).hexsha.decode()
-
-    def _write_commit(self, tree: str, message: str, parents: list[str]) -> str:
-        """A commit of ``tree``; its message is stored ``visible`` (``git log`` shows a summary or an error a model
-        wrote inert, with no control character or lone surrogate)."""
-        commit = git.Commit.create_from_tree(
-            self.repo,
-            tree,
-            visible(message),
-            parent_commits=[self.repo.commit(p) for p in parents],
-            head=False,
-            author=AUTHOR,
-            committer=AUTHOR,
-        )
-        return commit.hexsha
-
-    def _note_blobs(self) -> dict[str, bytes]:
-        """Annotated commit sha -> binary sha of its note blob."""
-        sha = self._resolve(NOTES_REF)
-        if sha is None:
-            return {}
-        blobs = (item for item in self.repo.commit(sha).tree.traverse() if isinstance(item, git.Blob))
-        return {str(blob.path).replace("/", ""): blob.binsha for blob in blobs}
-
-    def _notes(self) -> dict[str, str]:
-        """Annotated commit sha -> note text."""
-        return {sha: self.repo.odb.stream(blob).read().decode("utf-8") for sha, blob in self._note_blobs().items()}
-
-    def _write_notes(self, changes: dict[str, str]) -> tuple[str, str]:
-        """Write a notes commit with ``changes`` applied; returns (old notes sha or zeros, new notes sha).
-
-        The notes commit has no parent: git reads notes from the tree only, and one parentless commit keeps
-        ``git log --all`` to a single extra line instead of a second history.
-        """
-        old = self._resolve(NOTES_REF) or ZERO_SHA
-        # Stored visible, as commit messages are (their JSON lines are ASCII already, so they read back the same).
-        notes: dict[str, str | bytes] = {**self._note_blobs(), **{sha: visible(note) for sha, note in changes.items()}}
-        tree = self._write_tree(notes)
-        new = self._write_commit(tree, "metaharness: validation scores of every candidate (git notes)\n", [])
-        return old, new
-
-    def _update_refs(self, updates: list[tuple[str, str, str]]) -> None:
-        """Move every ref in one transaction: all succeed or none does (``git update-ref --stdin``)."""
-        with tempfile.TemporaryFile() as stdin:
-            stdin.write("".join(f"update {ref} {new} {old}\n" for ref, new, old in updates).encode())
-            stdin.seek(0)
-            self.repo.git.update_ref("--stdin", istream=stdin)
