@@ -34,7 +34,7 @@ def run_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("runs") / "graph"
     run = RunDirectory.open(path, {"dataset": "toy", "task_model": "fake", "val_limit": 3, "proposer": "offline"})
     _commit(run, "c001", None, 0, score=0.25)
-    graph = run.program_graph()
+    graph = run.graph.read()
     program.add_predicted(graph, "b", "c001", 0.35, std=0.04, summary="step to b", data={"iteration": 1})
     program.add_predicted(graph, "c", "b", 0.5, summary="step to c", data={"iteration": 1})
     program.add_predicted(
@@ -49,7 +49,7 @@ def run_dir(tmp_path_factory) -> Path:
         data={"iteration": 1},
     )
     program.add_predicted(graph, "d", "c001", 0.1, label=-1, summary="drop the examples", data={"iteration": 1})
-    run.save_program_graph(graph)
+    run.graph.write(graph)
     _commit(run, "c002", "c001", 1, status="implemented", prediction=Prediction(score=0.35, std=0.04, node="b"))
     _commit(run, "c003", "c002", 1, score=0.45, prediction=Prediction(score=0.5, node="c"))
     run.close()

@@ -45,10 +45,10 @@ def make_run(path: Path, scores, *, predicted=None, tokens=100, usd=0.0, test=No
         if it == failed_at:
             rd.commit(Candidate("c100", None, it, "x", status="failed", error="boom", prediction=Prediction(score=1)))
         append_jsonl(rd.summary_path, {"type": "iteration", "iteration": it, "best": best_id, "best_score": best})
-    rd.record_spend("fake", "task", usd, input_tokens=tokens - 1, output_tokens=1)
+    rd.spend.record("fake", "task", usd, input_tokens=tokens - 1, output_tokens=1)
     if test is not None:
         assert best_id is not None
-        rd.save_test_result(best_id, Evaluation("test", {"primary": test}, {}, 20))
+        rd.save_split_result(best_id, "test", Evaluation("test", {"primary": test}, {}, 20))
     rd.close()
 
 

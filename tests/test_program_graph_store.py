@@ -45,18 +45,20 @@ def _candidate(cid, parent, score=None, *, status="evaluated", prediction=None, 
 @pytest.fixture
 def run(tmp_path):
     rd = RunDirectory.open(tmp_path / "run", CONFIG)
-    rd.save_plan(0, [PlanEntry("c001", None, "")])  # iteration 0 under way, as the loop leaves it (plan, then commit)
+    rd.journal.save_plan(
+        0, [PlanEntry("c001", None, "")]
+    )  # iteration 0 under way, as the loop leaves it (plan, then commit)
     rd.commit(_candidate("c001", None, 0.3, iteration=0))
     yield rd
     rd.close()
 
 
 def test_a_committed_candidate_takes_the_place_of_the_node_it_realises(run):
-    graph = run.program_graph()
+    graph = run.graph.read()
     program.add_predicted(graph, "a", "c001", 0.5, std=0.1, cost={"tokens": 800}, summary="a", data={"iteration": 1})
     program.add_predicted(graph, "b", "a", 0.6, summary="b", label=1)
     program.add_predicted(graph, "x", "c001", 0.2, summary="x", label=-1)
-    run.save_program_graph(graph)
+    run.graph.write(graph)
     run.commit(_candidate("c002", "c001", status="implemented", prediction=Prediction(score=0.5, std=0.1, node="a")))
     run.commit(_candidate("c003", "c002", 0.55, prediction=Prediction(score=0.6, node="b")))
     saved = saved_graph(run.path)
@@ -81,7 +83,7 @@ def test_a_committed_candidate_takes_the_place_of_the_node_it_realises(run):
 
 
 def test_sync_is_idempotent_and_adds_a_candidate_the_graph_missed(run):
-    graph = run.program_graph()
+    graph = run.graph.read()
     program.add_predicted(graph, "a", "c001", 0.5)
     before = json.dumps(graph.to_json(), sort_keys=True)
     again = program_graph.sync(graph, run.candidates())
@@ -97,14 +99,14 @@ def test_sync_is_idempotent_and_adds_a_candidate_the_graph_missed(run):
 
 
 def test_predictions_survive_closing_and_reopening_the_run(run, tmp_path):
-    graph = run.program_graph()
+    graph = run.graph.read()
     program.add_predicted(graph, "later", "c001", 0.45, std=0.05, summary="try later", data={"iteration": 1})
-    run.save_program_graph(graph)
+    run.graph.write(graph)
     run.close()
     reopened = RunDirectory.open(tmp_path / "run", CONFIG)
     try:
         assert reopened.recover() == []  # the saved graph agrees with the candidates: nothing to repair
-        node = reopened.program_graph().node("later")
+        node = reopened.graph.read().node("later")
         assert (node.status, node.score, node.std, node.data["iteration"]) == ("predicted", 0.45, 0.05, 1)
     finally:
         reopened.close()
@@ -113,7 +115,7 @@ def test_predictions_survive_closing_and_reopening_the_run(run, tmp_path):
 def test_a_missing_graph_is_rebuilt_from_the_candidates(run):
     (run.path / program_graph.GRAPH_FILE).unlink()
     assert program_graph.load(run.path) is None
-    assert [n.id for n in run.program_graph().nodes] == ["c001"]
+    assert [n.id for n in run.graph.read().nodes] == ["c001"]
     assert run.recover() == []  # nothing to report: there were no predictions to lose
     assert saved_graph(run.path).node("c001").score == 0.3
 
@@ -137,7 +139,7 @@ def test_an_unreadable_graph_is_a_clear_error_and_a_run_sets_it_aside_and_rebuil
 
 def test_the_graph_is_written_atomically(run, monkeypatch):
     saved = saved_graph(run.path)
-    graph = run.program_graph()
+    graph = run.graph.read()
     program.add_predicted(graph, "a", "c001", 0.5)
 
     def killed(path, data):
@@ -145,6 +147,6 @@ def test_the_graph_is_written_atomically(run, monkeypatch):
 
     monkeypatch.setattr("metaharness.store.files.os.replace", killed)
     with pytest.raises(KeyboardInterrupt):
-        run.save_program_graph(graph)
+        run.graph.write(graph)
     assert saved_graph(run.path).to_json() == saved.to_json()
     assert not list(run.path.glob(".program-graph.json.*"))

@@ -54,10 +54,10 @@ def run(tmp_path):
         _rec("c005", "c003", 2, 0.5, 0.6, 0.02),
     ]:
         rd.commit(r)
-    graph = rd.program_graph()
+    graph = rd.graph.read()
     program.add_predicted(graph, "n1", "c005", 0.62, std=0.05, summary="n1 step", data={"iteration": 2})
     program.add_predicted(graph, "n2", "n1", 0.7, cost={"tokens": 3000, "usd": 0.03}, label=1, summary="n2 <step>")
-    rd.save_program_graph(graph)
+    rd.graph.write(graph)
     step = Candidate("c006", "c005", 2, "class Harness: pass\n", status="implemented", summary="step to n1")
     step.prediction = Prediction(score=0.62, std=0.05, node="n1")
     rd.commit(step)
@@ -73,7 +73,7 @@ def run(tmp_path):
         }
         append_jsonl(rd.summary_path, {"type": "iteration", "iteration": it, "spent": spent, "cost": cost, **staged})
     append_jsonl(rd.summary_path, {"type": "test_skipped", "reason": "no test split offline"})
-    rd.save_test_result("c005", Evaluation("test", {"primary": 0.42}, {}, 20))
+    rd.save_split_result("c005", "test", Evaluation("test", {"primary": 0.42}, {}, 20))
     yield rd
     rd.close()
 
@@ -233,7 +233,7 @@ def test_one_truth_for_cost_the_spent_box_the_chart_summary_and_spend_jsonl_agre
         Candidate("c002", "c001", 1, "class Harness: x = 1\n", status="evaluated", summary="r", evaluation=replayed)
     )
     for role, tokens in (("task", 4000), ("task", 1500), ("task", 300), ("task", 2500), ("task", 700)):
-        run.record_spend("local:smollm2-135m", role, 0.0, input_tokens=tokens)
+        run.spend.record("local:smollm2-135m", role, 0.0, input_tokens=tokens)
     for it, tokens in ((0, 4000), (1, 5500)):
         measure = {"evals": 2, "tokens": 4000 if it == 0 else 1500, "usd": 0}
         nothing = {"evals": 0, "tokens": 0, "usd": 0}
@@ -243,7 +243,7 @@ def test_one_truth_for_cost_the_spent_box_the_chart_summary_and_spend_jsonl_agre
             {"type": "iteration", "iteration": it, "spent": {"tokens": tokens, "usd": 0.0}, "spend": split},
         )
     charged = {"input_tokens": 2500.0, "output_tokens": 0.0, "charged_tokens": 2500.0, "charged_examples": 5.0}
-    run.save_test_result("c002", Evaluation("test", {"primary": 0.6}, charged, 5))
+    run.save_split_result("c002", "test", Evaluation("test", {"primary": 0.6}, charged, 5))
     # 700 more task-model tokens went to a test evaluation stopped before its result was saved
     view = RunView.load(run)
     rows, _ = view.spend_story()
@@ -258,7 +258,7 @@ def test_one_truth_for_cost_the_spent_box_the_chart_summary_and_spend_jsonl_agre
     assert "the whole run (spend.jsonl): 9,000 tokens" in page  # the chart ends at the same total
     assert "<td>everything (spend.jsonl)</td><td></td><td>9,000</td>" in page
     assert "| everything (spend.jsonl) |  | 9,000 | $0.0000 |" in render_markdown(view)
-    run.record_spend("anthropic:claude-sonnet-4-5", "proposer", 0.25, input_tokens=1000, output_tokens=200)
+    run.spend.record("anthropic:claude-sonnet-4-5", "proposer", 0.25, input_tokens=1000, output_tokens=200)
     table = {row[0]: row[1:] for row in RunView.load(run).spend_story()[0]}
     assert table["the proposer model"] == ["", "1,200", "$0.2500"] and table["everything (spend.jsonl)"][1] == "10,200"
     run.close()

@@ -180,11 +180,11 @@ def test_a_garbled_iteration_line_before_the_last_is_rebuilt_since_a_later_itera
 def test_a_torn_candidate_line_of_an_open_iteration_is_no_finished_iteration(run_dir):
     """A damaged line alone proves nothing: the last iteration counts as finished only when its plan is gone."""
     run = RunDirectory.open(run_dir, CONFIG)
-    run.save_plan(3, [])
+    run.journal.save_plan(3, [])
     with open(run.summary_path, "a") as handle:
         handle.write('{"id": "c0')
     assert not any("iteration 3" in note for note in run.recover())
-    assert run.completed_iterations() == {0, 1, 2} and run.plan(3) == []
+    assert run.completed_iterations() == {0, 1, 2} and run.journal.plan(3) == []
     run.close()
 
 

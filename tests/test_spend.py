@@ -128,7 +128,7 @@ def test_a_torn_line_is_never_dropped_from_the_total_and_the_next_one_still_coun
     append_jsonl(run.spend.path, {"usd": 0.001, "tokens": 15})
     with open(run.spend.path, "a") as handle:
         handle.write('{"usd": 0.0')
-    run.record_spend(SPEC, "task", 0.002, input_tokens=20, output_tokens=0)
+    run.spend.record(SPEC, "task", 0.002, input_tokens=20, output_tokens=0)
     with pytest.raises(InputError, match="line 2 is damaged"):
         run.spent()
     run.spend.accept_loss()

@@ -236,7 +236,7 @@ def test_next_id_skips_planned_and_journaled_ids(run):
 
 def test_test_result_is_added_to_the_note(run):
     run.commit(record("c001", None, 0.4))
-    run.save_test_result("c001", Evaluation("test", {"primary": 0.35}, {}, 100))
+    run.save_split_result("c001", "test", Evaluation("test", {"primary": 0.35}, {}, 100))
     assert "test 0.3500  (100 test examples" in git(run.path, "notes", "--ref=metaharness", "show", "c001")
     assert run.test_result("c001").primary == 0.35
 
@@ -285,13 +285,13 @@ def test_recover_drops_the_plan_of_a_finished_iteration_only(run):
     run.journal.save_plan(2, [PlanEntry("c003", None, "")])  # an open iteration: kept for the resumed run
     actions = run.recover()
     assert any("plan of iteration 1" in a for a in actions)
-    assert run.plan(1) is None and run.plan(2) == [PlanEntry("c003", None, "")]
+    assert run.journal.plan(1) is None and run.journal.plan(2) == [PlanEntry("c003", None, "")]
     assert run.next_id() == "c004"
 
 
 def test_recover_logs_a_test_result_saved_just_before_a_kill(run):
     run.commit(record("c001", None, 0.4))
-    run.save_test_result("c001", Evaluation("test", {"primary": 0.35}, {}, 100))
+    run.save_split_result("c001", "test", Evaluation("test", {"primary": 0.35}, {}, 100))
     assert [r["id"] for r in run.log_records("test")] == ["c001"]  # saving logs the line...
     run.commit(record("c002", "c001", 0.5))
     evaluation = Evaluation("test", {"primary": 0.45}, {}, 100)

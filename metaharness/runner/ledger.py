@@ -58,7 +58,7 @@ def run_ledger(run: RunDirectory, per_run: Budget | None = None, *, prices: Pric
 
     def journal(charge: Charge) -> None:
         usage = charge.usage
-        run.record_spend(
+        run.spend.record(
             charge.model,
             charge.role,
             charge.dollars,

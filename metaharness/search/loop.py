@@ -308,7 +308,7 @@ class Optimizer:
         the proposer failed (nothing was committed; the iteration is asked again)."""
         started = time.monotonic()
         self.events.iteration_started(iteration, self.settings.iterations)
-        plan = self.store.plan(iteration)
+        plan = self.store.journal.plan(iteration)
         if plan is None:
             try:
                 plan = self._plan(iteration)
@@ -316,11 +316,12 @@ class Optimizer:
                 self._proposer_failed(iteration, failed.error)
                 return False
             crash_point("iteration:proposed")
-            self.store.save_plan(iteration, plan)
+            self.store.journal.save_plan(iteration, plan)
             crash_point("iteration:planned")
-        for entry in plan:
+        committed = {c.id for c in self.store.candidates()}
+        for entry in plan:  # a resumed iteration realises what it did not commit before the kill
             self._check_stop()
-            if not self.store.has(entry.id):
+            if entry.id not in committed:
                 self._realise(entry, iteration)
         proposals = [e.id for e in plan if e.evaluate]
         self.free.score(iteration, proposals)
@@ -337,7 +338,7 @@ class Optimizer:
             )
         )
         crash_point("iteration:logged")
-        self.store.drop_plan(iteration)
+        self.store.journal.drop_plan(iteration)
         self._write_summary()
         return True
 
@@ -395,7 +396,7 @@ class Optimizer:
             if not proposals:
                 self.events.note(f"iteration {iteration}: the proposer returned no candidates")
             if state.graph is not None:  # always set by state(); a proposer may not replace it by None
-                self.store.save_program_graph(state.graph)
+                self.store.graph.write(state.graph)
             self._log_phase(iteration, "predict", state.predicting.spent)
         return plan_entries(proposals, id_number(self.store.next_id()), self._realised_nodes())
 
@@ -421,7 +422,7 @@ class Optimizer:
             proposals=self.settings.search.proposals_per_iteration(),
             money_left=self.spending.left(),
             run_dir=self.store.path,
-            graph=self.store.program_graph(),
+            graph=self.store.graph.read(),
             predicting=Meter(allowance if predictions else Budget(0, 0, 0)),
             predictions=predictions,
             replay=self.replay,
@@ -442,7 +443,7 @@ class Optimizer:
             trace=self.store.relative(self.store.trace_path(entry.id, "val")),
         )
         self.events.candidate_started(candidate.id, "check", candidate.summary)
-        if candidate.parent is not None and not self.store.has(candidate.parent):
+        if candidate.parent is not None and candidate.parent not in {c.id for c in self.store.candidates()}:
             unknown, candidate.parent = candidate.parent, None  # committed on the root so the proposer sees the mistake
             self._fail(candidate, f"parent '{unknown}' is not a candidate of this run (known: {self._known_ids()})")
             return

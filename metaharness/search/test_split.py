@@ -161,7 +161,7 @@ def _score(
         evaluation = evaluation.merge(more) if evaluation is not None else more
         evaluation = dataclasses.replace(evaluation, share=len(ids))
         merge_trace(trace, part, keep=scored)
-        store.save_test_result(candidate.id, evaluation)
+        store.save_split_result(candidate.id, "test", evaluation)
         scored = evaluation.example_ids
     assert evaluation is not None  # ids holds at least one example the candidate was not scored on
     return evaluation

@@ -5,20 +5,29 @@
 - An evaluated candidate is written here in full before it is committed and removed once the commit exists; a
   resumed run commits whatever it finds. So is a committed candidate whose evaluation was continued, before its
   git note records it (``evidence-<id>.json``).
-Every file is written atomically (``metaharness.store.files``).
+Every file is written atomically (``metaharness.store.files``), after the check the run directory hands in
+(``before_write``: its free-space check, so a full disk stops a run between steps).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from metaharness.candidate import Candidate, PlanEntry
 from metaharness.store.files import atomic_write_json, clean_temporaries, read_json
 
 
+def _nothing() -> None:
+    pass
+
+
 class Journal:
-    def __init__(self, folder: Path) -> None:
+    """The journal in ``folder``; ``before_write`` runs before each file is written and may raise to refuse it."""
+
+    def __init__(self, folder: Path, before_write: Callable[[], None] = _nothing) -> None:
         self.folder = Path(folder)
+        self.before_write = before_write
         self.folder.mkdir(parents=True, exist_ok=True)
         clean_temporaries(self.folder)
 
@@ -26,6 +35,7 @@ class Journal:
         return self.folder / f"iteration-{iteration:04d}.json"
 
     def save_plan(self, iteration: int, proposals: list[PlanEntry]) -> None:
+        self.before_write()
         entries = [p.to_json() for p in proposals]
         atomic_write_json(self._plan_path(iteration), {"iteration": iteration, "proposals": entries})
 
@@ -45,12 +55,14 @@ class Journal:
         self._plan_path(iteration).unlink(missing_ok=True)
 
     def save_result(self, candidate: Candidate) -> None:
+        self.before_write()
         atomic_write_json(self.folder / f"{candidate.id}.json", candidate.to_dict())
 
     def results(self) -> list[Candidate]:
         return [Candidate.from_dict(read_json(p)) for p in sorted(self.folder.glob("c*.json"))]
 
     def save_evidence(self, candidate: Candidate) -> None:
+        self.before_write()
         atomic_write_json(self.folder / f"evidence-{candidate.id}.json", candidate.to_dict())
 
     def evidence(self) -> list[Candidate]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,22 @@ from metaharness.store.files import atomic_write_json
 
 GRAPH_FILE = "program-graph.json"
 START = "root"
+
+
+class ProgramGraphFile:
+    """A run's ``program-graph.json`` as its run directory hands it out: read synced with the committed candidates
+    (``candidates`` returns them), written atomically."""
+
+    def __init__(self, run_dir: Path, candidates: Callable[[], list[Candidate]]) -> None:
+        self.run_dir = run_dir
+        self.candidates = candidates
+
+    def read(self) -> PlanGraph:
+        """The saved graph synced with the committed candidates (built from them when none is saved)."""
+        return sync(load(self.run_dir), self.candidates())
+
+    def write(self, graph: PlanGraph) -> None:
+        save(self.run_dir, graph)
 
 
 def empty() -> PlanGraph:

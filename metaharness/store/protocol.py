@@ -1,10 +1,10 @@
 """The store seam: what the optimisation loop relies on to keep a run, so that a kill at any moment loses nothing.
 
 Two protocols, each with its whole contract in its docstring: a ``CandidateStore`` keeps the candidates (their
-programs, evaluations, results on other splits, the program graph), a ``RunJournal`` the run's progress (what
-an iteration planned, the machine-readable log, the repair after a kill). ``RunStore`` is both, what
-``Optimizer`` takes; ``RunDirectory`` (a git repository
-plus a journal beside it, see ``docs/run-directory.md``) implements it.
+programs, evaluations, results on other splits, the program graph: a ``SavedGraph``), a ``RunJournal`` the run's
+progress (what an iteration planned: ``IterationPlans``, the machine-readable log, the repair after a kill).
+``RunStore`` is both, what ``Optimizer`` takes; ``RunDirectory`` (a git repository plus a journal beside it, see
+``docs/run-directory.md``) implements it.
 """
 
 from __future__ import annotations
@@ -17,16 +17,42 @@ from metaharness.planner.graph import PlanGraph
 from metaharness.store.log import LogLine
 
 
+class SavedGraph(Protocol):
+    """A run's lasting program graph. The whole contract: ``read() -> PlanGraph``: the graph as saved, synced with
+    the committed candidates (built from them when none is saved); ``write(graph) -> None``: saves it atomically.
+    A saved graph that cannot be read raises ``InputError`` from ``read`` (``recover`` sets it aside and rebuilds it).
+    """
+
+    def read(self) -> PlanGraph: ...
+
+    def write(self, graph: PlanGraph) -> None: ...
+
+
+class IterationPlans(Protocol):
+    """The plans of the iterations under way, journaled until each iteration is logged. The whole contract:
+    ``save_plan(iteration, plan) -> None`` journals an iteration's ``PlanEntry`` list (every parent before its
+    children) durably, before any of its candidates is evaluated (a disk too full refuses it: ``StorageFailure``);
+    ``plan(iteration) -> list[PlanEntry] | None`` returns it as saved (``None`` when none is open);
+    ``drop_plan(iteration) -> None`` once the iteration is logged (dropping none is no error).
+    """
+
+    def plan(self, iteration: int) -> list[PlanEntry] | None: ...
+
+    def save_plan(self, iteration: int, proposals: list[PlanEntry]) -> None: ...
+
+    def drop_plan(self, iteration: int) -> None: ...
+
+
 class CandidateStore(Protocol):
     """Where a run keeps its candidates. The whole contract:
 
     - ``path``: the run's directory; every path below is inside it.
     - ``candidates() -> list[Candidate]``: every committed candidate as it stands now (its evaluation as last
-      recorded, failed once recorded so), in id order; ``has(id) -> bool``: whether ``id`` is committed.
+      recorded, failed once recorded so), in id order.
     - ``next_id() -> str``: a fresh id (``c001``, ...) above every committed, journaled or planned one, and above
       every id the record still holds (a candidate that lost its git tag keeps its id); never handed out twice.
-    - ``commit(candidate) -> None``: durable and atomic; afterwards ``has(candidate.id)`` holds even across a kill,
-      and the candidate's ``"candidate"`` log line is written. Its ``parent`` is committed already (or ``None``);
+    - ``commit(candidate) -> None``: durable and atomic; afterwards the candidate is among ``candidates()`` even
+      across a kill, and its ``"candidate"`` log line is written. Its ``parent`` is committed already (or ``None``);
       committing an id twice is an error.
     - ``record_evaluation(candidate) -> Candidate``: records a committed candidate's evaluation as it stands now
       (continued on more examples), durable and atomic like ``commit``, with an ``"evaluation"`` log line; returns
@@ -41,14 +67,13 @@ class CandidateStore(Protocol):
     - ``work_file(id, source) -> Path``: writes ``source`` to the file the candidate is checked and evaluated from;
       ``trace_path(id, split) -> Path``: where its per-example records of ``split`` go (the folder exists);
       ``relative(path) -> str``: a path inside the run as a candidate stores it.
-    - ``program_graph() -> PlanGraph``: the run's lasting program graph, synced with the committed candidates;
-      ``save_program_graph(graph) -> None`` writes it atomically. ``commit`` and ``record_*`` keep the saved graph
-      in step with the candidates.
+    - ``graph``: the run's lasting program graph (a ``SavedGraph``). ``commit`` and ``record_*`` keep the saved
+      graph in step with the candidates.
     - ``split_result(id, split) -> Evaluation | None``: a candidate's saved result on ``split`` (``"holdout"``:
-      validation examples kept out of the search), ``None`` before it is saved;
-      ``save_split_result(id, split, evaluation) -> None`` saves it with a line of type ``split``. ``test_result(id)``
-      and ``save_test_result(id, evaluation)`` do the same for the test split, whose result also goes into the
-      candidate's git note. Each result is saved at most once per candidate and split.
+      validation examples kept out of the search, ``"test"``), ``None`` before it is saved; ``test_result(id)`` is
+      ``split_result(id, "test")``. ``save_split_result(id, split, evaluation) -> None`` saves it with a line of type
+      ``split``; a test-split result also goes into the candidate's git note. Each result is saved at most once per
+      candidate and split.
 
     Errors: what a user can act on (a saved result or file damaged by hand) raises
     ``InputError`` with one line saying what to do; anything else is a bug and raises.
@@ -56,9 +81,10 @@ class CandidateStore(Protocol):
 
     path: Path
 
-    def candidates(self) -> list[Candidate]: ...
+    @property
+    def graph(self) -> SavedGraph: ...
 
-    def has(self, cid: str) -> bool: ...
+    def candidates(self) -> list[Candidate]: ...
 
     def next_id(self) -> str: ...
 
@@ -76,17 +102,11 @@ class CandidateStore(Protocol):
 
     def relative(self, path: Path) -> str: ...
 
-    def program_graph(self) -> PlanGraph: ...
-
-    def save_program_graph(self, graph: PlanGraph) -> None: ...
-
     def split_result(self, cid: str, split: str) -> Evaluation | None: ...
 
     def save_split_result(self, cid: str, split: str, evaluation: Evaluation) -> None: ...
 
     def test_result(self, cid: str) -> Evaluation | None: ...
-
-    def save_test_result(self, cid: str, evaluation: Evaluation) -> None: ...
 
 
 class RunJournal(Protocol):
@@ -97,10 +117,7 @@ class RunJournal(Protocol):
       result that has none, drops the plan of every iteration whose line is logged, and logs a line for every
       finished iteration that has none (so ``completed_iterations()`` holds every finished iteration); returns one
       line per action, for the user.
-    - ``save_plan(iteration, plan) -> None``: journals an iteration's ``PlanEntry``
-      list (every parent before its children) before any of its candidates is evaluated;
-      ``plan(iteration) -> list[PlanEntry] | None`` returns it as saved (``None`` when none is open);
-      ``drop_plan(iteration) -> None`` once the iteration is logged.
+    - ``journal``: the plans of the iterations under way (``IterationPlans``).
     - ``log(line) -> None``: appends one ``LogLine`` to the machine-readable record,
       durably; ``log_records(kind) -> list[dict]``: the lines logged so far (of type ``kind``, or all), in order,
       as JSON objects (a line torn by a kill is skipped; lines of older versions read as written);
@@ -110,13 +127,10 @@ class RunJournal(Protocol):
     ``InputError`` with one line saying what to do; anything else is a bug and raises.
     """
 
+    @property
+    def journal(self) -> IterationPlans: ...
+
     def recover(self) -> list[str]: ...
-
-    def plan(self, iteration: int) -> list[PlanEntry] | None: ...
-
-    def save_plan(self, iteration: int, plan: list[PlanEntry]) -> None: ...
-
-    def drop_plan(self, iteration: int) -> None: ...
 
     def log(self, line: LogLine) -> None: ...
 

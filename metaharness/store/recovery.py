@@ -14,8 +14,9 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metaharness.candidate import Candidate, Evaluation, id_number
+from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, id_number
 from metaharness.errors import InputError
+from metaharness.planner.program import PREDICTED
 from metaharness.store import program_graph as graph_file
 from metaharness.store.files import clean_temporaries
 from metaharness.store.log import CandidateLine, IterationFacts, RebuiltIterationLine, SplitLine
@@ -158,9 +159,24 @@ def _iteration_line(iteration: int, candidates: list[Candidate]) -> RebuiltItera
     )
 
 
+def recorded_ids(run: RunDirectory) -> set[str]:
+    """Every candidate id the log, the program graph (its candidate nodes; a predicted node is named by its
+    proposer) or git (commit trailers, tagged or not) holds."""
+    ids = {str(r["id"]) for r in run.log_records() if isinstance(r.get("id"), str)}
+    for line in run.log_records("iteration"):
+        ids |= {str(cid) for cid in line.get("candidates") or []}
+    try:
+        graph = graph_file.load(run.path)
+    except InputError:  # set aside and rebuilt by recover
+        graph = None
+    ids |= {str(n.id) for n in graph.nodes if n.status != PREDICTED} if graph is not None else set()
+    ids |= set(run.store.claimed())
+    return {cid for cid in ids if CANDIDATE_ID.match(cid)}
+
+
 def _lost_candidates(run: RunDirectory) -> list[str]:
     """Candidates the log or the program graph hold that git holds no commit of: their ids stay used."""
-    lost = sorted(run.recorded_ids() - {c.id for c in run.candidates()}, key=id_number)
+    lost = sorted(recorded_ids(run) - {c.id for c in run.candidates()}, key=id_number)
     return [
         f"{cid} is in summary.jsonl or program-graph.json but git holds no commit of it (lost); its id is not "
         "given out again"
@@ -180,7 +196,7 @@ def _repair_graph(run: RunDirectory) -> list[str]:
     before = None if saved is None else saved.to_json()
     graph = graph_file.sync(saved, run.candidates())
     if graph.to_json() != before:
-        run.save_program_graph(graph)
+        run.graph.write(graph)
         if saved is not None:
             actions.append("brought the program graph up to date with the committed candidates")
     return actions

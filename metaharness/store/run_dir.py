@@ -13,8 +13,9 @@
 
 Only one process may run in a directory at a time (the lock). ``RunDirectory`` is the directory's one door: it
 opens it (the lock, the settings, the check that a reopened run keeps its fixed settings), keeps the candidates (a
-``GitStore``, ``.git_store``), the iterations' plans (``.journal``), the log (``.log``'s lines), the money
-(``.spend``), the program graph (``.program_graph``) and the results on other splits. Opening for a run repairs
+``GitStore``, ``.git_store``), the iterations' plans (``.journal``, its attribute ``journal``), the log (``.log``'s
+lines), the money (``.spend``, its attribute ``spend``), the program graph (``.program_graph``, its attribute
+``graph``) and the results on other splits. Opening for a run repairs
 what a kill left behind, and checks before it trusts, against damage a kill cannot cause (``.recovery``); a spend
 line that cannot be read stops the run (``metaharness.store.spend``).
 """
@@ -33,12 +34,9 @@ from typing import Any
 
 import git
 
-from metaharness.candidate import CANDIDATE_ID, Candidate, Evaluation, PlanEntry, candidate_id, id_number
+from metaharness.candidate import Candidate, Evaluation, candidate_id, id_number
 from metaharness.candidates.protocol import HARNESS_FILE
 from metaharness.errors import InputError, StorageFailure, space_for
-from metaharness.planner.graph import PlanGraph
-from metaharness.planner.program import PREDICTED
-from metaharness.store import program_graph as graph_file
 from metaharness.store.crash import crash_point
 from metaharness.store.files import (
     append_jsonl,
@@ -57,7 +55,8 @@ from metaharness.store.log import (
     LogLine,
     SplitLine,
 )
-from metaharness.store.recovery import recover
+from metaharness.store.program_graph import ProgramGraphFile
+from metaharness.store.recovery import recorded_ids, recover
 from metaharness.store.spend import RESERVE_FILE, SPEND_FILE, SpendJournal
 
 # A session stops (StorageFailure) before it writes to a run whose disk has less than this free: the space the
@@ -79,7 +78,8 @@ class RunDirectory:
     def __init__(self, path: Path, store: GitStore, lock_fd: int | None = None) -> None:
         self.path = Path(path)
         self.store = store
-        self.journal = Journal(self.path / "journal")
+        self.journal = Journal(self.path / "journal", lambda: _require_space(self.path))
+        self.graph = ProgramGraphFile(self.path, self.candidates)
         self.summary_path = self.path / "summary.jsonl"
         self.summary_md = self.path / "SUMMARY.md"
         self.spend = SpendJournal(self.path / SPEND_FILE)
@@ -138,16 +138,8 @@ class RunDirectory:
                     )
         run = cls(path, store, lock_fd)
         if exists and not run.spend.exists():
-            run._carry_logged_spend()
+            _carry_logged_spend(run)
         return run
-
-    def _carry_logged_spend(self) -> None:
-        """A run from before the spend journal: start the journal at the last ``spent`` its log recorded."""
-        for entry in reversed(self.log_records()):
-            spent = entry.get("spent")
-            if isinstance(spent, dict):
-                self.spend.carry(float(spent.get("usd", 0.0)), int(spent.get("tokens", 0)))
-                return
 
     @classmethod
     def browse(cls, path: Path) -> RunDirectory:
@@ -199,49 +191,13 @@ class RunDirectory:
         """Repair an interrupted or damaged run (``metaharness.store.recovery``); say what was done."""
         return recover(self)
 
-    def recorded_ids(self) -> set[str]:
-        """Every candidate id the log, the program graph (its candidate nodes; a predicted node is named by its
-        proposer) or git (commit trailers, tagged or not) holds."""
-        ids = {str(r["id"]) for r in self.log_records() if isinstance(r.get("id"), str)}
-        for line in self.log_records("iteration"):
-            ids |= {str(cid) for cid in line.get("candidates") or []}
-        try:
-            graph = graph_file.load(self.path)
-        except InputError:  # set aside and rebuilt by recover
-            graph = None
-        ids |= {str(n.id) for n in graph.nodes if n.status != PREDICTED} if graph is not None else set()
-        ids |= set(self.store.claimed())
-        return {cid for cid in ids if CANDIDATE_ID.match(cid)}
-
     # -- candidates ------------------------------------------------------------------------------------------
 
     def candidates(self) -> list[Candidate]:
         """Every committed candidate, in id order."""
         return [c.candidate for c in self.store.candidates()]
 
-    def has(self, cid: str) -> bool:
-        return self.store.has(cid)
-
-    # -- the lasting program graph -------------------------------------------------------------------------
-
-    def program_graph(self) -> PlanGraph:
-        """The saved program graph, synced with the committed candidates (built from them when none is saved)."""
-        return graph_file.sync(graph_file.load(self.path), self.candidates())
-
-    def save_program_graph(self, graph: PlanGraph) -> None:
-        graph_file.save(self.path, graph)
-
-    # -- iteration plans (journaled until the iteration is logged) ----------------------------------------
-
-    def plan(self, iteration: int) -> list[PlanEntry] | None:
-        return self.journal.plan(iteration)
-
-    def save_plan(self, iteration: int, plan: list[PlanEntry]) -> None:
-        _require_space(self.path)
-        self.journal.save_plan(iteration, plan)
-
-    def drop_plan(self, iteration: int) -> None:
-        self.journal.drop_plan(iteration)
+    # -- recording (the iterations' plans are ``journal``'s) ------------------------------------------------
 
     def commit(self, candidate: Candidate) -> None:
         """Journal, commit and log one finished candidate; a kill (or a full disk) at any point loses nothing."""
@@ -252,7 +208,7 @@ class RunDirectory:
             self.store.commit(candidate)
         self.log(CandidateLine.of(candidate))
         crash_point("commit:logged")
-        self.save_program_graph(self.program_graph())
+        self.graph.write(self.graph.read())
         self.journal.drop_result(candidate.id)
 
     def record_evaluation(self, candidate: Candidate) -> Candidate:
@@ -278,7 +234,7 @@ class RunDirectory:
                 supported=ev.supported,
             )
         )
-        self.save_program_graph(self.program_graph())
+        self.graph.write(self.graph.read())
         self.journal.drop_evidence(candidate.id)
         return recorded
 
@@ -301,7 +257,7 @@ class RunDirectory:
         with _disk(self.path):
             recorded = self.store.record_failure(candidate.id, candidate.error or "")
         self.log(FailureLine(candidate.id, candidate.error))
-        self.save_program_graph(self.program_graph())
+        self.graph.write(self.graph.read())
         return recorded
 
     def next_id(self) -> str:
@@ -310,7 +266,7 @@ class RunDirectory:
         used = [id_number(c.candidate.id) for c in self.store.candidates()]
         used += [id_number(r.id) for r in self.journal.results() + self.journal.evidence()]
         used += [id_number(p.id) for plan in self.journal.planned().values() for p in plan]
-        used += [id_number(cid) for cid in self.recorded_ids()]
+        used += [id_number(cid) for cid in recorded_ids(self)]
         return candidate_id(max(used, default=0) + 1)
 
     def work_file(self, cid: str, source: str) -> Path:
@@ -339,33 +295,20 @@ class RunDirectory:
         """A candidate's saved result on ``split`` (``test``, or ``holdout``: the validation examples kept out of
         the search), or None."""
         path = self.path / "evals" / f"{cid}.{split}.json"
-        return self._saved_result(path) if path.exists() else None
-
-    @staticmethod
-    def _saved_result(path: Path) -> Evaluation:
-        """A saved result file; a damaged one is one clear error (deleted, the loop evaluates it again)."""
-        fix = "delete it and rerun the run: that result is evaluated again"
-        data = _readable(path, dict, fix)
-        try:
-            return Evaluation.from_dict(data)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise InputError(f"{path} is not a saved result ({type(exc).__name__}: {exc}); {fix}.") from None
+        return _saved_result(path) if path.exists() else None
 
     def save_split_result(self, cid: str, split: str, evaluation: Evaluation) -> None:
-        """Save a result on another split than the search's (the file, then a ``split`` log line)."""
+        """Save a result on another split than the search's: (a test result's git note,) the file, then a
+        ``split`` log line. The test file's presence means the note is written (a rerun redoes a half-saved one),
+        and ``recover`` logs a saved test result whose line a kill prevented."""
         _require_space(self.path)
+        if split == "test":
+            with _disk(self.path):
+                self.store.annotate(cid, render_note(self.store.get(cid).candidate, evaluation))
         atomic_write_json(self.path / "evals" / f"{cid}.{split}.json", evaluation.to_dict())
+        if split == "test":
+            crash_point("test:saved")
         self.log(SplitLine(split, cid, evaluation))
-
-    def save_test_result(self, cid: str, evaluation: Evaluation) -> None:
-        """Note, file, then the log line: the file's presence means the note is written (a rerun redoes a
-        half-saved one), and ``recover`` logs a saved result whose line a kill prevented."""
-        _require_space(self.path)
-        with _disk(self.path):
-            self.store.annotate(cid, render_note(self.store.get(cid).candidate, evaluation))
-        atomic_write_json(self.path / "evals" / f"{cid}.test.json", evaluation.to_dict())
-        crash_point("test:saved")
-        self.log(SplitLine("test", cid, evaluation))
 
     # -- the summary log -------------------------------------------------------------------------------------
 
@@ -386,9 +329,24 @@ class RunDirectory:
         """Everything the run has spent over all its sessions (``spend.jsonl``): ``{"usd", "tokens", "calls"}``."""
         return self.spend.totals()
 
-    def record_spend(self, model: str, role: str, usd: float, *, key: str = "", **tokens: int) -> None:
-        """Journal one model call's cost (appended and fsynced before this returns); ``key``: its cache key."""
-        self.spend.record(model, role, usd, key=key, **tokens)
+
+def _carry_logged_spend(run: RunDirectory) -> None:
+    """A run from before the spend journal: start the journal at the last ``spent`` its log recorded."""
+    for entry in reversed(run.log_records()):
+        spent = entry.get("spent")
+        if isinstance(spent, dict):
+            run.spend.carry(float(spent.get("usd", 0.0)), int(spent.get("tokens", 0)))
+            return
+
+
+def _saved_result(path: Path) -> Evaluation:
+    """A saved result file; a damaged one is one clear error (deleted, the loop evaluates it again)."""
+    fix = "delete it and rerun the run: that result is evaluated again"
+    data = _readable(path, dict, fix)
+    try:
+        return Evaluation.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{path} is not a saved result ({type(exc).__name__}: {exc}); {fix}.") from None
 
 
 def _readable(path: Path, kind: type, fix: str) -> Any:
