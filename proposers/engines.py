@@ -52,6 +52,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,7 @@ class Engine:
         """(argv after the binary, text to send before the prompt on stdin)."""
         raise NotImplementedError
 
-    def completion_command(self, model: str | None, system: str, schema: dict[str, Any] | None, cwd: Path):
+    def completion_command(self, model: str | None, system: str, schema: Mapping[str, object] | None, cwd: Path):
         """(argv after the binary, text to send before the prompt on stdin) for a session with no tools."""
         raise NotImplementedError
 
@@ -294,7 +295,7 @@ def is_engine(spec: str | None) -> bool:
     return engine_of(spec) is not None
 
 
-def _render(messages: list[dict[str, Any]]) -> tuple[str, str]:
+def _render(messages: Sequence[Mapping[str, object]]) -> tuple[str, str]:
     """(system text, prompt) of chat messages for a CLI that takes one prompt: one message alone, several as a
     transcript with role headings."""
     system = "\n\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")

@@ -36,7 +36,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -350,7 +350,7 @@ class Workspace:
     def tools(self) -> dict[str, tuple[Tool, Callable[..., str]]]:
         """Tool schemas for the model, each with the function that serves it."""
 
-        def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> Tool:
+        def tool(name: str, description: str, properties: Mapping[str, object], required: list[str]) -> Tool:
             return Tool(
                 name,
                 description,

@@ -16,8 +16,8 @@ the run's scores would no longer be comparable.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from metaharness.errors import InputError
 from metaharness.tasks.custom import CustomTask, open_dataset_task, open_task_folder
@@ -32,7 +32,7 @@ def open_task(
     reference: str,
     *,
     data_dir: str | os.PathLike[str] | None = None,
-    settings: dict[str, Any] | None = None,
+    settings: Mapping[str, object] | None = None,
 ) -> Task:
     """The task ``reference`` names (see the module docstring); InputError with what to do otherwise."""
     text = reference.strip()

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from metaharness.agents.environments.puzzle import PuzzleEnv, viable
+from metaharness.json_types import JSONObject
 
 
 @dataclass
@@ -101,7 +102,7 @@ class EpisodeRecord:
     def budget_used(self) -> float:
         return self.actions_used / self.budget if self.budget else 0.0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         out = asdict(self)
         out["budget_used"] = round(self.budget_used, 4)
         return out

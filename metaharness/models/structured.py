@@ -10,17 +10,19 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import jsonschema
 
+from metaharness.json_types import JSONObject
 from metaharness.models.protocol import ChatRequest, Choice, Tool, ToolCall
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
-def schema_error(value: Any, schema: dict[str, Any]) -> str | None:
+def schema_error(value: Any, schema: Mapping[str, object]) -> str | None:
     """The first way ``value`` violates ``schema`` as a readable sentence, or None when it validates."""
     validator_cls = jsonschema.validators.validator_for(schema)
     error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(value))
@@ -90,7 +92,7 @@ def repair_request(request: ChatRequest, choice: Choice, problem: str) -> ChatRe
     return replace(request, messages=messages, n=1)
 
 
-def tool_call_schema(tools: list[Tool]) -> dict[str, Any]:
+def tool_call_schema(tools: list[Tool]) -> JSONObject:
     """Schema of ``{"name": ..., "arguments": {...}}`` for a call of any one of ``tools``."""
     return {
         "anyOf": [

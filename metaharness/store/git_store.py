@@ -38,6 +38,7 @@ import dataclasses
 import json
 import re
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -249,7 +250,7 @@ class GitStore:
     # -- creating and opening -------------------------------------------------------------------------------
 
     @classmethod
-    def init(cls, path: Path, config: dict[str, Any]) -> GitStore:
+    def init(cls, path: Path, config: Mapping[str, object]) -> GitStore:
         """Create the repository and its root commit holding ``run.json``."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)

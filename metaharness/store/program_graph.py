@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from metaharness.candidate import Candidate, Prediction, id_number
 from metaharness.errors import InputError
@@ -122,7 +122,16 @@ def sync(graph: PlanGraph | None, candidates: list[Candidate]) -> PlanGraph:
     return graph
 
 
-def _measured(candidate: Candidate, node: Node) -> dict[str, Any]:
+class _Measured(TypedDict):
+    """The node fields a committed candidate fixes."""
+
+    status: str
+    score: float | None
+    std: float
+    cost: tuple[float, ...]
+
+
+def _measured(candidate: Candidate, node: Node) -> _Measured:
     """The node fields a committed candidate fixes: status, score, std and evaluation cost."""
     prediction = candidate.prediction or Prediction()
     if candidate.evaluated:
@@ -144,7 +153,7 @@ def _measured(candidate: Candidate, node: Node) -> dict[str, Any]:
     return {"status": program.FAILED, "score": None, "std": 0.0, "cost": measured}
 
 
-def _about(candidate: Candidate, data: dict[str, Any]) -> dict[str, Any]:
+def _about(candidate: Candidate, data: Mapping[str, object]) -> dict[str, object]:
     """The node's data with the candidate's iteration and summary (and its prediction, unless the node kept the
     prediction it had in the graph)."""
     about = {**data, "iteration": candidate.iteration, "summary": candidate.summary}

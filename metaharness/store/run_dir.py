@@ -86,7 +86,7 @@ class RunDirectory:
         self._lock_fd = lock_fd
 
     @classmethod
-    def open(cls, path: Path, config: dict[str, Any] | None = None) -> RunDirectory:
+    def open(cls, path: Path, config: Mapping[str, object] | None = None) -> RunDirectory:
         """Open (or, given ``config``, create) the run at ``path`` for running; takes the lock.
 
         An existing run must have been created with the same ``FIXED_SETTINGS`` as ``config``.

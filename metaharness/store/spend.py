@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from metaharness.errors import InputError, StorageFailure, space_for
 from metaharness.store.crash import crash_point
@@ -47,6 +47,23 @@ RESERVE_BYTES = 256 << 10
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens")
 # What a damaged line may still tell: the two fields a cap counts, each number ending where the next field begins.
 _READABLE = {name: re.compile(rf'"{name}": (-?[0-9][0-9.eE+-]*)\s*[,}}]') for name in ("tokens", "usd")}
+
+
+class SpendEntry(TypedDict, total=False):
+    """One call as a session writes it (``_append`` adds its ``time`` and ``session``): a priced call's model, role,
+    token counts, ``tokens`` (input plus output), ``usd`` and cache ``key``; or spend ``carried`` over from an older
+    run's log (``usd`` and ``tokens`` only)."""
+
+    model: str
+    role: str
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int
+    tokens: int
+    usd: float
+    key: str
+    carried: bool
 
 
 @dataclass
@@ -94,9 +111,17 @@ class SpendJournal:
     def record(self, model: str, role: str, usd: float, *, key: str = "", **tokens: int) -> None:
         """Append one call (``input_tokens``, ``output_tokens``, ... as keywords; ``key``: its request's cache key)
         and fsync it."""
-        entry: dict[str, Any] = {"model": model, "role": role, **{k: int(tokens.get(k, 0)) for k in TOKEN_FIELDS}}
-        entry["tokens"] = entry["input_tokens"] + entry["output_tokens"]
-        entry["usd"] = float(usd)
+        count = {k: int(tokens.get(k, 0)) for k in TOKEN_FIELDS}
+        entry: SpendEntry = {
+            "model": model,
+            "role": role,
+            "input_tokens": count["input_tokens"],
+            "output_tokens": count["output_tokens"],
+            "cached_tokens": count["cached_tokens"],
+            "cache_write_tokens": count["cache_write_tokens"],
+            "tokens": count["input_tokens"] + count["output_tokens"],
+            "usd": float(usd),
+        }
         if key:
             entry["key"] = key
         self._append(entry)
@@ -106,7 +131,7 @@ class SpendJournal:
         """Record spend from before the journal existed (the ``spent`` of an older run's ``summary.jsonl``)."""
         self._append({"carried": True, "usd": float(usd), "tokens": int(tokens)})
 
-    def _append(self, entry: dict[str, Any]) -> None:
+    def _append(self, entry: SpendEntry) -> None:
         """Append one line; a line that cannot be written stops the run (``StorageFailure``). With the disk full, the
         reserve (``keep_reserve``) is freed first, so the line is written all the same: nothing spent goes unrecorded
         unless the journal cannot be written at all."""
@@ -131,7 +156,7 @@ class SpendJournal:
             "continue."
         )
 
-    def _unrecorded(self, entry: dict[str, Any], why: str) -> StorageFailure:
+    def _unrecorded(self, entry: SpendEntry, why: str) -> StorageFailure:
         return StorageFailure(
             f"A model call could not be journaled in {self.path} ({why}); the run stopped. It cost "
             f"{entry.get('tokens', 0)} tokens (${float(entry.get('usd', 0.0)):g}), which the run's caps no longer see: "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -143,7 +144,7 @@ def _read_files(files: list[Path], split: str) -> Table:
     return table
 
 
-def file_tables(folder: Path, data: dict[str, Any]) -> dict[str, Table]:
+def file_tables(folder: Path, data: Mapping[str, object]) -> dict[str, Table]:
     """The splits found as files in ``folder`` (see the module docstring)."""
     tables = {}
     for split in SPLITS:
@@ -181,7 +182,7 @@ def load_source(name: str, config: str | None = None, revision: str | None = Non
         ) from exc
 
 
-def source_tables(loaded: Any, data: dict[str, Any]) -> dict[str, Table]:
+def source_tables(loaded: Any, data: Mapping[str, object]) -> dict[str, Table]:
     """The train/val/test splits of a loaded dataset (a DatasetDict, or one Dataset taken as train)."""
     # datasets is heavy: loaded on first use.
     import datasets
@@ -213,7 +214,7 @@ def source_tables(loaded: Any, data: dict[str, Any]) -> dict[str, Table]:
 # ---------------------------------------------------------------- carving val, rows to examples
 
 
-def carve_size(data: dict[str, Any], train_size: int) -> int:
+def carve_size(data: Mapping[str, object], train_size: int) -> int:
     """How many train examples become val: ``val_size`` (a count, or a fraction below 1), by default a fifth of
     train, at most ``MAX_CARVED``; always leaving at least one train example."""
     given = data.get("val_size")
@@ -265,13 +266,13 @@ def _text(value: object, column: str, labels: dict[str, list[str]], choices: tup
 
 
 def examples_of(
-    table: Table, split: str, data: dict[str, Any], choices: tuple[str, ...], *, start: int = 0
+    table: Table, split: str, data: Mapping[str, object], choices: tuple[str, ...], *, start: int = 0
 ) -> list[Example]:
     """The rows of ``table`` as examples (see the module docstring); ids ``SPLIT-NNNN`` count from ``start``."""
     columns = list(table.rows[0]) if table.rows else []
     template = str(data.get("input") or default_column(columns, INPUT_COLUMNS, "input", split))
     target = str(data.get("target") or default_column(columns, TARGET_COLUMNS, "target", split))
-    id_column = data.get("id")
+    id_column = str(data["id"]) if data.get("id") else None
     for name in [target, *([id_column] if id_column else [])] + ([] if "{" in template else [template]):
         if table.rows and name not in columns:
             raise InputError(f"The {split} split has no column '{name}'; its columns are {', '.join(columns)}.")

@@ -45,10 +45,9 @@ import math
 import re
 import sys
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from metaharness.errors import InputError
 from metaharness.tasks.protocol import Example
@@ -195,21 +194,21 @@ def chosen_option(answer: str, choices: tuple[str, ...]) -> str | None:
     return min(mentions, key=lambda m: (m[0], m[1], -len(m[2])))[2]
 
 
-def _check_options(name: str, options: dict[str, Any], allowed: tuple[str, ...]) -> None:
+def _check_options(name: str, options: Mapping[str, object], allowed: tuple[str, ...]) -> None:
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         takes = ", ".join(allowed) if allowed else "no options"
         raise InputError(f"Metric {name} does not take {', '.join(unknown)} (it takes {takes}).")
 
 
-def _number_option(name: str, options: dict[str, Any], key: str, default: float) -> float:
+def _number_option(name: str, options: Mapping[str, object], key: str, default: float) -> float:
     value = options.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise InputError(f"Metric {name}: {key} must be a number >= 0, got {value!r}.")
     return float(value)
 
 
-def builtin_metric(name: str, options: dict[str, Any], answer: Answer) -> Metric:
+def builtin_metric(name: str, options: Mapping[str, object], answer: Answer) -> Metric:
     """The built-in metric ``name`` with its ``options`` (keys in the module docstring); InputError otherwise."""
     if name in ("exact", "normalized_exact"):
         _check_options(name, options, ())
@@ -266,7 +265,7 @@ def builtin_metric(name: str, options: dict[str, Any], answer: Answer) -> Metric
             or not all(isinstance(c, str) and c.strip() for c in given)
         ):
             raise InputError(f"Metric choice: choices must be a non-empty list of strings, got {given!r}.")
-        choices = tuple(c.strip() for c in given)
+        choices = tuple(str(c).strip() for c in given)
 
         def choice(prediction: str, example: Example) -> Scores:
             picked = chosen_option(prediction, choices)
@@ -374,7 +373,7 @@ class PythonMetric:
         return Metric("python", self.names, self, reads_answer=False)
 
 
-def make_metric(settings: dict[str, Any], answer: Answer, folder: Path | None, probe: Example | None) -> Metric:
+def make_metric(settings: Mapping[str, object], answer: Answer, folder: Path | None, probe: Example | None) -> Metric:
     """The metric a task file's ``[metric]`` table describes (``name`` or ``file``, plus the metric's options).
 
     ``folder`` is where a metric ``file`` is looked up; ``probe`` is an example used to check a Python metric once

@@ -80,7 +80,7 @@ class TaskSpec:
     folder: Path | None
 
     @property
-    def data(self) -> dict[str, Any]:
+    def data(self) -> dict[str, object]:
         return dict(self.settings.get("data", {}))
 
     @property
@@ -88,7 +88,7 @@ class TaskSpec:
         return dict(self.settings.get("answer", {}))
 
     @property
-    def metric(self) -> dict[str, Any]:
+    def metric(self) -> dict[str, object]:
         return dict(self.settings.get("metric", {}))
 
 

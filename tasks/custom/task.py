@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -161,7 +161,7 @@ def build_task(
     return task
 
 
-def open_task_folder(folder: str | Path, settings: dict[str, Any] | None = None) -> CustomTask:
+def open_task_folder(folder: str | Path, settings: Mapping[str, object] | None = None) -> CustomTask:
     """The task in ``folder`` (its ``task.toml``), with ``settings`` (dotted keys, as ``-T`` gives them) applied."""
     path = Path(folder).expanduser().resolve()
     if not path.is_dir():
@@ -184,7 +184,7 @@ def open_task_folder(folder: str | Path, settings: dict[str, Any] | None = None)
     return build_task(spec, path.name, origin, read)
 
 
-def open_dataset_task(reference: str, settings: dict[str, Any] | None = None) -> CustomTask:
+def open_dataset_task(reference: str, settings: Mapping[str, object] | None = None) -> CustomTask:
     """The task ``hf:NAME`` (a hub dataset, a folder saved with ``save_to_disk``, or a local folder in the hub's
     layout) with ``settings`` (dotted keys) for columns, splits, answer convention and metric."""
     name = reference[len(splits.HUB_PREFIX) :].strip()

@@ -29,6 +29,7 @@ from metaharness.agents.environments.blocksworld import BlocksWorld, generate_pr
 from metaharness.agents.environments.puzzle import PuzzleEnv
 from metaharness.agents.environments.sokoban import Sokoban, generate_level
 from metaharness.errors import InputError
+from metaharness.json_types import JSONObject
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class InstanceSet:
             chosen += [i for i in self.instances if i.bin == name][:per_bin]
         return chosen
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         out = asdict(self)
         out["instances"] = [asdict(i) for i in self.instances]
         return out
