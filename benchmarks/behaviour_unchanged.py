@@ -5,8 +5,9 @@
 
 ``runs``: two run directories of the same ``metaharness optimize`` command on one response cache. Every
 summary.jsonl line must be identical once the timing fields (``time``, ``seconds``, ``created``, any ``*_seconds``,
-at any depth) are dropped and the two run directories' absolute paths are replaced; every candidate tag's
-``harness.py`` byte-identical; the root tag's ``run.json`` the same but for its timing. Prints what differs and a
+at any depth) are dropped, the two run directories' absolute paths are replaced and the settings keys renamed in
+round four read by their new names (``RENAMED_KEYS``: the keys ``Setting.old_keys`` still loads); every candidate
+tag's ``harness.py`` byte-identical; the root tag's ``run.json`` the same but for its timing. Prints what differs and a
 closing line (IDENTICAL or DIFFERENT); exit code 1 when anything differs.
 
 ``allocation``: the staged-evaluation solver on 300 seeded random problems, with the ``auto`` solver, ``auto`` with
@@ -26,12 +27,15 @@ import sys
 from pathlib import Path
 
 TIMING = {"time", "seconds", "created"}
+RENAMED_KEYS = {"iteration_budget": "per_iteration", "run_budget": "per_run"}  # settings.json's, round four
 
 
 def plain(value: object, paths: tuple[str, str]) -> object:
-    """``value`` with timing fields dropped and the run directories' paths replaced by RUN."""
+    """``value`` with timing fields dropped, the run directories' paths replaced by RUN and renamed keys by their
+    new names."""
     if isinstance(value, dict):
-        return {k: plain(v, paths) for k, v in value.items() if k not in TIMING and not k.endswith("_seconds")}
+        kept = {k: v for k, v in value.items() if k not in TIMING and not k.endswith("_seconds")}
+        return {RENAMED_KEYS.get(k, k): plain(v, paths) for k, v in kept.items()}
     if isinstance(value, list):
         return [plain(v, paths) for v in value]
     if isinstance(value, str):

@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 from metaharness.errors import InputError
+from metaharness.setting import Setting, at_least, by_name
 
 ENTRIES = ("evals", "tokens", "usd")
 # Full evaluations' worth of example-evaluations an iteration may spend when its evals are not capped otherwise.
@@ -121,15 +122,8 @@ class Budget:
                 f"Unknown budget entr{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}: use "
                 f"{', '.join(ENTRIES)}."
             )
-        values: dict[str, float] = {}
-        for k in ENTRIES:
-            given = data.get(k)
-            if given is None:
-                values[k] = math.inf
-            else:
-                number = _number(k, given, allow_inf=True)
-                values[k] = given if isinstance(given, int) else number  # an int limit stays one (as written)
-        return cls(**values)
+        # Checked once, when made (__post_init__); an int limit stays one (as written).
+        return cls(**{k: math.inf if data.get(k) is None else data[k] for k in ENTRIES})  # type: ignore[arg-type]
 
     @classmethod
     def parse(cls, text: str, *, option: str = "--budget") -> Budget:
@@ -216,20 +210,102 @@ class Meter:
         self.spent = self.spent + cost
 
 
+def parse_usd(text: str, option: str = "--max-cost") -> float:
+    """A dollar amount from the command line: a finite number >= 0; InputError with one line otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{option} takes an amount of USD >= 0 (e.g. {option} 5), got '{text}'.")
+    return value
+
+
+def parse_tokens(text: str, option: str = "--max-tokens") -> int:
+    """A number of tokens from the command line: a whole number >= 0; InputError with one line otherwise."""
+    if not text.strip().isdigit():
+        raise InputError(f"{option} takes a whole number of tokens >= 0 (e.g. {option} 300000), got '{text}'.")
+    return int(text)
+
+
+def _a_budget(value: object, flag: str) -> None:
+    if not isinstance(value, Budget):
+        raise InputError(f"{flag} takes a Budget (e.g. Budget(usd=1.0)), got {value!r}.")
+
+
+def _iteration_budget(value: object, flag: str) -> None:
+    _a_budget(value, flag)
+    if isinstance(value, Budget) and value.evals < 1:
+        raise InputError("The per-iteration budget's evals must be at least 1 example-evaluation.")
+
+
+ENTRY_FORM = "evals=N,tokens=N,usd=X"
+# The limits of a run (``SearchBudget``), declared once (``metaharness.setting``).
+BUDGET_SETTINGS = (
+    Setting(
+        "evals_per_iter",
+        int,
+        DEFAULT_EVALS_PER_ITER,
+        "Full evaluations' worth of example-evaluations an iteration may spend (when --iter-budget caps no evals).",
+        at_least(1),
+        flag="--evals-per-iter",
+        minimum=1,
+    ),
+    Setting(
+        "per_iteration",
+        Budget,
+        Budget(),
+        "What one iteration's task-model calls may spend: example-evaluations, tokens, dollars.",
+        _iteration_budget,
+        flag="--iter-budget",
+        metavar=ENTRY_FORM,
+        parse=lambda text: Budget.parse(text, option="--iter-budget"),
+        shown_default="evals from --evals-per-iter",
+        old_keys=("iteration_budget",),
+    ),
+    Setting(
+        "per_run",
+        Budget,
+        Budget(),
+        "What the whole run may spend: example-evaluations, tokens (every model's), dollars.",
+        _a_budget,
+        flag="--budget",
+        metavar=ENTRY_FORM,
+        parse=lambda text: Budget.parse(text, option="--budget"),
+        shown_default="no cap",
+        parts={
+            "--max-cost": (
+                "usd",
+                parse_usd,
+                "Stop cleanly once this many USD are spent (whole run, every model).",
+                "USD",
+            ),
+            "--max-tokens": (
+                "tokens",
+                parse_tokens,
+                "Stop cleanly once this many tokens (input + output) are spent (whole run).",
+                "N",
+            ),
+        },
+        old_keys=("run_budget",),
+    ),
+)
+_DECLARED = by_name(BUDGET_SETTINGS)
+
+
 @dataclass(frozen=True)
 class SearchBudget:
-    """Every limit of a run (the module docstring says what each counts), checked when made: ``evals_per_iter`` a
-    whole number >= 1, ``per_iteration`` at least one example-evaluation where its ``evals`` are capped."""
+    """Every limit of a run (the module docstring says what each counts; ``BUDGET_SETTINGS`` declares each), checked
+    when made: ``evals_per_iter`` a whole number >= 1, ``per_iteration`` at least one example-evaluation where its
+    ``evals`` are capped."""
 
-    evals_per_iter: int = DEFAULT_EVALS_PER_ITER
-    per_iteration: Budget = Budget()
-    per_run: Budget = Budget()
+    evals_per_iter: int = _DECLARED["evals_per_iter"].default
+    per_iteration: Budget = _DECLARED["per_iteration"].default
+    per_run: Budget = _DECLARED["per_run"].default
 
     def __post_init__(self) -> None:
-        if isinstance(self.evals_per_iter, bool) or not isinstance(self.evals_per_iter, int) or self.evals_per_iter < 1:
-            raise InputError(f"--evals-per-iter must be a whole number >= 1, got {self.evals_per_iter!r}.")
-        if self.per_iteration.evals < 1:
-            raise InputError("The per-iteration budget's evals must be at least 1 example-evaluation.")
+        for f in fields(self):
+            _DECLARED[f.name].check(getattr(self, f.name))
 
     def iteration_limit(self, share: int) -> Budget:
         """What one iteration may spend: ``per_iteration``, its ``evals`` ``evals_per_iter`` full evaluations of

@@ -435,18 +435,18 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
         ["uspto"], ["tps"], [0, 1], iterations=12, task_model="openai:gpt-4.1-mini", proposer_model="anthropic:x"
     )
     assert estimate_cost(hosted).total is None  # an unpriced proposer model: unknown, not $0
-    named = replace(hosted, template=replace(hosted.template, proposer_model="anthropic:claude-sonnet-4-5"))
-    task_only = replace(hosted, proposers=("offline",), template=replace(hosted.template, proposer_model=None))
+    named = replace(hosted, template=hosted.template.replace(proposer_model="anthropic:claude-sonnet-4-5"))
+    task_only = replace(hosted, proposers=("offline",), template=hosted.template.replace(proposer_model=None))
     priced, task_only_cost = estimate_cost(named), estimate_cost(task_only)
     assert priced.total is not None and task_only_cost.total is not None and priced.total > task_only_cost.total > 0
-    fewer = estimate_cost(replace(task_only, template=replace(task_only.template, val_limit=10)))
+    fewer = estimate_cost(replace(task_only, template=task_only.template.replace(val_limit=10)))
     assert fewer.total is not None and fewer.total < task_only_cost.total  # 10 examples instead of the assumed 100
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--seeds", "0,x"], "--seeds takes comma-separated integers"),
+        (["--seed", "0,x"], "--seed takes comma-separated integers"),
         (["--datasets", "gsm8k"], "--datasets: unknown task(s) gsm8k"),
         (["--proposers", "coding"], "needs a proposer model"),
         (["--max-cost", "-3"], "--max-cost takes an amount of USD >= 0"),
@@ -454,7 +454,7 @@ def test_the_cost_estimate_prices_hosted_models_and_frees_local_ones():
         (["-P", "seed=4"], "'seed' is set per cell"),
         (["--proposer-model", "anthropic:claude-sonnet-4-5"], "needs an Anthropic API key"),
         (
-            ["--arms", "planner,magic"],
+            ["--evaluation", "planner,magic"],
             "Unknown arm(s) magic: use planner, greedy, best-of-n, halving, gate, threshold, thompson.",
         ),
         (["--val-limit", "3", "-P", "probe_size=-1"], "Proposer option probe_size must be an integer >= 0, got -1."),
@@ -505,7 +505,7 @@ def test_bench_harness_refuses_other_settings_for_a_stored_experiment_before_sta
 @pytest.mark.slow
 def test_bench_harness_runs_a_tiny_offline_grid_on_the_embedded_model_and_a_rerun_resumes(tmp_path, shared_data_dir):
     exp = tmp_path / "exp"
-    grid = ["--datasets", "symptom2disease", "--proposers", "offline", "--arms", "planner,gate", "--seeds", "0"]
+    grid = ["--datasets", "symptom2disease", "--proposers", "offline", "--evaluation", "planner,gate", "--seed", "0"]
     tiny = ["--iters", "1", "--evals-per-iter", "1", "--val-limit", "3", "--holdout", "1", "--no-test"]
     # The embedded model is slow: a small probe, and one cell at a time, so the second arm's seeds, proposals and
     # probes (the same as the first's: same seed) come from the response cache.

@@ -23,7 +23,7 @@ FOLDERS = {
 # The layers, from the bottom: a module imports only from its own layer and the layers below it (the package's
 # root, which every import of a submodule runs, aside).
 LAYERS = (
-    ("shared", ("errors", "json_types", "budget", "candidate", "frontier", "text")),
+    ("shared", ("errors", "json_types", "setting", "budget", "candidate", "frontier", "text")),
     ("models", ("models",)),
     ("planner core", ("planner",)),
     ("tasks and seed harnesses", ("tasks", "candidates")),

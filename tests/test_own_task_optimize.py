@@ -16,6 +16,7 @@ import pytest
 from command_line import assert_fails_cleanly, run_metaharness
 from fakes import FakeEvaluator, ScriptedModel, ScriptedProposer, ServedModel, ToyTask, program
 
+from metaharness.budget import Budget
 from metaharness.candidate import Evaluation
 from metaharness.errors import InputError
 from metaharness.models.replaying import ReplayingClient
@@ -183,7 +184,7 @@ def test_a_saved_dataset_without_val_runs_through_hf_loading_and_resumes_with_th
     monkeypatch.chdir(tmp_path)
     settings = {"metric.name": "numeric", "data.val_size": 6, "data.split_seed": 3}
     config = run_config("hf:saved", task_settings=settings, task_model=FAKE_MODEL)
-    optimize(tmp_path / "run", config, iterations=0, test=False, seeds=[write_seed(tmp_path, "only", 0.4)])
+    optimize(tmp_path / "run", config, iterations=0, test=False, seed_files=[write_seed(tmp_path, "only", 0.4)])
     first, val = OPENED[0]
     assert len(val) == 6 and len(first.load("train")) == 34 and len(first.load("test")) == 1
     source = stored(tmp_path / "run")["task_source"]
@@ -210,7 +211,7 @@ def write_seed(folder: Path, name: str, score: float) -> Path:
 def test_a_task_object_and_seed_files_from_python_are_recorded_and_the_object_passed_again(tmp_path):
     seeds = [write_seed(tmp_path, "low", 0.1), write_seed(tmp_path, "high", 0.7)]
     run_dir = tmp_path / "run"
-    outcome = optimize(run_dir, task=ToyTask(), seeds=seeds, iterations=1, test=False, max_cost=1.0)
+    outcome = optimize(run_dir, task=ToyTask(), seed_files=seeds, iterations=1, test=False, per_run=Budget(usd=1.0))
     assert outcome.best is not None and outcome.best.score == pytest.approx(0.8)
     assert seed_summaries(run_dir) == ["seed: high", "seed: low"] and OPENED[0][1] == [
         "val-0000",
@@ -232,7 +233,7 @@ def test_a_task_object_and_seed_files_from_python_are_recorded_and_the_object_pa
 def test_seed_files_are_checked_before_the_run_starts(tmp_path):
     seed = write_seed(tmp_path, "one", 0.3)
     with pytest.raises(InputError, match="No seed harness file .*missing.py: pass .py files that define class"):
-        optimize(tmp_path / "run", task=ToyTask(), seeds=[seed, tmp_path / "missing.py"], iterations=0)
+        optimize(tmp_path / "run", task=ToyTask(), seed_files=[seed, tmp_path / "missing.py"], iterations=0)
     with pytest.raises(InputError, match="Two seed files are named one: give each seed file its own name."):
         seeds_of(ToyTask(), files=[seed, seed])
     with pytest.raises(InputError, match="Unknown seed.s. two: the seed files are one."):
@@ -316,7 +317,7 @@ def test_optimize_starts_from_seed_files_given_on_the_command_line(tmp_path):
     # the old name of the flag still works and says so; a resume with nothing left to run says so
     again = run_metaharness("optimize", "--no-test", "--resume", cwd=tmp_path, seeds="mine.py", iters=0, run_dir="run")
     assert again.returncode == 0, again.stderr[-2000:]
-    assert "--seeds is deprecated (bench harness --seeds are random seeds); it is --seed-harnesses" in again.stdout
+    assert "note: --seeds is deprecated; it is --seed-harnesses" in again.stdout
     assert "has finished 0 iterations and --iters 0 asks for no more, so no iteration runs" in again.stdout
     assert seed_summaries(tmp_path / "run") == ["seed: mine"]
 

@@ -47,7 +47,7 @@ def small_run(tmp_path_factory) -> tuple[Path, Candidate, Candidate]:
             seeds.append(tmp / "seeds" / f"{name}.py")
             seeds[-1].parent.mkdir(exist_ok=True)
             seeds[-1].write_text(program(score))
-        outcome = optimize(tmp / "run", task=ToyTask(), seeds=seeds, iterations=2, test=False)
+        outcome = optimize(tmp / "run", task=ToyTask(), seed_files=seeds, iterations=2, test=False)
     assert outcome.best is not None and outcome.best.supported
     run = RunDirectory.open(tmp / "run", RunDirectory.browse(tmp / "run").settings())
     cid = run.next_id()

@@ -22,22 +22,18 @@ from metaharness.agents.tool_bench import ToolAgentSettings, run_bench
 from metaharness.cli.options import (
     dask_scheduler_option,
     data_dir_option,
-    evals_per_iter_option,
-    holdout_option,
     iters_option,
     max_cost_option,
-    proposer_model_option,
-    proposer_option_option,
     ray_address_option,
-    settings_change,
-    task_model_option,
-    val_limit_option,
+    renamed,
+    run_setting_options,
 )
 from metaharness.cli.output import console as output_console
 from metaharness.errors import InputError
 from metaharness.evaluation.cluster import cluster
 from metaharness.models import connect
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
+from metaharness.runner.settings import SettingsChange
 from metaharness.text import terminal
 
 if TYPE_CHECKING:
@@ -62,7 +58,10 @@ def _puzzle_command(env_name: str) -> Callable[..., None]:
         oracle_subagents: bool = typer.Option(
             False, "--oracle-subagents", help="Simulate and label with the true environment."
         ),
-        m: int = typer.Option(4, "--m", help="Plans sampled per planning call (tps, tape)."),
+        plans: int | None = typer.Option(
+            None, "--plans", min=1, help="Plans sampled per planning call (tps, tape).", show_default="4"
+        ),
+        old_m: int | None = typer.Option(None, "--m", hidden=True),
         epsilon: float = typer.Option(
             0.3, "--epsilon", help="Noise of the model-free sampler (tape, oracle subagents, no model)."
         ),
@@ -85,6 +84,10 @@ def _puzzle_command(env_name: str) -> Callable[..., None]:
 
         from metaharness.agents.puzzle_bench import MODEL_FREE, AgentSettings, run_bench, summary_table
 
+        sampled = renamed("--plans", plans, "--m", old_m)
+        settings = AgentSettings(
+            oracle_subagents, 4 if sampled is None else sampled, epsilon, seed, free_text, temperature
+        )
         client = None
         if model is not None and agent not in MODEL_FREE:
             client = connect(model)
@@ -101,7 +104,7 @@ def _puzzle_command(env_name: str) -> Callable[..., None]:
                 instances,
                 agent=agent,
                 model=client,
-                settings=AgentSettings(oracle_subagents, m, epsilon, seed, free_text, temperature),
+                settings=settings,
                 slack=slack,
                 episodes=episodes,
                 bins=bins.split(",") if bins else None,
@@ -167,7 +170,18 @@ def tools(
     console.print(f"records: {path}  summary: {path.with_suffix('.summary.json')}")
 
 
+@run_setting_options(
+    "task_model",
+    "proposer_model",
+    "evals_per_iter",
+    "val_limit",
+    "holdout",
+    "proposer_options",
+    help={"proposer_options": "KEY=VALUE for every cell's proposer (the seed is set per cell); repeatable."},
+    shown={"holdout": "a third of --val-limit, else 0"},
+)
 def harness(
+    settings: SettingsChange,
     out: Path = typer.Option(
         ..., "--out", help="Experiment folder; a rerun resumes it (settings not given are the stored ones)."
     ),
@@ -178,22 +192,19 @@ def harness(
         None,
         "--proposers",
         help="Comma-separated proposers.",
-        show_default="base,tps; without a proposer model: offline",
+        show_default="coding,tps; without a proposer model: offline",
     ),
-    arms: str | None = typer.Option(
+    evaluation: str | None = typer.Option(
         None,
-        "--arms",
+        "--evaluation",
         help="Comma-separated evaluation policies compared at equal spend: the planner's staged evaluation and its "
         "baselines.",
         show_default="planner,greedy,best-of-n,halving,gate",
     ),
-    holdout: int | None = holdout_option("a third of --val-limit, else 0"),
-    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated proposer seeds.", show_default="0,1,2"),
+    old_arms: str | None = typer.Option(None, "--arms", hidden=True),
+    seed: str | None = typer.Option(None, "--seed", help="Comma-separated proposer seeds.", show_default="0,1,2"),
+    old_seeds: str | None = typer.Option(None, "--seeds", hidden=True),
     iters: int | None = iters_option(None, "Iterations per run.", "12"),
-    evals_per_iter: int | None = evals_per_iter_option(),
-    val_limit: int | None = val_limit_option(),
-    task_model: str | None = task_model_option(),
-    proposer_model: str | None = proposer_model_option(),
     max_cost: float | None = max_cost_option(
         "Dollar cap of the whole experiment, split evenly over the cells; the estimate is shown first."
     ),
@@ -201,9 +212,6 @@ def harness(
     data_dir: Path | None = data_dir_option(),
     test: bool | None = typer.Option(
         None, "--test/--no-test", help="Score each run's best on the test split.", show_default="test"
-    ),
-    proposer_option: list[str] = proposer_option_option(
-        "KEY=VALUE for every cell's proposer (the seed is set per cell)."
     ),
     dask_scheduler: str | None = dask_scheduler_option("Evaluate every cell's examples on this Dask scheduler."),
     ray_address: str | None = ray_address_option("Evaluate every cell's examples on this Ray cluster."),
@@ -214,16 +222,10 @@ def harness(
     from metaharness.experiment.grid import check_models
 
     show = output_console()
-    template = settings_change(
-        task_model=task_model,
-        proposer_model=proposer_model,
-        evals_per_iter=evals_per_iter,
-        val_limit=val_limit,
-        holdout=holdout,
-        proposer_option=proposer_option,
-    )
+    arms = renamed("--evaluation", evaluation, "--arms", old_arms)
+    seeds = renamed("--seed", seed, "--seeds", old_seeds)
     grid = {"datasets": datasets, "proposers": proposers, "arms": arms, "seeds": seeds, "iterations": iters}
-    spec, notice = harness_spec(out, **grid, test=test, max_cost=max_cost, template=template)
+    spec, notice = harness_spec(out, **grid, test=test, max_cost=max_cost, template=settings)
     if jobs < 1:
         raise InputError(f"--jobs takes a number of cells >= 1, got {jobs}.")
     check_models(spec)
@@ -280,7 +282,7 @@ def harness_spec(out: Path, **given: Any) -> tuple[ExperimentSpec, str | None]:
     given.update(
         datasets=_names("--datasets", given["datasets"]),
         proposers=_names("--proposers", given["proposers"]),
-        arms=_names("--arms", given["arms"]),
+        arms=_names("--evaluation", given["arms"]),
         seeds=_seeds(given["seeds"]),
     )
     spec, notice = ExperimentSpec.resolve(given, stored_spec(out))
@@ -353,11 +355,11 @@ def _names(option: str, text: str | None) -> list[str] | None:
 
 
 def _seeds(text: str | None) -> list[int] | None:
-    names = _names("--seeds", text)
+    names = _names("--seed", text)
     if names is None:
         return None
     if not all(n.isdigit() for n in names):
-        raise InputError(f"--seeds takes comma-separated integers >= 0 (e.g. 0,1,2), got '{text}'.")
+        raise InputError(f"--seed takes comma-separated integers >= 0 (e.g. 0,1,2), got '{text}'.")
     return [int(n) for n in names]
 
 

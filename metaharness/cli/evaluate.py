@@ -13,12 +13,13 @@ from pathlib import Path
 import typer
 
 from metaharness.candidates import seed_path
-from metaharness.cli.options import data_dir_option, harness_seconds_option
+from metaharness.cli.options import data_dir_option, run_setting_options
 from metaharness.cli.output import console as output_console
 from metaharness.errors import InputError
 from metaharness.evaluation.evaluator import DEFAULT_WORKERS
 from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
 from metaharness.models.spec import parse_spec
+from metaharness.runner.settings import SettingsChange
 from metaharness.runner.task import seed_sources
 from metaharness.tasks import CustomTask, open_task
 from metaharness.tasks.custom.spec import flat_settings
@@ -42,14 +43,19 @@ def _resolve(candidate: str, task: Task, folder: Path) -> Path:
     return harness
 
 
+@run_setting_options(
+    "task_model",
+    "val_limit",
+    "harness_seconds",
+    help={"val_limit": "Score only the first N examples of the split."},
+)
 def eval_command(
+    settings: SettingsChange,
     candidate: str = typer.Argument(..., help="A harness .py file, or a seed name (zero_shot, few_shot, retrieval)."),
     dataset: str = typer.Option(
         ..., "--dataset", "-d", help="Task: lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME."
     ),
     split: str = typer.Option("val", "--split", help="Split to score: val or test (train also works)."),
-    task_model: str = typer.Option(DEFAULT_TASK_MODEL_SPEC, "--task-model", help="Model spec of the task model."),
-    limit: int | None = typer.Option(None, "--limit", help="Score only the first N examples.", show_default="all"),
     data_dir: Path | None = data_dir_option(),
     out: Path | None = typer.Option(
         None,
@@ -61,9 +67,12 @@ def eval_command(
         None, "--workers", help="Examples in flight at once.", show_default=str(DEFAULT_WORKERS)
     ),
     task_setting: list[str] = typer.Option(
-        [], "--task-setting", "-T", help="KEY=VALUE for a task folder or hf: dataset (e.g. -T data.config=main)."
+        [],
+        "--task-setting",
+        "-T",
+        help="KEY=VALUE for a task folder or hf: dataset (e.g. -T data.config=main); repeatable.",
+        show_default="the task's own",
     ),
-    harness_seconds: float | None = harness_seconds_option(),
 ) -> None:
     """Score a harness on a task split; print the score table and write summary.json + records.jsonl."""
     # Start-up: loaded when the command runs, so that `metaharness --help` stays fast.
@@ -72,10 +81,11 @@ def eval_command(
 
     from metaharness.evaluation import SandboxLimits, evaluate
 
+    task_model = settings.task_model or DEFAULT_TASK_MODEL_SPEC
+    limit, harness_seconds = settings.val_limit, settings.harness_seconds
     parse_spec(task_model)
-    for option, count in (("--limit", limit), ("--workers", workers)):
-        if count is not None and count < 1:
-            raise InputError(f"{option} must be at least 1, got {count}.")
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be at least 1, got {workers}.")
     console = output_console()
     task = open_task(dataset, data_dir=data_dir, settings=flat_settings(task_setting))
     for note in task.notes if isinstance(task, CustomTask) else []:

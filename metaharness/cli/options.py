@@ -1,51 +1,151 @@
-"""The run options that ``metaharness optimize`` and ``metaharness bench harness`` both take, and the one builder
-that turns them into what a run is given (``settings_change``: a ``SettingsChange``).
+"""The run options the commands take, derived from the settings' declarations (``metaharness.setting.Setting``;
+``metaharness.runner.settings.SETTINGS``), and the few options that are the commands' own.
 
-Each option is declared once here: its flag, short form, metavar, parser, check and help. Where the commands mean
-something different by it (a run's cost cap is the whole run's, the grid's is split over its cells; the grid
-defaults some settings itself), the factory takes the help text, and the rest stays fixed.
+``run_setting_options(*names)`` gives a command one option per run setting named: its flag, short form, metavar,
+the least it takes, its help and its default as a new run takes it, all read from the setting's declaration; the
+flags that give one entry of a budget (``--max-cost``, ``--max-tokens``: ``Setting.parts``); and each old name of a
+flag (hidden, taken with a deprecation note). The command gets the settings given as one ``SettingsChange``
+(``settings``); two flags that disagree are an error, never a silent override.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import inspect
 import math
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Mapping
+from functools import wraps
+from typing import Any, TypeVar
 
 import typer
 
-from metaharness.budget import DEFAULT_EVALS_PER_ITER, Budget
+from metaharness.budget import Budget, parse_usd
+from metaharness.cli.output import console
 from metaharness.errors import InputError
-from metaharness.evaluation.sandbox import AVERAGE_SECONDS
-from metaharness.models.local import DEFAULT_TASK_MODEL_SPEC
-from metaharness.runner.settings import SettingsChange
+from metaharness.runner.settings import SETTINGS, SettingsChange
+from metaharness.setting import Setting
+
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 
-def parse_usd(option: str, text: str) -> float:
-    """A dollar amount: a finite number >= 0 (else one line and exit code 2, before anything starts)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{option} takes an amount of USD >= 0 (e.g. {option} 5), got '{text}'.")
-    return value
+def run_setting_options(
+    *names: str, help: Mapping[str, str] | None = None, shown: Mapping[str, str] | None = None
+) -> Callable[[Command], Command]:
+    """Add the run settings ``names`` to a command as options (the module docstring); ``help`` and ``shown`` (by
+    setting name) replace a declaration's help or default in words where the command means something of its own by
+    it. The command is called with its own parameters and ``settings``, the ``SettingsChange`` given."""
+    declared = [SETTINGS[name] for name in names]
+
+    def decorate(command: Command) -> Command:
+        signature = inspect.signature(command, eval_str=True)
+        own = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in signature.parameters.values()
+            if p.name != "settings"
+        ]
+        options: list[inspect.Parameter] = []
+        for setting in declared:
+            options.extend(_parameters(setting, (help or {}).get(setting.name), (shown or {}).get(setting.name)))
+
+        @wraps(command)
+        def run(**given: Any) -> Any:
+            settings = _change(declared, given)
+            return command(settings=settings, **given)
+
+        parameters = [*options, *own]  # the run settings first, as a user reads them
+        run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in parameters}
+        return run  # type: ignore[return-value]
+
+    return decorate
 
 
-def parse_options(pairs: list[str]) -> dict[str, object]:
-    """``KEY=VALUE`` strings to a dict; values are JSON when they parse (numbers, booleans), else text."""
-    options: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--proposer-option takes KEY=VALUE (e.g. probe_size=4), got '{pair}'.")
-        try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.strip()] = value
-    return options
+def _parameters(setting: Setting, help: str | None, shown: str | None) -> list[inspect.Parameter]:
+    """The command-line parameters of ``setting``: its option, the options of its parts, its old flags (hidden)."""
+    if setting.flag is None:
+        return []
+    text = help or setting.help
+    literal = None if setting.default is None or isinstance(setting.default, Budget) else setting.default
+    said = shown or setting.shown_default
+    if said is None and literal is not None:
+        said = f"{literal:g}" if isinstance(literal, float) else str(literal)
+    if setting.repeat:
+        option = typer.Option([], *setting.option_names(), help=text, show_default=said or False)
+        out = [_keyword(setting.name, option, list[str])]
+    else:
+        option = typer.Option(
+            None,
+            *setting.option_names(),
+            min=setting.minimum,
+            metavar=setting.metavar,
+            help=text,
+            show_default=said or False,
+        )
+        out = [_keyword(setting.name, option, _typed(setting))]
+    for flag, (_entry, _parse, part_help, metavar) in (setting.parts or {}).items():
+        option = typer.Option(None, flag, metavar=metavar, help=part_help, show_default="no cap")
+        out.append(_keyword(_param(flag), option, str | None))
+    for old in setting.old_flags:
+        annotation = list[str] if setting.repeat else _typed(setting)
+        out.append(
+            _keyword(_param(old, "old_"), typer.Option([] if setting.repeat else None, old, hidden=True), annotation)
+        )
+    return out
+
+
+def _typed(setting: Setting) -> Any:
+    """The type typer converts the option's text to: the setting's own for a number or a name, text for one it
+    parses itself (``Setting.parse``)."""
+    if setting.parse is None and setting.type in (int, float, str):
+        return setting.type | None
+    return str | None
+
+
+def _keyword(name: str, default: Any, annotation: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+def _param(flag: str, prefix: str = "") -> str:
+    return prefix + flag.lstrip("-").replace("-", "_")
+
+
+def _change(declared: list[Setting], given: dict[str, Any]) -> SettingsChange:
+    """The settings the declared options gave (popped from ``given``); InputError for two flags that disagree."""
+    values: dict[str, Any] = {}
+    for setting in declared:
+        if setting.flag is None:
+            continue
+        raw = given.pop(setting.name)
+        for old in setting.old_flags:
+            raw = renamed(setting.flag, raw, old, given.pop(_param(old, "old_")))
+        if raw not in (None, []):
+            value = setting.parse(raw) if setting.parse is not None else raw
+            if setting.spreads:
+                values.update(value)
+            else:
+                values[setting.name] = value
+        for flag, (entry, parse, _help, _metavar) in (setting.parts or {}).items():
+            part = given.pop(_param(flag))
+            if part is None:
+                continue
+            number, budget = parse(part), values.get(setting.name) or Budget()
+            if math.isfinite(getattr(budget, entry)) and getattr(budget, entry) != number:
+                raise InputError(f"{setting.flag} {entry}= and {flag} disagree: give one of them.")
+            values[setting.name] = dataclasses.replace(budget, **{entry: number})
+    change = SettingsChange(**values)
+    change.check_agreement()
+    return change
+
+
+def renamed(flag: str, value: Any, old: str, old_value: Any) -> Any:
+    """``flag``'s value, or that of ``old``, its old name, with a deprecation note; both given: InputError (an
+    option not given is ``None``, a repeatable one ``[]``)."""
+    if old_value in (None, []):
+        return value
+    if value not in (None, []):
+        raise InputError(f"{old} is the old name of {flag}: give one of them.")
+    console().print(f"[yellow]note: {old} is deprecated; it is {flag}[/]")
+    return old_value
 
 
 def max_cost_option(help: str) -> Any:
@@ -53,16 +153,11 @@ def max_cost_option(help: str) -> Any:
     return typer.Option(
         None,
         "--max-cost",
-        parser=lambda text: parse_usd("--max-cost", text),
+        parser=parse_usd,
         metavar="USD",
         help=help,
         show_default="no cap",
     )
-
-
-def proposer_option_option(help: str) -> Any:
-    """``--proposer-option/-P KEY=VALUE``, repeatable; read with ``parse_options``."""
-    return typer.Option([], "--proposer-option", "-P", help=help)
 
 
 def dask_scheduler_option(help: str) -> Any:
@@ -75,77 +170,6 @@ def ray_address_option(help: str) -> Any:
     return typer.Option(None, "--ray-address", metavar="ADDRESS", help=help, show_default="evaluate here")
 
 
-def task_model_option() -> Any:
-    """``--task-model SPEC`` (default: the embedded model)."""
-    return typer.Option(
-        None,
-        "--task-model",
-        help="Model spec the harnesses call.",
-        show_default=f"{DEFAULT_TASK_MODEL_SPEC} (embedded)",
-    )
-
-
-def proposer_model_option() -> Any:
-    """``--proposer-model SPEC`` (default: the hosted model of the API key set, if any)."""
-    return typer.Option(
-        None,
-        "--proposer-model",
-        help="Model spec of the proposer, e.g. anthropic:claude-sonnet-4-5.",
-        show_default="the hosted model of the API key set, if any",
-    )
-
-
-def evals_per_iter_option() -> Any:
-    """``--evals-per-iter N``: a whole number >= 1."""
-    return typer.Option(
-        None,
-        "--evals-per-iter",
-        min=1,
-        help="Full evaluations' worth of examples per iteration.",
-        show_default=str(DEFAULT_EVALS_PER_ITER),
-    )
-
-
-def val_limit_option() -> Any:
-    """``--val-limit N``: a whole number >= 1."""
-    return typer.Option(
-        None,
-        "--val-limit",
-        min=1,
-        help="Search on the first N validation examples only (held-out ones come after).",
-        show_default="all",
-    )
-
-
-def harness_seconds_option() -> Any:
-    """``--harness-seconds S``: the harness's own time an evaluation allows per example on average (> 0)."""
-    return typer.Option(
-        None,
-        "--harness-seconds",
-        min=0.001,
-        metavar="S",
-        help=(
-            "Seconds of the harness's own time (model calls excluded) an evaluation of a candidate allows per example "
-            "on average, at least 120 s in all; past it the examples left score 0."
-        ),
-        show_default=f"{AVERAGE_SECONDS:g}",
-    )
-
-
-def holdout_option(default: str) -> Any:
-    """``--holdout N``: a whole number >= 0; ``default`` says what the command takes without it."""
-    return typer.Option(
-        None,
-        "--holdout",
-        min=0,
-        help=(
-            "Validation examples no proposer sees: a third choose what the run returns among the search's best, "
-            "the rest score it."
-        ),
-        show_default=default,
-    )
-
-
 def iters_option(default: int | None, help: str, shown: str | None = None) -> Any:
     """``--iters N``: a whole number >= 0; ``shown`` says what the command takes without it when ``default`` is None."""
     return typer.Option(default, "--iters", min=0, help=help, show_default=shown if shown is not None else True)
@@ -154,65 +178,3 @@ def iters_option(default: int | None, help: str, shown: str | None = None) -> An
 def data_dir_option() -> Any:
     """``--data-dir DIR``: where the paper's datasets' splits are (else downloaded)."""
     return typer.Option(None, "--data-dir", help="Folder with the task's splits.", show_default="download them")
-
-
-def settings_change(
-    *,
-    task_model: str | None = None,
-    proposer: str | None = None,
-    proposer_model: str | None = None,
-    evaluation: str | None = None,
-    evals_per_iter: int | None = None,
-    proposals: int | None = None,
-    seed: int | None = None,
-    holdout: int | None = None,
-    val_limit: int | None = None,
-    max_cost: float | None = None,
-    max_tokens: int | None = None,
-    budget: str | None = None,
-    iter_budget: str | None = None,
-    max_proposer_failures: int | None = None,
-    proposer_option: list[str] | None = None,
-    seed_harnesses: str | None = None,
-    harness_seconds: float | None = None,
-) -> SettingsChange:
-    """What the run options given on the command line give a run (``None``: not given): each read once, here
-    (``--budget`` and ``--iter-budget`` by ``Budget.parse``; ``--max-cost`` and ``--max-tokens`` are the run
-    budget's ``usd`` and ``tokens``, and may not disagree with ``--budget``)."""
-    seed_names, seed_files = seed_settings(seed_harnesses)
-    per_run = Budget.parse(budget, option="--budget") if budget else Budget()
-    for entry, flag, value in (("usd", "--max-cost", max_cost), ("tokens", "--max-tokens", max_tokens)):
-        if value is not None:
-            if math.isfinite(getattr(per_run, entry)) and getattr(per_run, entry) != value:
-                raise InputError(f"--budget {entry}= and {flag} disagree: give one of them.")
-            per_run = dataclasses.replace(per_run, **{entry: value})
-    return SettingsChange(
-        task_model=task_model,
-        proposer=proposer,
-        proposer_model=proposer_model,
-        evaluation=evaluation,
-        evals_per_iter=evals_per_iter,
-        proposals=proposals,
-        seed=seed,
-        holdout=holdout,
-        val_limit=val_limit,
-        per_run=per_run if per_run != Budget() else None,
-        per_iteration=Budget.parse(iter_budget, option="--iter-budget") if iter_budget else None,
-        max_proposer_failures=max_proposer_failures,
-        proposer_options=parse_options(proposer_option or []) or None,
-        seed_names=seed_names,
-        seed_files=seed_files,
-        harness_seconds=harness_seconds,
-    )
-
-
-def seed_settings(seeds: str | None) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
-    """``--seed-harnesses``: (the seed names to keep, or None; seed harness files, absolute paths so a resume finds
-    them, or None)."""
-    entries = [entry.strip() for entry in (seeds or "").split(",") if entry.strip()]
-    files = [entry for entry in entries if entry.endswith(".py")]
-    if files and len(files) != len(entries):
-        raise InputError("--seed-harnesses takes the names of the task's seeds or .py files, not both.")
-    if files:
-        return None, tuple(str(Path(f).expanduser().resolve()) for f in files)
-    return tuple(entries) or None, None

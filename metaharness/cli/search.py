@@ -1,8 +1,8 @@
 """``metaharness optimize``: run or continue a search, with progress, Ctrl-C handling and the final table.
 
 The search itself is ``metaharness.runner.optimize.optimize``; this module turns options into what the run is given
-(``metaharness.cli.options.settings_change``; the run resolves it over its stored settings), draws its events and
-prints where everything landed.
+(``metaharness.cli.options.run_setting_options``: the run settings' options, derived from their declarations; the
+run resolves them over its stored settings), draws its events and prints where everything landed.
 """
 
 from __future__ import annotations
@@ -24,17 +24,9 @@ from metaharness.cli.browse import RUNS_ROOT, resolve_run
 from metaharness.cli.options import (
     dask_scheduler_option,
     data_dir_option,
-    evals_per_iter_option,
-    harness_seconds_option,
-    holdout_option,
     iters_option,
-    max_cost_option,
-    proposer_model_option,
-    proposer_option_option,
     ray_address_option,
-    settings_change,
-    task_model_option,
-    val_limit_option,
+    run_setting_options,
 )
 from metaharness.cli.output import console, shorten
 from metaharness.errors import InputError
@@ -46,7 +38,6 @@ from metaharness.runner.models import default_models
 from metaharness.runner.optimize import optimize, stored_settings
 from metaharness.runner.settings import RunSettings, SettingsChange
 from metaharness.search.loop import Outcome, StopRequest
-from metaharness.search.settings import DEFAULT_EVALUATION, DEFAULT_PROPOSALS
 from metaharness.search.test_split import TestSplit
 from metaharness.store import RunDirectory
 from metaharness.tasks import CustomTask, open_task
@@ -54,82 +45,49 @@ from metaharness.tasks.custom.spec import flat_settings
 from metaharness.tasks.protocol import Task
 from metaharness.text import terminal
 
+RUN_OPTIONS = (
+    "dataset",
+    "proposer",
+    "proposer_model",
+    "task_model",
+    "evaluation",
+    "evals_per_iter",
+    "proposals",
+    "seed",
+    "holdout",
+    "val_limit",
+    "per_run",
+    "per_iteration",
+    "max_proposer_failures",
+    "seed_names",
+    "proposer_options",
+    "harness_seconds",
+)
 
+
+@run_setting_options(*RUN_OPTIONS)
 def optimize_command(
-    dataset: str | None = typer.Option(
-        None, "--dataset", help="Task: lawbench, symptom2disease, uspto, a task folder or hf:OWNER/NAME."
-    ),
+    settings: SettingsChange,
     task_setting: list[str] = typer.Option(
-        [], "--task-setting", "-T", help="KEY=VALUE for a task folder or hf: dataset (e.g. -T data.config=main)."
+        [],
+        "--task-setting",
+        "-T",
+        help="KEY=VALUE for a task folder or hf: dataset (e.g. -T data.config=main); repeatable.",
+        show_default="the task's own",
     ),
     iters: int = iters_option(12, "Total iterations of the run (a rerun continues up to this)."),
-    proposer: str | None = typer.Option(
-        None,
-        "--proposer",
-        help="offline, coding, tps, or a baseline (tps-greedy, tps-random, tps-best-of-n).",
-        show_default="tps with an API key, else offline",
-    ),
-    proposer_model: str | None = proposer_model_option(),
-    task_model: str | None = task_model_option(),
-    evaluation: str | None = typer.Option(
-        None,
-        "--evaluation",
-        help=(
-            "How validation examples are allotted to candidates (planner: staged by the TPS planner; "
-            "greedy, best-of-n, halving, gate, threshold, thompson: baselines; all: every candidate in full, "
-            "which records every outcome for a study)."
-        ),
-        show_default=DEFAULT_EVALUATION,
-    ),
-    evals_per_iter: int | None = evals_per_iter_option(),
-    proposals: int | None = typer.Option(
-        None,
-        "--proposals",
-        min=1,
-        help="Proposals an iteration takes.",
-        show_default=f"{DEFAULT_PROPOSALS}; best-of-n: --evals-per-iter",
-    ),
-    seed: int | None = typer.Option(
-        None, "--seed", help="Orders the validation examples and seeds the proposer.", show_default="0"
-    ),
-    holdout: int | None = holdout_option("40% of the validation examples, from outside --val-limit's; none below 10"),
     run_dir: Path | None = typer.Option(
         None, "--run-dir", help="Run directory.", show_default="runs/<dataset>-<proposer>"
     ),
-    resume: bool = typer.Option(False, "--resume", help="Continue an existing run (its settings are reused)."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue an existing run (its settings are reused).", show_default="off"
+    ),
     data_dir: Path | None = data_dir_option(),
-    val_limit: int | None = val_limit_option(),
-    max_cost: float | None = max_cost_option("Stop cleanly once this many USD are spent (whole run, every model)."),
-    max_tokens: int | None = typer.Option(
-        None,
-        "--max-tokens",
-        min=0,
-        help="Stop cleanly once this many tokens (input + output) are spent (whole run).",
-        show_default="no cap",
-    ),
-    budget: str | None = typer.Option(
-        None,
-        "--budget",
-        metavar="evals=N,tokens=N,usd=X",
-        help="What the whole run may spend: validation example-evaluations, tokens, dollars.",
-        show_default="no cap",
-    ),
-    iter_budget: str | None = typer.Option(
-        None,
-        "--iter-budget",
-        metavar="evals=N,tokens=N,usd=X",
-        help="What one iteration's evaluations may spend: example-evaluations, task-model tokens, dollars.",
-        show_default="evals from --evals-per-iter",
-    ),
     raise_caps: bool = typer.Option(
-        False, "--raise-caps", help="Let this session raise a cap the run was started with (to continue a capped run)."
-    ),
-    max_proposer_failures: int | None = typer.Option(
-        None,
-        "--max-proposer-failures",
-        min=1,
-        help="Stop after this many proposer failures in a row.",
-        show_default="3",
+        False,
+        "--raise-caps",
+        help="Let this session raise a cap the run was started with (to continue a capped run).",
+        show_default="off",
     ),
     workers: int | None = typer.Option(
         None, "--workers", min=1, help="Examples evaluated in parallel.", show_default=str(DEFAULT_WORKERS)
@@ -145,23 +103,12 @@ def optimize_command(
         "again.",
         show_default="as many as the search's validation examples",
     ),
-    seed_harnesses: str | None = typer.Option(
-        None,
-        "--seed-harnesses",
-        metavar="NAMES|FILES",
-        help="Comma-separated seed harnesses to start from: names of the task's or .py files.",
-        show_default="all of the task's",
-    ),
-    old_seeds: str | None = typer.Option(None, "--seeds", hidden=True),
-    proposer_option: list[str] = proposer_option_option(
-        "KEY=VALUE passed to the proposer (e.g. probe_size=4, plans=4); repeatable."
-    ),
-    harness_seconds: float | None = harness_seconds_option(),
     dry_run: bool = typer.Option(
         False,
         "--dry-run",
         help="Print what the run would cost (calls, tokens, dollars, minutes, from the seeds' prompts and the model's "
         "measured speed) and stop: nothing is run or written.",
+        show_default="off",
     ),
     dask_scheduler: str | None = dask_scheduler_option("Evaluate on this Dask cluster (e.g. tcp://host:8786)."),
     ray_address: str | None = ray_address_option("Evaluate on this Ray cluster (e.g. ray://host:10001, auto)."),
@@ -172,30 +119,10 @@ def optimize_command(
     again must agree with them, and a cap may only be tightened unless --raise-caps. A run of a task folder or hf:
     dataset records where it came from, so --resume needs no --dataset."""
     out = console()
-    seed_harnesses = _renamed_seeds(out, seed_harnesses, old_seeds)
-    task, run_dir, stored = _task_and_run(dataset, task_setting, data_dir, run_dir, resume, proposer)
-    proposer = _renamed_proposer(out, proposer)
-    change = settings_change(
-        task_model=task_model,
-        proposer=proposer,
-        proposer_model=proposer_model,
-        evaluation=evaluation,
-        evals_per_iter=evals_per_iter,
-        proposals=proposals,
-        seed=seed,
-        holdout=holdout,
-        val_limit=val_limit,
-        max_cost=max_cost,
-        max_tokens=max_tokens,
-        budget=budget,
-        iter_budget=iter_budget,
-        max_proposer_failures=max_proposer_failures,
-        proposer_option=proposer_option,
-        seed_harnesses=seed_harnesses,
-        harness_seconds=harness_seconds,
-    )
+    task, run_dir, stored = _task_and_run(settings.dataset, task_setting, data_dir, run_dir, resume, settings.proposer)
+    change = settings.replace(dataset=None, proposer=_renamed_proposer(out, settings.proposer))
     if stored is None:
-        change = _new_run(out, change, task)
+        _new_run(out, change, task)
     else:
         _note_finished(out, run_dir, iters)
     if test_limit is not None and not test:
@@ -254,16 +181,14 @@ def _task_and_run(
     return task, run_dir, stored
 
 
-def _new_run(out: Console, change: SettingsChange, task: Task | None) -> SettingsChange:
-    """What a new run is given: ``change`` with its task and its models (``default_models``, with the line that says
-    why), after the task's notes (a small val split, test leaked, ...)."""
+def _new_run(out: Console, change: SettingsChange, task: Task | None) -> None:
+    """Say what a new run will take that was not given: its models (``default_models``, as the run's settings
+    default them, with the line that says why), and the task's notes (a small val split, test leaked, ...)."""
     models = default_models(change.task_model, change.proposer, change.proposer_model)
     if models.notice:
         out.print(f"[yellow]{models.notice}[/]")
     for note in task.notes if isinstance(task, CustomTask) else []:
         out.print(f"[yellow]note: {note}[/]")
-    named = SettingsChange(task_model=models.task_model, proposer=models.proposer, proposer_model=models.proposer_model)
-    return named.over(change)
 
 
 def _renamed_proposer(out: Console, proposer: str | None) -> str | None:
@@ -274,19 +199,6 @@ def _renamed_proposer(out: Console, proposer: str | None) -> str | None:
         return proposer
     out.print(f"[yellow]note: {note}[/]")
     return proposer_name(proposer) if proposer is not None else None
-
-
-def _renamed_seeds(out: Console, seed_harnesses: str | None, old_seeds: str | None) -> str | None:
-    """``--seed-harnesses``, or its old name ``--seeds`` with a deprecation note."""
-    if old_seeds is None:
-        return seed_harnesses
-    if seed_harnesses is not None:
-        raise InputError("--seeds is the old name of --seed-harnesses: give one of them.")
-    out.print(
-        "[yellow]note: --seeds is deprecated (bench harness --seeds are random seeds); it is --seed-harnesses "
-        f"{old_seeds}[/]"
-    )
-    return old_seeds
 
 
 def _note_finished(out: Console, run_dir: Path, iters: int) -> None:

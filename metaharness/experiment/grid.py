@@ -275,7 +275,7 @@ class ExperimentSpec:
                 check_proposer_model(cell.proposer, self.template.proposer_model)
             typed = settings.proposer_options
             options = {k: list(v) if isinstance(v, tuple) else v for k in options for v in [getattr(typed, k)]}
-        return dataclasses.replace(self, template=dataclasses.replace(self.template, proposer_options=options))
+        return dataclasses.replace(self, template=self.template.replace(proposer_options=options))
 
     # -- a session's spec -----------------------------------------------------------------------------------------
 
@@ -325,9 +325,9 @@ class ExperimentSpec:
         spec = experiment_spec(**values)
         # The cells are checked with the proposer model named, also where no proposer needs it (an engine for
         # offline is refused).
-        named = dataclasses.replace(spec.template, proposer_model=models.proposer_model)
+        named = spec.template.replace(proposer_model=models.proposer_model)
         checked = dataclasses.replace(spec, template=named).check_cells().options
-        return dataclasses.replace(spec, template=dataclasses.replace(spec.template, proposer_options=checked)), notice
+        return dataclasses.replace(spec, template=spec.template.replace(proposer_options=checked)), notice
 
     # -- JSON -----------------------------------------------------------------------------------------------------
 

@@ -291,7 +291,8 @@ class RunView:
         free = self.free_calls()
         if free["tokens"]:
             rows.append(_spend_row("cached and replayed calls: free, in no total", free))
-        caps = {k: v for k, v in (self.config.get("run_budget") or {}).items() if _number(v) is not None}
+        stored = self.config.get("per_run") or self.config.get("run_budget")  # its key before round four
+        caps = {k: v for k, v in (stored or {}).items() if _number(v) is not None}
         notes = ["run budget: " + (", ".join(f"{k} {v:g}" for k, v in caps.items()) if caps else "no cap")]
         for s in spends:
             limits = {k: v for k, v in s.budget.items() if v is not None}

@@ -12,7 +12,7 @@ loop (``metaharness.search.loop.Optimizer``) and keeps ``SUMMARY.md`` current.
 >>> outcome = optimize("runs/s2d", settings, iterations=2)  # doctest: +SKIP
 >>> outcome.best.id, outcome.best.score  # doctest: +SKIP
 >>> optimize("runs/mine", run_config("mytask", val_limit=20), iterations=2)  # a task folder  # doctest: +SKIP
->>> optimize("runs/obj", task=my_task, seeds=["seeds/a.py"], iterations=2)  # a Task object  # doctest: +SKIP
+>>> optimize("runs/obj", task=my_task, seed_files=["seeds/a.py"], iterations=2)  # a Task object  # doctest: +SKIP
 >>> optimize("runs/mine", iterations=4)  # continue a run: its task and seeds are found again  # doctest: +SKIP
 """
 
@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from metaharness.budget import Budget
 from metaharness.errors import InputError
 from metaharness.evaluation.sandbox import SandboxLimits
 from metaharness.evaluation.task_evaluator import TaskEvaluator
@@ -38,7 +36,7 @@ from metaharness.proposers.engines import is_engine
 from metaharness.report import write_summary_markdown
 from metaharness.runner.events import RunEvents
 from metaharness.runner.ledger import run_ledger
-from metaharness.runner.settings import RunSettings, SettingsChange
+from metaharness.runner.settings import RunSettings, SettingsChange, api_settings
 from metaharness.runner.task import run_task, seeds_of, task_source
 from metaharness.search.baseline import NeighbourVote
 from metaharness.search.loop import LoopEvents, LoopSettings, Optimizer, Outcome, Seed, StopRequest
@@ -58,8 +56,9 @@ MODEL_FREE_WORKERS = 1
 
 
 def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None = None, **given: Any) -> RunSettings:
-    """The settings of a new run of ``dataset``, defaults filled in (``RunSettings``; keyword arguments are
-    ``SettingsChange``'s, e.g. ``proposer="offline", val_limit=10, evaluation="greedy"``).
+    """The settings of a new run of ``dataset``, defaults filled in (``RunSettings``; keyword arguments are the run
+    settings, ``metaharness.runner.settings.SETTINGS``, e.g. ``proposer="offline", val_limit=10,
+    evaluation="greedy", per_run=Budget(usd=1)``).
 
     ``dataset`` is a paper dataset's name, a task folder, ``hf:OWNER/NAME`` or a Task object; ``task_settings``
     (``{"data.config": "main"}``, the ``-T`` keys) apply to a folder or ``hf:`` dataset, which is opened here to
@@ -67,7 +66,9 @@ def run_config(dataset: str | Task, *, task_settings: Mapping[str, Any] | None =
     if not isinstance(dataset, str) and task_settings:
         raise InputError("task_settings apply to a task folder or hf: dataset named by text; open the task with them.")
     task = open_task(dataset, settings=dict(task_settings or {})) if isinstance(dataset, str) else dataset
-    return RunSettings.resolve(SettingsChange(dataset=task.name, task_source=task_source(task), **given), None)
+    change = SettingsChange(dataset=task.name, task_source=task_source(task), **api_settings(given))
+    change.check_agreement()
+    return RunSettings.resolve(change, None)
 
 
 def stored_settings(run_dir: str | Path) -> RunSettings | None:
@@ -84,49 +85,44 @@ def optimize(
     *,
     iterations: int,
     task: Task | None = None,
-    seeds: Sequence[str | os.PathLike[str]] | None = None,
     data_dir: str | Path | None = None,
     workers: int | None = None,
     test: bool | TestSplit = True,
     events: RunEvents | None = None,
     stop: StopRequest | None = None,
     raise_caps: bool = False,
-    max_cost: float | None = None,
-    max_tokens: int | None = None,
-    options: Mapping[str, object] | None = None,
-    seed_names: Sequence[str] | None = None,
-    max_proposer_failures: int | None = None,
+    **given: Any,
 ) -> Outcome:
     """Run (or continue) the search in ``run_dir`` up to ``iterations``.
 
     ``settings`` are what was given for the run: a new run's settings (``run_config``) or a ``SettingsChange``;
     for a run that exists they are checked against the stored ones (``RunSettings.resolve``: equal, or caps
     tightened; ``raise_caps`` lets a cap grow), and ``None`` reuses them. ``task`` is the Task object to search
-    (else the one the settings name or the run recorded: ``metaharness.runner.task.run_task``); ``seeds`` are seed
-    harness files to start from instead of the task's own (recorded, so a resumed run finds them again).
-    ``max_cost``, ``max_tokens``, ``options`` (the proposer's), ``seed_names`` and ``max_proposer_failures`` are
-    shorthands for those settings, given over ``settings``. The caps hold over every session of the run (a reached
-    cap stops cleanly: ``Outcome.capped``); ``events`` receives progress; setting ``stop.requested`` stops at the
-    next safe point. After ``max_proposer_failures`` proposer failures in a row ``ProposerFailed`` is raised. Bad
-    settings raise ``InputError`` before the run directory is touched; so does another process running in
-    ``run_dir``.
+    (else the one the settings name or the run recorded: ``metaharness.runner.task.run_task``). Keyword arguments
+    are run settings by name (``metaharness.runner.settings.SETTINGS``), given over ``settings``: e.g.
+    ``seed_files`` (seed harness files to start from instead of the task's own, recorded so a resumed run finds
+    them again), ``per_run=Budget(usd=1.0)``, ``proposer_options``, ``max_proposer_failures``; the names they once
+    had (``seeds``, ``options``, ``max_cost``, ``max_tokens``) still work, with a DeprecationWarning. Two settings
+    that disagree (``per_iteration`` evals and ``evals_per_iter``) raise. The caps hold over every session of the
+    run (a reached cap stops cleanly: ``Outcome.capped``); ``events`` receives progress; setting ``stop.requested``
+    stops at the next safe point. After ``max_proposer_failures`` proposer failures in a row ``ProposerFailed`` is
+    raised. Bad settings raise ``InputError`` before the run directory is touched; so does another process running
+    in ``run_dir``.
     """
-    given = settings if isinstance(settings, SettingsChange) else SettingsChange.of(settings) if settings else None
-    money = None
-    if max_cost is not None or max_tokens is not None:
-        money = Budget(usd=_or_inf(max_cost), tokens=_or_inf(max_tokens))
-    shorthands = SettingsChange(
-        per_run=money,
-        proposer_options=options,
-        seed_names=None if seed_names is None else tuple(seed_names),
-        max_proposer_failures=max_proposer_failures,
-        seed_files=None if seeds is None else tuple(str(Path(path).expanduser().resolve()) for path in seeds),
-    )
-    change = shorthands.over(given or SettingsChange())
-    if task is not None:
-        change = _with_task(change, task)
+    base = settings if isinstance(settings, SettingsChange) else SettingsChange.of(settings) if settings else None
+    named = SettingsChange(**api_settings(given))
+    named.check_agreement()
+    change = named.over(base or SettingsChange())
+    if task is not None:  # the Task object's name and where it came from; refused when the settings name another
+        source = task_source(task)
+        if change.dataset is not None and (change.dataset, _plain(change.task_source)) != (task.name, _plain(source)):
+            raise InputError(
+                f"The settings are for the task {change.dataset}, not the task given ({task.name}): make them with "
+                "run_config(task)."
+            )
+        change = SettingsChange(dataset=task.name, task_source=source).over(change)
     stored = stored_settings(run_dir)
-    if stored is None and given is None and task is None:
+    if stored is None and base is None and task is None:
         raise InputError(f"No run at {run_dir} to continue: pass the settings of a new run (run_config(dataset)).")
     resolved = RunSettings.resolve(change, stored, raise_caps=raise_caps)
     _check_models(resolved)
@@ -142,17 +138,6 @@ def optimize(
     ExampleOrder.split(val, seed=search.seed, limit=resolved.val_limit, holdout=search.holdout)  # enough examples
     session = LoopSettings(resolved.dataset, search, iterations, test=test, limit=resolved.val_limit)
     return _run(Path(run_dir), resolved, task, starts, session, workers, data_dir, events, stop)
-
-
-def _with_task(change: SettingsChange, task: Task) -> SettingsChange:
-    """``change`` for the Task object ``task`` (its name and where it came from), refused when it names another."""
-    source = task_source(task)
-    if change.dataset is not None and (change.dataset, _plain(change.task_source)) != (task.name, _plain(source)):
-        raise InputError(
-            f"The settings are for the task {change.dataset}, not the task given ({task.name}): make them with "
-            "run_config(task)."
-        )
-    return SettingsChange(dataset=task.name, task_source=source).over(change)
 
 
 def _check_models(settings: RunSettings) -> None:
@@ -237,7 +222,3 @@ def _run(
 def _plain(value: object) -> object:
     """``value`` as the stored settings hold it (JSON: tuples as lists)."""
     return json.loads(json.dumps(value))
-
-
-def _or_inf(value: float | None) -> float:
-    return math.inf if value is None else value

@@ -1,8 +1,9 @@
 """What the search loop reads of a run's settings: how it orders, allots, spends and gives up (``SearchSettings``).
 
 The run's settings (``metaharness.runner.settings.RunSettings``: the task, the models and the proposer around
-these) hold one of these; a run resolves them once, when its task is open, and the loop trusts them. Each value is
-checked when it is made (``SearchSettings`` here, its ``budget`` in ``metaharness.budget.SearchBudget``).
+these) hold one of these; a run resolves them once, when its task is open, and the loop trusts them. Each setting
+is declared once (``SEARCH_SETTINGS``, ``metaharness.setting.Setting``: its name, type, default, help and check) and
+checked when a value is made (``SearchSettings`` here, its ``budget`` in ``metaharness.budget.SearchBudget``).
 
 >>> settings = SearchSettings(evaluation="best-of-n", budget=SearchBudget(evals_per_iter=4))
 >>> settings.proposals_per_iteration(), SearchSettings().proposals_per_iteration()
@@ -15,17 +16,87 @@ metaharness.errors.InputError: --holdout must be a whole number >= 0, got -1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from metaharness.budget import SearchBudget
 from metaharness.errors import InputError
 from metaharness.search.staging import ALLOCATION_SOLVERS, AllocationSolver, policy_names
+from metaharness.setting import Setting, at_least, by_name
 
 DEFAULT_PROPOSALS = 12
 # The evaluation policy of a new run (see metaharness.search.staging). docs/staged-evaluation.md ("Which policy is the
 # default") gives the evidence: on the replayed real runs the planner is level with every baseline and spends less
 # than every one that fills its budget; the threshold rule, level on average, spends less still but has the worst runs.
 DEFAULT_EVALUATION = "planner"
+
+
+def _policy(value: object, flag: str) -> None:
+    if value not in policy_names():
+        raise InputError(f"Unknown {flag} {value!r}; use one of {', '.join(policy_names())}.")
+
+
+def _solver(value: object, flag: str) -> None:
+    if value not in ALLOCATION_SOLVERS:
+        raise InputError(f"{flag} must be one of {', '.join(ALLOCATION_SOLVERS)}, got {value!r}.")
+
+
+# What the loop reads, declared once (``metaharness.setting``); ``budget`` is the run's limits (``BUDGET_SETTINGS``).
+SEARCH_SETTINGS = (
+    Setting(
+        "evaluation",
+        str,
+        DEFAULT_EVALUATION,
+        "How validation examples are allotted to candidates (planner: staged by the TPS planner; greedy, "
+        "best-of-n, halving, gate, threshold, thompson: baselines; all: every candidate in full, which records "
+        "every outcome for a study).",
+        _policy,
+        flag="--evaluation",
+    ),
+    Setting(
+        "seed", int, 0, "Orders the validation examples and seeds the proposer.", at_least(-(2**63)), flag="--seed"
+    ),
+    Setting(
+        "holdout",
+        int,
+        None,
+        "Validation examples no proposer sees: a third choose what the run returns among the search's best, the "
+        "rest score it.",
+        at_least(0),
+        flag="--holdout",
+        minimum=0,
+        shown_default="40% of the validation examples, from outside --val-limit's; none below 10",
+    ),
+    Setting(
+        "proposals",
+        int,
+        None,
+        "Proposals an iteration takes.",
+        at_least(1),
+        flag="--proposals",
+        minimum=1,
+        shown_default=f"{DEFAULT_PROPOSALS}; best-of-n: --evals-per-iter",
+    ),
+    # Not on the command line (the Python API and settings.json only):
+    Setting("solver", AllocationSolver, "auto", "The allocation solver of the planner policy.", _solver),
+    Setting(
+        "first_stage",
+        int,
+        None,
+        "The least number of examples a candidate's first stage scores.",
+        at_least(1),
+        shown_default="a twelfth of the search's share, at least 3",
+    ),
+    Setting(
+        "max_proposer_failures",
+        int,
+        3,
+        "Stop after this many proposer failures in a row.",
+        at_least(1),
+        flag="--max-proposer-failures",
+        minimum=1,
+    ),
+)
+_DECLARED = by_name(SEARCH_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -37,30 +108,19 @@ class SearchSettings:
     (``first_stage``), every limit on spending (``budget``), and after how many proposer failures in a row a
     session stops (``max_proposer_failures``). InputError naming the first bad one when made."""
 
-    evaluation: str = DEFAULT_EVALUATION
-    seed: int = 0
-    holdout: int | None = None
-    proposals: int | None = None
+    evaluation: str = _DECLARED["evaluation"].default
+    seed: int = _DECLARED["seed"].default
+    holdout: int | None = _DECLARED["holdout"].default
+    proposals: int | None = _DECLARED["proposals"].default
     budget: SearchBudget = field(default_factory=SearchBudget)
-    solver: AllocationSolver = "auto"
-    first_stage: int | None = None
-    max_proposer_failures: int = 3
+    solver: AllocationSolver = _DECLARED["solver"].default
+    first_stage: int | None = _DECLARED["first_stage"].default
+    max_proposer_failures: int = _DECLARED["max_proposer_failures"].default
 
     def __post_init__(self) -> None:
-        for name, value, low in [("proposals", self.proposals, 1), ("first_stage", self.first_stage, 1)]:
-            if value is not None and (not _whole(value) or value < low):
-                raise InputError(f"--{name.replace('_', '-')} must be a whole number >= {low}, got {value!r}.")
-        for name, value, low in [
-            ("holdout", 0 if self.holdout is None else self.holdout, 0),
-            ("seed", self.seed, -(2**63)),
-            ("max_proposer_failures", self.max_proposer_failures, 1),
-        ]:
-            if not _whole(value) or value < low:
-                raise InputError(f"--{name.replace('_', '-')} must be a whole number >= {low}, got {value!r}.")
-        if self.evaluation not in policy_names():
-            raise InputError(f"Unknown --evaluation {self.evaluation!r}; use one of {', '.join(policy_names())}.")
-        if self.solver not in ALLOCATION_SOLVERS:
-            raise InputError(f"--solver must be one of {', '.join(ALLOCATION_SOLVERS)}, got {self.solver!r}.")
+        for f in fields(self):
+            if f.name in _DECLARED:
+                _DECLARED[f.name].check(getattr(self, f.name))
 
     def proposals_per_iteration(self) -> int:
         """How many proposals an iteration takes: ``proposals``, else ``evals_per_iter`` for best-of-N (the paper's
@@ -68,7 +128,3 @@ class SearchSettings:
         if self.proposals is not None:
             return self.proposals
         return self.budget.evals_per_iter if self.evaluation == "best-of-n" else DEFAULT_PROPOSALS
-
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

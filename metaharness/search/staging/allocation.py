@@ -36,7 +36,7 @@ the budget is never filled with evaluations that cannot change the outcome: eval
 Solvers (`allocate`): `exact` (branch and bound over each arm's target, proving optimality) and `auto` (the same
 from a strong heuristic plan, stopped after `AUTO_NODE_LIMIT` nodes). The bound of a node is the expected maximum
 of the posterior means reachable from it (the winner's value never exceeds the largest value, so it bounds this
-objective too), relaxed to knapsacks (`_branch_and_bound`). Every answer says how far from optimal it may be:
+objective too), relaxed to knapsacks (`_BranchAndBound`). Every answer says how far from optimal it may be:
 `Allocation.bound` is an upper bound of the net objective over every feasible plan, `gap` the distance to it (0
 when proved optimal), and `truncated` says the search stopped at its node limit. The baselines that use no solver
 (greedy, halving, ...) are policies of `metaharness.search.staging.baselines`.
@@ -101,16 +101,9 @@ def allocate(
     if lam < 0 or math.isnan(lam):
         raise InputError(f"price must be >= 0, got {price!r}.")
     limit = None if solver == "exact" else (node_limit or AUTO_NODE_LIMIT)
-    result = _branch_and_bound(arms, budget, lam, limit, solver)
+    result = _BranchAndBound(arms, budget, lam, limit).allocation(solver)
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _branch_and_bound(
-    arms: Sequence[Arm], budget: Budget, lam: float, node_limit: int | None, solver: str
-) -> Allocation:
-    """The allocation the branch and bound finds (`_BranchAndBound`)."""
-    return _BranchAndBound(arms, budget, lam, node_limit).allocation(solver)
 
 
 class _BranchAndBound:
