@@ -1,11 +1,13 @@
-"""How many threads the embedded model evaluates a prompt with: every CPU while other processes leave them idle,
-half of them (llama-cpp-python's default for generating) while they do not.
+"""How many threads the embedded model evaluates a prompt and generates its answer with: every CPU while other
+processes leave them idle, half of them (llama-cpp-python's default for generating) while they do not.
 
 llama.cpp's threads wait for one another after every operation of a batch, so one thread that the OS has given to
 another process stalls them all. On the project's 2-CPU machine, shared with other work, a LawBench prompt took 3
 to 4 times as long with a thread per CPU as with one thread; with the machine otherwise idle, the thread per CPU
-was 1.6 times as fast (`benchmarks/prefix_reuse.py`). The number of threads changes no result: the logits are the
-same bits either way, so the choice is made again before every prompt.
+was 1.6 times as fast (`benchmarks/prefix_reuse.py`), and generating one token at a time about as much faster (80
+against 128 tokens a second on the embedded model, measured once by hand). The number of threads changes no result:
+the logits are the same bits either way, prompt and generated tokens alike, so the choice is made again before
+every call.
 
 What other processes used is read from Linux's `/proc/stat` (all CPUs' busy time, steal included) minus this
 process's CPU time, over the time since the previous choice. Where `/proc/stat` is missing, half the CPUs are used.

@@ -18,9 +18,10 @@ evaluation of the new prompt computes, from the same tokens, so its KV values, t
 same bits as without reuse. What it costs: up to `PREFIX_GRID` shared tokens recomputed per call, and batches of
 at most `2 * PREFIX_GRID` tokens instead of llama-cpp-python's 512.
 
-How many threads evaluate a prompt is chosen before each one (`metaharness.models.cpu_share`): with a thread per
-CPU on a machine that other processes keep busy, small batches are much slower than large ones; with the threads
-that are free, the batch size costs little (`benchmarks/prefix_reuse.py`, its `batches` table).
+How many threads evaluate a prompt and generate its answer is chosen before each call
+(`metaharness.models.cpu_share`): with a thread per CPU on a machine that other processes keep busy, small batches
+are much slower than large ones; with the threads that are free, the batch size costs little
+(`benchmarks/prefix_reuse.py`, its `batches` table).
 """
 
 from __future__ import annotations
@@ -185,9 +186,9 @@ class PrefixReusingLlama(llama_cpp.Llama):
     def generate(self, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Generator[int, Sequence[int] | None, None]:
         prompt = np.asarray(tokens, dtype=np.intc)
         threads = self.cpu_share.prompt_threads()
-        if threads != self.n_threads_batch:
-            self._ctx.set_n_threads(self.n_threads, threads)
-            self.n_threads_batch = threads
+        if threads != self.n_threads_batch or threads != self.n_threads:
+            self._ctx.set_n_threads(threads, threads)
+            self.n_threads = self.n_threads_batch = threads
         self._reused = self._start_from_longest_prefix(prompt) if self.reuse else 0
         self.n_tokens = self._reused  # Llama.generate keeps these tokens' KV and evaluates the rest of the prompt
         self._prompt, self._clean = prompt, 0
