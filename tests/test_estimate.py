@@ -32,7 +32,7 @@ def test_the_estimate_counts_what_the_settings_allow():
     assert parts["seed short"].evals == 2 and parts["seed long"].calls == 4  # 3 val examples, 1 held out
     assert parts["seed long"].input_tokens == 3600 and parts["seed long"].seconds == 3.0
     assert parts["iterations 1-3"].evals == 12 and parts["iterations 1-3"].input_tokens == 12 * 1000  # the mean
-    assert parts["held-out examples"].evals == 4  # 1 held out (to judge): at most after the seeds and each iteration
+    assert parts["held-out examples"].evals == 2  # 1 held out (to judge): the returned candidate and the best seed
     assert parts["test split"].evals == 5 and "the best on 5 of 20" in parts["test split"].bound
     total = estimate.total()
     assert total.evals == sum(p.evals for p in estimate.parts) and total.usd == 0.0  # the embedded model is free

@@ -269,9 +269,8 @@ def estimate_run(
         span = f"iteration {todo[0]}" if len(todo) == 1 else f"iterations {todo[0]}-{todo[-1]}"
         parts.append(part(span, budget * len(todo), f"at most ({budget:g} an iteration)"))
     if holdout:
-        rounds = len(todo) + (0 if 0 in done else 1)
-        held = rounds * (CONTENDERS * len(order.confirm) + len(order.judge))
-        parts.append(part("held-out examples", held, f"at most ({CONTENDERS} contenders and a new best a round)"))
+        held = CONTENDERS * len(order.confirm) + 2 * len(order.judge)
+        parts.append(part("held-out examples", held, f"at most ({CONTENDERS} contenders, the returned and best seed)"))
     plan = TestSplit.of(test)
     test_size = _split_size(task, "test")
     if plan is not None and test_size:

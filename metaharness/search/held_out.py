@@ -1,8 +1,9 @@
-"""The examples no proposer has seen (`HeldOutJudge`): after every iteration they choose the candidate the run
-returns among the search's best contenders (``confirm`` examples), score it once chosen (``judge`` examples), and
-once the last iteration is done judge it against the best seed and the no-model baseline (a ``judgement`` line,
-``metaharness.search.judgement``). A held-out score is scored with no model call where the outputs ignore the
-model's answers, and is never shown to a proposer."""
+"""The examples no proposer has seen (`HeldOutJudge`): once the last iteration is done they choose the candidate
+the run returns among the search's best contenders (``confirm`` examples), score it (``judge`` examples) and judge
+it against the best seed and the no-model baseline (a ``judgement`` line, ``metaharness.search.judgement``). Only
+the final contenders are worth confirming: choosing after every iteration paid for contenders a later iteration
+beat (in the main job, a third of its held-out spend). A held-out score is scored with no model call where the
+outputs ignore the model's answers, and is never shown to a proposer."""
 
 from __future__ import annotations
 

@@ -236,6 +236,7 @@ class Optimizer:
                         f"last error: {self._last_proposer_error()[:500]}. Fix the cause (the errors are in "
                         "summary.jsonl and SUMMARY.md), then rerun the same command to continue"
                     )
+            self.held_out.choose()
             self.held_out.judgement()
             if self.settings.test:
                 test = self._test_split()
@@ -326,7 +327,6 @@ class Optimizer:
         proposals = [e.id for e in plan if e.evaluate]
         self.free.score(iteration, proposals)
         record = self.stages.run(iteration, proposals, self.free.facts(iteration))
-        self.held_out.choose()
         candidates = self.store.candidates()
         self.store.log(
             IterationLine(
