@@ -53,6 +53,7 @@ from metaharness.planner.result import PlanResult
 from metaharness.planner.subagents import CandidatePlan, PlanningTask
 from metaharness.planner.subagents.stage_io import StageRecord
 from metaharness.proposers.operators import COMBINATIONS, Operator, Revision, answer_profile, applicable
+from metaharness.proposers.operators.editing import parse
 from metaharness.proposers.probe import ChangePrior, Prober, Spread
 from metaharness.proposers.program_search import (
     GainCalibration,
@@ -280,6 +281,9 @@ class OfflineProposer:
         fresh = [n for n in made if worth(n)] + [n for n in made if proposable(n) and not worth(n)]
         chosen = (fresh + backlog)[: state.proposals]
         out = proposals(state, graph, PlanResult("feasible", GENERATED, evaluate=chosen)) if chosen else []
+        for proposal in out:  # an operator never writes a syntax error: made sure of here, for what is proposed only
+            for step in (*proposal.intermediates, proposal):
+                parse(step.source)
         predicted = nodes_with(graph, PREDICTED)
         record = {
             "spent": state.predicting.spent.to_json(),
