@@ -235,9 +235,10 @@ class StagingReport:
 
 @dataclass(frozen=True)
 class IterationLine(_Line):
-    """An iteration finished: its ``IterationFacts``, the best's score on the held-out examples, what the run
-    had spent, and what its staged evaluation did (``StagingReport``); the facts and the staging are written as
-    keys of the line itself."""
+    """An iteration finished: its ``IterationFacts``, the best's score on the held-out examples (None until the
+    held-out examples have judged it, which they do once the last iteration is done), what the run had spent, and
+    what its staged evaluation did (``StagingReport``); the facts and the staging are written as keys of the line
+    itself."""
 
     kind: ClassVar[str] = "iteration"
     facts: IterationFacts
