@@ -147,7 +147,9 @@ def test_the_loop_scores_a_model_free_proposal_with_no_model_call_and_says_so(tm
     assert free.evaluation.spend() == Spend() and free.score == pytest.approx(2 / 3)
     line = run.log_records("iteration")[-1]
     assert line["model_free"] == {free.id: 3} and free.id not in line["allotted"]
-    assert line["checks"]["candidates"] == 1 and line["checks"]["model_free"] == 1 and line["checks"]["runs"] == 1
+    # The scripted proposer's other proposal has no predict: the model-free check is its load check (it fails)
+    assert line["checks"]["candidates"] == 2 and line["checks"]["model_free"] == 1 and line["checks"]["runs"] == 2
+    assert next(c for c in run.candidates() if c.summary.startswith("improve")).failed
     assert line["identical"]["charged"] == 0
     seeds = run.log_records("iteration")[0]
     assert seeds["checks"]["model_free"] == 0 and seeds["model_free"] == {}
@@ -179,3 +181,42 @@ def test_the_loop_scores_free_the_examples_where_the_answer_cannot_matter_and_pa
     assert "## Free evidence, and spend on outputs the run already had" in text
     assert "- **Predicting:** 0 task-model tokens in probes" in text and "saved 5 example-evaluations scored" in text
     assert "| 0 | 1 candidate, 3 examples | none |" in text and "| 1 | 1 candidate, 2 examples | none |" in text
+
+
+class CountingChecks(TaskEvaluator):
+    """A `TaskEvaluator` that remembers which candidates it was asked to load with the real model."""
+
+    checked: list[str]
+
+    def check(self, harness: Path) -> str | None:
+        self.checked.append(harness.parent.name)
+        return super().check(harness)
+
+
+def test_the_model_free_check_is_the_load_check_of_a_candidate_to_evaluate(tmp_path: Path) -> None:
+    """A candidate to be evaluated is loaded by the model-free check, not also by a check of its own; one that does
+    not load there is loaded with the real model, and recorded failed with its error when that fails too."""
+    model = ScriptedModel(diagnose, spec="openai:toy-model")
+    client = Client("openai:toy-model", model, cache=ResponseCache(tmp_path / "cache.sqlite"), ledger=Ledger())
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "openai:toy-model"})
+    search = SearchSettings(evaluation="planner", budget=SearchBudget(evals_per_iter=2))
+    broken = "class Harness:\n    def __init__(self, lm, train):\n        1 / 0\n    def predict(self, x):\n        return x\n"
+    proposer = ScriptedProposer({1: [Proposal("c001", IGNORES, "answer by a rule"), Proposal("c001", broken, "no")]})
+    evaluator = CountingChecks(ToyTask(), client, workers=1)
+    evaluator.checked = []
+    Optimizer(
+        run,
+        LoopSettings("toy", search, iterations=1, test=False),
+        proposer,
+        evaluator,
+        [Seed("tagged", harness(answer=TAGGED))],
+        model_free=check(tmp_path),
+    ).run()
+    run.close()
+    by_summary = {c.summary: c for c in run.candidates()}
+    assert by_summary["answer by a rule"].supported and by_summary["seed: tagged"].supported
+    failed = by_summary["no"]
+    assert failed.failed and failed.error is not None and "ZeroDivisionError" in failed.error
+    improve = next(c for c in run.candidates() if c.summary.startswith("improve"))  # the scripted one: no predict
+    assert improve.failed and improve.error is not None and "predict" in improve.error
+    assert evaluator.checked == [improve.id, failed.id]  # the seed and "answer by a rule": loaded by the check only

@@ -6,6 +6,11 @@ ignore the answers); otherwise it is replayed (``metaharness.search.replay``) on
 ancestor was scored on, through a model that answers only calls the run already made, and the examples whose
 every call was recorded become its first stage. A revision that only post-processes answers is so scored on its
 parent's whole share, and no policy pays for it.
+
+The model-free check loads the program, so it is also the new candidate's load check: the loop commits a candidate
+it will check here without loading it first (a load of a label block's harness trains its classifiers: it was half
+of a LawBench iteration's time to do it twice), and only a program that does not load over the stand-in is loaded
+again with the real model (``check``), and recorded failed when that fails too.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Callable
 
 from metaharness.candidate import Candidate
 from metaharness.search.events import LoopEvents
-from metaharness.search.model_free import ModelFreeCheck
+from metaharness.search.model_free import ModelFree, ModelFreeCheck
 from metaharness.search.protocol import ReplayFunction
 from metaharness.search.stages import FreeFacts, StagedEvaluation
 from metaharness.search.staging import evaluated_ancestor
@@ -27,7 +32,9 @@ from metaharness.store.protocol import RunStore
 
 class FreeEvidence:
     """Scores new candidates for free (module docstring) through ``stages`` (which records each as a stage), with
-    ``model_free`` and ``replay`` when given; counts what it scored and what its checks cost, for the record."""
+    ``model_free`` and ``replay`` when given; counts what it scored and what its checks cost, for the record.
+    ``check(candidate, iteration)``: the candidate's load error with the real model, or None (what it spent is
+    logged by the caller); asked only of a candidate the model-free check could not load."""
 
     def __init__(
         self,
@@ -37,9 +44,10 @@ class FreeEvidence:
         model_free: ModelFreeCheck | None,
         replay: ReplayFunction | None,
         check_stop: Callable[[], None],
+        check: Callable[[Candidate, int], str | None],
     ) -> None:
         self.store, self.stages, self.events, self.check_stop = store, stages, events, check_stop
-        self.model_free, self.replay = model_free, replay
+        self.model_free, self.replay, self.check = model_free, replay, check
         self._replayed: dict[str, int] = {}  # candidate -> examples its replay scored (this session)
         self._model_free: dict[str, int] = {}  # candidate -> examples scored with no model call (this session)
         self._checks: dict[int, FreeChecks] = {}  # iteration -> what its model-free checks cost
@@ -56,8 +64,15 @@ class FreeEvidence:
             candidate = by_id.get(cid)
             if candidate is None or candidate.failed or candidate.evaluated:
                 continue
-            if not self._model_free_evidence(candidate, iteration):
-                self._replay_evidence(candidate, iteration)
+            found = self._model_free_evidence(candidate, iteration)
+            if found is not None and found.model_free:
+                continue
+            if found is not None and found.load_error is not None:
+                error = self.check(candidate, iteration)
+                if error is not None:
+                    self.stages.record_failure(candidate, error)
+                    continue
+            self._replay_evidence(candidate, iteration)
 
     def facts(self, iteration: int) -> FreeFacts:
         """What the free evidence did this session (the iteration's checks), for the iteration's line."""
@@ -77,16 +92,16 @@ class FreeEvidence:
                         out.append(call["response"])
         return out
 
-    def _model_free_evidence(self, candidate: Candidate, iteration: int) -> bool:
+    def _model_free_evidence(self, candidate: Candidate, iteration: int) -> ModelFree | None:
         """Record, with no model call, the candidate's search examples whose outputs do not depend on the model's
-        answers (``metaharness.search.model_free``): True when that is all of them (it is model-free)."""
+        answers (``metaharness.search.model_free``); what the check found (None without a check)."""
         if self.model_free is None:
-            return False
+            return None
         found = self.model_free(candidate.source, list(self.stages.order.search))
         checks = self._checks.setdefault(iteration, FreeChecks())
         self._checks[iteration] = checks.add(found.seconds, found.runs, found.model_free)
         if found.evaluation is None or found.trace is None:
-            return False
+            return found
         crash_point("candidate:evaluated")
         what = "model-free" if found.model_free else "their outputs ignore the model's answers"
         self.events.candidate_started(
@@ -96,7 +111,7 @@ class FreeEvidence:
         atomic_write_text(part, found.trace.read_text(encoding="utf-8"))
         self.stages.record(candidate, found.evaluation, part, iteration)
         self._model_free[candidate.id] = found.evaluation.examples
-        return found.model_free
+        return found
 
     def _replay_evidence(self, candidate: Candidate, iteration: int) -> None:
         """Record, at no cost, the candidate's scores on the search examples its nearest evaluated ancestor was

@@ -288,7 +288,9 @@ class Optimizer:
             self._left,
             self._check_stop,
         )
-        self.free = FreeEvidence(self.store, self.stages, self.events, self.model_free, self.replay, self._check_stop)
+        self.free = FreeEvidence(
+            self.store, self.stages, self.events, self.model_free, self.replay, self._check_stop, self._load_error
+        )
         self.held_out = HeldOutJudge(
             self.store,
             self.evaluator,
@@ -430,7 +432,8 @@ class Optimizer:
         )
 
     def _realise(self, entry: PlanEntry, iteration: int) -> None:
-        """Check and commit one planned candidate: implemented (to be scored by the staged evaluation), or failed."""
+        """Check and commit one planned candidate: implemented (to be scored by the staged evaluation), or failed.
+        One to be evaluated is committed unchecked where the model-free check will load it (`FreeEvidence`)."""
         candidate = Candidate(
             id=entry.id,
             parent=entry.parent,
@@ -447,22 +450,23 @@ class Optimizer:
             unknown, candidate.parent = candidate.parent, None  # committed on the root so the proposer sees the mistake
             self._fail(candidate, f"parent '{unknown}' is not a candidate of this run (known: {self._known_ids()})")
             return
-        harness = self.store.work_file(candidate.id, candidate.source)
-        before = self.spent()
-        error = self.evaluator.check(harness)
-        self._log_check_spend(iteration, before)
+        error = None if entry.evaluate and self.model_free is not None else self._load_error(candidate, iteration)
         if error:
             self._fail(candidate, error)
             return
         self._commit(candidate)
 
-    def _log_check_spend(self, iteration: int, before: dict[str, float]) -> None:
-        """Log what a check cost, when its harness called the model while loading (one example-evaluation)."""
+    def _load_error(self, candidate: Candidate, iteration: int) -> str | None:
+        """Load ``candidate`` in the sandbox with the task model: its load error, or None; logs what the load
+        spent, when its harness called the model while loading (one example-evaluation)."""
+        before = self.spent()
+        error = self.evaluator.check(self.store.work_file(candidate.id, candidate.source))
         after = self.spent()
         tokens = float(after.get("tokens", 0)) - float(before.get("tokens", 0))
         usd = float(after.get("usd", 0.0)) - float(before.get("usd", 0.0))
         if tokens > 0 or usd > 0:
             self._log_phase(iteration, "check", Spend(1.0, tokens, usd))
+        return error
 
     def _commit(self, candidate: Candidate) -> None:
         self.store.commit(candidate)

@@ -46,13 +46,16 @@ MAX_ANSWERS = 200  # answers a stand-in picks from (besides the request's own as
 class ModelFree:
     """What the check found on the examples asked: ``evaluation`` over the free examples (nothing charged) and
     ``trace`` (their records), None when none is free; ``model_free`` when every example asked is free; the
-    ``seconds`` of sandbox time it took."""
+    ``seconds`` of sandbox time it took; ``load_error`` when the program did not load over the stand-in (its
+    ``__init__`` may have read a stand-in's answer the real model would not give: only a load with the real model
+    says it cannot run)."""
 
     evaluation: Evaluation | None
     trace: Path | None
     model_free: bool
     seconds: float
     runs: int = 1
+    load_error: str | None = None
 
     @property
     def free(self) -> tuple[str, ...]:
@@ -119,10 +122,11 @@ class ModelFreeCheck:
         path = folder / f"{split}-{self._runs}.jsonl"
         evaluator = self.evaluator_for(self.task, StandInClient(self.answers, 0, self.context_window, repeats=True))
         asked = [f"{i}{REPEAT}{k}" for k in range(SALTS) for i in ids]
+        load_error = None
         try:
             evaluation = evaluator.evaluate(harness, split, trace_path=path, examples=asked) if ids else None
-        except CandidateFailed:
-            evaluation = None
+        except CandidateFailed as failed:
+            evaluation, load_error = None, str(failed)
         seconds = round(time.monotonic() - started, 3)
         runs: dict[str, list[dict[str, object]]] = {}
         for record in read_jsonl(path) if evaluation is not None else []:
@@ -130,7 +134,7 @@ class ModelFreeCheck:
             runs.setdefault(original, []).append({**record, "id": original})
         free = [runs[i][0] for i in ids if _same(runs.get(i, []))]
         if evaluation is None or not free:
-            return ModelFree(None, None, False, seconds)
+            return ModelFree(None, None, False, seconds, load_error=load_error)
         trace = folder / f"{split}-{self._runs}.free.jsonl"
         atomic_write_text(trace, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in free))
         whole = len(free) == len(ids)
