@@ -200,7 +200,10 @@ def test_the_model_free_check_is_the_load_check_of_a_candidate_to_evaluate(tmp_p
     client = Client("openai:toy-model", model, cache=ResponseCache(tmp_path / "cache.sqlite"), ledger=Ledger())
     run = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "openai:toy-model"})
     search = SearchSettings(evaluation="planner", budget=SearchBudget(evals_per_iter=2))
-    broken = "class Harness:\n    def __init__(self, lm, train):\n        1 / 0\n    def predict(self, x):\n        return x\n"
+    broken = (
+        "class Harness:\n    def __init__(self, lm, train):\n        1 / 0\n"
+        "    def predict(self, x):\n        return x\n"
+    )
     proposer = ScriptedProposer({1: [Proposal("c001", IGNORES, "answer by a rule"), Proposal("c001", broken, "no")]})
     evaluator = CountingChecks(ToyTask(), client, workers=1)
     evaluator.checked = []
