@@ -4,8 +4,8 @@ processes leave them idle, half of them (llama-cpp-python's default for generati
 llama.cpp's threads wait for one another after every operation of a batch, so one thread that the OS has given to
 another process stalls them all. On the project's 2-CPU machine, shared with other work, a LawBench prompt took 3
 to 4 times as long with a thread per CPU as with one thread; with the machine otherwise idle, the thread per CPU
-was 1.6 times as fast (`benchmarks/prefix_reuse.py`), and generating one token at a time about as much faster (80
-against 128 tokens a second on the embedded model, measured once by hand). The number of threads changes no result:
+was 1.6 times as fast (`benchmarks/prefix_reuse.py`); generating one token at a time gains too (not benchmarked
+here: a check by hand, no committed figure). The number of threads changes no result:
 the logits are the same bits either way, prompt and generated tokens alike, so the choice is made again before
 every call.
 
