@@ -24,22 +24,24 @@ tree; each stage's seam is its ``protocol.py``):
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from metaharness.runner.optimize import optimize, run_config
 
-try:
-    __version__ = version("metaharness")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
-
 __all__ = ["__version__", "optimize", "run_config"]
 
 
 def __getattr__(name: str) -> Any:
-    # Exported lazily: every sandbox process and every CLI call imports this package, and must start fast.
+    # Exported lazily: every sandbox process and every CLI call imports this package, and must start fast (reading
+    # the installed version costs a sandbox process half of its start-up imports).
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("metaharness")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            return "0+unknown"
     if name in ("optimize", "run_config"):
         return getattr(importlib.import_module("metaharness.runner.optimize"), name)
     raise AttributeError(f"module 'metaharness' has no attribute '{name}'")

@@ -118,6 +118,31 @@ def test_only_outputs_that_ignore_the_answers_are_free(tmp_path: Path, source: s
         assert found.evaluation is not None and found.evaluation.primary == pytest.approx(2 / 3)
 
 
+def test_a_check_asked_again_is_the_first_one_paid_once_and_prefetched_checks_run_together(tmp_path: Path) -> None:
+    evaluators: list[object] = []
+
+    def evaluator_for(task: object, client: StandInClient) -> TaskEvaluator:
+        evaluators.append(client)
+        return TaskEvaluator(task, client, workers=1)  # type: ignore[arg-type]
+
+    checks = ModelFreeCheck(ToyTask(), evaluator_for, tmp_path / "checks")
+    first = checks(IGNORES, IDS)
+    again = checks(IGNORES, IDS)
+    assert len(evaluators) == 1 and first.runs == 1 and (again.runs, again.seconds) == (0, 0.0)
+    assert again.evaluation == first.evaluation and again.trace == first.trace and again.model_free
+    checks(IGNORES, IDS[:2])  # other examples: checked
+    checks.learn(["an answer no stand-in gave"])
+    checks(IGNORES, IDS)  # other answers to give: checked again
+    assert len(evaluators) == 3
+    checks.prefetch([(PARTLY, IDS), (MEMO, IDS), (IGNORES, IDS)])  # the last was checked with these answers
+    assert len(evaluators) == 5
+    partly, memo = checks(PARTLY, IDS), checks(MEMO, IDS)
+    assert len(evaluators) == 5 and partly.runs == memo.runs == 1  # the call that asks first pays for it
+    assert list(partly.free) == ["val-0000", "val-0002"] and not memo.free
+    assert partly.trace is not None and len(partly.trace.read_text().splitlines()) == 2
+    assert checks(PARTLY, IDS).runs == 0
+
+
 def test_a_program_that_does_not_load_is_left_to_the_evaluation(tmp_path: Path) -> None:
     assert not check(tmp_path)("class Harness:\n    def __init__(self, lm, train):\n        1 / 0\n", IDS).model_free
 

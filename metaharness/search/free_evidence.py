@@ -55,9 +55,11 @@ class FreeEvidence:
     def score(self, iteration: int, proposals: list[str]) -> None:
         """Score what can be scored for free before any policy decides: each new candidate not scored yet, with no
         model call when its outputs do not depend on the model's answers (its whole share), else on the recorded
-        calls it repeats (a rerun after a kill does what is left)."""
+        calls it repeats (a rerun after a kill does what is left). The model-free checks run first, one per CPU."""
         if self.model_free is not None:
-            self.model_free.learn(self._recorded_responses())
+            by_id = {c.id: c for c in self.store.candidates()}
+            new = [by_id[cid] for cid in proposals if cid in by_id and not (by_id[cid].failed or by_id[cid].evaluated)]
+            self.model_free.prefetch([(c.source, self.stages.order.search) for c in new])
         for cid in proposals:
             self.check_stop()
             by_id = {c.id: c for c in self.store.candidates()}
@@ -73,6 +75,13 @@ class FreeEvidence:
                     self.stages.record_failure(candidate, error)
                     continue
             self._replay_evidence(candidate, iteration)
+
+    def learn(self) -> None:
+        """Give the stand-ins every response the run's traces hold; asked when an iteration starts, so that the
+        proposer's checks of its revisions and the loop's checks of the candidates they become ask with the same
+        answers (the second is the first's result, at no cost)."""
+        if self.model_free is not None:
+            self.model_free.learn(self._recorded_responses())
 
     def facts(self, iteration: int) -> FreeFacts:
         """What the free evidence did this session (the iteration's checks), for the iteration's line."""

@@ -311,6 +311,7 @@ class Optimizer:
         the proposer failed (nothing was committed; the iteration is asked again)."""
         started = time.monotonic()
         self.events.iteration_started(iteration, self.settings.iterations)
+        self.free.learn()
         plan = self.store.journal.plan(iteration)
         if plan is None:
             try:

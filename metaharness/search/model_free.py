@@ -17,7 +17,10 @@ model-free candidate is scored on them. The answers a stand-in gives are ones a 
 assistant turns first, the run's recorded responses, the task's training answers), so the code that reads an
 answer runs; a program that reads only one exotic form of answer that none of the three answers takes could pass
 where it should not. Costs: one sandbox evaluation (one ``__init__``, three predictions per example), in
-``ModelFree.seconds``; no token, no dollar.
+``ModelFree.seconds``; no token, no dollar. A program checked again on the same examples with the same answers to
+give (the proposer's prediction of a revision, then the loop's check of the committed candidate) gets the first
+check's result at no cost (``seconds`` 0, ``runs`` 0). `ModelFreeCheck.prefetch` runs the checks of several programs
+at once, one per CPU (each is one sandbox process), so that the calls that follow find them done.
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +71,7 @@ class ModelFree:
 
 Evaluators = Callable[[Task, StandInClient], CandidateEvaluator]
 REPEAT = "#pass"  # an example's id in the check's repeated view: ``<id>#pass<k>``
+Key = tuple[str, str, tuple[str, ...], int]  # a check: the program's digest, split, example ids, answers known
 
 
 class Repeated:
@@ -101,6 +108,9 @@ class ModelFreeCheck:
         self.folder = Path(folder)
         self.context_window = context_window
         self._runs = 0
+        self._lock = threading.Lock()  # prefetching threads number their records from ``_runs``
+        self._memo: dict[Key, ModelFree] = {}
+        self._paid: set[Key] = set()  # checks whose cost a call has returned
 
     def learn(self, responses: Sequence[str]) -> None:
         """Add responses the real model gave (the forms of answer harnesses were written to read), up to
@@ -112,14 +122,43 @@ class ModelFreeCheck:
                 self.answers.append(text)
 
     def __call__(self, source: str, examples: Sequence[str], split: str = "val") -> ModelFree:
-        """The check of ``source`` on ``examples`` (ids of ``split``)."""
+        """The check of ``source`` on ``examples`` (ids of ``split``); a repeated check is the first one's result
+        (the module docstring)."""
+        key = self._key(source, examples, split)
+        if key not in self._memo:
+            self._memo[key] = self._check(source, key)
+        if key in self._paid:
+            return dataclasses.replace(self._memo[key], seconds=0.0, runs=0)
+        self._paid.add(key)
+        return self._memo[key]
+
+    def prefetch(self, programs: Sequence[tuple[str, Sequence[str]]], split: str = "val") -> None:
+        """Run the checks of ``programs`` ((source, example ids) pairs) not made yet, one per CPU at a time; the
+        call that then asks for each gets its result and its cost. An error in a check is raised here."""
+        todo = {self._key(source, examples, split): source for source, examples in programs}
+        todo = {key: source for key, source in todo.items() if key not in self._memo}
+        if len(todo) < 2:
+            return
+        with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
+            done = {key: pool.submit(self._check, source, key) for key, source in todo.items()}
+        for key, future in done.items():
+            self._memo[key] = future.result()
+
+    def _key(self, source: str, examples: Sequence[str], split: str) -> Key:
+        digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+        return digest, split, tuple(dict.fromkeys(examples)), len(self.answers)  # answers are only ever appended
+
+    def _check(self, source: str, key: Key) -> ModelFree:
         started = time.monotonic()
-        ids = list(dict.fromkeys(examples))
-        folder = self.folder / hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        digest, split, examples, _ = key
+        ids = list(examples)
+        folder = self.folder / digest[:16]
         harness = folder / HARNESS_FILE
-        atomic_write_text(harness, source)
-        self._runs += 1
-        path = folder / f"{split}-{self._runs}.jsonl"
+        with self._lock:
+            atomic_write_text(harness, source)
+            self._runs += 1
+            path = folder / f"{split}-{self._runs}.jsonl"
+        trace = path.with_suffix(".free.jsonl")
         evaluator = self.evaluator_for(self.task, StandInClient(self.answers, 0, self.context_window, repeats=True))
         asked = [f"{i}{REPEAT}{k}" for k in range(SALTS) for i in ids]
         load_error = None
@@ -135,7 +174,6 @@ class ModelFreeCheck:
         free = [runs[i][0] for i in ids if _same(runs.get(i, []))]
         if evaluation is None or not free:
             return ModelFree(None, None, False, seconds, load_error=load_error)
-        trace = folder / f"{split}-{self._runs}.free.jsonl"
         atomic_write_text(trace, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in free))
         whole = len(free) == len(ids)
         kept = free_evaluation(evaluation, free, answered="stand_in_calls")
