@@ -68,33 +68,37 @@ def _kept(ranked, share):
     return [label for label, score in ranked if score >= share * best - 1e-12]
 
 
-def _best_terms(train, options, checked=100):
+def _best_terms(train, options, checked=100, built=None):
     """The term setting (``_text_terms``'s ``ngram``) among ``options`` whose label centroids name one of a
     training example's labels most often when that example is left out of its centroids (first on ties), checked
-    on ``checked`` examples spread over the training set (so the choice stays fast)."""
+    on ``checked`` examples spread over the training set (so the choice stays fast). The index of each setting is
+    put in ``built`` (a dict, when given), for the caller to reuse the chosen one's."""
     import math
-    from collections import Counter
 
+    labels = [_label_atoms(item["target"]) for item in train]
     best, best_hits = options[0], -1
     for ngram in options:
         index = _NeighbourIndex(train, ngram)
-        rows = [(index.weigh(Counter(index.tokens(item["input"]))), _label_atoms(item["target"])) for item in train]
+        if built is not None:
+            built[ngram] = index
+        rows = list(zip(index.doc_weights, labels, strict=True))
+        # Plain dicts, not Counters: a Counter's += is several times slower, and these loops are the choice's cost.
         sums: dict = {}  # term -> {label: summed weight}
         for vector, names in rows:
             for label in names:
                 for term, value in vector.items():
                     row = sums.setdefault(term, {})
                     row[label] = row.get(label, 0.0) + value
-        square: Counter = Counter()
+        square: dict = {}
         for row in sums.values():
             for label, value in row.items():
-                square[label] += value * value
+                square[label] = square.get(label, 0) + value * value
         hits = 0
         for vector, names in rows[:: max(1, len(rows) // checked)]:
-            dots: Counter = Counter()
+            dots: dict = {}
             for term, value in vector.items():
                 for label, weight in sums[term].items():
-                    dots[label] += value * weight
+                    dots[label] = dots.get(label, 0) + value * weight
             cosines = {}
             for label, dot in dots.items():
                 own = label in names  # this example's own vector (unit length) taken out of the label's sum
@@ -116,8 +120,12 @@ class _LabelClassifier:
     def __init__(self, train, kind="centroid", ngram=3, epochs=10):
         if kind == "auto":
             kind, ngram, self.index, vectors = _chosen_classifier(train, ngram, epochs)
+        elif ngram == "auto":
+            built: dict = {}  # the index of every setting tried: the chosen one's is not built again
+            ngram = _best_terms(train, (0, 2, 3), built=built)
+            self.index = built[ngram]
+            vectors = self.index.vectors()
         else:
-            ngram = _best_terms(train, (0, 2, 3)) if ngram == "auto" else ngram
             self.index = _NeighbourIndex(train, ngram)
             vectors = self.index.vectors()
         self.ngram = ngram
@@ -168,16 +176,17 @@ class _LabelClassifier:
                 for term, value in vector.items():
                     row = self.weights.setdefault(term, {})
                     row[label] = row.get(label, 0.0) + value
-        # One fit serves both (``kind`` says how to score): the centroid's norms and naive Bayes's priors.
-        totals: Counter = Counter()
-        squares: Counter = Counter()
+        # One fit serves both (``kind`` says how to score): the centroid's norms and naive Bayes's priors (summed in
+        # plain dicts: a Counter's += is several times slower).
+        totals: dict = {}
+        squares: dict = {}
         for row in self.weights.values():
             for label, value in row.items():
-                totals[label] += value
-                squares[label] += value * value
-        self.norms = {label: math.sqrt(squares[label]) or 1.0 for label in self.labels}
+                totals[label] = totals.get(label, 0) + value
+                squares[label] = squares.get(label, 0) + value * value
+        self.norms = {label: math.sqrt(squares.get(label, 0)) or 1.0 for label in self.labels}
         self.alpha, self.smoothed = 0.01, {}
-        self.base = {label: -math.log(totals[label] + self.alpha * len(self.weights)) for label in self.labels}
+        self.base = {label: -math.log(totals.get(label, 0) + self.alpha * len(self.weights)) for label in self.labels}
         total = sum(counts.values())
         self.priors = {label: math.log(counts[label] / total) for label in self.labels}
 
@@ -311,7 +320,9 @@ class _TunedVote:
 def _loo_vote_hits(others, train, counts, options):
     """{(k, power, prior, share): how many training examples the vote of their ``others`` (``_NeighbourIndex.others``,
     by index) answers with exactly their own labels}, in the order of ``options``; the label counts exclude the
-    example voted on."""
+    example voted on. Each vote is judged as ``_decide`` would answer it (``_prior_corrected``, then ``_kept``), but
+    with each label's correction worked out once per example and the kept labels found without sorting: the grid
+    asks thousands of votes."""
     atoms = [_label_atoms(item["target"]) for item in train]
     hits = {
         (k, power, prior, share): 0
@@ -325,6 +336,13 @@ def _loo_vote_hits(others, train, counts, options):
         rest = dict(counts)
         for label in own:
             rest[label] -= 1
+        total = sum(rest.values()) or 1
+        # ``_prior_corrected``'s divisor of each label, per prior (none at prior 0).
+        divisors = {
+            prior: {label: (max(1, rest.get(label, 0)) / total) ** prior for label in rest}
+            for prior in options["prior"]
+            if prior
+        }
         asked: dict = {}  # how many neighbours -> the K values that ask them (K past the end asks every one)
         for k in options["k"]:
             asked.setdefault(min(k, len(near)), []).append(k)
@@ -336,7 +354,22 @@ def _loo_vote_hits(others, train, counts, options):
                     votes[label] = votes.get(label, 0.0) + weight
                 for k in asked.get(rank, ()):
                     for prior in options["prior"]:
-                        ranked = _by_score(_prior_corrected(votes, rest, prior))
+                        if prior:
+                            divisor = divisors[prior]
+                            scores = {label: s / divisor[label] for label, s in votes.items()}
+                        else:
+                            scores = votes
                         for share in options["share"]:
-                            hits[(k, power, prior, share)] += set(_kept(ranked, share)) == own
+                            hits[(k, power, prior, share)] += _kept_set(scores, share) == own
     return hits
+
+
+def _kept_set(scores, share):
+    """``set(_kept(_by_score(scores), share))``, without the sort."""
+    if not scores:
+        return set()
+    best = max(scores.values())
+    if best <= 0:
+        return {min(scores, key=lambda label: (-scores[label], label))}
+    floor = share * best - 1e-12
+    return {label for label, score in scores.items() if score >= floor}

@@ -30,17 +30,21 @@ class _NeighbourIndex:
         self.ngram, self.scoring = ngram, scoring
         self.targets = [str(item["target"]).strip() for item in train]
         docs = [Counter(self.tokens(item["input"])) for item in train]
-        df = Counter(token for doc in docs for token in doc)
+        df: Counter = Counter()
+        for doc in docs:
+            df.update(doc.keys())
         n = len(docs)
         self.lengths = [sum(doc.values()) for doc in docs]
         self.mean_length = sum(self.lengths) / max(1, n) or 1.0
         if scoring == "bm25":
             self.idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+            self.doc_weights = [self._bm25_terms(doc, length) for doc, length in zip(docs, self.lengths, strict=True)]
         else:
             self.idf = {t: math.log((1 + n) / (1 + c)) + 1 for t, c in df.items()}
+            # Each input's ``weigh``, in its own term order: what a query of that input weighs (``_best_terms``).
+            self.doc_weights = [self.weigh(doc) for doc in docs]
         self.postings: dict = {}  # term -> [(example, weight)]
-        for i, doc in enumerate(docs):
-            weights = self._bm25_terms(doc, self.lengths[i]) if scoring == "bm25" else self.weigh(doc)
+        for i, weights in enumerate(self.doc_weights):
             for token, weight in weights.items():
                 self.postings.setdefault(token, []).append((i, weight))
 
@@ -108,7 +112,11 @@ class _NeighbourIndex:
             for i, row in enumerate(sims):
                 for j in range(i):
                     row[j] = sims[j][i]
-        return [heapq.nlargest(k, ((s, j) for j, s in enumerate(row) if j != i)) for i, row in enumerate(sims)]
+        # The k + 1 most similar of all with the example itself dropped (ties: the later example first, as ``nearest``).
+        return [
+            [pair for pair in heapq.nlargest(k + 1, zip(row, range(n), strict=True)) if pair[1] != i][:k]
+            for i, row in enumerate(sims)
+        ]
 
     def nearest(self, text, k):
         """The ``k`` most similar training examples as (similarity, target), most similar first."""
