@@ -6,6 +6,7 @@ the embedded model runs in the slow end-to-end test and in the optimize run repo
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -22,6 +23,7 @@ from metaharness.candidate import Candidate, Evaluation, Prediction
 from metaharness.candidates import ROOT as SEEDS
 from metaharness.errors import InputError
 from metaharness.proposers import PROPOSER_NAMES, get_proposer, proposer_name, renamed_note
+from metaharness.proposers.offline import cyclic_collection_paused
 from metaharness.proposers.probe import ChangePrior, HeldOutTask, Spread, estimate_change
 from metaharness.search.protocol import Proposal, Proposer, RunState
 from metaharness.tasks import get_task
@@ -431,3 +433,20 @@ def test_twelve_iterations_never_go_without_a_proposal_worth_evaluating_while_bl
     chains = [c.prediction.extra.get("chain_ops") for c in candidates if c.prediction]
     # two-parent revisions were proposed
     assert any(isinstance(ops, list) and any(str(op).startswith("combine_") for op in ops) for ops in chains)
+
+
+def test_proposing_pauses_the_cyclic_collector_and_restores_it() -> None:
+    assert gc.isenabled()
+    with cyclic_collection_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), cyclic_collection_paused():
+        raise RuntimeError("a proposer that fails")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cyclic_collection_paused():
+            pass
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()

@@ -60,10 +60,11 @@ class SourceEditor:
         return head + text + "".join(self.lines[after_line:])
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=64)
 def parse(source: str) -> ast.Module:
     """Parsed source (raises SyntaxError), shared between editors: a search edits the same programs many times, and
-    editors only read the tree."""
+    editors only read the tree. The last 64 are kept (512 kept as many hits in the main job, and 3 million tree
+    nodes that the cyclic garbage collector went over again and again)."""
     return ast.parse(source)
 
 
