@@ -347,8 +347,8 @@ class OfflineProposer:
 @contextmanager
 def cyclic_collection_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector: proposing parses and drops a thousand programs (syntax trees hold no
-    cycles, reference counting frees them), which made the collector go over the whole heap again and again (10 s of
-    collections in the main job; 2 s with this). It runs again once proposing is done, and collects what is left."""
+    cycles, reference counting frees them), which made the collector go over the whole heap again and again. It runs
+    again once proposing is done, and collects what is left."""
     enabled = gc.isenabled()
     gc.disable()
     try:

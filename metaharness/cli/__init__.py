@@ -111,5 +111,5 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if argv is None:  # the console script: the process ends with the command
             # The cyclic garbage collector's last passes over everything a search made kept the process alive for
-            # 16 s after the main job had printed its result; at exit nothing needs collecting.
+            # seconds after the main job had printed its result; at exit nothing needs collecting.
             gc.freeze()
