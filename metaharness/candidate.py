@@ -80,6 +80,9 @@ class Evaluation:
     # Its score on the held-out examples that choose the returned candidate among the search's best
     # (``metaharness.search.staging.ExampleOrder.confirm``), once it was a contender; no proposer ever sees it.
     confirm: Evaluation | None = None
+    # A model-free candidate's score by cross-validation on the training examples, with no model call
+    # (``metaharness.search.train_folds``), once it was in the running for what the run returns.
+    folds: Evaluation | None = None
 
     @property
     def primary(self) -> float:
@@ -120,12 +123,14 @@ class Evaluation:
             increments=[*self.increments, *more.increments],
             model_free=self.model_free and more.model_free,
             confirm=more.confirm or self.confirm,
+            folds=more.folds or self.folds,
         )
 
     def to_dict(self) -> dict[str, Any]:
         data = {**asdict(self), "seconds": round(self.seconds, 3)}
         data["increments"] = [i.to_dict() for i in self.increments]
         data["confirm"] = self.confirm.to_dict() if self.confirm is not None else None
+        data["folds"] = self.folds.to_dict() if self.folds is not None else None
         return data
 
     @classmethod
@@ -143,6 +148,7 @@ class Evaluation:
             increments=[Increment.from_dict(i) for i in data.get("increments", [])],
             model_free=bool(data.get("model_free", False)),
             confirm=Evaluation.from_dict(data["confirm"]) if isinstance(data.get("confirm"), dict) else None,
+            folds=Evaluation.from_dict(data["folds"]) if isinstance(data.get("folds"), dict) else None,
         )
 
 

@@ -37,18 +37,21 @@ def evaluated(records: Iterable[Candidate]) -> list[Candidate]:
     return [r for r in records if r.supported]
 
 
-def rank(record: Candidate) -> tuple[bool, float, float]:
+def rank(record: Candidate) -> tuple[bool, float, float, float]:
     """What the best maximises: a candidate confirmed on held-out examples before one that is not, then the
-    confirmed score, then the validation score (see ``best``)."""
-    confirm = record.evaluation.confirm if record.evaluation is not None else None
-    return (confirm is not None, confirm.primary if confirm is not None else 0.0, record.score)
+    confirmed score, then the validation score, then the score by cross-validation on the training examples that a
+    model-free contender has (``metaharness.search.train_folds``; -1 without one); see ``best``."""
+    ev = record.evaluation
+    confirm = ev.confirm if ev is not None else None
+    folds = ev.folds.primary if ev is not None and ev.folds is not None else -1.0
+    return (confirm is not None, confirm.primary if confirm is not None else 0.0, record.score, folds)
 
 
 def best(records: Iterable[Candidate]) -> Candidate | None:
     """The candidate the run returns among supported candidates: when some were confirmed on the held-out examples
-    that choose it (the search's best contenders, ``metaharness.search.loop``), the highest confirmed score, ties
-    by validation score; else the highest validation score. The earliest wins a tie (as the store's ``best`` ref
-    does)."""
+    that choose it (the search's best contenders, ``metaharness.search.held_out``), the highest confirmed score, ties
+    by validation score, then by training-fold score; else the highest validation score. The earliest wins a tie (as
+    the store's ``best`` ref does)."""
     done = evaluated(records)
     return max(done, key=rank) if done else None
 

@@ -121,6 +121,12 @@ def render_markdown(view: RunView) -> str:
                 f"confirmed {confirm.primary:.4f} on {confirm.examples} held-out examples that chose it among the "
                 "search's best  "
             )
+        folds = best.evaluation.folds if best.evaluation is not None else None
+        if folds is not None:
+            lines.append(
+                f"training folds {folds.primary:.4f} on {folds.examples} training examples, each predicted by the "
+                "program built on the other folds with no model call (what orders tied contenders)  "
+            )
         if best.id in view.holdout:
             judged = view.holdout[best.id]
             lines.append(

@@ -19,6 +19,7 @@ from metaharness.search.judgement import Judged, comparisons
 from metaharness.search.model_free import ModelFreeCheck
 from metaharness.search.staging import ExampleOrder, paired, sample_variance, trace_outputs
 from metaharness.search.traces import merge_trace
+from metaharness.search.train_folds import TrainFolds
 from metaharness.store.files import atomic_write_text
 from metaharness.store.log import JudgementLine
 from metaharness.store.protocol import RunStore
@@ -49,6 +50,7 @@ class HeldOutJudge:
     ) -> None:
         self.store, self.evaluator, self.events, self.order = store, evaluator, events, order
         self.model_free, self.baseline, self.check_stop, self.progress = model_free, baseline, check_stop, progress
+        self.folds: TrainFolds | None = None
 
     def choose(self) -> None:
         """Choose the candidate the run returns and score it on examples no proposer has seen (when the run holds
@@ -61,7 +63,7 @@ class HeldOutJudge:
             self.check_stop()
             assert candidate.evaluation is not None
             confirm = self.score(candidate, "confirm", self.order.confirm)
-            evaluation = dataclasses.replace(candidate.evaluation, confirm=confirm)
+            evaluation = dataclasses.replace(candidate.evaluation, confirm=confirm)  # and its folds, if scored
             self.store.record_confirmation(dataclasses.replace(candidate, evaluation=evaluation))
         best = frontier.best(self.store.candidates())
         if best is None or not self.order.judge or self.store.split_result(best.id, "holdout") is not None:
@@ -73,25 +75,52 @@ class HeldOutJudge:
         """The supported candidates the held-out examples must choose among, not confirmed yet: the ``CONTENDERS``
         best by validation score with distinct outputs (a candidate whose outputs equal a better one's is that one),
         leaving out any whose paired deficit to the top is more than two standard errors (no contender on this
-        evidence)."""
+        evidence). Model-free candidates that tie on their validation score are first ordered by their score by
+        cross-validation on the training examples (``metaharness.search.train_folds``), which they then carry
+        (``Evaluation.folds``): of two that tie, or whose outputs are the same on the validation examples, the one
+        the folds prefer is the contender."""
         ranked = sorted((c for c in self.store.candidates() if c.supported), key=lambda c: -c.score)
-        if not ranked:
-            return []
-        chosen: list[Candidate] = []
-        outputs: dict[str, dict[str, str]] = {}
+        near: list[Candidate] = []
         for candidate in ranked:
-            if len(chosen) >= CONTENDERS:
-                break
-            behind = paired(ranked[0], candidate)  # the top's paired lead over it, example by example
+            behind = paired(ranked[0], candidate)  # the top's paired lead, example by example
             lead = sum(behind) / len(behind) if behind else 0.0
             spread = math.sqrt(sample_variance(behind) / len(behind)) if len(behind) > 1 else 0.0
-            if lead > 2 * spread + 1e-12:
-                continue
-            path = self.store.path / candidate.trace if candidate.trace is not None else None
-            outputs[candidate.id] = trace_outputs(path) if path is not None else {}
-            if not any(outputs[candidate.id] == outputs[c.id] for c in chosen):
-                chosen.append(candidate)
+            if lead <= 2 * spread + 1e-12:
+                near.append(candidate)
+        outputs = {c.id: self._outputs(c) for c in near}
+        cut = min((c.score for c in _distinct(near, outputs)[:CONTENDERS]), default=0.0)
+        near = sorted(self._with_folds(near, cut), key=_val_then_folds, reverse=True)
+        chosen = _distinct(near, outputs)[:CONTENDERS]
         return [c for c in chosen if c.evaluation is not None and c.evaluation.confirm is None]
+
+    def _outputs(self, candidate: Candidate) -> dict[str, str]:
+        path = self.store.path / candidate.trace if candidate.trace is not None else None
+        return trace_outputs(path) if path is not None else {}
+
+    def _with_folds(self, near: list[Candidate], cut: float) -> list[Candidate]:
+        """``near`` with training-fold scores for its model-free candidates at or above ``cut`` whose validation
+        score another candidate of ``near`` shares (each program scored once; one that carries a score keeps it)."""
+        shared = [
+            c
+            for c in near
+            if c.score >= cut - 1e-12 and any(abs(o.score - c.score) < 1e-12 for o in near if o is not c)
+        ]
+        asked = [
+            c for c in shared if c.evaluation is not None and c.evaluation.model_free and c.evaluation.folds is None
+        ]
+        if self.model_free is None or not asked:
+            return near
+        if self.folds is None:  # made once the stand-ins have learnt the run's answers
+            self.folds = TrainFolds(self.model_free)
+        for candidate in asked:
+            self.events.candidate_started(candidate.id, f"training folds x{len(self.folds.folds)}", candidate.summary)
+        scored = dict(zip((c.id for c in asked), self.folds.scores([c.source for c in asked]), strict=True))
+        return [
+            dataclasses.replace(c, evaluation=dataclasses.replace(c.evaluation, folds=scored[c.id]))
+            if c.id in scored and c.evaluation is not None
+            else c
+            for c in near
+        ]
 
     def score(self, candidate: Candidate, split: str, ids: Sequence[str]) -> Evaluation:
         """``candidate`` scored on the held-out examples ``ids`` (its records under ``split``): with no model call
@@ -157,3 +186,18 @@ class HeldOutJudge:
         """``best``'s score on the judge examples, once saved."""
         judged = self.store.split_result(best.id, "holdout") if best is not None else None
         return judged.primary if judged is not None else None
+
+
+def _val_then_folds(candidate: Candidate) -> tuple[float, float]:
+    """What orders the candidates in the running: the validation score, then the training-fold score (-1 without)."""
+    folds = candidate.evaluation.folds if candidate.evaluation is not None else None
+    return (candidate.score, folds.primary if folds is not None else -1.0)
+
+
+def _distinct(candidates: list[Candidate], outputs: dict[str, dict[str, str]]) -> list[Candidate]:
+    """``candidates`` without any whose outputs equal an earlier one's."""
+    kept: list[Candidate] = []
+    for candidate in candidates:
+        if not any(outputs[candidate.id] == outputs[k.id] for k in kept):
+            kept.append(candidate)
+    return kept

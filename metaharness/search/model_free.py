@@ -102,6 +102,7 @@ class ModelFreeCheck:
     written; ``context_window``: the real model's."""
 
     def __init__(self, task: Task, evaluator_for: Evaluators, folder: Path, context_window: int | None = None) -> None:
+        self.plain_task = task
         self.task = Repeated(task, SALTS)
         self.evaluator_for = evaluator_for
         self.answers = list(dict.fromkeys(e.target for e in task.load("train")))
@@ -111,6 +112,13 @@ class ModelFreeCheck:
         self._lock = threading.Lock()  # prefetching threads number their records from ``_runs``
         self._memo: dict[Key, ModelFree] = {}
         self._paid: set[Key] = set()  # checks whose cost a call has returned
+
+    def on(self, view: Task, folder: Path) -> ModelFreeCheck:
+        """The same check on another view of the task (``view``'s training split is what a program is built on),
+        with the answers this one has learnt, its records under ``folder``."""
+        other = ModelFreeCheck(view, self.evaluator_for, folder, self.context_window)
+        other.answers = list(self.answers)
+        return other
 
     def learn(self, responses: Sequence[str]) -> None:
         """Add responses the real model gave (the forms of answer harnesses were written to read), up to

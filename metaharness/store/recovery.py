@@ -53,10 +53,12 @@ def recover(run: RunDirectory) -> list[str]:
                 f"recorded {candidate.id}'s evaluation on {candidate.evaluation.examples} examples from the "
                 "journal (scored before the run was stopped)"
             )
-        elif (confirm := candidate.evaluation.confirm if candidate.evaluation else None) is not None and (
-            stored.supported and stored.evaluation is not None and stored.evaluation.confirm is None
-        ):  # a kill between the journal and the note: the held-out score is kept, the search's as stored
-            held = dataclasses.replace(stored.evaluation, confirm=confirm)
+        elif (
+            (journaled := candidate.evaluation) is not None
+            and journaled.confirm is not None
+            and (stored.supported and stored.evaluation is not None and stored.evaluation.confirm is None)
+        ):  # a kill between the journal and the note: the held-out (and fold) scores are kept, the search's as stored
+            held = dataclasses.replace(stored.evaluation, confirm=journaled.confirm, folds=journaled.folds)
             run.record_confirmation(dataclasses.replace(stored, evaluation=held))
             actions.append(f"recorded {candidate.id}'s held-out confirmation from the journal")
         run.journal.drop_evidence(candidate.id)
