@@ -264,7 +264,8 @@ def _examples(scored: dict[str, int]) -> str:
 def prediction_story(view: RunView) -> str:
     """What predicting cost (task-model tokens of probes; sandbox time of the free checks) and what it saved: the
     examples scored with no model call or from recorded calls before any policy decided, and the revisions known
-    exactly to behave as their base, so never proposed."""
+    exactly to behave as their base, so never proposed; and the training folds of tied contenders, with their
+    sandbox time."""
     lines = [line for line in view.log if line.get("type") == "iteration" and "checks" in line]
     if not lines:
         return ""
@@ -281,10 +282,18 @@ def prediction_story(view: RunView) -> str:
             and node.data.get("same_as_base")
             and node.data.get("predicted_by") in ("replay", "model-free")
         )
+    folds = [line for line in view.log if line.get("type") == "folds"]
+    folded = ""
+    if folds:
+        spent = sum(float(line["evaluation"].get("seconds", 0.0)) for line in folds)
+        folded = (
+            f"; {len(folds)} tied candidates scored on training folds with no model call, in {spent:,.0f} s of "
+            "sandbox time"
+        )
     return (
         f"{tokens:,.0f} task-model tokens in probes and {seconds:,.0f} s of sandbox time in checks; saved "
         f"{free:,} example-evaluations scored with no model call and {replayed:,} from recorded calls, and "
-        f"{same:,} revisions known to behave exactly as their base were never proposed"
+        f"{same:,} revisions known to behave exactly as their base were never proposed{folded}"
     )
 
 

@@ -21,7 +21,7 @@ from metaharness.search.staging import ExampleOrder, paired, sample_variance, tr
 from metaharness.search.traces import merge_trace
 from metaharness.search.train_folds import TrainFolds
 from metaharness.store.files import atomic_write_text
-from metaharness.store.log import JudgementLine
+from metaharness.store.log import JudgementLine, SplitLine
 from metaharness.store.protocol import RunStore
 
 # How many of the search's best the held-out confirm examples choose the returned candidate among.
@@ -99,7 +99,8 @@ class HeldOutJudge:
 
     def _with_folds(self, near: list[Candidate], cut: float) -> list[Candidate]:
         """``near`` with training-fold scores for its model-free candidates at or above ``cut`` whose validation
-        score another candidate of ``near`` shares (each program scored once; one that carries a score keeps it)."""
+        score another candidate of ``near`` shares (each program scored once, a ``"folds"`` line logged; one that
+        carries a score keeps it)."""
         shared = [
             c
             for c in near
@@ -115,6 +116,9 @@ class HeldOutJudge:
         for candidate in asked:
             self.events.candidate_started(candidate.id, f"training folds x{len(self.folds.folds)}", candidate.summary)
         scored = dict(zip((c.id for c in asked), self.folds.scores([c.source for c in asked]), strict=True))
+        for cid, folds in scored.items():
+            if folds is not None:
+                self.store.log(SplitLine("folds", cid, folds))
         return [
             dataclasses.replace(c, evaluation=dataclasses.replace(c.evaluation, folds=scored[c.id]))
             if c.id in scored and c.evaluation is not None

@@ -61,8 +61,8 @@ class CandidateStore(Protocol):
       some are confirmed, else the highest score.
     - ``record_confirmation(candidate) -> Candidate``: records a supported candidate's score on the held-out
       examples that choose the returned candidate (``candidate.evaluation.confirm``), durable and atomic like
-      ``record_evaluation`` (the best may move), with a ``"confirm"`` split line (and a ``"folds"`` one when the
-      evaluation carries a training-fold score, ``folds``) and no evaluation line.
+      ``record_evaluation`` (the best may move; with its training-fold score, ``folds``, when it carries one), with
+      a ``"confirm"`` split line and no evaluation line.
     - ``record_failure(candidate) -> Candidate``: records that a committed candidate cannot run
       (``candidate.error``), with a ``"failure"`` log line; returns it failed, as it stays.
     - ``work_file(id, source) -> Path``: writes ``source`` to the file the candidate is checked and evaluated from;

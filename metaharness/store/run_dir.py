@@ -241,16 +241,14 @@ class RunDirectory:
     def record_confirmation(self, candidate: Candidate) -> Candidate:
         """Record ``candidate``'s score on the held-out examples that choose the returned candidate (its
         evaluation's ``confirm``, with its training-fold score ``folds`` when it has one): journal, git note (and
-        ``best``, which it may move), a ``"confirm"`` split line (and a ``"folds"`` one); no evaluation line, since
-        nothing of its search evaluation changed."""
+        ``best``, which it may move), a ``"confirm"`` split line; no evaluation line, since nothing of its search
+        evaluation changed."""
         assert candidate.evaluation is not None and candidate.evaluation.confirm is not None
         _require_space(self.path)
         self.journal.save_evidence(candidate)
         with _disk(self.path):
             recorded = self.store.record_evaluation(candidate.id, candidate.evaluation)
         self.log(SplitLine("confirm", candidate.id, candidate.evaluation.confirm))
-        if candidate.evaluation.folds is not None:
-            self.log(SplitLine("folds", candidate.id, candidate.evaluation.folds))
         self.journal.drop_evidence(candidate.id)
         return recorded
 
