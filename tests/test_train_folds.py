@@ -1,5 +1,5 @@
 """A model-free program is scored on the training examples by cross-validation with no model call, never on an
-example its program was built on; the score orders contenders that tie on every validation score, and a program
+example its program was built on; the score orders contenders that tie on the validation scores, and a program
 whose outputs read the model gets none."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from fakes import ScriptedProposer
-from test_held_out import HONEST, ParityTask
+from test_held_out import ParityTask
 from test_model_free import IGNORES, ToyTask
 from test_one_budget import TAGGED, harness
 
@@ -25,24 +25,32 @@ from metaharness.search.train_folds import TrainFolds
 from metaharness.store import RunDirectory
 from metaharness.tasks.protocol import Example
 
-# Always right.
+# Right but on case 9 (a search example).
 PARITY = (
     "class Harness:\n"
     "    def __init__(self, lm, train):\n"
     "        pass\n"
     "    def predict(self, x):\n"
-    "        return 'even' if int(x.split()[1]) % 2 == 0 else 'odd'\n"
+    "        k = int(x.split()[1])\n"
+    "        return 'even' if (k % 2 == 0) != (k == 9) else 'odd'\n"
 )
-# Right on the inputs it was trained on and past the training range; wrong on a training input it was not given.
-# On the validation examples (cases 0-11; training cases 0-5) it is always right, on a fold never.
+# Wrong on case 11 (another search example) and on a training input it was not given: on the validation examples
+# (cases 0-11; training cases 0-5) it scores as PARITY does, on a fold never right.
 UNSEEN_WRONG = (
     "class Harness:\n"
     "    def __init__(self, lm, train):\n"
     "        self.seen = {t['input'] for t in train}\n"
     "    def predict(self, x):\n"
     "        k = int(x.split()[1])\n"
-    "        right = 'even' if k % 2 == 0 else 'odd'\n"
-    "        return right if x in self.seen or k >= 6 else ('odd' if right == 'even' else 'even')\n"
+    "        right = (x in self.seen or k >= 6) and k != 11\n"
+    "        return 'even' if (k % 2 == 0) == right else 'odd'\n"
+)
+EVEN = (
+    "class Harness:\n"
+    "    def __init__(self, lm, train):\n"
+    "        pass\n"
+    "    def predict(self, x):\n"
+    "        return 'even'\n"
 )
 
 
@@ -119,8 +127,8 @@ def test_a_program_that_reads_the_model_has_no_fold_score_and_a_tiny_training_sp
 
 
 def test_contenders_that_tie_on_every_validation_score_are_ordered_by_their_training_folds(tmp_path: Path) -> None:
-    """Both proposals are right on every validation example, with the same outputs; only the training folds tell
-    that one of them fails on an input it was not built on. Without them the earlier would be returned."""
+    """Two proposals are each wrong on one search example and right on every held-out one; only the training folds
+    tell that one of them fails on an input it was not built on. Without them the earlier would be returned."""
     task = ParityTask()
     run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
     search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2))
@@ -133,22 +141,24 @@ def test_contenders_that_tie_on_every_validation_score_are_ordered_by_their_trai
         LoopSettings("parity", search, iterations=1, test=False),
         proposer,
         TaskEvaluator(task, StandInClient(["even"], 0), workers=1),
-        [Seed("honest", HONEST)],
+        [Seed("even", EVEN)],
         model_free=free,
     ).run()
     run.close()
     by_summary = {c.summary: c for c in run.candidates()}
     trained, parity = by_summary["right where it was trained"], by_summary["parity"]
-    assert trained.score == parity.score == 1.0  # and the same outputs on every search example
+    for candidate in (trained, parity):
+        assert candidate.score == 5 / 6 and candidate.evaluation is not None  # wrong on one search example each
+        assert candidate.evaluation.confirm is not None and candidate.evaluation.confirm.primary == 1.0
+        assert candidate.evaluation.folds is not None and candidate.evaluation.folds.examples == 6
+    assert trained.evaluation is not None and trained.evaluation.folds is not None
     assert parity.evaluation is not None and parity.evaluation.folds is not None
-    assert parity.evaluation.folds.primary == 1.0 and parity.evaluation.folds.examples == 6
-    assert parity.evaluation.confirm is not None and parity.evaluation.confirm.primary == 1.0
-    assert trained.evaluation is not None and trained.evaluation.confirm is None  # the folds' choice was the other
+    assert (trained.evaluation.folds.primary, parity.evaluation.folds.primary) == (0.0, 1.0)
     assert outcome.best is not None and outcome.best.id == parity.id
     stored = run.store.best()
     assert stored is not None and stored.id == parity.id
     folded = {line["id"]: line["evaluation"]["scores"]["primary"] for line in run.log_records("folds")}
-    assert folded == {trained.id: 0.0, parity.id: 1.0}  # both folded, logged, and the cost said
+    assert folded == {trained.id: 0.0, parity.id: 1.0}
     text = write_summary_markdown(run).read_text(encoding="utf-8")
     assert "training folds 1.0000 on 6 training examples" in text
     assert "2 tied candidates scored on training folds with no model call" in text

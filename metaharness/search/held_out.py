@@ -77,8 +77,7 @@ class HeldOutJudge:
         leaving out any whose paired deficit to the top is more than two standard errors (no contender on this
         evidence). Model-free candidates that tie on their validation score are first ordered by their score by
         cross-validation on the training examples (``metaharness.search.train_folds``), which they then carry
-        (``Evaluation.folds``): of two that tie, or whose outputs are the same on the validation examples, the one
-        the folds prefer is the contender."""
+        (``Evaluation.folds``): of two that tie, the one the folds prefer comes first."""
         ranked = sorted((c for c in self.store.candidates() if c.supported), key=lambda c: -c.score)
         near: list[Candidate] = []
         for candidate in ranked:
@@ -89,7 +88,7 @@ class HeldOutJudge:
                 near.append(candidate)
         outputs = {c.id: self._outputs(c) for c in near}
         cut = min((c.score for c in _distinct(near, outputs)[:CONTENDERS]), default=0.0)
-        near = sorted(self._with_folds(near, cut), key=_val_then_folds, reverse=True)
+        near = sorted(self._with_folds(near, cut, outputs), key=_val_then_folds, reverse=True)
         chosen = _distinct(near, outputs)[:CONTENDERS]
         return [c for c in chosen if c.evaluation is not None and c.evaluation.confirm is None]
 
@@ -97,17 +96,20 @@ class HeldOutJudge:
         path = self.store.path / candidate.trace if candidate.trace is not None else None
         return trace_outputs(path) if path is not None else {}
 
-    def _with_folds(self, near: list[Candidate], cut: float) -> list[Candidate]:
+    def _with_folds(self, near: list[Candidate], cut: float, outputs: dict[str, dict[str, str]]) -> list[Candidate]:
         """``near`` with training-fold scores for its model-free candidates at or above ``cut`` whose validation
-        score another candidate of ``near`` shares (each program scored once, a ``"folds"`` line logged; one that
-        carries a score keeps it)."""
+        score another candidate of ``near`` shares, the first of each group with the same outputs on the search's
+        examples only (a later twin stays behind it, as before); each program is scored once, a ``"folds"`` line
+        logged, and one that carries a score keeps it."""
         shared = [
             c
             for c in near
             if c.score >= cut - 1e-12 and any(abs(o.score - c.score) < 1e-12 for o in near if o is not c)
         ]
         asked = [
-            c for c in shared if c.evaluation is not None and c.evaluation.model_free and c.evaluation.folds is None
+            c
+            for c in _distinct(shared, outputs)
+            if c.evaluation is not None and c.evaluation.model_free and c.evaluation.folds is None
         ]
         if self.model_free is None or not asked:
             return near
