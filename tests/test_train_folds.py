@@ -131,7 +131,7 @@ def test_contenders_that_tie_on_every_validation_score_are_ordered_by_their_trai
     tell that one of them fails on an input it was not built on. Without them the earlier would be returned."""
     task = ParityTask()
     run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
-    search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2))
+    search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2), train_folds=True)
     proposer = ScriptedProposer(
         {1: [Proposal("c001", UNSEEN_WRONG, "right where it was trained"), Proposal("c001", PARITY, "parity")]}
     )

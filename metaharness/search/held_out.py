@@ -35,7 +35,7 @@ class HeldOutJudge:
     """Chooses and judges on ``order``'s held-out examples (module docstring): ``evaluator`` scores what
     ``model_free`` (when given) cannot score with no model call, ``baseline`` (when given) is the no-model baseline
     of the judgement, ``check_stop`` raises at a safe point when the user asked to stop, ``progress`` is told of
-    every example scored."""
+    every example scored; ``train_folds`` orders tied model-free contenders by training folds (`contenders`)."""
 
     def __init__(
         self,
@@ -47,9 +47,12 @@ class HeldOutJudge:
         baseline: Baseline | None,
         check_stop: Callable[[], None],
         progress: Callable[[int, int], None],
+        *,
+        train_folds: bool = False,
     ) -> None:
         self.store, self.evaluator, self.events, self.order = store, evaluator, events, order
         self.model_free, self.baseline, self.check_stop, self.progress = model_free, baseline, check_stop, progress
+        self.train_folds = train_folds
         self.folds: TrainFolds | None = None
 
     def choose(self) -> None:
@@ -75,9 +78,9 @@ class HeldOutJudge:
         """The supported candidates the held-out examples must choose among, not confirmed yet: the ``CONTENDERS``
         best by validation score with distinct outputs (a candidate whose outputs equal a better one's is that one),
         leaving out any whose paired deficit to the top is more than two standard errors (no contender on this
-        evidence). Model-free candidates that tie on their validation score are first ordered by their score by
-        cross-validation on the training examples (``metaharness.search.train_folds``), which they then carry
-        (``Evaluation.folds``): of two that tie, the one the folds prefer comes first."""
+        evidence). With ``train_folds``, model-free candidates that tie on their validation score are first ordered
+        by their score by cross-validation on the training examples (``metaharness.search.train_folds``), which they
+        then carry (``Evaluation.folds``): of two that tie, the one the folds prefer comes first."""
         ranked = sorted((c for c in self.store.candidates() if c.supported), key=lambda c: -c.score)
         near: list[Candidate] = []
         for candidate in ranked:
@@ -111,8 +114,9 @@ class HeldOutJudge:
             for c in _distinct(shared, outputs)
             if c.evaluation is not None and c.evaluation.model_free and c.evaluation.folds is None
         ]
-        if self.model_free is None or not asked:
+        if not self.train_folds or self.model_free is None or not asked:
             return near
+        self.check_stop()
         if self.folds is None:  # made once the stand-ins have learnt the run's answers
             self.folds = TrainFolds(self.model_free)
         for candidate in asked:

@@ -300,6 +300,7 @@ class Optimizer:
             self.baseline,
             self._check_stop,
             self.stages.progress,
+            train_folds=self.settings.search.train_folds,
         )
 
     def _check_stop(self) -> None:

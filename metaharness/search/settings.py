@@ -40,6 +40,11 @@ def _solver(value: object, flag: str) -> None:
         raise InputError(f"{flag} must be one of {', '.join(ALLOCATION_SOLVERS)}, got {value!r}.")
 
 
+def _boolean(value: object, flag: str) -> None:
+    if not isinstance(value, bool):
+        raise InputError(f"{flag} must be true or false, got {value!r}.")
+
+
 # What the loop reads, declared once (``metaharness.setting``); ``budget`` is the run's limits (``BUDGET_SETTINGS``).
 SEARCH_SETTINGS = (
     Setting(
@@ -87,6 +92,14 @@ SEARCH_SETTINGS = (
         shown_default="a twelfth of the search's share, at least 3",
     ),
     Setting(
+        "train_folds",
+        bool,
+        False,
+        "Order model-free contenders that tie on the search's examples by their score by cross-validation on the "
+        "training examples (no model call, sandbox time; metaharness.search.train_folds).",
+        _boolean,
+    ),
+    Setting(
         "max_proposer_failures",
         int,
         3,
@@ -105,8 +118,9 @@ class SearchSettings:
     ``exact``), the example order's ``seed`` (the proposer's too) and the validation examples it holds out
     (``holdout``; None: `metaharness.search.staging.auto_holdout`), the proposals an iteration takes
     (``proposals``; None: ``proposals_per_iteration`` decides), the least first stage of a candidate's evaluation
-    (``first_stage``), every limit on spending (``budget``), and after how many proposer failures in a row a
-    session stops (``max_proposer_failures``). InputError naming the first bad one when made."""
+    (``first_stage``), whether tied model-free contenders are ordered by training folds (``train_folds``), every
+    limit on spending (``budget``), and after how many proposer failures in a row a session stops
+    (``max_proposer_failures``). InputError naming the first bad one when made."""
 
     evaluation: str = _DECLARED["evaluation"].default
     seed: int = _DECLARED["seed"].default
@@ -115,6 +129,7 @@ class SearchSettings:
     budget: SearchBudget = field(default_factory=SearchBudget)
     solver: AllocationSolver = _DECLARED["solver"].default
     first_stage: int | None = _DECLARED["first_stage"].default
+    train_folds: bool = _DECLARED["train_folds"].default
     max_proposer_failures: int = _DECLARED["max_proposer_failures"].default
 
     def __post_init__(self) -> None:
