@@ -11,7 +11,8 @@ fold score never stands for what the real model would have said). No example of 
 examples its program was built on, and no validation example is used.
 
 ``TrainFolds`` gives that score as an ``Evaluation`` of split ``"folds"`` (the free training examples' ids and
-scores), memoised by program. The held-out judge (``metaharness.search.held_out``) asks it of the model-free
+scores), memoised by program. With ``SearchSettings.train_folds`` (off by default: no gain on held-out examples
+was shown, docs/free-evidence.md) the held-out judge (``metaharness.search.held_out``) asks it of the model-free
 candidates in the running for what the run returns, orders them by it where their validation scores tie, and keeps
 it on the candidate (``Evaluation.folds``): it breaks ties and never outweighs a validation or held-out score.
 Cost: one sandbox evaluation per fold (one build, ``SALTS`` predictions per example), no token; the seconds are in
