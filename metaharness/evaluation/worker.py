@@ -35,7 +35,10 @@ from metaharness.candidates.protocol import HARNESS_FILE, LM, Harness, LMReply, 
 from metaharness.evaluation.bounds import MAX_ERROR_CHARS, MAX_PREDICTION_CHARS, cut
 from metaharness.evaluation.confine import Limits, arm_parent_death, confine
 
-MAX_EXAMPLES_PER_WORKER = 64  # the CPU hard limit allows this many examples; the pool retires a worker then
+# The CPU hard limit allows this many examples; the pool retires a worker then. Enough for a model-free check
+# (every example asked 3 times) of 85 examples in one load: a harness that trains in ``__init__`` pays that once
+# (benchmarks/model_free_loads.py).
+MAX_EXAMPLES_PER_WORKER = 256
 
 
 class _Channel:
