@@ -208,6 +208,36 @@ def test_the_loop_scores_free_the_examples_where_the_answer_cannot_matter_and_pa
     assert "| 0 | 1 candidate, 3 examples | none |" in text and "| 1 | 1 candidate, 2 examples | none |" in text
 
 
+def test_an_intermediate_of_a_chain_is_scored_free_before_a_policy_can_pay_for_it(tmp_path: Path) -> None:
+    """A chain's intermediate step is committed unevaluated, but a policy may still pick it: when its outputs do not
+    depend on the model, the free evidence scores it first, so no policy pays the model for it (before, the "all"
+    policy paid the task model for its three examples)."""
+    model = ScriptedModel(diagnose, spec="openai:toy-model")
+    client = Client("openai:toy-model", model, cache=ResponseCache(tmp_path / "cache.sqlite"), ledger=Ledger())
+    run = RunDirectory.open(tmp_path / "run", {"dataset": "toy", "task_model": "openai:toy-model"})
+    search = SearchSettings(evaluation="all", budget=SearchBudget(evals_per_iter=6))
+    rule = "'[DIAGNOSIS]' + ('dengue' if 'fever' in x else 'psoriasis') + '[/DIAGNOSIS]'"
+    step = Proposal(None, harness(answer=rule, system="Say the disease."), "answer by a rule")  # calls of its own
+    final = Proposal("c001", PARTLY, "read the model on fevers only", intermediates=[step])
+    Optimizer(
+        run,
+        LoopSettings("toy", search, iterations=1, test=False),
+        ScriptedProposer({1: [final]}),
+        TaskEvaluator(ToyTask(), client, workers=1),
+        [Seed("tagged", harness(answer=TAGGED))],
+        model_free=check(tmp_path),
+    ).run()
+    run.close()
+    by_summary = {c.summary: c for c in run.candidates()}
+    free = by_summary["answer by a rule"]
+    assert free.supported and free.evaluation is not None and free.evaluation.model_free
+    assert free.evaluation.spend() == Spend()
+    assert len(model.requests) == 3  # the seed's three examples (the final proposal's one fever repeats one)
+    line = run.log_records("iteration")[-1]
+    assert line["model_free"] == {free.id: 3, by_summary["read the model on fevers only"].id: 2}
+    assert free.id not in line["allotted"]
+
+
 class CountingChecks(TaskEvaluator):
     """A `TaskEvaluator` that remembers which candidates it was asked to load with the real model."""
 

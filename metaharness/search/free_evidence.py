@@ -52,15 +52,16 @@ class FreeEvidence:
         self._model_free: dict[str, int] = {}  # candidate -> examples scored with no model call (this session)
         self._checks: dict[int, FreeChecks] = {}  # iteration -> what its model-free checks cost
 
-    def score(self, iteration: int, proposals: list[str]) -> None:
-        """Score what can be scored for free before any policy decides: each new candidate not scored yet, with no
-        model call when its outputs do not depend on the model's answers (its whole share), else on the recorded
-        calls it repeats (a rerun after a kill does what is left). The model-free checks run first, one per CPU."""
+    def score(self, iteration: int, planned: list[str]) -> None:
+        """Score what can be scored for free before any policy decides: each candidate of ``planned`` (the
+        iteration's, intermediates of a chain too) not scored yet, with no model call when its outputs do not
+        depend on the model's answers (its whole share), else on the recorded calls it repeats (a rerun after a kill
+        does what is left). The model-free checks run first, one per CPU."""
         if self.model_free is not None:
             by_id = {c.id: c for c in self.store.candidates()}
-            new = [by_id[cid] for cid in proposals if cid in by_id and not (by_id[cid].failed or by_id[cid].evaluated)]
+            new = [by_id[cid] for cid in planned if cid in by_id and not (by_id[cid].failed or by_id[cid].evaluated)]
             self.model_free.prefetch([(c.source, self.stages.order.search) for c in new])
-        for cid in proposals:
+        for cid in planned:
             self.check_stop()
             by_id = {c.id: c for c in self.store.candidates()}
             candidate = by_id.get(cid)
@@ -84,8 +85,12 @@ class FreeEvidence:
             self.model_free.learn(self._recorded_responses())
 
     def facts(self, iteration: int) -> FreeFacts:
-        """What the free evidence did this session (the iteration's checks), for the iteration's line."""
-        return FreeFacts(dict(self._replayed), dict(self._model_free), self._checks.get(iteration, FreeChecks()))
+        """What the free evidence did this session to ``iteration``'s candidates, and its checks, for the
+        iteration's line."""
+        mine = {c.id for c in self.store.candidates() if c.iteration == iteration}
+        replayed = {cid: n for cid, n in self._replayed.items() if cid in mine}
+        model_free = {cid: n for cid, n in self._model_free.items() if cid in mine}
+        return FreeFacts(replayed, model_free, self._checks.get(iteration, FreeChecks()))
 
     def _recorded_responses(self) -> list[str]:
         """The task model's responses in the run's traces, in candidate order (forms of answer the harnesses were

@@ -329,7 +329,7 @@ class Optimizer:
             if entry.id not in committed:
                 self._realise(entry, iteration)
         proposals = [e.id for e in plan if e.evaluate]
-        self.free.score(iteration, proposals)
+        self.free.score(iteration, [e.id for e in plan])  # intermediates too: a policy may pick any unscored one
         record = self.stages.run(iteration, proposals, self.free.facts(iteration))
         candidates = self.store.candidates()
         self.store.log(
@@ -435,7 +435,7 @@ class Optimizer:
 
     def _realise(self, entry: PlanEntry, iteration: int) -> None:
         """Check and commit one planned candidate: implemented (to be scored by the staged evaluation), or failed.
-        One to be evaluated is committed unchecked where the model-free check will load it (`FreeEvidence`)."""
+        With a model-free check, every candidate is committed unchecked: that check loads it (`FreeEvidence`)."""
         candidate = Candidate(
             id=entry.id,
             parent=entry.parent,
@@ -452,7 +452,7 @@ class Optimizer:
             unknown, candidate.parent = candidate.parent, None  # committed on the root so the proposer sees the mistake
             self._fail(candidate, f"parent '{unknown}' is not a candidate of this run (known: {self._known_ids()})")
             return
-        error = None if entry.evaluate and self.model_free is not None else self._load_error(candidate, iteration)
+        error = None if self.model_free is not None else self._load_error(candidate, iteration)
         if error:
             self._fail(candidate, error)
             return

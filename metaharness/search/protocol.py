@@ -111,7 +111,8 @@ class Proposal:
     ``node``).
     ``intermediates``: the steps of a chosen chain between ``parent`` and this program, in order, each a
     ``Proposal`` with its own source, summary, prediction and node (their own ``parent`` is not used: the
-    first revises ``parent``, each next one the previous); they are committed implemented, not evaluated.
+    first revises ``parent``, each next one the previous); they are committed implemented, scored at no cost where
+    the free evidence can (``metaharness.search.free_evidence``), and evaluated only if a policy picks them.
     """
 
     parent: str | None

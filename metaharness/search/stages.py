@@ -110,8 +110,8 @@ class StagedEvaluation:
             alternatives=alternatives(first) if iteration > 0 and first.arms else {},
             rounds=rounds,
             spend={**phases, MEASURE: realised},
-            replayed={cid: n for cid, n in sorted(free.replayed.items()) if cid in proposals},
-            model_free={cid: n for cid, n in sorted(free.model_free.items()) if cid in proposals},
+            replayed=dict(sorted(free.replayed.items())),
+            model_free=dict(sorted(free.model_free.items())),
             checks=free.checks,
             identical=self.identical(iteration),
         )
