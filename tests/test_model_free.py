@@ -62,6 +62,21 @@ def test_a_stand_in_varies_its_answer_with_the_salt_and_nothing_else() -> None:
     assert {StandInClient([], salt).complete(shown).text for salt in range(2)} >= {"Answer: dengue"}
 
 
+def test_a_stand_in_ends_its_answer_at_a_stop_string_as_a_server_does() -> None:
+    """A harness that asks with ``stop`` gets the stand-in's answer cut where the model's would be: otherwise a
+    program that echoes the answer's form (a few-shot turn ending ``<eoa>``) outputs one text in the check and
+    another with the model, and a free candidate never matches its twin scored with the model."""
+    turns = [{"role": "assistant", "content": "[D]dengue<eoa>"}, {"role": "user", "content": "x"}]
+    cut = StandInClient(["[D]psoriasis<eoa> and more"], 0).complete(ChatRequest(turns, stop=["<eoa>", "\n\n"]))
+    assert cut.text == "[D]dengue"
+    texts = {
+        StandInClient(["[D]psoriasis<eoa> and more"], s).complete(ChatRequest(turns, stop=["<eoa>"])).text
+        for s in (0, 1)
+    }
+    assert texts == {"[D]dengue", "[D]psoriasis"}
+    assert StandInClient(["[D]x<eoa>"], 0).complete(ChatRequest([{"role": "user", "content": "x"}])).text == "[D]x<eoa>"
+
+
 def test_a_schema_value_validates_against_its_schema() -> None:
     schema = {
         "type": "object",

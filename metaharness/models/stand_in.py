@@ -12,7 +12,9 @@ salt answers like one of the request's assistant turns when it has any, the othe
 Which one is a function of the request and the salt alone (sha256, no process state), and two salts below the
 number of answers never give one request the same answer. A JSON-schema request gets a value of its schema built
 from the same choice (an enum's member, a string answer, ...). Nothing is charged: the result's usage is zero and
-``charged`` is False; there is no ledger.
+``charged`` is False; there is no ledger. Like a real server, a stand-in ends a plain answer before the first of
+the request's ``stop`` strings (the stop string not included), so a harness sees its answers in the form the model's
+come in.
 """
 
 from __future__ import annotations
@@ -71,8 +73,14 @@ class StandInClient:
                 parsed = schema_value(request.json_schema, text, pick)
                 choices.append(Choice(json.dumps(parsed, ensure_ascii=False), parsed=parsed, finish_reason="stop"))
             else:
-                choices.append(Choice(text, finish_reason="stop"))
+                choices.append(Choice(_stopped(text, request.stop), finish_reason="stop"))
         return ChatResult(choices, Usage(), 0.0, self.spec, cached=False, charged=False)
+
+
+def _stopped(text: str, stop: Sequence[str] | None) -> str:
+    """``text`` up to the first place any of the ``stop`` strings begins (all of it when none occurs)."""
+    ends = [text.find(s) for s in stop or () if s and s in text]
+    return text[: min(ends)] if ends else text
 
 
 def schema_value(schema: Any, text: str, pick: int) -> Any:
