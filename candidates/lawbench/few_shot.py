@@ -53,4 +53,5 @@ class Harness:
                 if not examples or "context" not in str(error).lower():
                     raise
                 examples = examples[: len(examples) // 4 * 2]
-        return response if "[罪名]" in response else f"[罪名]{response.strip()}<eoa>"
+        answer = response if "[罪名]" in response else f"[罪名]{response.strip()}"
+        return answer if answer.rstrip().endswith("<eoa>") else answer.rstrip() + "<eoa>"  # one form, said or not

@@ -81,4 +81,5 @@ class Harness:
             {"role": "user", "content": query},
         ]
         response = self.lm(messages, max_tokens=ANSWER_TOKENS, stop=["<eoa>"])
-        return response if "[罪名]" in response else f"[罪名]{response.strip()}<eoa>"
+        answer = response if "[罪名]" in response else f"[罪名]{response.strip()}"
+        return answer if answer.rstrip().endswith("<eoa>") else answer.rstrip() + "<eoa>"  # one form, said or not
