@@ -24,13 +24,16 @@ from metaharness.tasks.protocol import Example
 
 
 class ParityTask:
-    """``case k`` in, ``even`` or ``odd`` out; 12 validation examples."""
+    """``case k`` in, ``even`` or ``odd`` out; ``val`` validation examples (12 unless said)."""
 
     name = "parity"
     description = "Say whether the case number is even or odd."
 
+    def __init__(self, val: int = 12) -> None:
+        self.val = val
+
     def load(self, split: str) -> list[Example]:
-        sizes = {"train": 6, "val": 12}
+        sizes = {"train": 6, "val": self.val}
         if split not in sizes:
             raise InputError(f"no split {split!r}")
         return [Example(f"{split}-{k:02d}", f"case {k}", "even" if k % 2 == 0 else "odd") for k in range(sizes[split])]
@@ -69,25 +72,25 @@ def test_the_held_out_examples_come_from_outside_the_search_and_split_in_confirm
     ids = [f"v{k}" for k in range(50)]
     order = ExampleOrder.split(ids, seed=0, limit=10)
     assert len(order.search) == 10 and set(order.search) == set(ids[:10])  # the search's share as before
-    assert len(order.holdout) == 20 and not set(order.holdout) & set(order.search)
-    assert len(order.confirm) == 6 and len(order.judge) == 14 and order.confirm + order.judge == order.holdout
+    assert len(order.holdout) == 25 and not set(order.holdout) & set(order.search)
+    assert len(order.confirm) == 5 and len(order.judge) == 20 and order.confirm + order.judge == order.holdout
     whole = ExampleOrder.split(ids, seed=0)
-    assert len(whole.search) == 30 and len(whole.holdout) == 20
-    assert auto_holdout(9) == 0 and auto_holdout(30) == 12 and auto_holdout(50, 45) == 5
-    assert confirm_size(1) == 0 and confirm_size(2) == 1 and confirm_size(20) == 6
+    assert len(whole.search) == 25 and len(whole.holdout) == 25
+    assert auto_holdout(9) == 0 and auto_holdout(30) == 15 and auto_holdout(50, 45) == 5
+    assert confirm_size(1) == 0 and confirm_size(2) == 1 and confirm_size(20) == 4
     assert ExampleOrder.split(ids, seed=0, limit=10, holdout=0).holdout == ()
     with pytest.raises(InputError, match="only 40 of the 50"):
         ExampleOrder.split(ids, seed=0, limit=10, holdout=41)
 
 
 def test_a_lookup_table_of_the_search_examples_tops_the_search_and_is_not_returned(tmp_path: Path) -> None:
-    task = ParityTask()
+    task = ParityTask(val=20)  # 10 held out: 2 confirm, 8 judge
     val = [e.id for e in task.load("val")]
-    order = ExampleOrder.split(val, seed=0, holdout=6)
+    order = ExampleOrder.split(val, seed=0, holdout=10)
     answers = {e.input: e.target for e in task.load("val") if e.id in order.search}
     model = ScriptedModel("even", spec="openai:toy-model")
     run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
-    search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2))
+    search = SearchSettings(evaluation="planner", holdout=10, budget=SearchBudget(evals_per_iter=2))
     proposer = ScriptedProposer()
     free = ModelFreeCheck(task, lambda view, client: TaskEvaluator(view, client, workers=1), tmp_path / "free")
     optimizer = Optimizer(
@@ -111,11 +114,11 @@ def test_a_lookup_table_of_the_search_examples_tops_the_search_and_is_not_return
     stored = run.store.best()
     assert stored is not None and stored.id == honest.id  # git's best agrees
     judged = run.split_result(honest.id, "holdout")
-    assert judged is not None and judged.examples == 4 and judged.example_ids == list(order.judge)
+    assert judged is not None and judged.examples == 8 and judged.example_ids == list(order.judge)
     assert len(run.log_records("confirm")) == 2 and len(run.log_records("holdout")) == 1
     assert not model.requests
     [judgement] = run.log_records("judgement")  # the returned candidate, the best seed and the baseline, paired
-    assert judgement["examples"] == 4 and judgement["scores"]["returned"]["id"] == honest.id
+    assert judgement["examples"] == 8 and judgement["scores"]["returned"]["id"] == honest.id
     assert judgement["scores"]["best seed"]["id"] == honest.id  # the returned candidate is a seed here
     assert set(judgement["scores"]) == {"returned", "best seed", "baseline"} and judgement["baseline"]["k"] in KS
     over = {c["over"]: c for c in judgement["comparisons"]}
@@ -123,9 +126,9 @@ def test_a_lookup_table_of_the_search_examples_tops_the_search_and_is_not_return
     low, high = over["baseline"]["interval"]
     assert low <= over["baseline"]["difference"] <= high and over["baseline"]["above_zero"] == (low > 0)
     text = write_summary_markdown(run).read_text(encoding="utf-8")
-    assert "6 held out (2 choose what the run returns, 4 judge it)" in text
+    assert "10 held out (2 choose what the run returns, 8 judge it)" in text
     assert "confirmed 1.0000 on 2 held-out examples" in text or "confirmed 0.5000 on 2 held-out examples" in text
-    assert "## What the search bought (judged on 4 held-out examples nothing was chosen by)" in text
+    assert "## What the search bought (judged on 8 held-out examples nothing was chosen by)" in text
     assert "- returned minus best seed: +0.0000, 95% interval [+0.0000, +0.0000] (not above 0)" in text
 
 

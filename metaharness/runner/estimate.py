@@ -335,7 +335,7 @@ def _notes(
 ) -> list[str]:
     notes = [
         f"the search scores candidates on {share} validation examples"
-        + (f", {holdout} held out (a third choose among the search's best, the rest judge it)" if holdout else "")
+        + (f", {holdout} held out (a fifth choose among the search's best, the rest judge it)" if holdout else "")
         + f"; a seed sends {mean.calls:.1f} calls and {mean.input_tokens:,.0f} prompt tokens per example on average",
     ]
     if plan is None:

@@ -64,12 +64,12 @@ SEARCH_SETTINGS = (
         "holdout",
         int,
         None,
-        "Validation examples no proposer sees: a third choose what the run returns among the search's best, the "
+        "Validation examples no proposer sees: a fifth choose what the run returns among the search's best, the "
         "rest score it.",
         at_least(0),
         flag="--holdout",
         minimum=0,
-        shown_default="40% of the validation examples, from outside --val-limit's; none below 10",
+        shown_default="half the validation examples, from outside --val-limit's; none below 10",
     ),
     Setting(
         "proposals",

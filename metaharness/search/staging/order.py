@@ -1,5 +1,5 @@
 """The run's validation examples in one seeded order (`ExampleOrder`): the search's share first, then the examples
-held out of the search, a third of them to choose the candidate the run returns (``confirm``), the rest to judge
+held out of the search, a fifth of them to choose the candidate the run returns (``confirm``), the rest to judge
 it (``judge``). Two candidates' first examples are the same examples, so every comparison is paired."""
 
 from __future__ import annotations
@@ -10,15 +10,16 @@ from dataclasses import dataclass
 
 from metaharness.errors import InputError
 
-# Held out of the search by default: 40% of the validation examples (20 of 50), unless there are fewer than 10.
-HOLDOUT_SHARE = 0.4
+# Held out of the search by default: half the validation examples (25 of 50), unless there are fewer than 10. The
+# judge examples are what tell a gain from noise (benchmarks/judge_power.py), so they get the larger part.
+HOLDOUT_SHARE = 0.5
 MIN_HOLDOUT_EXAMPLES = 10
 
 
 @dataclass(frozen=True)
 class ExampleOrder:
     """The run's validation examples in one seeded order: the search's ``share`` first, then ``holdout``, examples
-    no proposer ever sees in a trace, a score or a workspace: its first third (``confirm``) chooses the candidate the
+    no proposer ever sees in a trace, a score or a workspace: its first fifth (``confirm``) chooses the candidate the
     run returns among the search's best, the rest (``judge``) scores what it returns, once chosen."""
 
     search: tuple[str, ...]
@@ -63,7 +64,7 @@ class ExampleOrder:
 
     @property
     def confirm(self) -> tuple[str, ...]:
-        """The held-out examples that choose the returned candidate among the search's best (a third)."""
+        """The held-out examples that choose the returned candidate among the search's best (a fifth)."""
         return self.holdout[: confirm_size(len(self.holdout))]
 
     @property
@@ -91,5 +92,6 @@ def auto_holdout(examples: int, limit: int | None = None) -> int:
 
 
 def confirm_size(holdout: int) -> int:
-    """How many of ``holdout`` held-out examples choose the returned candidate: a third (at least one of two)."""
-    return max(1, holdout // 3) if holdout >= 2 else 0
+    """How many of ``holdout`` held-out examples choose the returned candidate: a fifth (at least one of two). They
+    choose between two contenders only; the rest judge, and a judgement's interval narrows with their number."""
+    return max(1, holdout // 5) if holdout >= 2 else 0
