@@ -245,11 +245,12 @@ class RevisionSimulator:
 
     def _model_free(self, summary: str, source: str, base: Candidate, chain: list[str]) -> SimulatedStep | None:
         """A revision of a model-free base, scored with no model call on the base's examples when it is model-free
-        too (exact, like a complete replay); None when it reads the model's answers (it is predicted otherwise)."""
+        too (exact, like a complete replay); None when it reads the model's answers on any of them (it is predicted
+        otherwise: a score on the free examples alone would stand for all of them at no cost)."""
         assert self.state.model_free is not None and base.evaluation is not None
         ids = list(base.evaluation.example_ids)
         found = self.state.model_free(source, ids)
-        if found.evaluation is None or found.trace is None:
+        if found.evaluation is None or found.trace is None or not found.model_free:
             return None
         outputs = record_outputs(read_jsonl(found.trace))
         before = _outputs(base, self.state)

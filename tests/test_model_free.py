@@ -4,18 +4,21 @@ no model call; one that reads the answers, however it reads them, is not."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fakes import ScriptedModel, ScriptedProposer, ToyTask
 from test_one_budget import TAGGED, diagnose, harness
 
 from metaharness.budget import SearchBudget, Spend
+from metaharness.candidate import Candidate, Evaluation
 from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.models.cache import ResponseCache
 from metaharness.models.client import Client
 from metaharness.models.ledger import Ledger
 from metaharness.models.protocol import ChatRequest
 from metaharness.models.stand_in import StandInClient, schema_value
+from metaharness.proposers.simulation import RevisionSimulator
 from metaharness.report import write_summary_markdown
 from metaharness.search.loop import LoopSettings, Optimizer, Seed
 from metaharness.search.model_free import ModelFreeCheck
@@ -131,6 +134,21 @@ def test_only_outputs_that_ignore_the_answers_are_free(tmp_path: Path, source: s
         assert found.trace is not None and len(found.trace.read_text().splitlines()) == len(free)
     if source == IGNORES:
         assert found.evaluation is not None and found.evaluation.primary == pytest.approx(2 / 3)
+
+
+def test_a_revision_that_reads_the_model_on_some_examples_is_not_predicted_as_model_free(tmp_path: Path) -> None:
+    """The offline proposer predicts a revision of a model-free base with no model call only when the revision is
+    model-free on every one of the base's examples: a score on the free ones alone would stand for all of them, at
+    a predicted cost of nothing, where the rest cost model calls (before, PARTLY was predicted 'model-free')."""
+    simulator = RevisionSimulator.__new__(RevisionSimulator)
+    simulator.state = SimpleNamespace(model_free=check(tmp_path), iteration=1, trace_path=lambda candidate: None)
+    simulator.replayed = 0
+    scored = Evaluation("val", {"primary": 1 / 3}, {}, example_ids=IDS, example_scores=[1.0, 0.0, 0.0], model_free=True)
+    base = Candidate("c001", None, 0, IGNORES, evaluation=scored)
+    assert simulator._model_free("read the model on fevers only", PARTLY, base, ["snap_to_labels"]) is None
+    exact = simulator._model_free("the same rule", IGNORES, base, ["snap_to_labels"])
+    assert exact is not None and exact.data["predicted_by"] == "model-free" and exact.cost == (0.0, 0.0, 0.0)
+    assert exact.score == pytest.approx(2 / 3) and simulator.replayed == 1
 
 
 def test_a_check_asked_again_is_the_first_one_paid_once_and_prefetched_checks_run_together(tmp_path: Path) -> None:
