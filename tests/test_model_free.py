@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from fakes import ScriptedModel, ScriptedProposer, ToyTask
@@ -141,7 +142,8 @@ def test_a_revision_that_reads_the_model_on_some_examples_is_not_predicted_as_mo
     model-free on every one of the base's examples: a score on the free ones alone would stand for all of them, at
     a predicted cost of nothing, where the rest cost model calls (before, PARTLY was predicted 'model-free')."""
     simulator = RevisionSimulator.__new__(RevisionSimulator)
-    simulator.state = SimpleNamespace(model_free=check(tmp_path), iteration=1, trace_path=lambda candidate: None)
+    state = SimpleNamespace(model_free=check(tmp_path), iteration=1, trace_path=lambda candidate: None)
+    simulator.state = cast(Any, state)  # what _model_free reads of a RunState
     simulator.replayed = 0
     scored = Evaluation("val", {"primary": 1 / 3}, {}, example_ids=IDS, example_scores=[1.0, 0.0, 0.0], model_free=True)
     base = Candidate("c001", None, 0, IGNORES, evaluation=scored)
