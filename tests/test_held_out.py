@@ -24,16 +24,17 @@ from metaharness.tasks.protocol import Example
 
 
 class ParityTask:
-    """``case k`` in, ``even`` or ``odd`` out; ``val`` validation examples (12 unless said)."""
+    """``case k`` in, ``even`` or ``odd`` out; ``train`` training and ``val`` validation examples (6 and 12 unless
+    said)."""
 
     name = "parity"
     description = "Say whether the case number is even or odd."
 
-    def __init__(self, val: int = 12) -> None:
-        self.val = val
+    def __init__(self, val: int = 12, train: int = 6) -> None:
+        self.val, self.train = val, train
 
     def load(self, split: str) -> list[Example]:
-        sizes = {"train": 6, "val": self.val}
+        sizes = {"train": self.train, "val": self.val}
         if split not in sizes:
             raise InputError(f"no split {split!r}")
         return [Example(f"{split}-{k:02d}", f"case {k}", "even" if k % 2 == 0 else "odd") for k in range(sizes[split])]

@@ -55,6 +55,7 @@ RUN_OPTIONS = (
     "proposals",
     "seed",
     "holdout",
+    "judge_train",
     "val_limit",
     "per_run",
     "per_iteration",

@@ -54,6 +54,7 @@ from metaharness.search.held_out import CONTENDERS
 from metaharness.search.loop import Seed
 from metaharness.search.staging import ExampleOrder
 from metaharness.search.test_split import TestSplit
+from metaharness.search.withheld import withhold
 from metaharness.store.run_dir import RunDirectory
 from metaharness.tasks.protocol import Task
 
@@ -243,7 +244,7 @@ def estimate_run(
     prices = PriceTable()
     task_price = prices.lookup(settings.task_model)
     order = _examples(settings, task)
-    share, holdout = len(order.search), len(order.holdout)
+    share, holdout = len(order.search), len(order.holdout) + len(order.judge_only)
     mean = _mean(rates)
     parts: list[Part] = []
 
@@ -279,16 +280,21 @@ def estimate_run(
     proposer = _proposer_part(settings, len(todo), prices)
     if proposer is not None:
         parts.append(proposer)
-    notes = _notes(settings, share, holdout, plan, test_size, mean)
+    notes = _notes(settings, share, order, plan, test_size, mean)
     estimate = Estimate(parts, rates, notes)
     estimate.notes += _cap_notes(settings, estimate.total())
     return estimate
 
 
 def _examples(settings: RunSettings, task: Task) -> ExampleOrder:
-    """The run's validation examples as the loop orders them: the search's share and the held-out ones."""
+    """The run's validation examples as the loop orders them: the search's share, the held-out ones and the
+    training examples withheld to judge on."""
+    task, judge_only = withhold(task, settings.search.judge_train)
     val = [example.id for example in task.load("val")]
-    return ExampleOrder.split(val, seed=settings.search.seed, limit=settings.val_limit, holdout=settings.search.holdout)
+    search = settings.search
+    return ExampleOrder.split(
+        val, seed=search.seed, limit=settings.val_limit, holdout=search.holdout, judge_only=judge_only
+    )
 
 
 def _mean(rates: list[SeedRate]) -> SeedRate:
@@ -331,11 +337,16 @@ def _proposer_part(settings: RunSettings, iterations: int, prices: PriceTable) -
 
 
 def _notes(
-    settings: RunSettings, share: int, holdout: int, plan: TestSplit | None, test_size: int, mean: SeedRate
+    settings: RunSettings, share: int, order: ExampleOrder, plan: TestSplit | None, test_size: int, mean: SeedRate
 ) -> list[str]:
     notes = [
         f"the search scores candidates on {share} validation examples"
-        + (f", {holdout} held out (a fifth choose among the search's best, the rest judge it)" if holdout else "")
+        + (
+            f", {len(order.holdout)} held out (a fifth choose among the search's best, the rest judge it)"
+            if order.holdout
+            else ""
+        )
+        + (f", {len(order.judge_only)} training examples withheld to judge on" if order.judge_only else "")
         + f"; a seed sends {mean.calls:.1f} calls and {mean.input_tokens:,.0f} prompt tokens per example on average",
     ]
     if plan is None:

@@ -44,6 +44,7 @@ from metaharness.search.model_free import ModelFreeCheck
 from metaharness.search.replay import Replayer
 from metaharness.search.staging import ExampleOrder
 from metaharness.search.test_split import TestSplit
+from metaharness.search.withheld import withhold
 from metaharness.store.log import StartLine
 from metaharness.store.run_dir import RunDirectory
 from metaharness.tasks import open_task
@@ -133,10 +134,13 @@ def optimize(
     names = list(resolved.seed_names) if resolved.seed_names else None
     seeded = stored is not None and 0 in RunDirectory.browse(Path(run_dir)).completed_iterations()
     starts = [] if seeded else seeds_of(task, names, files=resolved.seed_files)  # committed: files may be gone
-    val = [example.id for example in task.load("val")]
     search = resolved.search
+    task, judge_only = withhold(task, search.judge_train)  # what every harness, proposer and check sees
+    val = [example.id for example in task.load("val")]
     ExampleOrder.split(val, seed=search.seed, limit=resolved.val_limit, holdout=search.holdout)  # enough examples
-    session = LoopSettings(resolved.dataset, search, iterations, test=test, limit=resolved.val_limit)
+    session = LoopSettings(
+        resolved.dataset, search, iterations, test=test, limit=resolved.val_limit, judge_only=judge_only
+    )
     return _run(Path(run_dir), resolved, task, starts, session, workers, data_dir, events, stop)
 
 

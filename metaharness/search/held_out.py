@@ -60,7 +60,7 @@ class HeldOutJudge:
         some out): the search's best contenders (`contenders`) not confirmed yet are scored on the held-out
         ``confirm`` examples, which makes the best the highest confirmed score (``metaharness.frontier.best``), and
         the best, once chosen, on the ``judge`` examples (once per candidate, saved as its ``holdout`` result)."""
-        if not self.order.holdout:
+        if not self.order.confirm and not self.order.judge:
             return
         for candidate in self.contenders() if self.order.confirm else []:  # a holdout of 1 or 2 has no confirm third
             self.check_stop()

@@ -98,13 +98,15 @@ class LoopSettings:
     the frontier on the test split at the end (``test``: ``True`` within the default bound, or a ``TestSplit``; when
     the split is available), and how many validation
     examples the search's share may hold (``limit``: the first ones of the split; the held-out examples come from
-    the rest, `ExampleOrder.split`)."""
+    the rest, `ExampleOrder.split`), and the ids of the evaluator's validation examples that only judge
+    (``judge_only``: training examples the run withholds, `metaharness.search.withheld`)."""
 
     task: str
     search: SearchSettings
     iterations: int
     test: bool | TestSplit = True
     limit: int | None = None
+    judge_only: tuple[str, ...] = ()
 
 
 class Spending(Protocol):
@@ -276,6 +278,7 @@ class Optimizer:
             seed=self.settings.search.seed,
             limit=self.settings.limit,
             holdout=self.settings.search.holdout,
+            judge_only=self.settings.judge_only,
         )
         self.account = SpendAccount.of(self.store.candidates(), self.store)
         self.stages = StagedEvaluation(

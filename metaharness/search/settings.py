@@ -72,6 +72,16 @@ SEARCH_SETTINGS = (
         shown_default="half the validation examples, from outside --val-limit's; none below 10",
     ),
     Setting(
+        "judge_train",
+        int,
+        0,
+        "Training examples withheld from every harness and proposer and added to the judge examples, for a larger "
+        "judgement (metaharness.search.withheld).",
+        at_least(0),
+        flag="--judge-train",
+        minimum=0,
+    ),
+    Setting(
         "proposals",
         int,
         None,
@@ -116,7 +126,8 @@ _DECLARED = by_name(SEARCH_SETTINGS)
 class SearchSettings:
     """How the loop searches: the evaluation policy (``evaluation``) and its allocation ``solver`` (``auto`` or
     ``exact``), the example order's ``seed`` (the proposer's too) and the validation examples it holds out
-    (``holdout``; None: `metaharness.search.staging.auto_holdout`), the proposals an iteration takes
+    (``holdout``; None: `metaharness.search.staging.auto_holdout`) and the training examples it withholds to judge on
+    (``judge_train``: `metaharness.search.withheld`), the proposals an iteration takes
     (``proposals``; None: ``proposals_per_iteration`` decides), the least first stage of a candidate's evaluation
     (``first_stage``), whether tied model-free contenders are ordered by training folds (``train_folds``), every
     limit on spending (``budget``), and after how many proposer failures in a row a session stops
@@ -125,6 +136,7 @@ class SearchSettings:
     evaluation: str = _DECLARED["evaluation"].default
     seed: int = _DECLARED["seed"].default
     holdout: int | None = _DECLARED["holdout"].default
+    judge_train: int = _DECLARED["judge_train"].default
     proposals: int | None = _DECLARED["proposals"].default
     budget: SearchBudget = field(default_factory=SearchBudget)
     solver: AllocationSolver = _DECLARED["solver"].default

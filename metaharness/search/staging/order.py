@@ -1,9 +1,12 @@
 """The run's validation examples in one seeded order (`ExampleOrder`): the search's share first, then the examples
 held out of the search, a fifth of them to choose the candidate the run returns (``confirm``), the rest to judge
-it (``judge``). Two candidates' first examples are the same examples, so every comparison is paired."""
+it (``judge``), with any examples that only judge (``judge_only``: training examples the run withholds,
+`metaharness.search.withheld`). Two candidates' first examples are the same examples, so every comparison is
+paired."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,10 +23,12 @@ MIN_HOLDOUT_EXAMPLES = 10
 class ExampleOrder:
     """The run's validation examples in one seeded order: the search's ``share`` first, then ``holdout``, examples
     no proposer ever sees in a trace, a score or a workspace: its first fifth (``confirm``) chooses the candidate the
-    run returns among the search's best, the rest (``judge``) scores what it returns, once chosen."""
+    run returns among the search's best, the rest (``judge``) scores what it returns, once chosen, with the
+    ``judge_only`` examples after them."""
 
     search: tuple[str, ...]
     holdout: tuple[str, ...] = ()
+    judge_only: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, ids: Sequence[str], *, seed: int, holdout: int = 0) -> ExampleOrder:
@@ -42,11 +47,22 @@ class ExampleOrder:
 
     @classmethod
     def split(
-        cls, ids: Sequence[str], *, seed: int, limit: int | None = None, holdout: int | None = None
+        cls,
+        ids: Sequence[str],
+        *,
+        seed: int,
+        limit: int | None = None,
+        holdout: int | None = None,
+        judge_only: Sequence[str] = (),
     ) -> ExampleOrder:
         """A run's order over its task's validation ``ids`` (split order): the search's share is the first ``limit``
         of them (all when None; the order of `of`), and ``holdout`` more are held out: from the examples after the
-        first ``limit`` when there are any, else the last of the order. ``holdout`` None: `auto_holdout`."""
+        first ``limit`` when there are any, else the last of the order. ``holdout`` None: `auto_holdout`. The
+        ``judge_only`` ids among ``ids`` take no part in that: they only judge, after the held-out judge examples."""
+        if judge_only:
+            only = set(judge_only)
+            order = cls.split([i for i in ids if i not in only], seed=seed, limit=limit, holdout=holdout)
+            return dataclasses.replace(order, judge_only=tuple(i for i in ids if i in only))
         held = auto_holdout(len(ids), limit) if holdout is None else holdout
         if limit is None or limit >= len(ids):
             return cls.of(ids, seed=seed, holdout=held)
@@ -69,8 +85,8 @@ class ExampleOrder:
 
     @property
     def judge(self) -> tuple[str, ...]:
-        """The held-out examples that score the returned candidate, never used to choose it."""
-        return self.holdout[confirm_size(len(self.holdout)) :]
+        """The held-out examples that score the returned candidate, never used to choose it (``judge_only`` last)."""
+        return self.holdout[confirm_size(len(self.holdout)) :] + self.judge_only
 
     @property
     def share(self) -> int:
