@@ -14,6 +14,7 @@ from metaharness.budget import SearchBudget
 from metaharness.errors import InputError
 from metaharness.evaluation.task_evaluator import TaskEvaluator
 from metaharness.models.stand_in import StandInClient
+from metaharness.report import write_summary_markdown
 from metaharness.search.loop import LoopSettings, Optimizer, Seed
 from metaharness.search.settings import SearchSettings
 from metaharness.search.staging import ExampleOrder
@@ -61,7 +62,8 @@ def test_examples_that_only_judge_are_neither_searched_nor_confirmed_and_judge_l
 
 def test_a_run_judges_on_its_withheld_training_examples_and_no_harness_learns_from_them(tmp_path: Path) -> None:
     task, judge_only = withhold(parity(), 4)
-    run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
+    config = {"dataset": "parity", "task_model": "openai:toy-model", "judge_train": 4}
+    run = RunDirectory.open(tmp_path / "run", config)
     search = SearchSettings(evaluation="planner", holdout=4, judge_train=4, budget=SearchBudget(evals_per_iter=2))
     Optimizer(
         run,
@@ -84,3 +86,5 @@ def test_a_run_judges_on_its_withheld_training_examples_and_no_harness_learns_fr
         for line in trace.read_text().splitlines()
     }
     assert searched == set(order.search) and not searched & set(judge_only)
+    text = write_summary_markdown(run).read_text(encoding="utf-8")
+    assert "judged on 7 held-out examples nothing was chosen by, 4 of them training examples withheld" in text

@@ -305,7 +305,14 @@ def held_out_note(view: RunView) -> str:
     judge = max((int(line.get("examples", 0)) for line in view.log if line.get("type") == "judgement"), default=0)
     if not confirm and not judge:
         return ""
-    return f", {confirm + judge} held out ({confirm} choose what the run returns, {judge} judge it)"
+    withheld = _withheld(view)
+    return f", {confirm + judge} held out ({confirm} choose what the run returns, {judge} judge it{withheld})"
+
+
+def _withheld(view: RunView) -> str:
+    """What the judge examples hold of the training examples the run withheld (``--judge-train``), if any."""
+    count = int(view.config.get("judge_train") or 0)
+    return f", {count} of them training examples withheld from the run" if count else ""
 
 
 def judgement_lines(view: RunView) -> list[str]:
@@ -318,7 +325,8 @@ def judgement_lines(view: RunView) -> list[str]:
     scores, baseline = last.get("scores") or {}, last.get("baseline") or {}
     lines = [
         "",
-        f"## What the search bought (judged on {last.get('examples')} held-out examples nothing was chosen by)",
+        f"## What the search bought (judged on {last.get('examples')} held-out examples nothing was chosen by"
+        f"{_withheld(view)})",
         "",
     ]
     rows = [
