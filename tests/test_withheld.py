@@ -88,3 +88,16 @@ def test_a_run_judges_on_its_withheld_training_examples_and_no_harness_learns_fr
     assert searched == set(order.search) and not searched & set(judge_only)
     text = write_summary_markdown(run).read_text(encoding="utf-8")
     assert "judged on 7 held-out examples nothing was chosen by, 4 of them training examples withheld" in text
+
+
+def test_a_holdout_that_leaves_nothing_to_search_is_refused_before_the_run_starts(tmp_path: Path, monkeypatch) -> None:
+    """The withheld training examples are no validation examples to search: the holdout is checked without them."""
+    from test_settings_last import FAKE_MODEL, task_folder
+
+    from metaharness.runner.optimize import optimize, run_config
+
+    monkeypatch.setattr("metaharness.runner.optimize.get_proposer", lambda name, **config: ScriptedProposer())
+    settings = run_config(str(task_folder(tmp_path)), task_model=FAKE_MODEL, holdout=6, judge_train=4)
+    with pytest.raises(InputError, match="--holdout 6 leaves no validation example to search"):
+        optimize(tmp_path / "run", settings, iterations=0, test=False)
+    assert not (tmp_path / "run").exists()

@@ -137,7 +137,9 @@ def optimize(
     search = resolved.search
     task, judge_only = withhold(task, search.judge_train)  # what every harness, proposer and check sees
     val = [example.id for example in task.load("val")]
-    ExampleOrder.split(val, seed=search.seed, limit=resolved.val_limit, holdout=search.holdout)  # enough examples
+    ExampleOrder.split(  # enough examples, or a clear error before the run directory is made
+        val, seed=search.seed, limit=resolved.val_limit, holdout=search.holdout, judge_only=judge_only
+    )
     session = LoopSettings(
         resolved.dataset, search, iterations, test=test, limit=resolved.val_limit, judge_only=judge_only
     )
