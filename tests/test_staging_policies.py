@@ -199,6 +199,22 @@ def test_candidates_with_identical_outputs_are_one_arm() -> None:
     assert len(alone.arms) == 4  # without outputs nothing is merged
 
 
+def test_the_all_policy_scores_a_candidate_merged_into_its_twin_in_full() -> None:
+    """A recording (``--evaluation all``) needs every candidate on every example: a candidate whose free examples
+    equal a supported candidate's outputs is merged into it for the other rules, not for ``all`` (a recorded
+    uspto run left one on 15 of 30 examples before)."""
+    seed = _seed()
+    seen = IDS[:MERGE_EXAMPLES]
+    twin = _evaluate(_proposal("c002", 0.6), seen, _scores(0.5, 0), 1)  # the seed's outcomes and outputs
+    outputs = {"c001": {i: f"seed {i}" for i in IDS}, "c002": {i: f"seed {i}" for i in seen}}
+    standing = Standing([seed, twin], ORDER, Budget(evals=100), 1, ["c002"], outputs=outputs)
+    assert standing.merged == {"c001": ["c002"]} and standing.arms == []
+    assert decide(standing, "greedy").steps == {}
+    recorded = decide(standing, "all")
+    assert recorded.steps == {"c002": SHARE} and recorded.merged == {}
+    assert standing.cost_to("c002", SHARE) == Spend(float(SHARE - MERGE_EXAMPLES))
+
+
 def test_a_few_identical_outputs_merge_nothing() -> None:
     """Agreeing on 10 examples is no evidence of one behaviour (a candidate differing on a quarter of them would
     agree there 6% of the time): a candidate that agrees with the supported seed on its first 10 examples stays an

@@ -68,6 +68,7 @@ class Greedy:
     name = "greedy"
     above_reference = False
     reads_predictions = asks_predictions = compared = True
+    merges = True
 
     def decide(self, standing: Standing, solver: AllocationSolver) -> Round:
         bar = standing.reference.score if standing.reference is not None else -math.inf
@@ -89,6 +90,7 @@ class BestOfN:
 
     name = "best-of-n"
     reads_predictions = asks_predictions = False
+    merges = True
     compared = True
 
     def decide(self, standing: Standing, solver: AllocationSolver) -> Round:
@@ -136,6 +138,7 @@ class Halving:
 
     name = "halving"
     reads_predictions = asks_predictions = False
+    merges = True
     compared = True
 
     def decide(self, standing: Standing, solver: AllocationSolver) -> Round:
@@ -211,6 +214,7 @@ class Gate:
 
     name = "gate"
     reads_predictions = asks_predictions = False
+    merges = True
     compared = True
 
     def decide(self, standing: Standing, solver: AllocationSolver) -> Round:
@@ -264,6 +268,7 @@ class Thompson:
 
     name = "thompson"
     reads_predictions = asks_predictions = compared = True
+    merges = True
 
     def decide(self, standing: Standing, solver: AllocationSolver) -> Round:
         arms = [a for a in standing.arms if a.options]
@@ -310,10 +315,10 @@ def _seed(standing: Standing) -> list[int]:
 
 class All:
     """Every candidate to its whole share, in order, while it fits (the seeds; a run that records every proposal in
-    full)."""
+    full): merged or not, since a recording needs every candidate's outcome on every example."""
 
     name = "all"
-    reads_predictions = compared = False
+    reads_predictions = compared = merges = False
     asks_predictions = True
 
     def decide(self, standing: Standing, solver: AllocationSolver) -> Round:

@@ -31,6 +31,7 @@ class Planner:
 
     name = "planner"
     reads_predictions = asks_predictions = compared = True
+    merges = True
 
     def decide(self, standing: Standing, solver: AllocationSolver) -> Round:
         leader = standing.leader()

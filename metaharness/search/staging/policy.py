@@ -58,6 +58,9 @@ class Policy(Protocol):
       a share of the iteration's budget to make them): True for a rule that reads them, and for one that does not
       but whose runs record them (``all``). The policies that ask for none are `prediction_free` (baselines that
       pay nothing for predicting).
+    - ``merges``: False when the rule scores every candidate in full whatever its outputs (``all``, which records
+      every outcome): it is then given `Standing.unmerged`, in which no candidate is merged into another. True for
+      the others: a candidate whose outputs equal another's is no arm of theirs (``Round.merged``).
     - ``compared``: whether each of its rounds records what greedy and halving would choose in the same standing
       (``Round.alternatives``).
     - ``decide(standing, solver) -> Round``: the next round. ``Round.steps`` maps ids of ``standing.arms`` that
@@ -76,6 +79,7 @@ class Policy(Protocol):
     name: str
     reads_predictions: bool
     asks_predictions: bool
+    merges: bool
     compared: bool
 
     def decide(self, standing: Standing, solver: AllocationSolver) -> Round: ...
@@ -131,4 +135,5 @@ def alternatives(standing: Standing) -> dict[str, dict[str, int]]:
 
 
 def _view(rule: Policy, standing: Standing) -> Standing:
-    return standing if rule.reads_predictions else standing.blind()
+    view = standing if rule.merges else standing.unmerged()
+    return view if rule.reads_predictions else view.blind()

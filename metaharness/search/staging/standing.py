@@ -94,6 +94,19 @@ class Standing:
             self.outputs,
         )
 
+    def unmerged(self) -> Standing:
+        """This standing with no candidate merged into another and none expected to score as a twin (every
+        unsupported candidate an arm): what a rule that scores every candidate in full decides from."""
+        return self._unmerged
+
+    @cached_property
+    def _unmerged(self) -> Standing:
+        if not self.outputs:
+            return self
+        return Standing(
+            self.candidates, self.order, self.left, self.iteration, self.proposals, self.first_stage, self.fallback_cost
+        )
+
     @property
     def spent(self) -> Spend:
         """What this iteration's evaluation has spent so far (the candidates' recorded stages of it)."""
@@ -240,6 +253,8 @@ class Standing:
         """The predicted cost of taking the candidate to ``target`` examples (the next ones of the order)."""
         candidate = self.by_id[cid]
         scored = candidate.evaluation.example_ids if candidate.evaluation else []
+        if cid not in self.costs:  # merged into another here, so no arm of this standing (an unmerged view's)
+            self.costs[cid] = per_example_costs(candidate, self.by_id, self.order, self.fallback_cost)
         return self._cost(scored, self.costs[cid], target)
 
     def leader(self) -> str | None:
