@@ -37,21 +37,31 @@ def evaluated(records: Iterable[Candidate]) -> list[Candidate]:
     return [r for r in records if r.supported]
 
 
-def rank(record: Candidate) -> tuple[bool, float, float, float]:
-    """What the best maximises: a candidate confirmed on held-out examples before one that is not, then the
-    confirmed score, then the validation score, then the score by cross-validation on the training examples that a
-    model-free contender has (``metaharness.search.train_folds``; -1 without one); see ``best``."""
+def evidence(record: Candidate) -> float:
+    """Every score the candidate has, pooled by example count: its validation score, its held-out confirm score and
+    a model-free candidate's training-fold score (``metaharness.search.train_folds``). The folds, two hundred
+    training examples where the search has a few dozen, outweigh the rest: the search's examples chose among many
+    programs, so the best score there is the most flattered; the folds chose nothing."""
     ev = record.evaluation
-    confirm = ev.confirm if ev is not None else None
-    folds = ev.folds.primary if ev is not None and ev.folds is not None else -1.0
-    return (confirm is not None, confirm.primary if confirm is not None else 0.0, record.score, folds)
+    if ev is None:
+        return record.score
+    parts = [(ev.primary, ev.examples)] + [(s.primary, s.examples) for s in (ev.confirm, ev.folds) if s is not None]
+    count = sum(n for _, n in parts)
+    return sum(score * n for score, n in parts) / count if count else record.score
+
+
+def rank(record: Candidate) -> tuple[bool, float, float]:
+    """What the best maximises: a candidate confirmed on held-out examples before one that is not, then all its
+    evidence pooled (``evidence``), then the validation score; see ``best``."""
+    ev = record.evaluation
+    return (ev is not None and ev.confirm is not None, evidence(record), record.score)
 
 
 def best(records: Iterable[Candidate]) -> Candidate | None:
     """The candidate the run returns among supported candidates: when some were confirmed on the held-out examples
-    that choose it (the search's best contenders, ``metaharness.search.held_out``), the highest confirmed score, ties
-    by validation score, then by training-fold score; else the highest validation score. The earliest wins a tie (as
-    the store's ``best`` ref does)."""
+    that choose it (the search's best contenders, ``metaharness.search.held_out``), the highest of their pooled
+    validation, confirm and training-fold scores (``evidence``); else the highest pooled validation and fold score.
+    The earliest wins a tie (as the store's ``best`` ref does)."""
     done = evaluated(records)
     return max(done, key=rank) if done else None
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from fakes import ScriptedProposer
 from test_held_out import ParityTask
 from test_model_free import IGNORES, ToyTask
 from test_one_budget import TAGGED, harness
 
+from metaharness import frontier
 from metaharness.budget import SearchBudget
 from metaharness.candidate import Candidate, Evaluation
 from metaharness.evaluation.task_evaluator import TaskEvaluator
@@ -128,10 +130,12 @@ def test_a_program_that_reads_the_model_has_no_fold_score_and_a_tiny_training_sp
 
 def test_contenders_that_tie_on_every_validation_score_are_ordered_by_their_training_folds(tmp_path: Path) -> None:
     """Two proposals are each wrong on one search example and right on every held-out one; only the training folds
-    tell that one of them fails on an input it was not built on. Without them the earlier would be returned."""
+    tell that one of them fails on an input it was not built on, which puts it behind the seed. Without them the
+    earlier would be returned."""
     task = ParityTask()
     run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
-    search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2), train_folds=True)
+    search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2))
+    assert search.train_folds  # on by default
     proposer = ScriptedProposer(
         {1: [Proposal("c001", UNSEEN_WRONG, "right where it was trained"), Proposal("c001", PARITY, "parity")]}
     )
@@ -147,21 +151,21 @@ def test_contenders_that_tie_on_every_validation_score_are_ordered_by_their_trai
     run.close()
     by_summary = {c.summary: c for c in run.candidates()}
     trained, parity = by_summary["right where it was trained"], by_summary["parity"]
-    for candidate in (trained, parity):
-        assert candidate.score == 5 / 6 and candidate.evaluation is not None  # wrong on one search example each
-        assert candidate.evaluation.confirm is not None and candidate.evaluation.confirm.primary == 1.0
-        assert candidate.evaluation.folds is not None and candidate.evaluation.folds.examples == 6
-    assert trained.evaluation is not None and trained.evaluation.folds is not None
-    assert parity.evaluation is not None and parity.evaluation.folds is not None
-    assert (trained.evaluation.folds.primary, parity.evaluation.folds.primary) == (0.0, 1.0)
+    assert trained.score == parity.score == 5 / 6  # wrong on one search example each
+    assert parity.evaluation is not None and parity.evaluation.confirm is not None
+    assert parity.evaluation.confirm.primary == 1.0
+    assert parity.evaluation.folds is not None and parity.evaluation.folds.examples == 6
+    assert parity.evaluation.folds.primary == 1.0
+    assert trained.evaluation is not None and trained.evaluation.confirm is None  # 0.0 on its folds: not a contender
     assert outcome.best is not None and outcome.best.id == parity.id
     stored = run.store.best()
     assert stored is not None and stored.id == parity.id
     folded = {line["id"]: line["evaluation"]["scores"]["primary"] for line in run.log_records("folds")}
-    assert folded == {trained.id: 0.0, parity.id: 1.0}
+    seed = by_summary["seed: even"]
+    assert folded == {seed.id: 0.5, trained.id: 0.0, parity.id: 1.0}  # the seed is model-free too
     text = write_summary_markdown(run).read_text(encoding="utf-8")
     assert "training folds 1.0000 on 6 training examples" in text
-    assert "2 tied candidates scored on training folds with no model call" in text
+    assert "3 model-free contenders scored on training folds with no model call" in text
 
 
 def test_a_kill_after_the_journal_keeps_the_fold_score_with_the_confirmation(tmp_path: Path) -> None:
@@ -178,3 +182,19 @@ def test_a_kill_after_the_journal_keeps_the_fold_score_with_the_confirmation(tmp
     [stored] = reopened.candidates()
     assert stored.evaluation is not None and stored.evaluation.confirm == confirm and stored.evaluation.folds == folds
     reopened.close()
+
+
+def test_the_best_weighs_every_score_it_has_by_its_examples_so_the_folds_outweigh_a_few_search_examples() -> None:
+    """Confirmed alike, the candidate ahead by one of ten search examples is behind by 30 of 200 training examples:
+    the pooled evidence returns the other one."""
+
+    def scored(cid: str, val: float, folds: float) -> Candidate:
+        evaluation = Evaluation("val", {"primary": val}, examples=10)
+        confirm = Evaluation("confirm", {"primary": 0.8}, examples=5)
+        fold = Evaluation("folds", {"primary": folds}, examples=200, model_free=True)
+        return Candidate(cid, None, 1, PARITY, evaluation=replace(evaluation, confirm=confirm, folds=fold))
+
+    flattered, steady = scored("c002", 0.9, 0.60), scored("c003", 0.8, 0.75)
+    assert frontier.evidence(flattered) == pytest.approx((9 + 4 + 120) / 215)
+    best = frontier.best([flattered, steady])
+    assert best is not None and best.id == "c003"

@@ -56,6 +56,7 @@ RUN_OPTIONS = (
     "seed",
     "holdout",
     "judge_train",
+    "train_folds",
     "val_limit",
     "per_run",
     "per_iteration",

@@ -125,7 +125,7 @@ def render_markdown(view: RunView) -> str:
         if folds is not None:
             lines.append(
                 f"training folds {folds.primary:.4f} on {folds.examples} training examples, each predicted by the "
-                "program built on the other folds with no model call (what orders tied contenders)  "
+                "program built on the other folds with no model call (weighed with its other scores in choosing it)  "
             )
         if best.id in view.holdout:
             judged = view.holdout[best.id]
@@ -264,8 +264,8 @@ def _examples(scored: dict[str, int]) -> str:
 def prediction_story(view: RunView) -> str:
     """What predicting cost (task-model tokens of probes; sandbox time of the free checks) and what it saved: the
     examples scored with no model call or from recorded calls before any policy decided, and the revisions known
-    exactly to behave as their base, so never proposed; and the training folds of tied contenders, with their
-    sandbox time."""
+    exactly to behave as their base, so never proposed; and the training folds of the model-free contenders, with
+    their sandbox time."""
     lines = [line for line in view.log if line.get("type") == "iteration" and "checks" in line]
     if not lines:
         return ""
@@ -287,7 +287,7 @@ def prediction_story(view: RunView) -> str:
     if folds:
         spent = sum(float(line["evaluation"].get("seconds", 0.0)) for line in folds)
         folded = (
-            f"; {len(folds)} tied candidates scored on training folds with no model call, in {spent:,.0f} s of "
+            f"; {len(folds)} model-free contenders scored on training folds with no model call, in {spent:,.0f} s of "
             "sandbox time"
         )
     return (

@@ -26,6 +26,9 @@ from metaharness.store.protocol import RunStore
 
 # How many of the search's best the held-out confirm examples choose the returned candidate among.
 CONTENDERS = 2
+# How many model-free candidates in the running are scored on the training folds (each costs a build and three
+# predictions per training example in the sandbox, no token).
+FOLDED = 8
 
 # The no-model baseline on validation examples: their primary scores (in the order asked) and its settings.
 Baseline = Callable[[Sequence[str]], tuple[list[float], dict[str, object]]]
@@ -76,11 +79,12 @@ class HeldOutJudge:
 
     def contenders(self) -> list[Candidate]:
         """The supported candidates the held-out examples must choose among, not confirmed yet: the ``CONTENDERS``
-        best by validation score with distinct outputs (a candidate whose outputs equal a better one's is that one),
-        leaving out any whose paired deficit to the top is more than two standard errors (no contender on this
-        evidence). With ``train_folds``, model-free candidates that tie on their validation score are first ordered
-        by their score by cross-validation on the training examples (``metaharness.search.train_folds``), which they
-        then carry (``Evaluation.folds``): of two that tie, the one the folds prefer comes first."""
+        best with distinct outputs (a candidate whose outputs equal a better one's is that one), leaving out any
+        whose paired deficit to the top on the validation examples is more than two standard errors (no contender on
+        this evidence). With ``train_folds``, the model-free candidates among them are first scored by
+        cross-validation on the training examples (``metaharness.search.train_folds``), which they then carry
+        (``Evaluation.folds``), and the candidates are ordered by all their evidence pooled
+        (``metaharness.frontier.evidence``)."""
         ranked = sorted((c for c in self.store.candidates() if c.supported), key=lambda c: -c.score)
         near: list[Candidate] = []
         for candidate in ranked:
@@ -90,31 +94,25 @@ class HeldOutJudge:
             if lead <= 2 * spread + 1e-12:
                 near.append(candidate)
         outputs = {c.id: self._outputs(c) for c in near}
-        cut = min((c.score for c in _distinct(near, outputs)[:CONTENDERS]), default=0.0)
-        near = sorted(self._with_folds(near, cut, outputs), key=_val_then_folds, reverse=True)
-        chosen = _distinct(near, outputs)[:CONTENDERS]
+        chosen = sorted(self._with_folds(_distinct(near, outputs)), key=frontier.evidence, reverse=True)[:CONTENDERS]
         return [c for c in chosen if c.evaluation is not None and c.evaluation.confirm is None]
 
     def _outputs(self, candidate: Candidate) -> dict[str, str]:
         path = self.store.path / candidate.trace if candidate.trace is not None else None
         return trace_outputs(path) if path is not None else {}
 
-    def _with_folds(self, near: list[Candidate], cut: float, outputs: dict[str, dict[str, str]]) -> list[Candidate]:
-        """``near`` with training-fold scores for its model-free candidates at or above ``cut`` whose validation
-        score another candidate of ``near`` shares, the first of each group with the same outputs on the search's
-        examples only (a later twin stays behind it, as before); each program is scored once, a ``"folds"`` line
+    def _with_folds(self, near: list[Candidate]) -> list[Candidate]:
+        """``near`` (distinct outputs, best validation score first) with training-fold scores for its ``FOLDED`` best
+        model-free candidates; the model-free ones after those leave the running, since a validation score alone
+        would be weighed against the others' pooled evidence. Each program is scored once, a ``"folds"`` line
         logged, and one that carries a score keeps it."""
-        shared = [
-            c
-            for c in near
-            if c.score >= cut - 1e-12 and any(abs(o.score - c.score) < 1e-12 for o in near if o is not c)
-        ]
-        asked = [
-            c
-            for c in _distinct(shared, outputs)
-            if c.evaluation is not None and c.evaluation.model_free and c.evaluation.folds is None
-        ]
-        if not self.train_folds or self.model_free is None or not asked:
+        if not self.train_folds or self.model_free is None:
+            return near
+        model_free = [c for c in near if c.evaluation is not None and c.evaluation.model_free]
+        left = {c.id for c in model_free[FOLDED:]}
+        near = [c for c in near if c.id not in left]
+        asked = [c for c in model_free[:FOLDED] if c.evaluation is not None and c.evaluation.folds is None]
+        if not asked:
             return near
         self.check_stop()
         if self.folds is None:  # made once the stand-ins have learnt the run's answers
@@ -196,12 +194,6 @@ class HeldOutJudge:
         """``best``'s score on the judge examples, once saved."""
         judged = self.store.split_result(best.id, "holdout") if best is not None else None
         return judged.primary if judged is not None else None
-
-
-def _val_then_folds(candidate: Candidate) -> tuple[float, float]:
-    """What orders the candidates in the running: the validation score, then the training-fold score (-1 without)."""
-    folds = candidate.evaluation.folds if candidate.evaluation is not None else None
-    return (candidate.score, folds.primary if folds is not None else -1.0)
 
 
 def _distinct(candidates: list[Candidate], outputs: dict[str, dict[str, str]]) -> list[Candidate]:

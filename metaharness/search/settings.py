@@ -45,6 +45,14 @@ def _boolean(value: object, flag: str) -> None:
         raise InputError(f"{flag} must be true or false, got {value!r}.")
 
 
+def _on_off(text: str) -> bool:
+    """``on`` or ``off`` (also true/false, yes/no, 1/0) from the command line."""
+    words = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+    if text.strip().lower() not in words:
+        raise InputError(f"--train-folds takes on or off, got {text!r}.")
+    return words[text.strip().lower()]
+
+
 # What the loop reads, declared once (``metaharness.setting``); ``budget`` is the run's limits (``BUDGET_SETTINGS``).
 SEARCH_SETTINGS = (
     Setting(
@@ -104,10 +112,14 @@ SEARCH_SETTINGS = (
     Setting(
         "train_folds",
         bool,
-        False,
-        "Order model-free contenders that tie on the search's examples by their score by cross-validation on the "
-        "training examples (no model call, sandbox time; metaharness.search.train_folds).",
+        True,
+        "Score the model-free contenders for what the run returns by cross-validation on the training examples and "
+        "weigh that with their other scores (no model call, sandbox time; metaharness.search.train_folds).",
         _boolean,
+        flag="--train-folds",
+        metavar="on|off",
+        parse=_on_off,
+        shown_default="on",
     ),
     Setting(
         "max_proposer_failures",
@@ -129,7 +141,7 @@ class SearchSettings:
     (``holdout``; None: `metaharness.search.staging.auto_holdout`) and the training examples it withholds to judge on
     (``judge_train``: `metaharness.search.withheld`), the proposals an iteration takes
     (``proposals``; None: ``proposals_per_iteration`` decides), the least first stage of a candidate's evaluation
-    (``first_stage``), whether tied model-free contenders are ordered by training folds (``train_folds``), every
+    (``first_stage``), whether model-free contenders are scored on training folds (``train_folds``), every
     limit on spending (``budget``), and after how many proposer failures in a row a session stops
     (``max_proposer_failures``). InputError naming the first bad one when made."""
 
