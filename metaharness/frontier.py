@@ -39,9 +39,10 @@ def evaluated(records: Iterable[Candidate]) -> list[Candidate]:
 
 def evidence(record: Candidate) -> float:
     """Every score the candidate has, pooled by example count: its validation score, its held-out confirm score and
-    a model-free candidate's training-fold score (``metaharness.search.train_folds``). The folds, two hundred
-    training examples where the search has a few dozen, outweigh the rest: the search's examples chose among many
-    programs, so the best score there is the most flattered; the folds chose nothing."""
+    a model-free candidate's training-fold score (``metaharness.search.train_folds``); what picks the contenders the
+    held-out confirm examples choose among, and breaks a tie between them. The folds, two hundred training examples
+    where the search has a few dozen, outweigh the search's score, the most flattered (it chose among many
+    programs); the confirm examples then decide, being drawn from the validation split, which the folds are not."""
     ev = record.evaluation
     if ev is None:
         return record.score
@@ -50,18 +51,21 @@ def evidence(record: Candidate) -> float:
     return sum(score * n for score, n in parts) / count if count else record.score
 
 
-def rank(record: Candidate) -> tuple[bool, float, float]:
-    """What the best maximises: a candidate confirmed on held-out examples before one that is not, then all its
+def rank(record: Candidate) -> tuple[bool, float, float, float]:
+    """What the best maximises: a candidate confirmed on held-out examples before one that is not, then the
+    confirmed score (held-out examples of the task's own distribution decide between the contenders), then all its
     evidence pooled (``evidence``), then the validation score; see ``best``."""
     ev = record.evaluation
-    return (ev is not None and ev.confirm is not None, evidence(record), record.score)
+    confirm = ev.confirm if ev is not None else None
+    primary = confirm.primary if confirm is not None else 0.0
+    return (confirm is not None, primary, evidence(record), record.score)
 
 
 def best(records: Iterable[Candidate]) -> Candidate | None:
     """The candidate the run returns among supported candidates: when some were confirmed on the held-out examples
-    that choose it (the search's best contenders, ``metaharness.search.held_out``), the highest of their pooled
-    validation, confirm and training-fold scores (``evidence``); else the highest pooled validation and fold score.
-    The earliest wins a tie (as the store's ``best`` ref does)."""
+    that choose it (the search's best contenders, ``metaharness.search.held_out``), the highest confirmed score, ties
+    by the pooled validation, confirm and training-fold scores (``evidence``); else the highest pooled score. The
+    earliest wins a tie (as the store's ``best`` ref does)."""
     done = evaluated(records)
     return max(done, key=rank) if done else None
 
