@@ -53,4 +53,4 @@ def test_a_share_that_leaves_nothing_to_judge_is_refused() -> None:
     load_study("replay_study")
     study = load_study("fold_choice")
     with pytest.raises(SystemExit, match="leave no judge example"):
-        study.study([RUN], replicates=1, share=10, confirm=10)
+        study.study([RUN], replicates=1, share=5, confirm=10)

@@ -134,8 +134,7 @@ def test_contenders_that_tie_on_every_validation_score_are_ordered_by_their_trai
     earlier would be returned."""
     task = ParityTask()
     run = RunDirectory.open(tmp_path / "run", {"dataset": "parity", "task_model": "openai:toy-model"})
-    search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2))
-    assert search.train_folds  # on by default
+    search = SearchSettings(evaluation="planner", holdout=6, budget=SearchBudget(evals_per_iter=2), train_folds=True)
     proposer = ScriptedProposer(
         {1: [Proposal("c001", UNSEEN_WRONG, "right where it was trained"), Proposal("c001", PARITY, "parity")]}
     )

@@ -112,14 +112,14 @@ SEARCH_SETTINGS = (
     Setting(
         "train_folds",
         bool,
-        True,
+        False,
         "Score the model-free contenders for what the run returns by cross-validation on the training examples and "
         "weigh that with their other scores (no model call, sandbox time; metaharness.search.train_folds).",
         _boolean,
         flag="--train-folds",
         metavar="on|off",
         parse=_on_off,
-        shown_default="on",
+        shown_default="off",
     ),
     Setting(
         "max_proposer_failures",
