@@ -28,6 +28,7 @@ from test_hostile_harnesses import current_test, processes_named
 
 from metaharness.errors import BudgetExceeded, StorageFailure
 from metaharness.evaluation import evaluate
+from metaharness.evaluation.confine import isolation
 from metaharness.models.client import Client
 from metaharness.models.protocol import ChatRequest, ChatResult, Role
 from metaharness.runner.ledger import run_ledger
@@ -96,19 +97,34 @@ evaluate({harness!r}, ToyTask(), "val", model=ScriptedModel("x"), limit=2, worke
 """
 
 
+def scratch_folders(pids: list[int]) -> set[str]:
+    """The host scratch folders of the sandbox processes ``pids`` (their ``TMPDIR``, see ``clean_environment``)."""
+    folders = set()
+    for pid in pids:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            env = dict(entry.split(b"=", 1) for entry in handle.read().split(b"\0") if b"=" in entry)
+        folders.add(os.fsdecode(env[b"TMPDIR"]))
+    return folders
+
+
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV], ids=lambda s: s.name)
 def test_a_sandbox_dies_with_its_parent_however_the_parent_dies(tmp_path, how):
+    """No process is left, and with namespaces no scratch folder either: the parent never gets to close them."""
     name = f"mh{uuid.uuid4().hex[:12]}"
     harness = named_harness(tmp_path, name, "while True:\n    pass")
     parent = subprocess.Popen([sys.executable, "-c", EVALUATING.format(tests=str(TESTS), harness=str(harness))])
     try:
         wait_for(lambda: len(processes_named(name)) == 2)  # both examples spinning, each in its sandbox
+        scratch = scratch_folders(processes_named(name))
         parent.send_signal(how)
         parent.wait(timeout=30)
         assert_none_left(name)
         observed(f"2 spinning sandboxes, parent killed by {how.name}", "no sandbox process left")
     finally:
         parent.kill()
+    assert len(scratch) == 2 and all(os.path.basename(f).startswith("metaharness-sandbox-") for f in scratch)
+    if isolation().namespaces:  # without them the folder holds what the harness wrote: only close removes it
+        assert not [folder for folder in scratch if os.path.lexists(folder)]
 
 
 # ---------------------------------------------------------------- Ctrl-C

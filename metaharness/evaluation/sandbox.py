@@ -276,6 +276,11 @@ class Sandbox:
             raise SandboxFailure(f"{LOAD_FAILED}{reply.get('error')}", fatal=True)
         layers = reply.get("layers")
         self.layers = [str(layer) for layer in layers] if isinstance(layers, list) else []
+        if self.isolation.namespaces:
+            # The worker runs in its own root now: the host's folder was only where that root was built, and it is
+            # empty. Removed here, it is not left in /tmp when the parent dies without closing (SIGKILL, OOM killer).
+            with contextlib.suppress(OSError):
+                os.rmdir(self.scratch)
 
     def _start(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
