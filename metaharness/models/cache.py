@@ -32,8 +32,9 @@ from typing import Any, TypeVar
 
 from metaharness.models.protocol import ChatRequest, ChatResult, Choice, TokenLogprob, ToolCall, Usage
 
-# Bump when the stored format or the meaning of a request changes, so old entries are never misread.
-FORMAT_VERSION = 1
+# Bump when the stored format or the meaning of a request changes, so old entries are never misread. 2: the
+# embedded model runs as Q8_0 (``metaharness.models.local``), whose answers are not all its Q4_1 ones.
+FORMAT_VERSION = 2
 log = logging.getLogger("metaharness.models")
 _T = TypeVar("_T")
 
