@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import jsonschema
 import pytest
@@ -198,6 +199,21 @@ def test_closing_waits_for_the_call_in_flight_and_refuses_later_calls():
     with pytest.raises(ModelUnavailable, match="closed"), model.use(logits_all=False, n_ctx=512):
         pass
     thread.join()
+
+
+def test_calls_from_many_threads_run_on_the_models_one_thread():
+    """Evaluation threads hand their calls to the model's thread (llama.cpp ran them slower from many threads)."""
+    model = EmbeddedModel(run_path(DEFAULT_LOCAL_MODEL))  # contexts of its own, not the process-wide ones
+
+    def where(_: int) -> int:
+        return model.run(lambda llama: threading.get_ident(), logits_all=False, n_ctx=512)
+
+    with ThreadPoolExecutor(4) as pool:
+        threads = set(pool.map(where, range(8)))
+    assert len(threads) == 1 and threading.get_ident() not in threads
+    with pytest.raises(ZeroDivisionError):  # a call's exception is its caller's
+        model.run(lambda llama: 1 / 0, logits_all=False, n_ctx=512)
+    assert model.close()
 
 
 EXIT_DURING_A_CALL = """

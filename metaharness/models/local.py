@@ -19,8 +19,12 @@ the same text), so the response cache's keys changed with it (``cache.FORMAT_VER
 path runs as it is.
 
 One llama.cpp context per process and model file (``EmbeddedModel``) is loaded on first use and kept; calls to it
-are serialised by a lock because a context is not thread-safe. Token log-probabilities need ``logits_all=True``,
-which makes every call slower, so a second context with it is loaded only when a request asks for log-probabilities.
+are serialised by a lock because a context is not thread-safe, and run on the model's one thread whichever thread
+asks (``EmbeddedModel.run``): the same calls made in turn from six evaluation threads took 1.4 to 1.9 times as long
+as from one thread (a check by hand; llama.cpp's OpenMP build keeps a team of threads per calling thread, the likely
+cause, not traced further), and with eight examples in flight a seed's evaluation took 1.5 times as long as with
+one. Token log-probabilities need ``logits_all=True``, which makes every call slower, so a second context with it
+is loaded only when a request asks for log-probabilities.
 A context keeps the key/value states of recent prompts and starts each call from the longest prefix it holds,
 without changing any answer (``metaharness.models.prefix_states``); ``Usage.cached_tokens`` reports the prompt
 tokens a call reused. At interpreter exit the contexts are freed only once the call in flight has returned (freeing
@@ -47,14 +51,16 @@ import importlib.util
 import json
 import logging
 import os
+import queue
 import re
 import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from metaharness.errors import ConfigurationError, ModelUnavailable
 from metaharness.json_types import JSONObject
@@ -68,6 +74,7 @@ if TYPE_CHECKING:  # optional (the local extra) and heavy: imported on first use
     from metaharness.models.prefix_states import PrefixReusingLlama
 from metaharness.models.structured import forced_tool_name, tool_call_from_text, tool_call_schema, tools_prompt
 
+T = TypeVar("T")
 DEFAULT_N_CTX = 4096
 REPEAT_PENALTY = 1.1  # llama_cpp.server's default; see the module docstring
 # How long exit waits for a call in flight before leaving its context allocated (a LawBench call on a loaded 2-core
@@ -174,10 +181,12 @@ def require_llama_cpp(spec: str) -> None:
 
 
 class EmbeddedModel:
-    """One GGUF file's llama.cpp contexts in this process and the lock that serialises calls to them.
+    """One GGUF file's llama.cpp contexts in this process, the lock that serialises calls to them and the thread
+    that runs them.
 
-    ``use`` lends a context for one call (loading it on first use); ``close`` frees the contexts once no call is in
-    flight, after which ``use`` raises ``ModelUnavailable``.
+    ``use`` lends a context for one call (loading it on first use); ``run`` does that on the model's own thread (see
+    the module docstring); ``close`` frees the contexts once no call is in flight, after which ``use`` raises
+    ``ModelUnavailable``.
     """
 
     def __init__(self, path: Path) -> None:
@@ -185,6 +194,33 @@ class EmbeddedModel:
         self._lock = threading.Lock()
         self._contexts: dict[tuple[bool, int], PrefixReusingLlama] = {}
         self._closing = False
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()
+
+    def run(self, call: Callable[[PrefixReusingLlama], T], *, logits_all: bool, n_ctx: int) -> T:
+        """``call(context)`` on the model's thread, with the context ``use`` lends; its result or its exception.
+        The thread is a daemon: exit does not wait for the calls queued (``close`` waits for the one in flight)."""
+
+        def lent() -> T:
+            with self.use(logits_all=logits_all, n_ctx=n_ctx) as llama:
+                return call(llama)
+
+        done: Future[T] = Future()
+        self._calls.put((lent, done))
+        with self._starting:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name=f"llama-{self.path.stem}", daemon=True)
+                self._thread.start()
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            work, done = self._calls.get()
+            try:
+                done.set_result(work())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, whose exception it is
+                done.set_exception(exc)
 
     @contextlib.contextmanager
     def use(self, *, logits_all: bool, n_ctx: int) -> Iterator[PrefixReusingLlama]:
@@ -342,20 +378,22 @@ class LocalBackend:
         raw_id = None
         for index in range(request.n):
             arguments = chat_arguments(request, index)
-            with model.use(logits_all=request.logprobs is not None, n_ctx=self.n_ctx) as llama:
+
+            def complete(llama: PrefixReusingLlama, arguments: dict[str, Any] = arguments) -> tuple[Any, int]:
                 llama.reuse = self.reuse_prefixes
-                try:
-                    # a dict, since no stream is asked for
-                    out = cast("dict[str, Any]", llama.create_chat_completion(**arguments))
-                except ValueError as exc:
-                    if "context window" in str(exc):
-                        raise ContextOverflow(
-                            f"The prompt does not fit the context of {self.spec} ({self.n_ctx} tokens): {exc}. "
-                            f"Shorten it, or connect with a larger n_ctx.",
-                            self.n_ctx,
-                        ) from exc
-                    raise
-                reused = llama.remember()
+                return llama.create_chat_completion(**arguments), llama.remember()
+
+            try:
+                answer, reused = model.run(complete, logits_all=request.logprobs is not None, n_ctx=self.n_ctx)
+            except ValueError as exc:
+                if "context window" in str(exc):
+                    raise ContextOverflow(
+                        f"The prompt does not fit the context of {self.spec} ({self.n_ctx} tokens): {exc}. "
+                        f"Shorten it, or connect with a larger n_ctx.",
+                        self.n_ctx,
+                    ) from exc
+                raise
+            out = cast("dict[str, Any]", answer)  # a dict, since no stream is asked for
             raw_id = raw_id or out["id"]
             usage = usage + Usage(out["usage"]["prompt_tokens"], out["usage"]["completion_tokens"], reused)
             choices.append(self._choice(out["choices"][0], request))
