@@ -46,6 +46,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import functools
 import hashlib
 import importlib.util
 import json
@@ -134,7 +135,8 @@ def run_path(name: str) -> Path:
     shipped = gguf_path(name)
     if name not in _REGISTERED:
         return shipped
-    digest = hashlib.sha256(shipped.read_bytes()).hexdigest()[:16]
+    stat = shipped.stat()
+    digest = _file_digest(shipped, stat.st_size, stat.st_mtime_ns)
     folder = default_cache_path().parent / "models"
     target = folder / f"{shipped.stem.rsplit('.', 1)[0]}.{RUN_FORMAT}-{digest}.gguf"
     if target.is_file():
@@ -151,6 +153,12 @@ def run_path(name: str) -> Path:
             "to a writable folder."
         ) from exc
     return target
+
+
+@functools.lru_cache(maxsize=8)
+def _file_digest(path: Path, size: int, mtime_ns: int) -> str:
+    """The first 16 hex digits of ``path``'s SHA-256, read once per process while its size and time stay."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def _requantize(source: Path, target: Path) -> None:
