@@ -166,7 +166,7 @@ def _requantize(source: Path, target: Path) -> None:
     import llama_cpp  # optional (the local extra) and heavy: imported on first use
 
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{RUN_FORMAT}")
     params.allow_requantize = True
     quantizer_log = logging.getLogger("llama-cpp-python")  # llama_cpp prints a C log line only at this level
     level = quantizer_log.level
